@@ -1,0 +1,188 @@
+/* include/kiln.h -- the one public header of libkiln. Everything not declared here is internal.
+ *
+ * kiln is a tensor compiler. A *kernel graph* is a DAG of tensor operations over named inputs
+ * and weights with known shapes; each operation is a compute definition over index variables,
+ * optionally reducing (sum, max, min) over reduction variables. Graphs are written in the .kg
+ * text format (docs/kg.md) or built through the op library, and evaluated exactly by the
+ * reference interpreter (double precision), the oracle every compiled kernel is checked against.
+ *
+ * Worked example (error handling abbreviated):
+ *
+ *     kiln_ctx *ctx = kiln_ctx_new(NULL);
+ *     struct kiln_graph *g;
+ *     const char *src = "input a: f32[4, 8]\n"
+ *                       "input b: f32[8, 3]\n"
+ *                       "C[i, j] += a[i, k] * b[k, j]\n"
+ *                       "output C\n";
+ *     if (kiln_graph_parse(ctx, src, strlen(src), "mm.kg", &g) != KILN_OK) {
+ *         char msg[512];
+ *         kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+ *         fprintf(stderr, "%s\n", msg);       // mm.kg:3:5: error: ...
+ *     }
+ *     printf("%016llx\n", (unsigned long long)kiln_graph_hash(g));
+ *     // Evaluate: one double buffer per argument (inputs and weights, in declaration order)
+ *     // and one per output.
+ *     double a[32], b[24], c[12];
+ *     const double *args[] = {a, b};
+ *     double *outs[] = {c};
+ *     kiln_graph_eval(ctx, g, args, outs);
+ *     kiln_ctx_free(ctx);                     // frees the graph and everything else
+ *
+ * Conventions: every fallible call returns enum kiln_status and records the first error in the
+ * context (kiln_ctx_error); memory the library returns is owned by the context unless a
+ * function says otherwise. One context belongs to one thread at a time. */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KILN_BUILD) && defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#define KILN_VERSION     "0.1.0"
+#define KILN_MAX_DIMS    8  /* most dimensions a tensor may have */
+#define KILN_MAX_REDUCE  8  /* most reduction variables one operation may have */
+
+enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_INVALID,     /* caller's fault: bad text, shape, dtype, attribute, schedule step */
+    KILN_ERR_UNSUPPORTED, /* a valid request kiln cannot handle (yet) */
+    KILN_ERR_NOMEM,       /* an allocation failed */
+    KILN_ERR_BACKEND,     /* LLVM, NVRTC, CUDA, XGBoost or the OS refused; their log is in detail */
+    KILN_ERR_INTERNAL,    /* kiln's bug: an invariant did not hold */
+};
+
+struct kiln_loc {
+    const char *file; /* user-facing source name (ctx-owned copy), or NULL */
+    uint32_t    line; /* 1-based; 0 = no location */
+    uint32_t    col;  /* 1-based column in bytes */
+};
+
+struct kiln_error {
+    enum kiln_status status;
+    struct kiln_loc  loc;
+    const char      *pass;   /* "parse", "graph", "interp", ... */
+    const char      *where;  /* kiln's source file:line; meaningful for KILN_ERR_INTERNAL */
+    const char      *detail; /* full backend log (ctx-owned), or NULL */
+    char             msg[512];
+};
+
+enum kiln_dtype {
+    KILN_DTYPE_F32 = 0,
+    KILN_DTYPE_F16,
+    KILN_DTYPE_BF16,
+    KILN_DTYPE_F64,
+    KILN_DTYPE_I8,
+    KILN_DTYPE_I32,
+    KILN_DTYPE_I64,
+    KILN_DTYPE_BOOL,
+    KILN_DTYPE_COUNT
+};
+
+typedef struct kiln_ctx kiln_ctx; /* opaque; owns every byte the library allocates */
+struct kiln_graph;                /* a kernel graph; owned by its context */
+
+/* Allocator hook (Lua's lua_Alloc): new_size 0 frees p and returns NULL; otherwise returns a
+ * block of new_size bytes holding the first min(old_size, new_size) bytes of p, or NULL. */
+typedef void *(*kiln_alloc_fn)(void *ud, void *p, size_t old_size, size_t new_size);
+
+struct kiln_ctx_params {
+    kiln_alloc_fn alloc; /* NULL = malloc/realloc/free */
+    void         *alloc_ud;
+};
+
+/* ---- context and errors ---- */
+KILN_API kiln_ctx *kiln_ctx_new(const struct kiln_ctx_params *params); /* NULL = defaults */
+KILN_API void      kiln_ctx_free(kiln_ctx *ctx);
+/* The first error recorded since the last clear, or NULL when healthy. */
+KILN_API const struct kiln_error *kiln_ctx_error(const kiln_ctx *ctx);
+KILN_API void                     kiln_ctx_error_clear(kiln_ctx *ctx);
+/* Formats "file:line:col: error: msg" (location parts omitted when unknown) into buf; returns
+ * the length snprintf would have written. */
+KILN_API int         kiln_error_format(const struct kiln_error *err, char *buf, size_t size);
+KILN_API const char *kiln_status_name(enum kiln_status st);
+
+/* ---- dtypes ---- */
+KILN_API const char *kiln_dtype_name(enum kiln_dtype dt); /* "f32", "f16", ... */
+KILN_API size_t      kiln_dtype_size(enum kiln_dtype dt); /* bytes per element */
+/* Parses a dtype name ("f32", "float32", "i64", ...); returns KILN_DTYPE_COUNT if unknown. */
+KILN_API enum kiln_dtype kiln_dtype_parse(const char *name);
+
+/* ---- kernel graphs ---- */
+enum kiln_tensor_kind {
+    KILN_TENSOR_INPUT,  /* data the caller passes at run time */
+    KILN_TENSOR_WEIGHT, /* learned parameters: also passed by the caller, counted as params */
+    KILN_TENSOR_OP,     /* produced by an operation of the graph */
+};
+
+struct kiln_tensor_info {
+    const char           *name;
+    enum kiln_dtype       dtype;
+    int                   ndim;
+    const int64_t        *shape; /* ndim entries */
+    enum kiln_tensor_kind kind;
+    int                   is_output;
+};
+
+/* Summary of one statement of a graph: a library call ("conv2d", possibly expanded into
+ * several operations) or a compute definition written directly ("compute"). */
+struct kiln_call_info {
+    const char *kind;   /* library op name, or "compute" */
+    const char *output; /* name of the tensor the statement defines */
+    double      flops;  /* arithmetic operations, counted from the compute definitions */
+    double      bytes;  /* bytes read from distinct tensors plus bytes written */
+    double      params; /* elements of weight tensors the statement reads */
+};
+
+/* Parses .kg text. On error returns KILN_ERR_INVALID with the message, line and column in the
+ * context's error; *out is set to NULL. filename is used in messages only (may be NULL). */
+KILN_API enum kiln_status kiln_graph_parse(kiln_ctx *ctx, const char *text, size_t len,
+                                           const char *filename, struct kiln_graph **out);
+
+enum kiln_print_flags {
+    KILN_PRINT_EXPANDED = 1, /* print every operation as a compute definition, no library calls */
+};
+/* Prints g in .kg syntax; *out is ctx-owned and NUL-terminated. parse(print(g)) gives a graph
+ * with the same structural hash; print is a fixed point of parse . print. */
+KILN_API enum kiln_status kiln_graph_print(kiln_ctx *ctx, const struct kiln_graph *g,
+                                           unsigned flags, const char **out);
+
+/* Stable 64-bit structural hash: independent of tensor and variable names, of the machine and
+ * of the run; depends on the arguments' order, shapes and dtypes and on every compute
+ * definition. */
+KILN_API uint64_t kiln_graph_hash(const struct kiln_graph *g);
+
+KILN_API uint32_t kiln_graph_ntensors(const struct kiln_graph *g);
+KILN_API void     kiln_graph_tensor(const struct kiln_graph *g, uint32_t i,
+                                    struct kiln_tensor_info *out);
+/* Arguments are the inputs and weights in declaration order; outputs in declaration order. */
+KILN_API uint32_t kiln_graph_nargs(const struct kiln_graph *g);
+KILN_API uint32_t kiln_graph_arg(const struct kiln_graph *g, uint32_t i); /* tensor index */
+KILN_API uint32_t kiln_graph_noutputs(const struct kiln_graph *g);
+KILN_API uint32_t kiln_graph_output(const struct kiln_graph *g, uint32_t i); /* tensor index */
+KILN_API uint32_t kiln_graph_nops(const struct kiln_graph *g); /* compute definitions */
+KILN_API uint32_t kiln_graph_ncalls(const struct kiln_graph *g);
+KILN_API void     kiln_graph_call(const struct kiln_graph *g, uint32_t i, struct kiln_call_info *out);
+
+/* Reference interpreter: evaluates g in double precision. args[i] holds the elements of
+ * argument i (row-major, kiln_graph_arg order); outs[i] receives output i. Integer and boolean
+ * tensors hold their values as doubles. Fails (never crashes) on an out-of-bounds access of a
+ * compute definition written by hand, naming the tensor and index. */
+KILN_API enum kiln_status kiln_graph_eval(kiln_ctx *ctx, const struct kiln_graph *g,
+                                          const double *const *args, double *const *outs);
+
+/* Number of elements of tensor i. */
+KILN_API int64_t kiln_graph_tensor_numel(const struct kiln_graph *g, uint32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

@@ -1,0 +1,279 @@
+/* ir/ir.h -- internal: hash-consed expressions, compute definitions (ops), kernel graphs, the
+ * op library, the .kg parser and printer, statistics and the reference interpreter.
+ *
+ * Expressions are small immutable nodes in one array owned by the context, addressed by 32-bit
+ * ids and hash-consed: same structure => same id. Variables carry no names: a compute
+ * definition's spatial variables are axis 0..ndim-1 and its reduction variables reduce
+ * 0..nred-1 (kiln_axis / kiln_rvar); display names live beside the op, so alpha-equivalent
+ * definitions share their body node and hash alike. Named variables (kiln_var_named) are for
+ * the loop-nest IR. Index arithmetic is int64 (KILN_DTYPE_I64). */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include "../util/util.h"
+
+#define KILN_OPF_COMM  1u  /* commutative */
+#define KILN_OPF_ARITH 2u  /* arithmetic on ints and floats */
+#define KILN_OPF_CMP   4u  /* comparison: operands of one dtype, result bool */
+#define KILN_OPF_LOGIC 8u  /* bool operands, bool result */
+#define KILN_OPF_MATH  16u /* float-only intrinsic */
+#define KILN_OPF_CONST 32u /* literal */
+
+enum kiln_op {
+#define KILN_OP(name, arity, flags) KILN_OP_##name,
+#include "ops.def"
+#undef KILN_OP
+    KILN_OP_COUNT
+};
+
+extern const char *const kiln_op_name[KILN_OP_COUNT];  /* "add", "floordiv", ... */
+extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
+extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
+
+/* dtype of LIST nodes and of the nil node: no value */
+#define KILN_DTYPE_VOID KILN_DTYPE_COUNT
+#define KILN_DTYPE_INDEX KILN_DTYPE_I64
+
+typedef struct {
+    uint32_t id;
+} kiln_expr; /* 0 = nil, returned after an error (sticky) */
+
+struct kiln_node {    /* immutable once interned */
+    uint8_t  op;      /* enum kiln_op */
+    uint8_t  dtype;   /* enum kiln_dtype, or KILN_DTYPE_VOID */
+    uint16_t pad;     /* always 0: nodes are hashed and compared as bytes */
+    uint32_t next;    /* hash chain, newest first */
+    uint32_t kid[3];  /* operand ids */
+    uint32_t pad2;    /* always 0 */
+    int64_t  imm;     /* INT value, FLOAT bits, VAR key, LOAD tensor */
+    uint64_t shash;   /* stable structural hash (content only, not ids) */
+};
+
+enum kiln_var_kind {
+    KILN_VAR_AXIS,   /* spatial variable k of the enclosing compute definition */
+    KILN_VAR_REDUCE, /* reduction variable k of the enclosing compute definition */
+    KILN_VAR_NAMED,  /* free variable named by a symbol (loop-nest IR) */
+};
+static inline int64_t
+kiln_var_key(enum kiln_var_kind kind, uint32_t index)
+{
+    return (int64_t)(((uint64_t)kind << 32) | index);
+}
+static inline enum kiln_var_kind
+kiln_var_kind_of(int64_t key)
+{
+    return (enum kiln_var_kind)((uint64_t)key >> 32);
+}
+static inline uint32_t
+kiln_var_index(int64_t key)
+{
+    return (uint32_t)((uint64_t)key & 0xffffffffu);
+}
+
+/* ---- expression builders (ir/expr.c): sticky nil on error or nil operand ---- */
+/* Builders fold constants, drop identities (x+0, x*1, int x*0, min/max/select of constants),
+ * put constants second and order other commutative operands by structural hash. Binary
+ * operators need operands of one dtype (comparisons give bool); errors name the operator. */
+kiln_expr kiln_int(kiln_ctx *ctx, int64_t v, enum kiln_dtype dt); /* int or bool dtype */
+kiln_expr kiln_idx(kiln_ctx *ctx, int64_t v);                     /* I64 constant */
+kiln_expr kiln_float(kiln_ctx *ctx, double v, enum kiln_dtype dt);
+kiln_expr kiln_bool(kiln_ctx *ctx, bool v);
+kiln_expr kiln_axis(kiln_ctx *ctx, uint32_t k);
+kiln_expr kiln_rvar(kiln_ctx *ctx, uint32_t k);
+kiln_expr kiln_var_named(kiln_ctx *ctx, uint32_t sym, enum kiln_dtype dt);
+kiln_expr kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b);
+kiln_expr kiln_unary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a);
+kiln_expr kiln_select(kiln_ctx *ctx, kiln_expr c, kiln_expr a, kiln_expr b);
+kiln_expr kiln_cast(kiln_ctx *ctx, enum kiln_dtype dt, kiln_expr a);
+/* Load of tensor `tensor` (graph tensor index) with element dtype dt at n I64 indices. */
+kiln_expr kiln_load(kiln_ctx *ctx, uint32_t tensor, enum kiln_dtype dt, uint32_t n,
+                    const kiln_expr *idx);
+/* A constant of dtype dt holding v (int types truncate), for building identities. */
+kiln_expr kiln_const(kiln_ctx *ctx, double v, enum kiln_dtype dt);
+
+static inline kiln_expr kiln_add(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_ADD, a, b); }
+static inline kiln_expr kiln_sub(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_SUB, a, b); }
+static inline kiln_expr kiln_mul(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MUL, a, b); }
+static inline kiln_expr kiln_div(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_DIV, a, b); }
+static inline kiln_expr kiln_floordiv(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_FLOORDIV, a, b); }
+static inline kiln_expr kiln_floormod(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_FLOORMOD, a, b); }
+static inline kiln_expr kiln_min(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MIN, a, b); }
+static inline kiln_expr kiln_max(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MAX, a, b); }
+static inline kiln_expr kiln_lt(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_LT, a, b); }
+static inline kiln_expr kiln_le(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_LE, a, b); }
+static inline kiln_expr kiln_and(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_AND, a, b); }
+
+/* ---- expression access ---- */
+static inline const struct kiln_node *
+kiln_node_get(const kiln_ctx *ctx, kiln_expr e)
+{
+    return &ctx->node[e.id]; /* valid until the next interning call */
+}
+enum kiln_dtype kiln_expr_dtype(const kiln_ctx *ctx, kiln_expr e);
+bool            kiln_expr_is_const(const kiln_ctx *ctx, kiln_expr e, double *v);
+bool            kiln_expr_is_int(const kiln_ctx *ctx, kiln_expr e, int64_t *v);
+double          kiln_expr_float_value(const kiln_ctx *ctx, kiln_expr e); /* FLOAT node */
+uint64_t        kiln_expr_hash(const kiln_ctx *ctx, kiln_expr e);         /* structural */
+uint32_t        kiln_load_nidx(const kiln_ctx *ctx, kiln_expr load);
+kiln_expr       kiln_load_idx(const kiln_ctx *ctx, kiln_expr load, uint32_t i);
+/* Replaces axis k by ax[k] (k < nax) and reduce variable k by rv[k] (k < nrv); other
+ * variables stay. Returns e itself when nothing changes. */
+kiln_expr kiln_expr_subst(kiln_ctx *ctx, kiln_expr e, const kiln_expr *ax, uint32_t nax,
+                          const kiln_expr *rv, uint32_t nrv);
+/* Replaces every load of tensor `from` by a load of tensor `to` (same indices). */
+kiln_expr kiln_expr_retarget(kiln_ctx *ctx, kiln_expr e, uint32_t from, uint32_t to);
+/* Calls fn on every LOAD node reachable from e (each distinct node once per call is not
+ * guaranteed: shared subtrees are visited once per occurrence). Stops when fn returns false. */
+bool kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e,
+                           bool (*fn)(void *ud, kiln_expr load), void *ud);
+/* Marks everything interned after the returned mark for removal by kiln_expr_rollback. */
+uint32_t kiln_expr_mark(const kiln_ctx *ctx);
+void     kiln_expr_rollback(kiln_ctx *ctx, uint32_t mark);
+
+/* ctx setup of the expression table (called by kiln_ctx_new / kiln_ctx_free) */
+bool kiln_expr_init(kiln_ctx *ctx);
+void kiln_expr_fini(kiln_ctx *ctx);
+
+/* ---- kernel graphs (ir/graph.c) ---- */
+enum kiln_reduce {
+    KILN_REDUCE_NONE,
+    KILN_REDUCE_SUM,
+    KILN_REDUCE_MAX,
+    KILN_REDUCE_MIN,
+};
+
+#define KILN_NONE UINT32_MAX
+
+struct kiln_tensor {
+    uint32_t name;  /* symbol */
+    uint8_t  dtype; /* enum kiln_dtype */
+    uint8_t  kind;  /* enum kiln_tensor_kind */
+    uint8_t  ndim;
+    uint8_t  is_output;
+    int64_t  shape[KILN_MAX_DIMS];
+    uint32_t op;    /* defining op when kind == KILN_TENSOR_OP, else KILN_NONE */
+    uint32_t line, col; /* where it was declared or defined; 0 if built by API */
+};
+
+/* A compute definition: for every point ax of the output's shape,
+ *   out[ax] = body(ax)                                  (reduce == NONE)
+ *   out[ax] = reduce_{r in [0,rext)} body(ax, r)         (reduce = SUM, MAX, MIN; identity
+ *                                                         0, -inf, +inf for an empty range) */
+struct kiln_opdef {
+    uint32_t  out;                     /* tensor defined */
+    uint8_t   reduce;                  /* enum kiln_reduce */
+    uint8_t   nred;                    /* reduction variables */
+    int64_t   rext[KILN_MAX_REDUCE];   /* extent of each reduction variable */
+    kiln_expr body;
+    uint32_t  call;                    /* statement that created it */
+    uint32_t  axname[KILN_MAX_DIMS];   /* display names (symbols; 0 = default) */
+    uint32_t  rname[KILN_MAX_REDUCE];
+};
+
+enum kiln_attr_kind {
+    KILN_ATTR_INT,
+    KILN_ATTR_FLOAT,
+    KILN_ATTR_INTS,
+    KILN_ATTR_STRING,
+};
+
+struct kiln_attr {
+    uint32_t       name; /* symbol */
+    uint8_t        kind; /* enum kiln_attr_kind */
+    uint32_t       n;    /* INTS: count */
+    int64_t        i;
+    double         f;
+    const int64_t *ints; /* INTS */
+    const char    *s;    /* STRING */
+    uint32_t       line, col;
+};
+
+/* One statement: a library call or a hand-written compute definition ("compute"). */
+struct kiln_call {
+    uint32_t                kind; /* symbol: library op name or "compute" */
+    uint32_t                out;  /* tensor defined */
+    uint32_t                op_begin, op_end; /* ops it created: [begin, end) */
+    uint32_t                nin;
+    const uint32_t         *in;   /* input tensors (library calls) */
+    uint32_t                nattr;
+    const struct kiln_attr *attr;
+    uint32_t                line, col;
+};
+
+struct kiln_graph {
+    kiln_ctx           *ctx;
+    const char         *file; /* source name for messages, or NULL */
+    struct kiln_tensor *tensor;
+    uint32_t            ntensor, captensor;
+    struct kiln_opdef  *op;
+    uint32_t            nop, capop;
+    struct kiln_call   *call;
+    uint32_t            ncall, capcall;
+    uint32_t           *arg; /* inputs and weights in declaration order */
+    uint32_t            narg, caparg;
+    uint32_t           *output;
+    uint32_t            noutput, capoutput;
+};
+
+struct kiln_graph *kiln_graph_new(kiln_ctx *ctx); /* NULL on OOM (error recorded) */
+/* Adds a tensor; inputs and weights also become arguments. Fails on a duplicate name, a bad
+ * dtype, more than KILN_MAX_DIMS dimensions, a non-positive extent or more than 2^40 elements.
+ * Returns the tensor index, or KILN_NONE. */
+uint32_t kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt,
+                               uint32_t ndim, const int64_t *shape, enum kiln_tensor_kind kind);
+uint32_t kiln_graph_find(const struct kiln_graph *g, const char *name); /* KILN_NONE if absent */
+const char *kiln_graph_tensor_name(const struct kiln_graph *g, uint32_t t);
+/* Appends a compute definition of tensor out (kind KILN_TENSOR_OP, not yet defined). The body
+ * dtype must equal the tensor's; reductions need a numeric dtype. names may be NULL. */
+enum kiln_status kiln_graph_add_op(struct kiln_graph *g, uint32_t out, enum kiln_reduce reduce,
+                                   uint32_t nred, const int64_t *rext, kiln_expr body,
+                                   const uint32_t *axname, const uint32_t *rname);
+/* Opens a statement: ops added until kiln_graph_end_call belong to it. */
+enum kiln_status kiln_graph_begin_call(struct kiln_graph *g, const char *kind, uint32_t nin,
+                                       const uint32_t *in, uint32_t nattr,
+                                       const struct kiln_attr *attr, uint32_t line, uint32_t col);
+enum kiln_status kiln_graph_end_call(struct kiln_graph *g, uint32_t out);
+enum kiln_status kiln_graph_mark_output(struct kiln_graph *g, uint32_t t);
+/* Marks every op-defined tensor no op reads as an output (used when the text names none). */
+enum kiln_status kiln_graph_default_outputs(struct kiln_graph *g);
+/* Checks the invariants: every op tensor defined once, ops in topological order, loads in
+ * bounds of rank, dtypes consistent, at least one output. */
+enum kiln_status kiln_graph_verify(const struct kiln_graph *g);
+int64_t          kiln_tensor_numel(const struct kiln_tensor *t);
+
+/* ---- op library (ir/lib.c): one X-macro table, ir/lib.def ---- */
+/* Builds the library op `op` reading tensors in[0..nin) with attributes attr, defining a new
+ * tensor named out_name; returns its index in *out. Every error names the op and the problem
+ * ("conv2d: input x has 64 channels but weight w expects 32 (groups 1)"). */
+enum kiln_status kiln_lib_call(struct kiln_graph *g, const char *op, const char *out_name,
+                               uint32_t nin, const uint32_t *in, uint32_t nattr,
+                               const struct kiln_attr *attr, uint32_t line, uint32_t col,
+                               uint32_t *out);
+bool        kiln_lib_exists(const char *op);
+uint32_t    kiln_lib_count(void);
+const char *kiln_lib_name(uint32_t i);
+
+/* ---- text format (ir/parse.c, ir/print.c) ---- */
+enum kiln_status kiln_ir_parse(kiln_ctx *ctx, const char *text, size_t len, const char *file,
+                               struct kiln_graph **out);
+enum kiln_status kiln_ir_print(kiln_ctx *ctx, const struct kiln_graph *g, unsigned flags,
+                               struct kiln_buf *out);
+/* Prints one expression of op `op` of g (variables by display name). */
+enum kiln_status kiln_ir_print_expr(kiln_ctx *ctx, const struct kiln_graph *g,
+                                    const struct kiln_opdef *op, kiln_expr e, struct kiln_buf *out);
+
+/* ---- statistics (ir/stats.c) ---- */
+struct kiln_stats {
+    double flops;  /* float arithmetic per output point x points, reduction combines included */
+    double bytes;  /* distinct tensors read (whole) + tensor written, in bytes */
+    double params; /* elements of weight tensors read */
+};
+void kiln_op_stats(const struct kiln_graph *g, uint32_t op, struct kiln_stats *out);
+void kiln_call_stats(const struct kiln_graph *g, uint32_t call, struct kiln_stats *out);
+
+/* ---- reference interpreter (ir/interp.c) ---- */
+/* vals[t] must point at numel(t) doubles for every tensor t: arguments filled by the caller,
+ * op tensors written in op order. */
+enum kiln_status kiln_ir_eval(kiln_ctx *ctx, const struct kiln_graph *g, double *const *vals);
+
+#endif /* KILN_IR_H */

@@ -1,0 +1,149 @@
+/* tests/harness.c -- see harness.h. */
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int                harness_failures;
+static uint64_t    seed, iters;
+static bool        seed_given, iters_given, skipped;
+static const char *current;
+
+uint64_t
+opt_seed(void)
+{
+    return seed;
+}
+
+uint64_t
+opt_iters(void)
+{
+    return iters;
+}
+
+uint64_t
+opt_iters_or(uint64_t dflt)
+{
+    return iters_given ? iters : dflt;
+}
+
+void
+harness_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s:%d: [%s] ", file, line, current ? current : "?");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (seed %llu)\n", (unsigned long long)seed);
+    harness_failures++;
+    if (getenv("KILN_ABORT_ON_FAIL"))
+        abort();
+}
+
+void
+harness_skip(const char *why)
+{
+    printf("skip: [%s] %s\n", current ? current : "?", why);
+    skipped = true;
+}
+
+char *
+read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char  *buf = malloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+struct kiln_graph *
+parse_or_fail(kiln_ctx *ctx, const char *text, const char *file, int line)
+{
+    struct kiln_graph *g = NULL;
+    if (kiln_graph_parse(ctx, text, strlen(text), "test.kg", &g) != KILN_OK) {
+        char msg[700];
+        kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+        harness_fail(file, line, "parse failed: %s\n--- text ---\n%s", msg, text);
+        return NULL;
+    }
+    return g;
+}
+
+int
+harness_main(int argc, char **argv, const struct test *tests, size_t ntests)
+{
+    const char *filter = NULL;
+    seed = (uint64_t)time(NULL);
+    iters = 100;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 0);
+            seed_given = true;
+        } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+            iters = strtoull(argv[++i], NULL, 0);
+            iters_given = true;
+        } else if (!strcmp(argv[i], "--list")) {
+            for (size_t t = 0; t < ntests; t++)
+                printf("%s\n", tests[t].name);
+            return 0;
+        } else if (argv[i][0] != '-') {
+            filter = argv[i];
+        } else {
+            fprintf(stderr, "usage: %s [--seed S] [--iters N] [--list] [FILTER]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (!seed_given && getenv("KILN_SEED"))
+        seed = strtoull(getenv("KILN_SEED"), NULL, 0);
+    printf("seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    size_t run = 0, nskipped = 0, failed_tests = 0;
+    for (size_t t = 0; t < ntests; t++) {
+        if (filter && !strstr(tests[t].name, filter))
+            continue;
+        current = tests[t].name;
+        int before = harness_failures;
+        skipped = false;
+        tests[t].fn();
+        run++;
+        if (harness_failures != before) {
+            failed_tests++;
+            printf("FAIL %s\n", tests[t].name);
+        } else if (skipped) {
+            nskipped++;
+        } else {
+            printf("ok   %s\n", tests[t].name);
+        }
+    }
+    current = NULL;
+    printf("%zu passed, %zu failed, %zu skipped\n", run - failed_tests - nskipped, failed_tests,
+           nskipped);
+    if (failed_tests)
+        return 1;
+    return run && nskipped == run ? 77 : 0;
+}

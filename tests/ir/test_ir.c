@@ -1,0 +1,184 @@
+/* tests/ir/test_ir.c -- expressions: interning, canonical forms, folding, type errors,
+ * substitution, rollback; graphs built through the internal API. */
+#include "../harness.h"
+
+#include <math.h>
+#include <string.h>
+
+static void
+test_interning(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_expr i = kiln_axis(ctx, 0), j = kiln_axis(ctx, 1);
+    kiln_expr a = kiln_add(ctx, kiln_mul(ctx, i, kiln_idx(ctx, 4)), j);
+    kiln_expr b = kiln_add(ctx, j, kiln_mul(ctx, kiln_idx(ctx, 4), i));
+    CHECK(a.id != 0);
+    CHECK_EQ_INT(a.id, b.id); /* commutative operands canonicalised */
+    uint32_t  n = ctx->nnode;
+    kiln_expr c = kiln_add(ctx, kiln_mul(ctx, i, kiln_idx(ctx, 4)), j);
+    CHECK_EQ_INT(a.id, c.id);
+    CHECK_EQ_INT(n, ctx->nnode); /* nothing new interned */
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_folding(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_expr i = kiln_axis(ctx, 0);
+    int64_t   v;
+    CHECK(kiln_expr_is_int(ctx, kiln_add(ctx, kiln_idx(ctx, 3), kiln_idx(ctx, 4)), &v));
+    CHECK_EQ_INT(7, v);
+    CHECK(kiln_expr_is_int(ctx, kiln_floordiv(ctx, kiln_idx(ctx, -7), kiln_idx(ctx, 2)), &v));
+    CHECK_EQ_INT(-4, v);
+    CHECK(kiln_expr_is_int(ctx, kiln_floormod(ctx, kiln_idx(ctx, -7), kiln_idx(ctx, 2)), &v));
+    CHECK_EQ_INT(1, v);
+    CHECK(kiln_expr_is_int(ctx, kiln_floormod(ctx, kiln_idx(ctx, 7), kiln_idx(ctx, -2)), &v));
+    CHECK_EQ_INT(-1, v);
+    CHECK_EQ_INT(i.id, kiln_add(ctx, i, kiln_idx(ctx, 0)).id);
+    CHECK_EQ_INT(i.id, kiln_mul(ctx, kiln_idx(ctx, 1), i).id);
+    CHECK(kiln_expr_is_int(ctx, kiln_mul(ctx, i, kiln_idx(ctx, 0)), &v) && v == 0);
+    CHECK(kiln_expr_is_int(ctx, kiln_sub(ctx, i, i), &v) && v == 0);
+    CHECK_EQ_INT(i.id, kiln_min(ctx, i, i).id);
+    kiln_expr x = kiln_float(ctx, 2.0, KILN_DTYPE_F32);
+    double    d;
+    CHECK(kiln_expr_is_const(ctx, kiln_unary(ctx, KILN_OP_SQRT, x), &d));
+    CHECK_NEAR(sqrt(2.0), d, 1e-15);
+    kiln_expr c = kiln_lt(ctx, i, kiln_idx(ctx, 3));
+    CHECK_EQ_INT(i.id, kiln_select(ctx, kiln_bool(ctx, true), i, kiln_idx(ctx, 5)).id);
+    CHECK_EQ_INT(i.id, kiln_select(ctx, c, i, i).id);
+    CHECK_EQ_INT(c.id, kiln_unary(ctx, KILN_OP_NOT, kiln_unary(ctx, KILN_OP_NOT, c)).id);
+    CHECK_EQ_INT(c.id, kiln_and(ctx, c, kiln_bool(ctx, true)).id);
+    /* float x*0 is not folded (NaN * 0 is NaN) */
+    kiln_expr f = kiln_load(ctx, 0, KILN_DTYPE_F32, 1, &i);
+    CHECK(kiln_mul(ctx, f, kiln_float(ctx, 0, KILN_DTYPE_F32)).id
+          != kiln_float(ctx, 0, KILN_DTYPE_F32).id);
+    CHECK(kiln_expr_is_int(
+              ctx, kiln_cast(ctx, KILN_DTYPE_I32, kiln_float(ctx, -2.7, KILN_DTYPE_F32)), &v)
+          && v == -2);
+    CHECK(kiln_ok(ctx));
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_type_errors(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_expr i = kiln_axis(ctx, 0);
+    kiln_expr f = kiln_float(ctx, 1.5, KILN_DTYPE_F32);
+    CHECK_EQ_INT(0, kiln_add(ctx, i, f).id);
+    CHECK(kiln_ctx_error(ctx) != NULL);
+    CHECK_EQ_STR("add: operand types i64 and f32 differ", kiln_ctx_error(ctx)->msg);
+    /* sticky: later builders return nil */
+    CHECK_EQ_INT(0, kiln_add(ctx, i, i).id);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(0, kiln_div(ctx, i, i).id);
+    CHECK_EQ_STR("div: needs float operands, not i64 (use floordiv for integers)",
+                 kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(0, kiln_floordiv(ctx, i, kiln_idx(ctx, 0)).id);
+    CHECK_EQ_STR("floordiv: division by zero", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(0, kiln_unary(ctx, KILN_OP_EXP, i).id);
+    CHECK_EQ_STR("exp: needs a float operand, not i64", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(0, kiln_select(ctx, i, f, f).id);
+    CHECK_EQ_STR("select: condition must be bool, not i64", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_subst_and_rollback(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_expr i = kiln_axis(ctx, 0), r = kiln_rvar(ctx, 0);
+    kiln_expr e = kiln_add(ctx, kiln_mul(ctx, i, kiln_idx(ctx, 2)), r);
+    kiln_expr ax[1] = {kiln_idx(ctx, 3)}, rv[1] = {kiln_idx(ctx, 1)};
+    int64_t   v;
+    CHECK(kiln_expr_is_int(ctx, kiln_expr_subst(ctx, e, ax, 1, rv, 1), &v) && v == 7);
+    CHECK_EQ_INT(e.id, kiln_expr_subst(ctx, e, NULL, 0, NULL, 0).id);
+    kiln_expr ld = kiln_load(ctx, 2, KILN_DTYPE_F32, 1, &e);
+    kiln_expr rt = kiln_expr_retarget(ctx, ld, 2, 5);
+    CHECK_EQ_INT(5, kiln_node_get(ctx, rt)->imm);
+    CHECK_EQ_INT(e.id, kiln_load_idx(ctx, rt, 0).id);
+    uint32_t  mark = kiln_expr_mark(ctx);
+    kiln_expr big = kiln_add(ctx, e, kiln_idx(ctx, 12345));
+    CHECK(big.id >= mark);
+    kiln_expr_rollback(ctx, mark);
+    CHECK_EQ_INT(mark, ctx->nnode);
+    kiln_expr again = kiln_add(ctx, e, kiln_idx(ctx, 12345));
+    CHECK(again.id >= mark); /* re-interned after rollback */
+    CHECK_EQ_INT(e.id, kiln_add(ctx, kiln_mul(ctx, i, kiln_idx(ctx, 2)), r).id);
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_structural_hash_independent_of_order(void)
+{
+    /* Build the same expression in two contexts in different creation orders. */
+    kiln_ctx *a = kiln_ctx_new(NULL), *b = kiln_ctx_new(NULL);
+    kiln_expr ai = kiln_axis(a, 0), aj = kiln_axis(a, 1);
+    kiln_expr ea = kiln_add(a, kiln_mul(a, ai, aj), kiln_max(a, aj, kiln_idx(a, 3)));
+    kiln_expr bj = kiln_axis(b, 1);
+    (void)kiln_max(b, bj, kiln_idx(b, 3));
+    kiln_expr bi = kiln_axis(b, 0);
+    kiln_expr eb = kiln_add(b, kiln_max(b, kiln_idx(b, 3), bj), kiln_mul(b, bj, bi));
+    CHECK(kiln_expr_hash(a, ea) == kiln_expr_hash(b, eb));
+    kiln_ctx_free(a);
+    kiln_ctx_free(b);
+}
+
+static void
+test_graph_api_errors(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = kiln_graph_new(ctx);
+    int64_t            shape[2] = {4, 0};
+    CHECK_EQ_INT(KILN_NONE,
+                 kiln_graph_add_tensor(g, "x", KILN_DTYPE_F32, 2, shape, KILN_TENSOR_INPUT));
+    CHECK_EQ_STR("tensor x: dimension 1 has extent 0; extents must be positive",
+                 kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    int64_t big[4] = {1 << 20, 1 << 20, 2, 1};
+    CHECK_EQ_INT(KILN_NONE,
+                 kiln_graph_add_tensor(g, "y", KILN_DTYPE_F32, 4, big, KILN_TENSOR_INPUT));
+    CHECK_EQ_STR("tensor y is too large: more than 2^40 elements", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    shape[1] = 3;
+    uint32_t x = kiln_graph_add_tensor(g, "x", KILN_DTYPE_F32, 2, shape, KILN_TENSOR_INPUT);
+    CHECK_EQ_INT(0, x);
+    CHECK_EQ_INT(KILN_NONE,
+                 kiln_graph_add_tensor(g, "x", KILN_DTYPE_F32, 2, shape, KILN_TENSOR_WEIGHT));
+    CHECK_EQ_STR("tensor x is defined twice", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    uint32_t  y = kiln_graph_add_tensor(g, "y", KILN_DTYPE_F32, 2, shape, KILN_TENSOR_OP);
+    kiln_expr ix[2] = {kiln_axis(ctx, 0), kiln_axis(ctx, 1)};
+    kiln_expr body = kiln_unary(ctx, KILN_OP_EXP, kiln_load(ctx, x, KILN_DTYPE_F32, 2, ix));
+    CHECK_EQ_INT(KILN_OK, kiln_graph_begin_call(g, "compute", 0, NULL, 0, NULL, 1, 1));
+    CHECK_EQ_INT(KILN_OK, kiln_graph_add_op(g, y, KILN_REDUCE_NONE, 0, NULL, body, NULL, NULL));
+    CHECK_EQ_INT(KILN_OK, kiln_graph_end_call(g, y));
+    /* a body reading its own output is rejected */
+    uint32_t  z = kiln_graph_add_tensor(g, "z", KILN_DTYPE_F32, 2, shape, KILN_TENSOR_OP);
+    kiln_expr self = kiln_load(ctx, z, KILN_DTYPE_F32, 2, ix);
+    CHECK(kiln_graph_add_op(g, z, KILN_REDUCE_NONE, 0, NULL, self, NULL, NULL) == KILN_ERR_INVALID);
+    CHECK_EQ_STR("z: body reads the tensor it defines", kiln_ctx_error(ctx)->msg);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_OK, kiln_graph_default_outputs(g));
+    CHECK_EQ_INT(1, g->noutput); /* y only: z was never defined */
+    kiln_ctx_free(ctx);
+}
+
+static const struct test tests[] = {
+    {"interning", test_interning},
+    {"folding", test_folding},
+    {"type_errors", test_type_errors},
+    {"subst_and_rollback", test_subst_and_rollback},
+    {"structural_hash_independent_of_order", test_structural_hash_independent_of_order},
+    {"graph_api_errors", test_graph_api_errors},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}
