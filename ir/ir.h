@@ -277,3 +277,118 @@ void kiln_call_stats(const struct kiln_graph *g, uint32_t call, struct kiln_stat
 enum kiln_status kiln_ir_eval(kiln_ctx *ctx, const struct kiln_graph *g, double *const *vals);
 
 #endif /* KILN_IR_H */
+
+/* ---- loop-nest IR (ir/stmt.c) ----
+ * Statements form a tree in the arena, not interned: loops have identity and passes rebuild
+ * them locally. Expressions are shared with the graph IR; loads and stores in a function name
+ * buffers by index in the function's buffer table (LOAD.imm = buffer). Loops are half-open:
+ * `for v in [min, min + extent)`. Before storage flattening, stores and loads carry one index
+ * per buffer dimension; after it, one flat (row-major) element index. */
+enum kiln_loop_kind {
+    KILN_LOOP_SERIAL,
+    KILN_LOOP_PARALLEL, /* iterations may run on different threads */
+    KILN_LOOP_VECTOR,   /* iterations are SIMD lanes; extent constant */
+    KILN_LOOP_UNROLL,   /* fully unrolled; extent constant */
+    KILN_LOOP_GPU_BLOCK,
+    KILN_LOOP_GPU_THREAD,
+};
+extern const char *const kiln_loop_kind_name[];
+
+enum kiln_scope {
+    KILN_SCOPE_GLOBAL, /* argument or output of the function: the caller owns it */
+    KILN_SCOPE_HEAP,   /* temporary whose lifetime is the function call */
+    KILN_SCOPE_STACK,  /* temporary local to the enclosing allocation statement */
+    KILN_SCOPE_SHARED, /* GPU shared memory */
+};
+
+struct kiln_buffer {
+    uint32_t name;  /* symbol */
+    uint8_t  dtype; /* enum kiln_dtype */
+    uint8_t  scope; /* enum kiln_scope */
+    uint8_t  ndim;
+    int64_t  shape[KILN_MAX_DIMS];
+    uint32_t tensor; /* graph tensor it holds, or KILN_NONE */
+    uint32_t align;  /* bytes the data pointer is known to be aligned to (>= element size) */
+};
+
+enum kiln_stmt_kind {
+    KILN_STMT_FOR,
+    KILN_STMT_STORE,
+    KILN_STMT_SEQ,
+    KILN_STMT_IF,
+    KILN_STMT_LET,
+    KILN_STMT_ALLOC,
+};
+
+struct kiln_stmt {
+    uint8_t kind; /* enum kiln_stmt_kind */
+    union {
+        struct {
+            kiln_expr          var; /* a named variable (kiln_var_named), i64 */
+            kiln_expr          min, extent;
+            uint8_t            loop; /* enum kiln_loop_kind */
+            struct kiln_stmt  *body;
+        } for_;
+        struct {
+            uint32_t  buf;
+            kiln_expr index; /* LIST of indices */
+            kiln_expr value;
+        } store;
+        struct {
+            struct kiln_stmt **item;
+            uint32_t           n;
+        } seq;
+        struct {
+            kiln_expr         cond;
+            struct kiln_stmt *then, *els; /* els may be NULL */
+        } if_;
+        struct {
+            kiln_expr         var; /* named variable bound to value in body */
+            kiln_expr         value;
+            struct kiln_stmt *body;
+        } let;
+        struct {
+            uint32_t          buf; /* a HEAP/STACK/SHARED buffer, live inside body */
+            struct kiln_stmt *body;
+        } alloc;
+    } u;
+};
+
+struct kiln_func {
+    kiln_ctx           *ctx;
+    uint32_t            name; /* symbol */
+    struct kiln_buffer *buf;
+    uint32_t            nbuf, capbuf;
+    uint32_t           *param; /* GLOBAL buffers in call order */
+    uint32_t            nparam, capparam;
+    struct kiln_stmt   *body;
+};
+
+struct kiln_func *kiln_func_new(kiln_ctx *ctx, const char *name);
+/* Adds a buffer; GLOBAL buffers also become parameters. Returns its index or KILN_NONE. */
+uint32_t kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt,
+                              uint32_t ndim, const int64_t *shape, enum kiln_scope scope,
+                              uint32_t tensor);
+kiln_expr kiln_index_list(kiln_ctx *ctx, uint32_t n, const kiln_expr *idx); /* LIST builder */
+struct kiln_stmt *kiln_stmt_for(kiln_ctx *ctx, kiln_expr var, kiln_expr min, kiln_expr extent,
+                                enum kiln_loop_kind loop, struct kiln_stmt *body);
+struct kiln_stmt *kiln_stmt_store(kiln_ctx *ctx, uint32_t buf, uint32_t n, const kiln_expr *idx,
+                                  kiln_expr value);
+struct kiln_stmt *kiln_stmt_seq(kiln_ctx *ctx, uint32_t n, struct kiln_stmt *const *item);
+struct kiln_stmt *kiln_stmt_if(kiln_ctx *ctx, kiln_expr cond, struct kiln_stmt *then,
+                               struct kiln_stmt *els);
+struct kiln_stmt *kiln_stmt_let(kiln_ctx *ctx, kiln_expr var, kiln_expr value,
+                                struct kiln_stmt *body);
+struct kiln_stmt *kiln_stmt_alloc(kiln_ctx *ctx, uint32_t buf, struct kiln_stmt *body);
+/* Load of buffer b of f at n indices (dtype from the buffer). */
+kiln_expr kiln_func_load(struct kiln_func *f, uint32_t b, uint32_t n, const kiln_expr *idx);
+/* A fresh named i64 variable "base", "base.1", ... unique within the context. */
+kiln_expr kiln_fresh_var(kiln_ctx *ctx, const char *base);
+
+/* Checks: every variable is bound by an enclosing for/let (and bound once on any path), loads
+ * and stores name existing buffers with as many indices as the buffer has dimensions (or one
+ * flat index when flat), stored values have the buffer's dtype, conditions are bool, vector
+ * and unroll loops have constant positive extents, no axis/reduce variables remain. */
+enum kiln_status kiln_func_verify(const struct kiln_func *f, bool flat);
+/* Prints the loop nest as indented text (for tests, golden files and `kiln inspect`). */
+enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out);
