@@ -182,6 +182,25 @@ KILN_API enum kiln_status kiln_graph_eval(kiln_ctx *ctx, const struct kiln_graph
 /* Number of elements of tensor i. */
 KILN_API int64_t kiln_graph_tensor_numel(const struct kiln_graph *g, uint32_t i);
 
+/* ---- compilation (codegen/driver.c) ----
+ * A graph is lowered under a schedule (JSON, docs/schedule.md; NULL = the default schedule)
+ * to a loop nest, then compiled for a target ("llvm" = this machine; "llvm -mcpu=NAME",
+ * "llvm -mattr=+avx2,-avx512f", NULL = host). The result is a shared object with the ABI of
+ * include/kiln_abi.h (path ending in .so), or an object file (path ending in .o). */
+struct kiln_compile_options {
+    const char *target;        /* NULL = host */
+    const char *schedule_json; /* NULL = default schedule */
+    size_t      schedule_len;  /* bytes of schedule_json */
+    const char *name;          /* module name in the metadata; NULL = "kiln_graph" */
+};
+KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
+                                             const struct kiln_compile_options *opt,
+                                             const char *path);
+/* The lowered loop nest as text (flat = after storage flattening), ctx-owned. */
+KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                 const struct kiln_compile_options *opt,
+                                                 int flat, const char **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -899,8 +899,12 @@ struct rewriter {
     /* returns a replacement id for leaf/any node, or 0 to recurse */
     uint32_t (*leaf)(struct rewriter *rw, const struct kiln_node *n);
     const kiln_expr *ax, *rv;
+    const kiln_expr *vars, *vals; /* named variables to replace, and their values */
+    uint32_t         nvars;
     uint32_t         nax, nrv, from, to;
     bool             retarget; /* replace loads of tensor `from` by loads of `to` */
+    kiln_load_map_fn map;      /* replace every load by map(ud, load, new indices) */
+    void            *map_ud;
 };
 
 static uint32_t
@@ -921,7 +925,10 @@ rewrite(kiln_ctx *ctx, struct rewriter *rw, kiln_expr e)
         return (kiln_expr){done};
     struct kiln_node n = ctx->node[e.id];
     uint32_t         rep = rw->leaf(rw, &n);
-    kiln_expr        out = e;
+    for (uint32_t i = 0; i < rw->nvars && !rep; i++)
+        if (rw->vars[i].id == e.id)
+            rep = rw->vals[i].id;
+    kiln_expr out = e;
     if (rep) {
         out = (kiln_expr){rep};
     } else if (kiln_op_arity[n.op] > 0) {
@@ -931,7 +938,13 @@ rewrite(kiln_ctx *ctx, struct rewriter *rw, kiln_expr e)
             k[i] = rewrite(ctx, rw, (kiln_expr){n.kid[i]});
             changed |= k[i].id != n.kid[i];
         }
-        if (rw->retarget && n.op == KILN_OP_LOAD && n.imm == (int64_t)rw->from)
+        if (rw->map && n.op == KILN_OP_LOAD) {
+            kiln_expr idx[KILN_MAX_DIMS + 1];
+            uint32_t  ni = 0;
+            for (uint32_t l = k[0].id; l && ni <= KILN_MAX_DIMS; l = ctx->node[l].kid[1])
+                idx[ni++] = (kiln_expr){ctx->node[l].kid[0]};
+            out = rw->map(rw->map_ud, e, ni, idx);
+        } else if (rw->retarget && n.op == KILN_OP_LOAD && n.imm == (int64_t)rw->from)
             out = intern(ctx, (struct kiln_node){.op = KILN_OP_LOAD,
                                                  .dtype = n.dtype,
                                                  .kid = {k[0].id, 0, 0},
@@ -948,6 +961,7 @@ subst_leaf(struct rewriter *rw, const struct kiln_node *n)
 {
     if (n->op != KILN_OP_VAR)
         return 0;
+
     enum kiln_var_kind kind = kiln_var_kind_of(n->imm);
     uint32_t           i = kiln_var_index(n->imm);
     if (kind == KILN_VAR_AXIS && i < rw->nax && rw->ax[i].id)
@@ -978,9 +992,24 @@ kiln_expr_subst(kiln_ctx *ctx, kiln_expr e, const kiln_expr *ax, uint32_t nax, c
 }
 
 kiln_expr
+kiln_expr_subst_vars(kiln_ctx *ctx, kiln_expr e, const kiln_expr *vars, const kiln_expr *vals,
+                     uint32_t n)
+{
+    struct rewriter rw = {.leaf = no_leaf, .vars = vars, .vals = vals, .nvars = n};
+    return run_rewriter(ctx, &rw, e);
+}
+
+kiln_expr
 kiln_expr_retarget(kiln_ctx *ctx, kiln_expr e, uint32_t from, uint32_t to)
 {
     struct rewriter rw = {.leaf = no_leaf, .retarget = true, .from = from, .to = to};
+    return run_rewriter(ctx, &rw, e);
+}
+
+kiln_expr
+kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud)
+{
+    struct rewriter rw = {.leaf = no_leaf, .map = fn, .map_ud = ud};
     return run_rewriter(ctx, &rw, e);
 }
 

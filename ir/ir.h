@@ -120,8 +120,15 @@ kiln_expr       kiln_load_idx(const kiln_ctx *ctx, kiln_expr load, uint32_t i);
  * variables stay. Returns e itself when nothing changes. */
 kiln_expr kiln_expr_subst(kiln_ctx *ctx, kiln_expr e, const kiln_expr *ax, uint32_t nax,
                           const kiln_expr *rv, uint32_t nrv);
+/* Replaces each variable node vars[i] by vals[i] (named variables of the loop-nest IR). */
+kiln_expr kiln_expr_subst_vars(kiln_ctx *ctx, kiln_expr e, const kiln_expr *vars,
+                               const kiln_expr *vals, uint32_t n);
 /* Replaces every load of tensor `from` by a load of tensor `to` (same indices). */
 kiln_expr kiln_expr_retarget(kiln_ctx *ctx, kiln_expr e, uint32_t from, uint32_t to);
+/* Rewrites every load in e bottom-up: fn receives the original load node and its indices
+ * after rewriting (n of them) and returns the replacement (nil = error recorded). */
+typedef kiln_expr (*kiln_load_map_fn)(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx);
+kiln_expr kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud);
 /* Calls fn on every LOAD node reachable from e (each distinct node once per call is not
  * guaranteed: shared subtrees are visited once per occurrence). Stops when fn returns false. */
 bool kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e,
@@ -276,7 +283,6 @@ void kiln_call_stats(const struct kiln_graph *g, uint32_t call, struct kiln_stat
  * op tensors written in op order. */
 enum kiln_status kiln_ir_eval(kiln_ctx *ctx, const struct kiln_graph *g, double *const *vals);
 
-#endif /* KILN_IR_H */
 
 /* ---- loop-nest IR (ir/stmt.c) ----
  * Statements form a tree in the arena, not interned: loops have identity and passes rebuild
@@ -392,3 +398,5 @@ kiln_expr kiln_fresh_var(kiln_ctx *ctx, const char *base);
 enum kiln_status kiln_func_verify(const struct kiln_func *f, bool flat);
 /* Prints the loop nest as indented text (for tests, golden files and `kiln inspect`). */
 enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out);
+
+#endif /* KILN_IR_H */

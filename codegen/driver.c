@@ -1,0 +1,110 @@
+/* codegen/driver.c -- the compile pipeline behind the public API: parse the target and the
+ * schedule, lower the graph (passes/), describe the module (metadata JSON, source text,
+ * argument roles) and hand it to the LLVM backend. Each step's error is already in the
+ * context; the driver adds nothing but order. */
+#include "codegen.h"
+
+#include "../passes/passes.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+struct built {
+    struct kiln_target    target;
+    struct kiln_cg_module m;
+};
+
+static const char *
+role_name(uint8_t r)
+{
+    return r == 0 ? "input" : r == 1 ? "weight" : "output";
+}
+
+static enum kiln_status
+describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
+         const struct kiln_target *t, const char *name, struct kiln_cg_module *m)
+{
+    uint8_t *role = kiln_arena_alloc(ctx, f->nparam + 1);
+    if (!role)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < f->nparam; i++) {
+        uint32_t tensor = f->buf[f->param[i]].tensor;
+        role[i] = i >= g->narg ? 2 : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? 1 : 0;
+    }
+    struct kiln_buf js = {0};
+    bool            ok = kiln_buf_printf(
+                   ctx, &js,
+                   "{\"kiln_version\": \"%s\", \"abi_version\": %d, "
+                              "\"name\": \"%s\", \"graph_hash\": \"%016" PRIx64 "\", \"target\": \"%s\", \"args\": [",
+                   KILN_VERSION, KILN_ABI_VERSION, name, kiln_graph_hash(g), kiln_cg_target_str(ctx, t));
+    for (uint32_t i = 0; ok && i < f->nparam; i++) {
+        const struct kiln_buffer *b = &f->buf[f->param[i]];
+        ok = kiln_buf_printf(ctx, &js, "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [",
+                             i ? ", " : "", kiln_sym_str(ctx, b->name),
+                             kiln_dtype_name((enum kiln_dtype)b->dtype));
+        for (int d = 0; ok && d < b->ndim; d++)
+            ok = kiln_buf_printf(ctx, &js, "%s%" PRId64, d ? ", " : "", b->shape[d]);
+        ok = ok
+             && kiln_buf_printf(ctx, &js, "], \"role\": \"%s\", \"align\": %u}", role_name(role[i]),
+                                b->align);
+    }
+    ok = ok && kiln_buf_puts(ctx, &js, "]}");
+    if (!ok)
+        return ctx->err.status;
+    const char *src;
+    KILN_TRY(kiln_graph_print(ctx, g, 0, &src));
+    m->f = f;
+    m->name = name;
+    m->role = role;
+    m->metadata = js.data;
+    m->source = src;
+    return KILN_OK;
+}
+
+static enum kiln_status
+build(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_compile_options *opt, bool flat,
+      struct built *b, struct kiln_func **fout)
+{
+    struct kiln_schedule sched = {0};
+    struct kiln_func    *f;
+    memset(b, 0, sizeof *b);
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    KILN_TRY(kiln_cg_target_parse(ctx, opt && opt->target ? opt->target : "llvm", &b->target));
+    if (opt && opt->schedule_json)
+        KILN_TRY(kiln_sched_from_json(ctx, opt->schedule_json, opt->schedule_len, &sched));
+    if (flat)
+        KILN_TRY(kiln_lower(ctx, g, &sched, &f));
+    else
+        KILN_TRY(kiln_lower_unflat(ctx, g, &sched, &f));
+    *fout = f;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
+                   const struct kiln_compile_options *opt, const char *path)
+{
+    struct built      b;
+    struct kiln_func *f;
+    KILN_TRY(build(ctx, g, opt, true, &b, &f));
+    KILN_TRY(describe(ctx, g, f, &b.target, opt && opt->name ? opt->name : "kiln_graph", &b.m));
+    size_t n = strlen(path);
+    if (n > 2 && !strcmp(path + n - 2, ".o"))
+        return kiln_cg_llvm_object(ctx, &b.m, &b.target, path);
+    return kiln_cg_llvm_shared(ctx, &b.m, &b.target, path);
+}
+
+enum kiln_status
+kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
+                       const struct kiln_compile_options *opt, int flat, const char **out)
+{
+    struct built      b;
+    struct kiln_func *f;
+    struct kiln_buf   text = {0};
+    *out = NULL;
+    KILN_TRY(build(ctx, g, opt, flat != 0, &b, &f));
+    KILN_TRY(kiln_func_print(f, &text));
+    *out = text.data;
+    return KILN_OK;
+}

@@ -1,0 +1,642 @@
+/* passes/lower.c -- lowering: a graph plus a schedule becomes one loop-nest function.
+ *
+ * The schedule state (passes/state.c) says, for every stage, its loop order, annotations and
+ * where it is computed. Lowering walks root stages in order and emits each as a loop nest over
+ * its leaf iterators; the original indices are recovered from the leaves through the split and
+ * fuse history, and non-divisible splits get a guard. A reduction's initialisation is placed
+ * just outside its outermost reduction loop, over the spatial loops inside that point. A stage
+ * computed at another stage's loop is emitted at the top of that loop's body over the *region*
+ * its consumer reads during one iteration: bounds come from substituting the inner loop
+ * variables by their extremes (for index expressions monotone in them) and simplifying; the
+ * region is clamped into the tensor, and an intermediate is stored in a region-sized local
+ * buffer that the consumer reads with the region's base subtracted. Inlined stages were already
+ * substituted into their readers by the state. */
+#include "state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LOCAL_STACK_BYTES (64 << 10)
+
+struct lower {
+    kiln_ctx              *ctx;
+    struct kiln_state     *s;
+    struct kiln_func      *f;
+    uint32_t              *buf_of; /* per tensor: function buffer, KILN_NONE until made */
+    kiln_expr             *base;   /* per tensor: KILN_MAX_DIMS region bases (nil = none) */
+    bool                  *local;  /* per tensor: stored in a region-sized buffer */
+    struct kiln_var_range *rng;    /* ranges of the loop variables in scope */
+    uint32_t               nrng, caprng;
+    struct kiln_stmt      *heap; /* HEAP allocations to wrap around the function body */
+    uint32_t              *heap_buf;
+    uint32_t               nheap, capheap;
+};
+
+static enum kiln_status lower_fail(struct lower *L, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+static enum kiln_status
+lower_fail(struct lower *L, const char *fmt, ...)
+{
+    char    msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return KILN_FAIL(L->ctx, KILN_ERR_INVALID, "schedule", "schedule: %s", msg);
+}
+
+static const char *
+tname(const struct lower *L, uint32_t t)
+{
+    return kiln_sym_str(L->ctx, L->s->t[t].name);
+}
+
+static bool
+push_range(struct lower *L, kiln_expr v, int64_t lo, int64_t hi)
+{
+    struct kiln_var_range r = {v, lo, hi};
+    return KILN_VEC_PUSH(L->ctx, L->rng, L->nrng, L->caprng, r);
+}
+
+/* ---- buffers ---- */
+
+static uint32_t
+make_buffer(struct lower *L, uint32_t t, enum kiln_scope scope, const int64_t *shape)
+{
+    const struct kiln_stensor *st = &L->s->t[t];
+    uint32_t b = kiln_func_add_buffer(L->f, tname(L, t), (enum kiln_dtype)st->dtype, st->ndim,
+                                      shape ? shape : st->shape, scope,
+                                      t < L->s->g->ntensor ? t : KILN_NONE);
+    if (b != KILN_NONE)
+        L->buf_of[t] = b;
+    return b;
+}
+
+struct map_ctx {
+    struct lower *L;
+};
+
+/* Loads of tensors become loads of their buffers; region-local tensors subtract the base. */
+static kiln_expr
+map_load(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx)
+{
+    struct lower           *L = ud;
+    const struct kiln_node *nd = kiln_node_get(L->ctx, load);
+    uint32_t                t = (uint32_t)nd->imm;
+    if (L->buf_of[t] == KILN_NONE) {
+        KILN_FAIL(L->ctx, KILN_ERR_INTERNAL, "lower", "%s is read before it has a buffer",
+                  tname(L, t));
+        return (kiln_expr){0};
+    }
+    kiln_expr li[KILN_MAX_DIMS];
+    for (uint32_t k = 0; k < n && k < KILN_MAX_DIMS; k++)
+        li[k] = L->local[t] ? kiln_sub(L->ctx, idx[k], L->base[t * KILN_MAX_DIMS + k]) : idx[k];
+    return kiln_func_load(L->f, L->buf_of[t], n, li);
+}
+
+/* ---- regions of compute_at ---- */
+
+enum mono { MONO_CONST, MONO_INC, MONO_DEC, MONO_UNKNOWN };
+
+static enum mono
+mono_join(enum mono a, enum mono b)
+{
+    if (a == MONO_CONST)
+        return b;
+    if (b == MONO_CONST || a == b)
+        return a;
+    return MONO_UNKNOWN;
+}
+
+static enum mono
+mono_flip(enum mono a)
+{
+    return a == MONO_INC ? MONO_DEC : a == MONO_DEC ? MONO_INC : a;
+}
+
+/* How e varies with variable v. */
+static enum mono
+monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
+{
+    const struct kiln_node *n = &ctx->node[e.id];
+    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
+    int64_t                 c;
+    if (e.id == v.id)
+        return MONO_INC;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_INT:
+    case KILN_OP_FLOAT:
+    case KILN_OP_VAR:
+        return MONO_CONST;
+    case KILN_OP_ADD:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+        return mono_join(monotone(ctx, a, v), monotone(ctx, b, v));
+    case KILN_OP_SUB:
+        return mono_join(monotone(ctx, a, v), mono_flip(monotone(ctx, b, v)));
+    case KILN_OP_MUL:
+        if (kiln_expr_is_int(ctx, b, &c))
+            return c > 0   ? monotone(ctx, a, v)
+                   : c < 0 ? mono_flip(monotone(ctx, a, v))
+                           : MONO_CONST;
+        return mono_join(monotone(ctx, a, v), monotone(ctx, b, v)) == MONO_CONST ? MONO_CONST
+                                                                                 : MONO_UNKNOWN;
+    case KILN_OP_FLOORDIV:
+        if (kiln_expr_is_int(ctx, b, &c) && c > 0)
+            return monotone(ctx, a, v);
+        break;
+    case KILN_OP_CAST:
+    case KILN_OP_NEG:
+        return n->op == KILN_OP_NEG ? mono_flip(monotone(ctx, a, v)) : monotone(ctx, a, v);
+    case KILN_OP_NIL:
+    case KILN_OP_LIST:
+    case KILN_OP_LOAD:
+    case KILN_OP_DIV:
+    case KILN_OP_FLOORMOD:
+    case KILN_OP_POW:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_NOT:
+    case KILN_OP_SELECT:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_COUNT:
+        break;
+    }
+    /* anything else: constant only if it does not mention v */
+    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+        if (n->kid[i] && monotone(ctx, (kiln_expr){n->kid[i]}, v) != MONO_CONST)
+            return MONO_UNKNOWN;
+    return MONO_CONST;
+}
+
+struct region {
+    struct lower    *L;
+    uint32_t         tensor;
+    uint32_t         ndim;
+    const kiln_expr *inner; /* variables that range over whole loops */
+    const int64_t   *inner_ext;
+    uint32_t         ninner;
+    kiln_expr        lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
+    bool             any, full[KILN_MAX_DIMS];
+};
+
+static bool
+region_visit(void *ud, kiln_expr load)
+{
+    struct region *R = ud;
+    kiln_ctx      *ctx = R->L->ctx;
+    if ((uint32_t)kiln_node_get(ctx, load)->imm != R->tensor)
+        return true;
+    for (uint32_t d = 0; d < R->ndim; d++) {
+        kiln_expr e = kiln_load_idx(ctx, load, d);
+        kiln_expr lov[64], hiv[64];
+        bool      ok = R->ninner <= 64;
+        for (uint32_t i = 0; ok && i < R->ninner; i++) {
+            enum mono m = monotone(ctx, e, R->inner[i]);
+            kiln_expr z = kiln_idx(ctx, 0), top = kiln_idx(ctx, R->inner_ext[i] - 1);
+            ok = m != MONO_UNKNOWN;
+            lov[i] = m == MONO_DEC ? top : z;
+            hiv[i] = m == MONO_DEC ? z : top;
+        }
+        if (!ok) {
+            R->full[d] = true;
+            continue;
+        }
+        kiln_expr lo = kiln_expr_subst_vars(ctx, e, R->inner, lov, R->ninner);
+        kiln_expr hi = kiln_expr_subst_vars(ctx, e, R->inner, hiv, R->ninner);
+        R->lo[d] = R->any ? kiln_min(ctx, R->lo[d], lo) : lo;
+        R->hi[d] = R->any ? kiln_max(ctx, R->hi[d], hi) : hi;
+    }
+    R->any = true;
+    return kiln_ok(ctx);
+}
+
+/* Computes base[d] and ext[d] of the region of tensor t read by `body` when the variables in
+ * inner range over their loops; falls back to the whole tensor where bounds are unknown. */
+static enum kiln_status
+region_of(struct lower *L, uint32_t t, kiln_expr body, const kiln_expr *inner,
+          const int64_t *inner_ext, uint32_t ninner, kiln_expr *base, int64_t *ext)
+{
+    kiln_ctx                  *ctx = L->ctx;
+    const struct kiln_stensor *tt = &L->s->t[t];
+    struct region              R = {.L = L,
+                                    .tensor = t,
+                                    .ndim = tt->ndim,
+                                    .inner = inner,
+                                    .inner_ext = inner_ext,
+                                    .ninner = ninner};
+    kiln_expr_visit_loads(ctx, body, region_visit, &R);
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    for (uint32_t d = 0; d < tt->ndim; d++) {
+        int64_t S = tt->shape[d], lo_c, hi_c, e_c;
+        if (!R.any || R.full[d]) {
+            base[d] = kiln_idx(ctx, 0);
+            ext[d] = S;
+            continue;
+        }
+        kiln_expr lo = kiln_simplify_expr(ctx, R.lo[d], L->rng, L->nrng);
+        kiln_expr hi = kiln_simplify_expr(ctx, R.hi[d], L->rng, L->nrng);
+        kiln_expr span = kiln_simplify_expr(ctx, kiln_sub(ctx, hi, lo), L->rng, L->nrng);
+        if (!kiln_expr_is_int(ctx, span, &e_c)) {
+            int64_t slo;
+            if (!kiln_expr_bounds(ctx, span, L->rng, L->nrng, &slo, &e_c))
+                e_c = S - 1;
+        }
+        int64_t E = e_c + 1 < S ? e_c + 1 : S;
+        if (E < 1)
+            E = 1;
+        bool inside = kiln_expr_bounds(ctx, lo, L->rng, L->nrng, &lo_c, &hi_c) && lo_c >= 0
+                      && kiln_expr_bounds(ctx, kiln_add(ctx, lo, kiln_idx(ctx, E - 1)), L->rng,
+                                          L->nrng, &lo_c, &hi_c)
+                      && hi_c <= S - 1;
+        base[d] =
+            inside ? lo : kiln_min(ctx, kiln_max(ctx, lo, kiln_idx(ctx, 0)), kiln_idx(ctx, S - E));
+        base[d] = kiln_simplify_expr(ctx, base[d], L->rng, L->nrng);
+        ext[d] = E;
+    }
+    return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
+}
+
+/* ---- stages ---- */
+
+struct nest {
+    struct lower            *L;
+    uint32_t                 sid;
+    const struct kiln_stage *st;
+    int64_t                 *ext;   /* per iterator */
+    kiln_expr               *var;   /* per leaf position: loop variable */
+    kiln_expr               *val;   /* per iterator: value */
+    const kiln_expr         *base;  /* region base per spatial dim, or NULL */
+    kiln_expr                sbody; /* body with roots substituted (tensor loads) */
+    kiln_expr                gc[KILN_MAX_DIMS], lc[KILN_MAX_DIMS];
+    uint32_t                 first_red;
+    struct kiln_stmt       **loop; /* per leaf position: its For statement */
+};
+
+static enum kiln_status emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base,
+                                   const int64_t *root_ext, struct kiln_stmt **out);
+
+static kiln_expr
+reduce_identity(kiln_ctx *ctx, enum kiln_reduce r, enum kiln_dtype dt)
+{
+    double inf = 1.0 / 0.0;
+    return kiln_const(ctx, r == KILN_REDUCE_MAX ? -inf : r == KILN_REDUCE_MIN ? inf : 0, dt);
+}
+
+static kiln_expr
+guard_all(kiln_ctx *ctx, const kiln_expr *g, uint32_t n)
+{
+    kiln_expr c = kiln_bool(ctx, true);
+    for (uint32_t i = 0; i < n; i++)
+        c = kiln_and(ctx, c, g[i]);
+    return c;
+}
+
+static struct kiln_stmt *
+guarded(kiln_ctx *ctx, kiln_expr cond, struct kiln_stmt *s)
+{
+    int64_t v;
+    if (kiln_expr_is_int(ctx, cond, &v) && v)
+        return s;
+    return kiln_stmt_if(ctx, cond, s, NULL);
+}
+
+static uint32_t
+store_buffer(const struct nest *N)
+{
+    return N->L->buf_of[N->st->tensor];
+}
+
+/* Store index of the stage's output from spatial root values. */
+static void
+out_index(const struct nest *N, const kiln_expr *val, kiln_expr *idx)
+{
+    kiln_ctx *ctx = N->L->ctx;
+    bool      local = N->L->local[N->st->tensor];
+    for (uint32_t d = 0; d < N->st->ndim; d++)
+        idx[d] = (N->base && !local) ? kiln_add(ctx, N->base[d], val[d]) : val[d];
+}
+
+/* Initialisation of a reduction over the spatial leaves at positions >= from. */
+static struct kiln_stmt *
+init_nest(struct nest *N, uint32_t from)
+{
+    struct lower            *L = N->L;
+    kiln_ctx                *ctx = L->ctx;
+    const struct kiln_stage *st = N->st;
+    kiln_expr                val[512], idx[KILN_MAX_DIMS], guards[256];
+    kiln_expr                fresh[64];
+    uint32_t                 nfresh = 0, pos[64];
+    for (uint32_t k = 0; k < st->nit; k++)
+        val[k] = N->val[k];
+    for (uint32_t p = 0; p < st->nleaf; p++) {
+        uint32_t l = st->leaf[p];
+        if (p < from) {
+            val[l] = N->var[p];
+        } else if (st->it[l].reduce) {
+            val[l] = kiln_idx(ctx, 0);
+        } else {
+            char nm[96];
+            snprintf(nm, sizeof nm, "%s.%s.init", tname(L, st->tensor),
+                     kiln_sym_str(ctx, st->it[l].name));
+            val[l] = fresh[nfresh] = kiln_fresh_var(ctx, nm);
+            pos[nfresh++] = p;
+        }
+    }
+    /* recompute derived values from the leaves */
+    for (uint32_t k = 0; k < st->nit; k++) {
+        bool is_leaf = false;
+        for (uint32_t p = 0; p < st->nleaf; p++)
+            is_leaf |= st->leaf[p] == k;
+        if (!is_leaf)
+            val[k] = (kiln_expr){0};
+    }
+    kiln_state_values(ctx, st, N->ext, val);
+    out_index(N, val, idx);
+    uint32_t          ng = kiln_state_guards(ctx, st, N->ext, val, true, guards);
+    kiln_expr         id = reduce_identity(ctx, (enum kiln_reduce)st->reduce,
+                                           (enum kiln_dtype)L->s->t[st->tensor].dtype);
+    struct kiln_stmt *s = kiln_stmt_store(ctx, store_buffer(N), st->ndim, idx, id);
+    s = s ? guarded(ctx, guard_all(ctx, guards, ng), s) : NULL;
+    for (uint32_t i = nfresh; i-- > 0 && s;) {
+        uint8_t ann = st->it[st->leaf[pos[i]]].ann;
+        if (ann == KILN_LOOP_PARALLEL)
+            ann = KILN_LOOP_SERIAL;
+        s = kiln_stmt_for(ctx, fresh[i], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[st->leaf[pos[i]]]),
+                          (enum kiln_loop_kind)ann, s);
+    }
+    return s;
+}
+
+static struct kiln_stmt *
+main_store(struct nest *N)
+{
+    struct lower            *L = N->L;
+    kiln_ctx                *ctx = L->ctx;
+    const struct kiln_stage *st = N->st;
+    kiln_expr                idx[KILN_MAX_DIMS], guards[256];
+    kiln_expr                v = kiln_expr_map_loads(ctx, N->sbody, map_load, L);
+    out_index(N, N->val, idx);
+    if (st->reduce != KILN_REDUCE_NONE) {
+        kiln_expr    acc = kiln_func_load(L->f, store_buffer(N), st->ndim, idx);
+        enum kiln_op op = st->reduce == KILN_REDUCE_SUM   ? KILN_OP_ADD
+                          : st->reduce == KILN_REDUCE_MAX ? KILN_OP_MAX
+                                                          : KILN_OP_MIN;
+        v = kiln_binary(ctx, op, acc, v);
+    }
+    uint32_t          ng = kiln_state_guards(ctx, st, N->ext, N->val, false, guards);
+    struct kiln_stmt *s = kiln_stmt_store(ctx, store_buffer(N), st->ndim, idx, v);
+    return s ? guarded(ctx, guard_all(ctx, guards, ng), s) : NULL;
+}
+
+/* Stages computed at leaf position p of N's stage, emitted with their allocations around
+ * `rest`. */
+static enum kiln_status
+attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems, uint32_t *allocs,
+          uint32_t *nallocs)
+{
+    struct lower      *L = N->L;
+    struct kiln_state *s = L->s;
+    uint32_t           leaf = N->st->leaf[p];
+    kiln_expr          inner[64];
+    int64_t            inner_ext[64];
+    uint32_t           ninner = 0;
+    for (uint32_t q = p + 1; q < N->st->nleaf && ninner < 64; q++) {
+        inner[ninner] = N->var[q];
+        inner_ext[ninner++] = N->ext[N->st->leaf[q]];
+    }
+    for (uint32_t i = 0; i < s->norder; i++) {
+        uint32_t                 aid = s->order[i];
+        const struct kiln_stage *a = &s->st[aid];
+        if (a->attach != KILN_ATTACH_AT || a->at_stage != N->sid || a->at_iter != leaf)
+            continue;
+        uint32_t  t = a->tensor;
+        kiln_expr base[KILN_MAX_DIMS];
+        int64_t   ext[KILN_MAX_DIMS];
+        KILN_TRY(region_of(L, t, N->sbody, inner, inner_ext, ninner, base, ext));
+        for (uint32_t d = 0; d < a->ndim; d++)
+            L->base[t * KILN_MAX_DIMS + d] = base[d];
+        if (!s->t[t].is_output) {
+            int64_t bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)s->t[t].dtype);
+            for (uint32_t d = 0; d < a->ndim; d++)
+                bytes *= ext[d];
+            uint32_t b = make_buffer(
+                L, t, bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK : KILN_SCOPE_HEAP, ext);
+            if (b == KILN_NONE)
+                return L->ctx->err.status;
+            L->local[t] = true;
+            allocs[(*nallocs)++] = b;
+        }
+        struct kiln_stmt *sub;
+        KILN_TRY(emit_stage(L, aid, base, ext, &sub));
+        items[(*nitems)++] = sub;
+    }
+    return KILN_OK;
+}
+
+static enum kiln_status
+emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
+{
+    struct lower            *L = N->L;
+    kiln_ctx                *ctx = L->ctx;
+    struct kiln_stmt        *items[64];
+    uint32_t                 nitems = 0, allocs[64], nallocs = 0;
+    const struct kiln_stage *st = N->st;
+    if (p == st->nleaf) {
+        *out = main_store(N);
+        return *out ? KILN_OK : ctx->err.status;
+    }
+    uint32_t leaf = st->leaf[p];
+    if (!push_range(L, N->var[p], 0, N->ext[leaf] - 1))
+        return ctx->err.status;
+    KILN_TRY(attach_at(N, p, items, &nitems, allocs, &nallocs));
+    if (st->reduce != KILN_REDUCE_NONE && p + 1 == N->first_red && nitems < 63)
+        items[nitems++] = init_nest(N, p + 1);
+    struct kiln_stmt *rest;
+    KILN_TRY(emit_level(N, p + 1, &rest));
+    items[nitems++] = rest;
+    L->nrng--;
+    struct kiln_stmt *body = nitems == 1 ? items[0] : kiln_stmt_seq(ctx, nitems, items);
+    for (uint32_t i = nallocs; i-- > 0 && body;)
+        body = kiln_stmt_alloc(ctx, allocs[i], body);
+    uint8_t ann = st->it[leaf].ann;
+    if (ann == KILN_LOOP_VECTOR && (p + 1 != st->nleaf || nallocs || nitems > 1))
+        return lower_fail(L,
+                          "vectorized loop %s of %s must be the innermost loop of its stage "
+                          "with nothing computed inside it",
+                          kiln_sym_str(ctx, st->it[leaf].name), tname(L, st->tensor));
+    *out = kiln_stmt_for(ctx, N->var[p], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[leaf]),
+                         (enum kiln_loop_kind)ann, body);
+    N->loop[p] = *out;
+    return *out ? KILN_OK : ctx->err.status;
+}
+
+/* Marks inner loops unrolled while the product of their trip counts stays within max. */
+static void
+auto_unroll(struct nest *N)
+{
+    int64_t prod = 1;
+    for (uint32_t p = N->st->nleaf; p-- > 0;) {
+        struct kiln_stmt *loop = N->loop[p];
+        int64_t           e = N->ext[N->st->leaf[p]];
+        if (!loop || kiln_mul_overflows(prod, e, &prod) || prod > N->st->auto_unroll)
+            return;
+        if (loop->u.for_.loop == KILN_LOOP_SERIAL)
+            loop->u.for_.loop = KILN_LOOP_UNROLL;
+    }
+}
+
+static enum kiln_status
+emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base, const int64_t *root_ext,
+           struct kiln_stmt **out)
+{
+    kiln_ctx                  *ctx = L->ctx;
+    const struct kiln_stage   *st = &L->s->st[sid];
+    const struct kiln_stensor *t = &L->s->t[st->tensor];
+    struct kiln_arena_mark     m = kiln_arena_mark(ctx);
+    (void)m; /* loop statements live on; scratch below is small */
+    int64_t           *ext = kiln_arena_alloc(ctx, sizeof(int64_t) * (st->nit + 1));
+    kiln_expr         *val = kiln_arena_alloc(ctx, sizeof(kiln_expr) * (st->nit + 1));
+    kiln_expr         *var = kiln_arena_alloc(ctx, sizeof(kiln_expr) * (st->nleaf + 1));
+    struct kiln_stmt **loop = kiln_arena_alloc(ctx, sizeof(*loop) * (st->nleaf + 1));
+    if (!ext || !val || !var || !loop)
+        return ctx->err.status;
+    kiln_state_extents(st, root_ext ? root_ext : t->shape, ext);
+    struct nest N = {.L = L,
+                     .sid = sid,
+                     .st = st,
+                     .ext = ext,
+                     .var = var,
+                     .val = val,
+                     .base = base,
+                     .loop = loop,
+                     .first_red = st->nleaf};
+    for (uint32_t p = 0; p < st->nleaf; p++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s.%s", tname(L, st->tensor),
+                 kiln_sym_str(ctx, st->it[st->leaf[p]].name));
+        var[p] = val[st->leaf[p]] = kiln_fresh_var(ctx, nm);
+        if (st->it[st->leaf[p]].reduce && N.first_red == st->nleaf)
+            N.first_red = p;
+    }
+    kiln_state_values(ctx, st, ext, val);
+    kiln_expr ax[KILN_MAX_DIMS], rv[KILN_MAX_REDUCE];
+    for (uint32_t d = 0; d < st->ndim; d++)
+        ax[d] = base ? kiln_add(ctx, base[d], val[d]) : val[d];
+    for (uint32_t r = 0; r < st->nred; r++)
+        rv[r] = val[st->ndim + r];
+    N.sbody = kiln_expr_subst(ctx, st->body, ax, st->ndim, rv, st->nred);
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    struct kiln_stmt *nest;
+    KILN_TRY(emit_level(&N, 0, &nest));
+    if (st->auto_unroll > 1)
+        auto_unroll(&N);
+    if (st->reduce != KILN_REDUCE_NONE && N.first_red == 0) {
+        struct kiln_stmt *two[2] = {init_nest(&N, 0), nest};
+        nest = kiln_stmt_seq(ctx, 2, two);
+    }
+    *out = nest;
+    return nest ? KILN_OK : ctx->err.status;
+}
+
+static enum kiln_status
+lower_state(struct lower *L)
+{
+    kiln_ctx                *ctx = L->ctx;
+    struct kiln_state       *s = L->s;
+    const struct kiln_graph *g = s->g;
+    for (uint32_t i = 0; i < g->narg; i++)
+        if (make_buffer(L, g->arg[i], KILN_SCOPE_GLOBAL, NULL) == KILN_NONE)
+            return ctx->err.status;
+    for (uint32_t i = 0; i < g->noutput; i++)
+        if (make_buffer(L, g->output[i], KILN_SCOPE_GLOBAL, NULL) == KILN_NONE)
+            return ctx->err.status;
+    struct kiln_stmt **items = kiln_arena_alloc(ctx, sizeof(*items) * (s->norder + 1));
+    uint32_t          *heap = kiln_arena_alloc(ctx, sizeof(uint32_t) * (s->nt + 1));
+    uint32_t           nitems = 0, nheap = 0;
+    if (!items || !heap)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < s->norder; i++) {
+        const struct kiln_stage *st = &s->st[s->order[i]];
+        if (st->attach != KILN_ATTACH_ROOT)
+            continue;
+        if (L->buf_of[st->tensor] == KILN_NONE) {
+            uint32_t b = make_buffer(L, st->tensor, KILN_SCOPE_HEAP, NULL);
+            if (b == KILN_NONE)
+                return ctx->err.status;
+            heap[nheap++] = b;
+        }
+        KILN_TRY(emit_stage(L, s->order[i], NULL, NULL, &items[nitems]));
+        nitems++;
+    }
+    struct kiln_stmt *body = nitems == 1 ? items[0] : kiln_stmt_seq(ctx, nitems, items);
+    for (uint32_t i = nheap; i-- > 0 && body;)
+        body = kiln_stmt_alloc(ctx, heap[i], body);
+    if (!body)
+        return kiln_ok(ctx) ? KILN_FAIL(ctx, KILN_ERR_INTERNAL, "lower", "empty function")
+                            : ctx->err.status;
+    L->f->body = body;
+    /* every stage computed somewhere must have been emitted */
+    for (uint32_t i = 0; i < s->nst; i++) {
+        const struct kiln_stage *st = &s->st[i];
+        if (st->attach == KILN_ATTACH_AT && L->buf_of[st->tensor] == KILN_NONE)
+            return lower_fail(L, "%s is computed at %s, which is never computed",
+                              tname(L, st->tensor), tname(L, s->st[st->at_stage].tensor));
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *sched,
+                  struct kiln_func **out)
+{
+    struct kiln_state s;
+    *out = NULL;
+    KILN_TRY(kiln_graph_verify(g));
+    KILN_TRY(kiln_state_build(ctx, g, sched, &s));
+    struct lower L = {.ctx = ctx, .s = &s};
+    L.f = kiln_func_new(ctx, "kiln_kernel");
+    L.buf_of = kiln_arena_alloc(ctx, sizeof(uint32_t) * (s.nt + 1));
+    L.base = kiln_arena_alloc(ctx, sizeof(kiln_expr) * KILN_MAX_DIMS * (s.nt + 1));
+    L.local = kiln_arena_alloc(ctx, sizeof(bool) * (s.nt + 1));
+    if (!L.f || !L.buf_of || !L.base || !L.local)
+        return ctx->err.status;
+    for (uint32_t t = 0; t < s.nt; t++)
+        L.buf_of[t] = KILN_NONE;
+    KILN_TRY(lower_state(&L));
+    KILN_TRY(kiln_func_verify(L.f, false));
+    *out = L.f;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *sched,
+           struct kiln_func **out)
+{
+    struct kiln_func *f;
+    *out = NULL;
+    KILN_TRY(kiln_lower_unflat(ctx, g, sched, &f));
+    KILN_TRY(kiln_pass_simplify(f));
+    KILN_TRY(kiln_func_verify(f, false));
+    KILN_TRY(kiln_pass_flatten(f));
+    KILN_TRY(kiln_func_verify(f, true));
+    KILN_TRY(kiln_pass_partition(f));
+    KILN_TRY(kiln_pass_simplify(f));
+    KILN_TRY(kiln_func_verify(f, true));
+    *out = f;
+    return KILN_OK;
+}

@@ -1,0 +1,119 @@
+/* passes/passes.h -- internal: schedules (steps as data), lowering of a graph + schedule to the
+ * loop-nest IR, and the passes over loop nests. Every pass entry point states what it
+ * requires, provides and invalidates. passes/ never emits target code. */
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+
+#include "../ir/ir.h"
+
+/* ---- arithmetic simplification (passes/simplify.c) ---- */
+
+/* Known inclusive range of a variable's values. */
+struct kiln_var_range {
+    kiln_expr var; /* a named variable */
+    int64_t   min, max;
+};
+
+/* Integer interval of e given the ranges (variables not listed are unbounded). Returns false
+ * when no finite bound is known. */
+bool kiln_expr_bounds(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r, uint32_t nr,
+                      int64_t *lo, int64_t *hi);
+
+/* Simplifies e using the ranges: affine terms collected and ordered canonically, constants
+ * folded, floordiv/floormod by positive constants resolved where the ranges allow
+ * ((a*c + b) // c -> a when 0 <= b < c, x % c -> x when 0 <= x < c, ...), comparisons decided
+ * by bounds, min/max decided by bounds, select/and/or with decided conditions removed.
+ * Idempotent: simplify(simplify(e)) == simplify(e) (same id); returns e itself when nothing
+ * changes. */
+kiln_expr kiln_simplify_expr(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r,
+                             uint32_t nr);
+
+/* requires: a verified function (flat or not)
+ * provides: every expression simplified under the ranges of its enclosing loops (a loop var v
+ *           of `for v in [min, min+extent)` with constant bounds ranges over [min, min+ext-1];
+ *           symbolic bounds are bounded through kiln_expr_bounds); if statements with decided
+ *           conditions removed; loops of extent 1 replaced by their body with the variable
+ *           substituted; loops of extent <= 0 removed
+ * invalidates: nothing */
+enum kiln_status kiln_pass_simplify(struct kiln_func *f);
+
+/* requires: a verified non-flat function
+ * provides: every load and store of a buffer with ndim != 1 rewritten to one flat row-major
+ *           index; verify(f, flat=true) holds
+ * invalidates: multi-dimensional index information */
+enum kiln_status kiln_pass_flatten(struct kiln_func *f);
+
+/* requires: a verified function
+ * provides: loops whose body's conditions (if statements and select conditions that compare
+ *           affine functions of the loop variable with loop-invariant bounds) are decided on a
+ *           middle sub-range are split into up to three loops, so the middle (hot) loop has no
+ *           such condition; vector loops are not split (their lanes stay together) but their
+ *           enclosing loops are
+ * invalidates: nothing */
+enum kiln_status kiln_pass_partition(struct kiln_func *f);
+
+#endif
+
+/* ---- schedules (passes/sched.c) ----
+ * A schedule is data: a list of steps naming stages (by tensor name) and iterators (by name).
+ * Original iterators carry the op's display names (spatial first, then reduction); a split of
+ * `i` into n+1 parts makes `i.0` (outermost) .. `i.n`; a fuse of `a` and `b` makes `a@b`.
+ * New stages: cache_write(C) adds `C.local`, cache_read(T) adds `T.cache`, rfactor(C) adds
+ * `C.rf`, pack(T) adds `T.pack`. Steps serialise to JSON (docs/schedule.md). */
+enum kiln_step_kind {
+    KILN_STEP_SPLIT,          /* stage, iter, factors: inner lengths, outer to inner */
+    KILN_STEP_TILE,           /* stage, iters[n], factors[n]: split each, outers then inners */
+    KILN_STEP_REORDER,        /* stage, iters: new order of (some) leaf iterators */
+    KILN_STEP_FUSE,           /* stage, iters: consecutive leaf iterators, outer first */
+    KILN_STEP_PARALLEL,       /* stage, iter */
+    KILN_STEP_VECTORIZE,      /* stage, iter */
+    KILN_STEP_UNROLL,         /* stage, iter */
+    KILN_STEP_AUTO_UNROLL,    /* stage, value: unroll inner loops while their trip product <= value */
+    KILN_STEP_COMPUTE_AT,     /* stage, target, iter (of the target) */
+    KILN_STEP_COMPUTE_INLINE, /* stage */
+    KILN_STEP_COMPUTE_ROOT,   /* stage */
+    KILN_STEP_CACHE_WRITE,    /* stage */
+    KILN_STEP_CACHE_READ,     /* stage = tensor read, iters = the reading stages */
+    KILN_STEP_RFACTOR,        /* stage, iter: a leaf reduction iterator */
+    KILN_STEP_PACK,           /* stage = tensor, value = dim, factors[0] = block */
+    KILN_STEP_COUNT
+};
+extern const char *const kiln_step_name[KILN_STEP_COUNT];
+
+#define KILN_STEP_MAXN 8
+
+struct kiln_step {
+    uint8_t  kind;                    /* enum kiln_step_kind */
+    uint8_t  n;                       /* entries used in iters / factors */
+    uint32_t stage;                   /* symbol */
+    uint32_t iter;                    /* symbol */
+    uint32_t target;                  /* symbol (compute_at) */
+    uint32_t iters[KILN_STEP_MAXN];   /* symbols */
+    int64_t  factors[KILN_STEP_MAXN];
+    int64_t  value;
+};
+
+struct kiln_schedule {
+    struct kiln_step *step;
+    uint32_t          nstep, capstep;
+};
+
+enum kiln_status kiln_sched_push(kiln_ctx *ctx, struct kiln_schedule *s, struct kiln_step st);
+/* JSON: {"steps": [{"op": "split", "stage": "C", "iter": "i", "factors": [8, 4]}, ...]}.
+ * Errors name the step index and the bad field. */
+enum kiln_status kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t len,
+                                      struct kiln_schedule *out);
+enum kiln_status kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s,
+                                    struct kiln_buf *out);
+
+/* ---- lowering (passes/lower.c) ---- */
+/* requires: a verified graph; a schedule (may be empty: the default schedule)
+ * provides: a verified, simplified, flattened loop-nest function whose parameters are the
+ *           graph's arguments then its outputs, computing the graph; or KILN_ERR_INVALID
+ *           naming the first illegal step and the reason
+ * invalidates: nothing (the graph is not modified) */
+enum kiln_status kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g,
+                            const struct kiln_schedule *s, struct kiln_func **out);
+/* Same, stopping before flattening/simplification (for tests and inspection). */
+enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
+                                   const struct kiln_schedule *s, struct kiln_func **out);

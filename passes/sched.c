@@ -1,0 +1,266 @@
+/* passes/sched.c -- schedules as data: the step list and its JSON form.
+ *
+ * A step names its stage and iterators by name (symbols), so a schedule written by hand reads
+ * like the graph it applies to, and a schedule stored by the tuner survives re-parsing of the
+ * graph in another process. This file only checks the *form* of steps (fields present, types,
+ * counts); whether a step makes sense for a graph is checked when it is applied
+ * (passes/state.c), where the graph is known. */
+#include "passes.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+const char *const kiln_step_name[KILN_STEP_COUNT] = {
+    [KILN_STEP_SPLIT] = "split",
+    [KILN_STEP_TILE] = "tile",
+    [KILN_STEP_REORDER] = "reorder",
+    [KILN_STEP_FUSE] = "fuse",
+    [KILN_STEP_PARALLEL] = "parallel",
+    [KILN_STEP_VECTORIZE] = "vectorize",
+    [KILN_STEP_UNROLL] = "unroll",
+    [KILN_STEP_AUTO_UNROLL] = "auto_unroll",
+    [KILN_STEP_COMPUTE_AT] = "compute_at",
+    [KILN_STEP_COMPUTE_INLINE] = "compute_inline",
+    [KILN_STEP_COMPUTE_ROOT] = "compute_root",
+    [KILN_STEP_CACHE_WRITE] = "cache_write",
+    [KILN_STEP_CACHE_READ] = "cache_read",
+    [KILN_STEP_RFACTOR] = "rfactor",
+    [KILN_STEP_PACK] = "pack",
+};
+
+/* Which fields each step kind uses. */
+enum {
+    F_ITER = 1,     /* "iter" */
+    F_ITERS = 2,    /* "iters" (or "order" for reorder, "readers" for cache_read) */
+    F_FACTORS = 4,  /* "factors" */
+    F_TARGET = 8,   /* "target" */
+    F_VALUE = 16,   /* "max_step" / "dim" */
+    F_FACTOR1 = 32, /* "factor" (pack) */
+};
+
+static const unsigned fields[KILN_STEP_COUNT] = {
+    [KILN_STEP_SPLIT] = F_ITER | F_FACTORS,
+    [KILN_STEP_TILE] = F_ITERS | F_FACTORS,
+    [KILN_STEP_REORDER] = F_ITERS,
+    [KILN_STEP_FUSE] = F_ITERS,
+    [KILN_STEP_PARALLEL] = F_ITER,
+    [KILN_STEP_VECTORIZE] = F_ITER,
+    [KILN_STEP_UNROLL] = F_ITER,
+    [KILN_STEP_AUTO_UNROLL] = F_VALUE,
+    [KILN_STEP_COMPUTE_AT] = F_TARGET | F_ITER,
+    [KILN_STEP_COMPUTE_INLINE] = 0,
+    [KILN_STEP_COMPUTE_ROOT] = 0,
+    [KILN_STEP_CACHE_WRITE] = 0,
+    [KILN_STEP_CACHE_READ] = F_ITERS,
+    [KILN_STEP_RFACTOR] = F_ITER,
+    [KILN_STEP_PACK] = F_VALUE | F_FACTOR1,
+};
+
+static const char *
+iters_key(enum kiln_step_kind k)
+{
+    return k == KILN_STEP_REORDER ? "order" : k == KILN_STEP_CACHE_READ ? "readers" : "iters";
+}
+
+static const char *
+value_key(enum kiln_step_kind k)
+{
+    return k == KILN_STEP_PACK ? "dim" : "max_step";
+}
+
+enum kiln_status
+kiln_sched_push(kiln_ctx *ctx, struct kiln_schedule *s, struct kiln_step st)
+{
+    if (!KILN_VEC_PUSH(ctx, s->step, s->nstep, s->capstep, st))
+        return ctx->err.status;
+    return KILN_OK;
+}
+
+static enum kiln_status
+bad(kiln_ctx *ctx, uint32_t i, const char *what)
+{
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u: %s", i, what);
+}
+
+static enum kiln_status
+get_name(kiln_ctx *ctx, uint32_t i, const cJSON *o, const char *key, uint32_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v) || !v->valuestring[0])
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                         "schedule step %u: \"%s\" must be a non-empty string", i, key);
+    *out = kiln_sym_cstr(ctx, v->valuestring);
+    return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
+}
+
+static enum kiln_status
+get_int(kiln_ctx *ctx, uint32_t i, const cJSON *v, const char *key, int64_t *out)
+{
+    double d = cJSON_IsNumber(v) ? v->valuedouble : 0.5;
+    if (!cJSON_IsNumber(v) || d != (double)(int64_t)d || d > 9.0e15 || d < -9.0e15)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                         "schedule step %u: \"%s\" must be an integer", i, key);
+    *out = (int64_t)d;
+    return KILN_OK;
+}
+
+static enum kiln_status
+step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!cJSON_IsObject(o))
+        return bad(ctx, i, "must be an object");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "op");
+    if (!cJSON_IsString(op))
+        return bad(ctx, i, "\"op\" must be a string naming the step");
+    int kind = -1;
+    for (int k = 0; k < KILN_STEP_COUNT; k++)
+        if (!strcmp(op->valuestring, kiln_step_name[k]))
+            kind = k;
+    if (kind < 0)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u: unknown op '%s'", i,
+                         op->valuestring);
+    st->kind = (uint8_t)kind;
+    unsigned f = fields[kind];
+    /* reject unknown keys: a typo must not silently change the schedule */
+    for (const cJSON *c = o->child; c; c = c->next) {
+        const char *k = c->string;
+        bool known = !strcmp(k, "op") || !strcmp(k, "stage") || ((f & F_ITER) && !strcmp(k, "iter"))
+                     || ((f & F_ITERS) && !strcmp(k, iters_key(st->kind)))
+                     || ((f & F_FACTORS) && !strcmp(k, "factors"))
+                     || ((f & F_TARGET) && !strcmp(k, "target"))
+                     || ((f & F_VALUE) && !strcmp(k, value_key(st->kind)))
+                     || ((f & F_FACTOR1) && !strcmp(k, "factor"));
+        if (!known)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (%s): unknown field \"%s\"", i, kiln_step_name[kind],
+                             k);
+    }
+    KILN_TRY(get_name(ctx, i, o, "stage", &st->stage));
+    if (f & F_ITER)
+        KILN_TRY(get_name(ctx, i, o, "iter", &st->iter));
+    if (f & F_TARGET)
+        KILN_TRY(get_name(ctx, i, o, "target", &st->target));
+    if (f & F_ITERS) {
+        const char  *key = iters_key(st->kind);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+        int          n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+        if (n < 1 || n > KILN_STEP_MAXN)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (%s): \"%s\" must be a list of 1 to %d names", i,
+                             kiln_step_name[kind], key, KILN_STEP_MAXN);
+        for (int j = 0; j < n; j++) {
+            const cJSON *v = cJSON_GetArrayItem(a, j);
+            if (!cJSON_IsString(v) || !v->valuestring[0])
+                return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                                 "schedule step %u (%s): \"%s\" must hold names", i,
+                                 kiln_step_name[kind], key);
+            st->iters[j] = kiln_sym_cstr(ctx, v->valuestring);
+        }
+        st->n = (uint8_t)n;
+    }
+    if (f & F_FACTORS) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "factors");
+        int          n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+        if (n < 1 || n > KILN_STEP_MAXN - 1)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (%s): \"factors\" must be a list of 1 to %d "
+                             "integers",
+                             i, kiln_step_name[kind], KILN_STEP_MAXN - 1);
+        if (kind == KILN_STEP_TILE && n != st->n)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (tile): %d iterators but %d factors", i, st->n, n);
+        for (int j = 0; j < n; j++)
+            KILN_TRY(get_int(ctx, i, cJSON_GetArrayItem(a, j), "factors", &st->factors[j]));
+        if (kind == KILN_STEP_SPLIT)
+            st->n = (uint8_t)n;
+    }
+    if (f & F_VALUE)
+        KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, value_key(st->kind)),
+                         value_key(st->kind), &st->value));
+    if (f & F_FACTOR1) {
+        KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, "factor"), "factor",
+                         &st->factors[0]));
+        st->n = 1;
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t len, struct kiln_schedule *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    const char *end = NULL;
+    cJSON      *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                         "schedule is not valid JSON (near byte %zu)", off);
+    }
+    enum kiln_status st = KILN_OK;
+    const cJSON     *steps =
+        cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "steps") : root;
+    if (!cJSON_IsArray(steps)) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                       "schedule must be {\"steps\": [...]} or a list of steps");
+    } else {
+        uint32_t i = 0;
+        for (const cJSON *o = steps->child; o && st == KILN_OK; o = o->next, i++) {
+            struct kiln_step s;
+            st = step_from_json(ctx, i, o, &s);
+            if (st == KILN_OK)
+                st = kiln_sched_push(ctx, out, s);
+        }
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+static bool
+put_names(kiln_ctx *ctx, struct kiln_buf *b, const char *key, const uint32_t *names, uint32_t n)
+{
+    if (!kiln_buf_printf(ctx, b, ", \"%s\": [", key))
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!kiln_buf_printf(ctx, b, "%s\"%s\"", i ? ", " : "", kiln_sym_str(ctx, names[i])))
+            return false;
+    return kiln_buf_puts(ctx, b, "]");
+}
+
+enum kiln_status
+kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s, struct kiln_buf *out)
+{
+    if (!kiln_buf_puts(ctx, out, "{\"steps\": ["))
+        return ctx->err.status;
+    for (uint32_t i = 0; i < s->nstep; i++) {
+        const struct kiln_step *st = &s->step[i];
+        unsigned                f = fields[st->kind];
+        bool                    ok =
+            kiln_buf_printf(ctx, out, "%s\n  {\"op\": \"%s\", \"stage\": \"%s\"", i ? "," : "",
+                            kiln_step_name[st->kind], kiln_sym_str(ctx, st->stage));
+        if (ok && (f & F_TARGET))
+            ok = kiln_buf_printf(ctx, out, ", \"target\": \"%s\"", kiln_sym_str(ctx, st->target));
+        if (ok && (f & F_ITER))
+            ok = kiln_buf_printf(ctx, out, ", \"iter\": \"%s\"", kiln_sym_str(ctx, st->iter));
+        if (ok && (f & F_ITERS))
+            ok = put_names(ctx, out, iters_key(st->kind), st->iters, st->n);
+        if (ok && (f & F_FACTORS)) {
+            ok = kiln_buf_puts(ctx, out, ", \"factors\": [");
+            for (uint32_t j = 0; ok && j < st->n; j++)
+                ok = kiln_buf_printf(ctx, out, "%s%lld", j ? ", " : "", (long long)st->factors[j]);
+            ok = ok && kiln_buf_puts(ctx, out, "]");
+        }
+        if (ok && (f & F_VALUE))
+            ok = kiln_buf_printf(ctx, out, ", \"%s\": %lld", value_key(st->kind),
+                                 (long long)st->value);
+        if (ok && (f & F_FACTOR1))
+            ok = kiln_buf_printf(ctx, out, ", \"factor\": %lld", (long long)st->factors[0]);
+        if (!ok || !kiln_buf_puts(ctx, out, "}"))
+            return ctx->err.status;
+    }
+    if (!kiln_buf_puts(ctx, out, "\n]}\n"))
+        return ctx->err.status;
+    return KILN_OK;
+}

@@ -1,0 +1,36 @@
+/* runtime/runtime.h -- internal: the functions generated code calls, and the ABI entry that
+ * checks DLPack arguments. Everything here is compiled into libkiln (for the in-process JIT)
+ * and into libkiln_rt.a, the small PIC archive linked into every generated shared object.
+ * Depends only on include/kiln_abi.h, libc and OpenMP. */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include "kiln_abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Body of an outlined parallel loop: runs iterations [begin, end); returns a kiln_abi_status
+ * (nonzero stops the loop and is returned by kiln_rt_parallel_for). */
+typedef int32_t (*kiln_rt_body_fn)(int64_t begin, int64_t end, void *closure);
+
+/* Runs body over [0, n) split into contiguous chunks, one per thread (OpenMP static schedule).
+ * Nested calls run serially inside the calling thread. */
+int32_t kiln_rt_parallel_for(int64_t n, kiln_rt_body_fn body, void *closure);
+void    kiln_rt_set_num_threads(int32_t n); /* 0 = all cores */
+int32_t kiln_rt_num_threads(void);
+
+/* 64-byte aligned scratch memory for generated code; NULL on failure. */
+void *kiln_rt_alloc(int64_t bytes);
+void  kiln_rt_free(void *p);
+
+/* Checks args against d (count, NULL, device, dtype, shape, strides, alignment), then runs the
+ * kernel. Error messages name the argument: "argument 2 (b): shape [128, 33], expected
+ * [128, 32]". */
+int32_t kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs,
+                      char *err, size_t errsize);
+
+/* Monotonic time in seconds. */
+double kiln_rt_now(void);
+
+#endif
