@@ -1,0 +1,237 @@
+/* tests/sched/test_sched.c -- schedules: JSON form and round trip, and the message of every
+ * illegal step (checked on the state, before any lowering). Lowering semantics are checked by
+ * tests/lower (against the interpreters). */
+#include "../../passes/state.h"
+#include "../harness.h"
+
+#include <string.h>
+
+/* A[M,K] x B[K,N] -> C (sum over k), D = C * 2 (output). */
+static struct kiln_graph *
+matmul_graph(kiln_ctx *ctx, int64_t M, int64_t N, int64_t K)
+{
+    struct kiln_graph *g = kiln_graph_new(ctx);
+    int64_t            sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    uint32_t           a = kiln_graph_add_tensor(g, "A", KILN_DTYPE_F32, 2, sa, KILN_TENSOR_INPUT);
+    uint32_t           b = kiln_graph_add_tensor(g, "B", KILN_DTYPE_F32, 2, sb, KILN_TENSOR_WEIGHT);
+    uint32_t           c = kiln_graph_add_tensor(g, "C", KILN_DTYPE_F32, 2, sc, KILN_TENSOR_OP);
+    kiln_expr          i = kiln_axis(ctx, 0), j = kiln_axis(ctx, 1), k = kiln_rvar(ctx, 0);
+    kiln_expr          ia[2] = {i, k}, ib[2] = {k, j};
+    kiln_expr          body = kiln_mul(ctx, kiln_load(ctx, a, KILN_DTYPE_F32, 2, ia),
+                                       kiln_load(ctx, b, KILN_DTYPE_F32, 2, ib));
+    uint32_t           ax[2] = {kiln_sym_cstr(ctx, "i"), kiln_sym_cstr(ctx, "j")};
+    uint32_t           rn[1] = {kiln_sym_cstr(ctx, "k")};
+    kiln_graph_begin_call(g, "compute", 0, NULL, 0, NULL, 1, 1);
+    kiln_graph_add_op(g, c, KILN_REDUCE_SUM, 1, &K, body, ax, rn);
+    kiln_graph_end_call(g, c);
+    uint32_t  d = kiln_graph_add_tensor(g, "D", KILN_DTYPE_F32, 2, sc, KILN_TENSOR_OP);
+    kiln_expr ic[2] = {i, j};
+    kiln_expr db = kiln_mul(ctx, kiln_load(ctx, c, KILN_DTYPE_F32, 2, ic),
+                            kiln_float(ctx, 2.0, KILN_DTYPE_F32));
+    kiln_graph_begin_call(g, "compute", 0, NULL, 0, NULL, 2, 1);
+    kiln_graph_add_op(g, d, KILN_REDUCE_NONE, 0, NULL, db, ax, NULL);
+    kiln_graph_end_call(g, d);
+    kiln_graph_mark_output(g, d);
+    CHECK(kiln_ok(ctx));
+    return g;
+}
+
+static void
+test_json_round_trip(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    const char          *text = "{\"steps\": [\n"
+                                "  {\"op\": \"cache_write\", \"stage\": \"C\"},\n"
+                                "  {\"op\": \"tile\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"], "
+                                "\"factors\": [8, 16]},\n"
+                                "  {\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"k\", "
+                                "\"factors\": [4, 2]},\n"
+                                "  {\"op\": \"reorder\", \"stage\": \"C\", \"order\": [\"j.0\", "
+                                "\"i.0\"]},\n"
+                                "  {\"op\": \"compute_at\", \"stage\": \"C.local\", \"target\": "
+                                "\"C\", \"iter\": \"j.0\"},\n"
+                                "  {\"op\": \"auto_unroll\", \"stage\": \"C\", \"max_step\": 64},\n"
+                                "  {\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": "
+                                "[\"C\"]},\n"
+                                "  {\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": "
+                                "16},\n"
+                                "  {\"op\": \"compute_inline\", \"stage\": \"D\"}\n"
+                                "]}\n";
+    struct kiln_schedule s, s2;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(9, s.nstep);
+    struct kiln_buf out = {0}, out2 = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s, &out));
+    CHECK_EQ_STR(text, out.data);
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, out.data, out.len, &s2));
+    CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s2, &out2));
+    CHECK_EQ_STR(out.data, out2.data);
+    kiln_ctx_free(ctx);
+}
+
+static void
+json_error(const char *text, const char *want)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_schedule s;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_STR(want, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_json_errors(void)
+{
+    json_error("{\"steps\": [", "schedule is not valid JSON (near byte 10)");
+    json_error("{\"stepz\": []}", "schedule must be {\"steps\": [...]} or a list of steps");
+    json_error("[{\"op\": \"splat\", \"stage\": \"C\"}]", "schedule step 0: unknown op 'splat'");
+    json_error("[42]", "schedule step 0: must be an object");
+    json_error("[{\"stage\": \"C\"}]", "schedule step 0: \"op\" must be a string naming the step");
+    json_error("[{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factor\": [4]}]",
+               "schedule step 0 (split): unknown field \"factor\"");
+    json_error("[{\"op\": \"split\", \"iter\": \"i\", \"factors\": [4]}]",
+               "schedule step 0: \"stage\" must be a non-empty string");
+    json_error("[{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [4.5]}]",
+               "schedule step 0: \"factors\" must be an integer");
+    json_error("[{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": []}]",
+               "schedule step 0 (split): \"factors\" must be a list of 1 to 7 integers");
+    json_error("[{\"op\": \"tile\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"], \"factors\": "
+               "[4]}]",
+               "schedule step 0 (tile): 2 iterators but 1 factors");
+    json_error("[{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": \"i\"}]",
+               "schedule step 0 (fuse): \"iters\" must be a list of 1 to 8 names");
+    json_error("[{\"op\": \"auto_unroll\", \"stage\": \"C\"}]",
+               "schedule step 0: \"max_step\" must be an integer");
+}
+
+/* Applies the JSON steps to the matmul graph and checks the error message. */
+static void
+step_error(const char *steps, const char *want)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 32);
+    struct kiln_schedule s;
+    struct kiln_state    st;
+    char                 text[1024];
+    snprintf(text, sizeof text, "[%s]", steps);
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_state_build(ctx, g, &s, &st));
+    CHECK_EQ_STR(want, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_illegal_steps(void)
+{
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"q\", \"factors\": [4]}",
+               "schedule step 0 (split C.q): stage C has no iterator q (its loops: i, j, k)");
+    step_error("{\"op\": \"split\", \"stage\": \"E\", \"iter\": \"i\", \"factors\": [4]}",
+               "schedule step 0 (split E.i): no stage named E");
+    step_error("{\"op\": \"split\", \"stage\": \"A\", \"iter\": \"i\", \"factors\": [4]}",
+               "schedule step 0 (split A.i): A is an argument of the graph, not a stage");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [0]}",
+               "schedule step 0 (split C.i): factor 0 must be positive");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [4]},"
+               "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [2]}",
+               "schedule step 1 (split C.i): iterator i is no longer a loop of C (its loops: "
+               "i.0, i.1, j, k)");
+    step_error("{\"op\": \"vectorize\", \"stage\": \"C\", \"iter\": \"k\"}",
+               "schedule step 0 (vectorize C.k): cannot vectorize reduction iterator k");
+    step_error("{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"]},"
+               "{\"op\": \"vectorize\", \"stage\": \"C\", \"iter\": \"i@j\"}",
+               "schedule step 1 (vectorize C.i@j): iterator i@j has extent 3072; at most 64 lanes "
+               "can be vectorized (split it first)");
+    step_error("{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"k\"}",
+               "schedule step 0 (parallel C.k): iterator k is a reduction: parallel iterations "
+               "would race on the accumulator (use rfactor first)");
+    step_error("{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\"},"
+               "{\"op\": \"unroll\", \"stage\": \"C\", \"iter\": \"i\"}",
+               "schedule step 1 (unroll C.i): iterator i is already parallel");
+    step_error("{\"op\": \"compute_inline\", \"stage\": \"C\"}",
+               "schedule step 0 (compute_inline C): C has a reduction; only elementwise "
+               "definitions can be inlined");
+    step_error("{\"op\": \"compute_inline\", \"stage\": \"D\"}",
+               "schedule step 0 (compute_inline D): D is an output of the graph and must be "
+               "stored");
+    step_error("{\"op\": \"compute_at\", \"stage\": \"D\", \"target\": \"C\", \"iter\": \"i\"}",
+               "schedule step 0 (compute_at D): C does not read D");
+    step_error("{\"op\": \"compute_at\", \"stage\": \"C\", \"target\": \"D\", \"iter\": \"q\"}",
+               "schedule step 0 (compute_at C): stage D has no iterator q (its loops: i, j)");
+    step_error("{\"op\": \"compute_at\", \"stage\": \"C\", \"target\": \"C\", \"iter\": \"i\"}",
+               "schedule step 0 (compute_at C): a stage cannot be computed at itself");
+    step_error("{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"k\"]}",
+               "schedule step 0 (fuse C): iterators i and k are not adjacent loops (outer "
+               "first)");
+    step_error("{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"j\", \"k\"]}",
+               "schedule step 0 (fuse C): cannot fuse spatial and reduction iterators (j, k)");
+    step_error("{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"j\"]}",
+               "schedule step 0 (fuse C): fuse needs at least two iterators");
+    step_error("{\"op\": \"reorder\", \"stage\": \"C\", \"order\": [\"j\", \"j\"]}",
+               "schedule step 0 (reorder C): iterator j is listed twice");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [4]},"
+               "{\"op\": \"cache_write\", \"stage\": \"C\"}",
+               "schedule step 1 (cache_write C): cache_write must come before any other step "
+               "on C");
+    step_error("{\"op\": \"rfactor\", \"stage\": \"C\", \"iter\": \"j\"}",
+               "schedule step 0 (rfactor C.j): iterator j is not a reduction");
+    step_error("{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 2, \"factor\": 4}",
+               "schedule step 0 (pack B): dimension 2 is out of range for B with 2 dimensions");
+    step_error("{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": 1}",
+               "schedule step 0 (pack B): block 1 must be between 2 and the extent 48");
+    step_error("{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"D\"]}",
+               "schedule step 0 (cache_read A): D does not read A");
+    step_error("{\"op\": \"auto_unroll\", \"stage\": \"C\", \"max_step\": -1}",
+               "schedule step 0 (auto_unroll C): max_step -1 must be in [0, 4096]");
+    step_error("{\"op\": \"compute_inline\", \"stage\": \"C.local\"}",
+               "schedule step 0 (compute_inline C.local): no stage named C.local");
+}
+
+static void
+test_state_shapes(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 30);
+    const char          *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
+                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"k\", "
+                                "\"factors\": [4]},"
+                                "{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"]},"
+                                "{\"op\": \"rfactor\", \"stage\": \"C.local\", \"iter\": \"k.1\"},"
+                                "{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": "
+                                "5}]";
+    struct kiln_schedule s;
+    struct kiln_state    st;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    /* order: B.pack, C.local.rf, C.local, C, D */
+    CHECK_EQ_INT(5, st.norder);
+    const char *want[5] = {"B.pack", "C.local.rf", "C.local", "C", "D"};
+    for (uint32_t i = 0; i < 5 && i < st.norder; i++)
+        CHECK_EQ_STR(want[i], kiln_sym_str(ctx, st.st[st.order[i]].name));
+    const struct kiln_stage *c = &st.st[st.order[3]];
+    CHECK_EQ_INT(1, c->nleaf);
+    CHECK_EQ_STR("i@j", kiln_sym_str(ctx, c->it[c->leaf[0]].name));
+    CHECK_EQ_INT(64 * 48, c->it[c->leaf[0]].extent);
+    const struct kiln_stage *rf = &st.st[st.order[1]];
+    CHECK_EQ_INT(3, st.t[rf->tensor].ndim);
+    CHECK_EQ_INT(4, st.t[rf->tensor].shape[2]);
+    CHECK_EQ_INT(1, rf->nred);
+    CHECK_EQ_INT(8, rf->rext[0]); /* ceil(30 / 4) */
+    const struct kiln_stage *pk = &st.st[st.order[0]];
+    CHECK_EQ_INT(3, st.t[pk->tensor].ndim);
+    CHECK_EQ_INT(10, st.t[pk->tensor].shape[1]);
+    CHECK_EQ_INT(5, st.t[pk->tensor].shape[2]);
+    kiln_ctx_free(ctx);
+}
+
+static const struct test tests[] = {
+    {"json_round_trip", test_json_round_trip},
+    {"json_errors", test_json_errors},
+    {"illegal_steps", test_illegal_steps},
+    {"state_shapes", test_state_shapes},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}
