@@ -201,6 +201,77 @@ KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kil
                                                  const struct kiln_compile_options *opt,
                                                  int flat, const char **out);
 
+/* ---- loading and calling generated code (runtime/module.c) ----
+ * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
+ * arguments are the graph's arguments (inputs and weights, declaration order) followed by its
+ * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: CPU, declared dtype
+ * and shape, compact row-major, aligned). Programs that only call generated code need not link
+ * libkiln at all: dlopen the object and use kiln_abi.h; this API adds kiln's error handling.
+ *
+ *     struct kiln_module *m;
+ *     if (kiln_module_load(ctx, "mm.so", &m) != KILN_OK) ...  // message in kiln_ctx_error(ctx)
+ *     DLTensor *args[3] = {&a, &b, &c};                      // a, b inputs; c output
+ *     if (kiln_module_call(ctx, m, args, 3, NULL) != KILN_OK) ...
+ *     kiln_module_free(m);
+ */
+#ifdef __cplusplus
+} /* DLPack's header outside the extern "C" block: it includes standard headers */
+#endif
+#include <dlpack/dlpack.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kiln_module; /* a loaded shared object; owned by the caller, freed by kiln_module_free */
+
+enum kiln_arg_role {
+    KILN_ARG_INPUT,
+    KILN_ARG_WEIGHT,
+    KILN_ARG_OUTPUT,
+};
+
+struct kiln_module_arg {
+    const char        *name;
+    enum kiln_dtype    dtype;    /* KILN_DTYPE_COUNT for a dtype kiln does not name */
+    DLDataType         dl_dtype; /* what the DLTensor's dtype must be */
+    int                ndim;
+    const int64_t     *shape; /* ndim extents; valid until kiln_module_free */
+    enum kiln_arg_role role;
+    uint32_t           align; /* bytes data + byte_offset must be aligned to */
+    int64_t            bytes; /* size of the whole tensor */
+};
+
+/* Loads the shared object at path (a path without '/' is relative to the working directory)
+ * with dlopen(RTLD_NOW | RTLD_LOCAL). Errors: a missing or unreadable file (KILN_ERR_INVALID),
+ * an object dlopen refuses (KILN_ERR_BACKEND, with dlerror's text), an
+ * object that is not a kiln module (KILN_ERR_INVALID, naming the missing symbol), an ABI
+ * version other than KILN_ABI_VERSION (KILN_ERR_UNSUPPORTED). *out is NULL on error. The module
+ * uses the context's allocator but does not refer to the context afterwards: it may outlive it. */
+KILN_API enum kiln_status kiln_module_load(kiln_ctx *ctx, const char *path,
+                                           struct kiln_module **out);
+KILN_API void             kiln_module_free(struct kiln_module *m); /* NULL is fine */
+/* The module's metadata JSON (include/kiln_abi.h) and its graph as .kg text; both owned by
+ * the module. */
+KILN_API const char *kiln_module_metadata(const struct kiln_module *m);
+KILN_API const char *kiln_module_source(const struct kiln_module *m);
+/* Arguments, outputs last; kiln_module_arg fails with KILN_ERR_INVALID (nothing recorded) for
+ * i >= kiln_module_nargs(m). */
+KILN_API uint32_t         kiln_module_nargs(const struct kiln_module *m);
+KILN_API enum kiln_status kiln_module_arg(const struct kiln_module *m, uint32_t i,
+                                          struct kiln_module_arg *out);
+/* Threads the module's parallel loops use; 0 = all cores (OpenMP's default). Per module: each
+ * shared object has its own runtime, and the process's OpenMP setting is left alone. */
+KILN_API void kiln_module_set_num_threads(struct kiln_module *m, int32_t n);
+/* Checks args against the module's arguments and runs it through its exported kiln_call
+ * (callable from several threads at once, each with its own context and outputs). A refused
+ * call records KILN_ERR_INVALID with the ABI's message ("argument 1 (b) has dtype f64,
+ * expected f32"); a failed temporary allocation or thread pool in the kernel records
+ * KILN_ERR_NOMEM / KILN_ERR_BACKEND. *abi_status (if not NULL) receives the enum
+ * kiln_abi_status kiln_call returned. */
+KILN_API enum kiln_status kiln_module_call(kiln_ctx *ctx, struct kiln_module *m,
+                                           DLTensor *const *args, int32_t nargs,
+                                           int32_t *abi_status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -55,6 +55,7 @@ enum kiln_abi_status {
     KILN_ABI_ERR_ALIGN,   /* data pointer (after byte_offset) not aligned as required */
     KILN_ABI_ERR_NOMEM,   /* a temporary buffer could not be allocated */
     KILN_ABI_ERR_RUNTIME, /* the device or the thread pool failed */
+    KILN_ABI_ERR_ALIAS,   /* an output overlaps another argument's memory */
 };
 
 typedef int32_t (*kiln_call_fn)(DLTensor *const *args, int32_t nargs, char *err, size_t errsize);

@@ -555,6 +555,11 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
             kiln_expr t = a;
             a = b;
             b = t;
+            na = &ctx->node[a.id];
+            nb = &ctx->node[b.id];
+            bool tc = ca;
+            ca = cb;
+            cb = tc;
         }
     }
     /* identities (b is the constant when there is one) */
@@ -740,8 +745,19 @@ kiln_cast(kiln_ctx *ctx, enum kiln_dtype dt, kiln_expr a)
         return a;
     double v;
     if (kiln_expr_is_const(ctx, a, &v)) {
-        if (!is_float(dt) && isfinite(v))
-            v = trunc(v);
+        if (!is_float(dt)) { /* float -> int truncates and saturates; NaN gives 0 (as codegen) */
+            static const double lim[KILN_DTYPE_COUNT][2] = {
+                [KILN_DTYPE_I8] = {-128.0, 127.0},
+                [KILN_DTYPE_I32] = {-2147483648.0, 2147483647.0},
+                [KILN_DTYPE_I64] = {-9223372036854775808.0, 9223372036854774784.0},
+                [KILN_DTYPE_BOOL] = {-1e308, 1e308},
+            };
+            v = isnan(v) ? 0 : trunc(v);
+            if (is_float(from) && v < lim[dt][0])
+                v = lim[dt][0];
+            if (is_float(from) && v > lim[dt][1])
+                v = lim[dt][1];
+        }
         return kiln_const(ctx, v, dt);
     }
     return mk(ctx, KILN_OP_CAST, dt, a, (kiln_expr){0}, (kiln_expr){0});

@@ -159,8 +159,10 @@ kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt
 uint32_t
 kiln_graph_find(const struct kiln_graph *g, const char *name)
 {
-    for (uint32_t i = 0; i < g->ntensor; i++)
-        if (!strcmp(kiln_sym_str(g->ctx, g->tensor[i].name), name))
+    /* compare interned ids, not strings (interning an unknown name is harmless) */
+    uint32_t sym = kiln_sym_cstr(g->ctx, name);
+    for (uint32_t i = 0; sym && i < g->ntensor; i++)
+        if (g->tensor[i].name == sym)
             return i;
     return KILN_NONE;
 }

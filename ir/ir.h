@@ -399,4 +399,16 @@ enum kiln_status kiln_func_verify(const struct kiln_func *f, bool flat);
 /* Prints the loop nest as indented text (for tests, golden files and `kiln inspect`). */
 enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out);
 
+/* ---- loop-nest interpreter (ir/interp_loop.c) ----
+ * Evaluates f (flat: one flat index per access, else one per dimension) in double precision,
+ * the oracle for code generators and lowering passes. bufs[i] is the storage of parameter i
+ * (f->param[i], the kernel ABI's order; this is buffer i when the GLOBAL buffers were added
+ * first), one double per element; integer and bool elements hold integral values. HEAP/STACK
+ * buffers are allocated at their ALLOC statement and filled with NaN. Loops of every kind run
+ * serially; SELECT is lazy (AND/OR are not: both operands are evaluated); integers wrap to
+ * their dtype after each operation; float->int casts truncate and saturate (NaN -> 0); stores
+ * round to the buffer's dtype (f32). Out-of-bounds accesses, division by zero and integer reads of
+ * unwritten elements return KILN_ERR_INVALID naming the buffer and index; never crashes. */
+enum kiln_status kiln_func_eval(const struct kiln_func *f, bool flat, double *const *bufs);
+
 #endif /* KILN_IR_H */

@@ -25,11 +25,9 @@ struct lower {
     uint32_t              *buf_of; /* per tensor: function buffer, KILN_NONE until made */
     kiln_expr             *base;   /* per tensor: KILN_MAX_DIMS region bases (nil = none) */
     bool                  *local;  /* per tensor: stored in a region-sized buffer */
+    uint8_t               *perm;   /* per tensor, KILN_MAX_DIMS: local dim j holds dim perm[j] */
     struct kiln_var_range *rng;    /* ranges of the loop variables in scope */
     uint32_t               nrng, caprng;
-    struct kiln_stmt      *heap; /* HEAP allocations to wrap around the function body */
-    uint32_t              *heap_buf;
-    uint32_t               nheap, capheap;
 };
 
 static enum kiln_status lower_fail(struct lower *L, const char *fmt, ...) KILN_PRINTF(2, 3);
@@ -89,8 +87,10 @@ map_load(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx)
         return (kiln_expr){0};
     }
     kiln_expr li[KILN_MAX_DIMS];
-    for (uint32_t k = 0; k < n && k < KILN_MAX_DIMS; k++)
-        li[k] = L->local[t] ? kiln_sub(L->ctx, idx[k], L->base[t * KILN_MAX_DIMS + k]) : idx[k];
+    for (uint32_t j = 0; j < n && j < KILN_MAX_DIMS; j++) {
+        uint32_t k = L->local[t] ? L->perm[t * KILN_MAX_DIMS + j] : j;
+        li[j] = L->local[t] ? kiln_sub(L->ctx, idx[k], L->base[t * KILN_MAX_DIMS + k]) : idx[k];
+    }
     return kiln_func_load(L->f, L->buf_of[t], n, li);
 }
 
@@ -324,10 +324,12 @@ store_buffer(const struct nest *N)
 static void
 out_index(const struct nest *N, const kiln_expr *val, kiln_expr *idx)
 {
-    kiln_ctx *ctx = N->L->ctx;
-    bool      local = N->L->local[N->st->tensor];
+    kiln_ctx      *ctx = N->L->ctx;
+    uint32_t       t = N->st->tensor;
+    bool           local = N->L->local[t];
+    const uint8_t *perm = &N->L->perm[t * KILN_MAX_DIMS];
     for (uint32_t d = 0; d < N->st->ndim; d++)
-        idx[d] = (N->base && !local) ? kiln_add(ctx, N->base[d], val[d]) : val[d];
+        idx[d] = local ? val[perm[d]] : N->base ? kiln_add(ctx, N->base[d], val[d]) : val[d];
 }
 
 /* Initialisation of a reduction over the spatial leaves at positions >= from. */
@@ -402,6 +404,44 @@ main_store(struct nest *N)
     return s ? guarded(ctx, guard_all(ctx, guards, ng), s) : NULL;
 }
 
+/* Layout of a region-local buffer: dimensions ordered by how deep their loops sit in the
+ * stage (the dimension of the innermost loop last), so a vectorised inner loop walks the
+ * buffer contiguously and an unrolled tile becomes registers. */
+static void
+local_layout(const struct kiln_stage *a, uint8_t *perm)
+{
+    uint64_t roots[512]; /* bit d: iterator derives from spatial root d */
+    int32_t  key[KILN_MAX_DIMS];
+    uint32_t nit = a->nit < 512 ? a->nit : 512;
+    for (uint32_t k = 0; k < nit; k++)
+        roots[k] = k < a->ndim ? (uint64_t)1 << k : 0;
+    for (uint32_t r = 0; r < a->nrel; r++) {
+        const struct kiln_rel *rel = &a->rel[r];
+        if (rel->kind == KILN_REL_SPLIT) {
+            for (uint32_t j = 0; j < rel->n; j++)
+                if (rel->parts[j] < nit && rel->parent < nit)
+                    roots[rel->parts[j]] |= roots[rel->parent];
+        } else if (rel->child < nit) {
+            for (uint32_t j = 0; j < rel->n; j++)
+                if (rel->parts[j] < nit)
+                    roots[rel->child] |= roots[rel->parts[j]];
+        }
+    }
+    for (uint32_t d = 0; d < a->ndim; d++) {
+        key[d] = -1;
+        perm[d] = (uint8_t)d;
+        for (uint32_t p = 0; p < a->nleaf; p++)
+            if (a->leaf[p] < nit && (roots[a->leaf[p]] >> d & 1))
+                key[d] = (int32_t)p;
+    }
+    for (uint32_t i = 1; i < a->ndim; i++) /* stable insertion sort by key */
+        for (uint32_t j = i; j > 0 && key[perm[j - 1]] > key[perm[j]]; j--) {
+            uint8_t tmp = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = tmp;
+        }
+}
+
 /* Stages computed at leaf position p of N's stage, emitted with their allocations around
  * `rest`. */
 static enum kiln_status
@@ -430,11 +470,16 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
         for (uint32_t d = 0; d < a->ndim; d++)
             L->base[t * KILN_MAX_DIMS + d] = base[d];
         if (!s->t[t].is_output) {
-            int64_t bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)s->t[t].dtype);
-            for (uint32_t d = 0; d < a->ndim; d++)
+            int64_t  bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)s->t[t].dtype);
+            int64_t  pext[KILN_MAX_DIMS];
+            uint8_t *perm = &L->perm[t * KILN_MAX_DIMS];
+            local_layout(a, perm);
+            for (uint32_t d = 0; d < a->ndim; d++) {
                 bytes *= ext[d];
+                pext[d] = ext[perm[d]];
+            }
             uint32_t b = make_buffer(
-                L, t, bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK : KILN_SCOPE_HEAP, ext);
+                L, t, bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK : KILN_SCOPE_HEAP, pext);
             if (b == KILN_NONE)
                 return L->ctx->err.status;
             L->local[t] = true;
@@ -478,6 +523,12 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
                           "vectorized loop %s of %s must be the innermost loop of its stage "
                           "with nothing computed inside it",
                           kiln_sym_str(ctx, st->it[leaf].name), tname(L, st->tensor));
+    if ((ann == KILN_LOOP_VECTOR && N->ext[leaf] > 64)
+        || (ann == KILN_LOOP_UNROLL && N->ext[leaf] > 1024))
+        return lower_fail(L, "%s loop %s of %s has %lld iterations; at most %d",
+                          kiln_loop_kind_name[ann], kiln_sym_str(ctx, st->it[leaf].name),
+                          tname(L, st->tensor), (long long)N->ext[leaf],
+                          ann == KILN_LOOP_VECTOR ? 64 : 1024);
     *out = kiln_stmt_for(ctx, N->var[p], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[leaf]),
                          (enum kiln_loop_kind)ann, body);
     N->loop[p] = *out;
@@ -613,7 +664,8 @@ kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_s
     L.buf_of = kiln_arena_alloc(ctx, sizeof(uint32_t) * (s.nt + 1));
     L.base = kiln_arena_alloc(ctx, sizeof(kiln_expr) * KILN_MAX_DIMS * (s.nt + 1));
     L.local = kiln_arena_alloc(ctx, sizeof(bool) * (s.nt + 1));
-    if (!L.f || !L.buf_of || !L.base || !L.local)
+    L.perm = kiln_arena_alloc(ctx, KILN_MAX_DIMS * (s.nt + 1));
+    if (!L.f || !L.buf_of || !L.base || !L.local || !L.perm)
         return ctx->err.status;
     for (uint32_t t = 0; t < s.nt; t++)
         L.buf_of[t] = KILN_NONE;

@@ -6,16 +6,20 @@
 
 #include "../ir/ir.h"
 
-/* ---- arithmetic simplification (passes/simplify.c) ---- */
+/* ---- arithmetic simplification (passes/simplify.c, simplify_bounds.c, simplify_stmt.c) ---- */
 
-/* Known inclusive range of a variable's values. */
+/* Known inclusive range of a variable's values. INT64_MIN / INT64_MAX mean unbounded on that
+ * side; a range with min > max is ignored. When a variable is listed twice the last entry wins
+ * (so an inner, narrower range can be pushed on top of an outer one). */
 struct kiln_var_range {
-    kiln_expr var; /* a named variable */
+    kiln_expr var; /* a named variable (axis/reduce variables are accepted too) */
     int64_t   min, max;
 };
 
-/* Integer interval of e given the ranges (variables not listed are unbounded). Returns false
- * when no finite bound is known. */
+/* Integer interval of e (an integer or bool expression) given the ranges (variables not listed
+ * are unbounded); e is simplified first, so correlated terms cancel. *lo / *hi receive the best
+ * bounds known, INT64_MIN / INT64_MAX for an unbounded side. Returns true only when both sides
+ * are finite. */
 bool kiln_expr_bounds(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r, uint32_t nr,
                       int64_t *lo, int64_t *hi);
 
@@ -28,14 +32,36 @@ bool kiln_expr_bounds(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r
 kiln_expr kiln_simplify_expr(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r,
                              uint32_t nr);
 
+/* A simplifier session: kiln_simplify_expr / kiln_expr_bounds for many expressions under one
+ * set of ranges, sharing one memo (for passes that simplify a whole function or analyse many
+ * conditions). kiln_simplifier_ranges references r (not copied) until the next call and
+ * forgets what was simplified under the previous ranges. NULL / nil / false after errors. */
+struct kiln_simplifier;
+struct kiln_simplifier *kiln_simplifier_new(kiln_ctx *ctx);
+void                    kiln_simplifier_free(struct kiln_simplifier *s);
+void      kiln_simplifier_ranges(struct kiln_simplifier *s, const struct kiln_var_range *r,
+                                 uint32_t nr);
+kiln_expr kiln_simplifier_expr(struct kiln_simplifier *s, kiln_expr e);
+bool kiln_simplifier_bounds(struct kiln_simplifier *s, kiln_expr e, int64_t *lo, int64_t *hi);
+
 /* requires: a verified function (flat or not)
  * provides: every expression simplified under the ranges of its enclosing loops (a loop var v
  *           of `for v in [min, min+extent)` with constant bounds ranges over [min, min+ext-1];
- *           symbolic bounds are bounded through kiln_expr_bounds); if statements with decided
- *           conditions removed; loops of extent 1 replaced by their body with the variable
- *           substituted; loops of extent <= 0 removed
- * invalidates: nothing */
+ *           symbolic bounds are bounded through kiln_expr_bounds) and of the `v < K` / `K < v`
+ *           / `v == K` conditions of enclosing ifs; if statements with decided conditions
+ *           removed; loops of extent 1 replaced by their body with the variable substituted
+ *           (except GPU block/thread loops, which are launch dimensions); lets of constants or
+ *           variables substituted; loops of extent <= 0, and loops, lets, allocations and ifs
+ *           with empty bodies, removed; nested sequences spliced
+ * invalidates: nothing (statements are rewritten in place; the body may be replaced) */
 enum kiln_status kiln_pass_simplify(struct kiln_func *f);
+
+/* The statement walker of kiln_pass_simplify, for passes that rewrite part of a function
+ * (passes/partition.c): simplifies s under the ranges r of its enclosing loops. Returns the
+ * replacement (s itself rewritten in place, one of its descendants, or an empty SEQ), or NULL
+ * after recording an error. */
+struct kiln_stmt *kiln_simplify_stmt(kiln_ctx *ctx, struct kiln_stmt *s,
+                                     const struct kiln_var_range *r, uint32_t nr);
 
 /* requires: a verified non-flat function
  * provides: every load and store of a buffer with ndim != 1 rewritten to one flat row-major
@@ -61,21 +87,22 @@ enum kiln_status kiln_pass_partition(struct kiln_func *f);
  * New stages: cache_write(C) adds `C.local`, cache_read(T) adds `T.cache`, rfactor(C) adds
  * `C.rf`, pack(T) adds `T.pack`. Steps serialise to JSON (docs/schedule.md). */
 enum kiln_step_kind {
-    KILN_STEP_SPLIT,          /* stage, iter, factors: inner lengths, outer to inner */
-    KILN_STEP_TILE,           /* stage, iters[n], factors[n]: split each, outers then inners */
-    KILN_STEP_REORDER,        /* stage, iters: new order of (some) leaf iterators */
-    KILN_STEP_FUSE,           /* stage, iters: consecutive leaf iterators, outer first */
-    KILN_STEP_PARALLEL,       /* stage, iter */
-    KILN_STEP_VECTORIZE,      /* stage, iter */
-    KILN_STEP_UNROLL,         /* stage, iter */
-    KILN_STEP_AUTO_UNROLL,    /* stage, value: unroll inner loops while their trip product <= value */
-    KILN_STEP_COMPUTE_AT,     /* stage, target, iter (of the target) */
+    KILN_STEP_SPLIT,       /* stage, iter, factors: inner lengths, outer to inner */
+    KILN_STEP_TILE,        /* stage, iters[n], factors[n]: split each, outers then inners */
+    KILN_STEP_REORDER,     /* stage, iters: new order of (some) leaf iterators */
+    KILN_STEP_FUSE,        /* stage, iters: consecutive leaf iterators, outer first */
+    KILN_STEP_PARALLEL,    /* stage, iter */
+    KILN_STEP_VECTORIZE,   /* stage, iter */
+    KILN_STEP_UNROLL,      /* stage, iter */
+    KILN_STEP_AUTO_UNROLL, /* stage, value: unroll inner loops while their trip product <= value */
+    KILN_STEP_COMPUTE_AT,  /* stage, target, iter (of the target) */
     KILN_STEP_COMPUTE_INLINE, /* stage */
     KILN_STEP_COMPUTE_ROOT,   /* stage */
     KILN_STEP_CACHE_WRITE,    /* stage */
     KILN_STEP_CACHE_READ,     /* stage = tensor read, iters = the reading stages */
     KILN_STEP_RFACTOR,        /* stage, iter: a leaf reduction iterator */
-    KILN_STEP_PACK,           /* stage = tensor, value = dim, factors[0] = block */
+    KILN_STEP_PACK,           /* stage = tensor, value = dim, factors[0] = block, n == 2:
+                               * factors[1] = position of the outer part (default: dim) */
     KILN_STEP_COUNT
 };
 extern const char *const kiln_step_name[KILN_STEP_COUNT];
@@ -83,12 +110,12 @@ extern const char *const kiln_step_name[KILN_STEP_COUNT];
 #define KILN_STEP_MAXN 8
 
 struct kiln_step {
-    uint8_t  kind;                    /* enum kiln_step_kind */
-    uint8_t  n;                       /* entries used in iters / factors */
-    uint32_t stage;                   /* symbol */
-    uint32_t iter;                    /* symbol */
-    uint32_t target;                  /* symbol (compute_at) */
-    uint32_t iters[KILN_STEP_MAXN];   /* symbols */
+    uint8_t  kind;                  /* enum kiln_step_kind */
+    uint8_t  n;                     /* entries used in iters / factors */
+    uint32_t stage;                 /* symbol */
+    uint32_t iter;                  /* symbol */
+    uint32_t target;                /* symbol (compute_at) */
+    uint32_t iters[KILN_STEP_MAXN]; /* symbols */
     int64_t  factors[KILN_STEP_MAXN];
     int64_t  value;
 };

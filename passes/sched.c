@@ -130,7 +130,7 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
                      || ((f & F_FACTORS) && !strcmp(k, "factors"))
                      || ((f & F_TARGET) && !strcmp(k, "target"))
                      || ((f & F_VALUE) && !strcmp(k, value_key(st->kind)))
-                     || ((f & F_FACTOR1) && !strcmp(k, "factor"));
+                     || ((f & F_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")));
         if (!known)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s): unknown field \"%s\"", i, kiln_step_name[kind],
@@ -182,6 +182,11 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
         KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, "factor"), "factor",
                          &st->factors[0]));
         st->n = 1;
+        const cJSON *outer = cJSON_GetObjectItemCaseSensitive(o, "outer");
+        if (outer) {
+            KILN_TRY(get_int(ctx, i, outer, "outer", &st->factors[1]));
+            st->n = 2;
+        }
     }
     return KILN_OK;
 }
@@ -257,6 +262,8 @@ kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s, struct kiln_buf
                                  (long long)st->value);
         if (ok && (f & F_FACTOR1))
             ok = kiln_buf_printf(ctx, out, ", \"factor\": %lld", (long long)st->factors[0]);
+        if (ok && (f & F_FACTOR1) && st->n > 1)
+            ok = kiln_buf_printf(ctx, out, ", \"outer\": %lld", (long long)st->factors[1]);
         if (!ok || !kiln_buf_puts(ctx, out, "}"))
             return ctx->err.status;
     }

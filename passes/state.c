@@ -433,12 +433,14 @@ do_annotate(struct apply *a, struct kiln_stage *st, enum kiln_loop_kind kind)
                          nm);
     if (kind == KILN_LOOP_VECTOR && it->reduce)
         return step_fail(a, "cannot vectorize reduction iterator %s", nm);
-    if (kind == KILN_LOOP_VECTOR && it->extent > MAX_VECTOR_LANES)
+    /* extents of a stage computed at another are those of its region: checked when lowering */
+    bool sized = st->attach == KILN_ATTACH_ROOT;
+    if (kind == KILN_LOOP_VECTOR && sized && it->extent > MAX_VECTOR_LANES)
         return step_fail(a,
                          "iterator %s has extent %lld; at most %d lanes can be vectorized "
                          "(split it first)",
                          nm, (long long)it->extent, MAX_VECTOR_LANES);
-    if (kind == KILN_LOOP_UNROLL && it->extent > MAX_UNROLL)
+    if (kind == KILN_LOOP_UNROLL && sized && it->extent > MAX_UNROLL)
         return step_fail(a, "iterator %s has extent %lld; at most %d iterations are unrolled", nm,
                          (long long)it->extent, MAX_UNROLL);
     it->ann = (uint8_t)kind;
@@ -634,8 +636,9 @@ do_cache_write(struct apply *a, struct kiln_stage *st)
 struct retarget_ctx {
     kiln_ctx *ctx;
     uint32_t  from, to;
-    uint32_t  dim;   /* pack: dimension split */
-    int64_t   block; /* pack: block size, 0 = plain retarget */
+    uint32_t  dim;                 /* pack: dimension split */
+    int64_t   block;               /* pack: block size, 0 = plain retarget */
+    uint32_t  perm[KILN_MAX_DIMS]; /* pack: source dimension of each packed dimension */
 };
 
 static kiln_expr
@@ -652,7 +655,8 @@ retarget_load(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx)
     kiln_expr nidx[KILN_MAX_DIMS];
     kiln_expr b = kiln_idx(rc->ctx, rc->block);
     for (uint32_t k = 0; k < n; k++)
-        nidx[k] = k == rc->dim ? kiln_floordiv(rc->ctx, idx[k], b) : idx[k];
+        nidx[k] =
+            rc->perm[k] == rc->dim ? kiln_floordiv(rc->ctx, idx[rc->dim], b) : idx[rc->perm[k]];
     nidx[n] = kiln_floormod(rc->ctx, idx[rc->dim], b);
     return kiln_load(rc->ctx, rc->to, dt, n + 1, nidx);
 }
@@ -712,7 +716,7 @@ do_cache_read(struct apply *a)
     if (c == KILN_NONE)
         return ctx->err.status;
     KILN_TRY(reset_iters(s, &s->st[c], NULL, NULL));
-    struct retarget_ctx rc = {ctx, t, ct, 0, 0};
+    struct retarget_ctx rc = {ctx, t, ct, 0, 0, {0}};
     return redirect(a, &rc, c, c, only, a->step->n);
 }
 
@@ -726,27 +730,39 @@ do_pack(struct apply *a)
         return step_fail(a, "no tensor named %s", kiln_sym_str(ctx, a->step->stage));
     struct kiln_stensor src = s->t[t];
     int64_t             d = a->step->value, f = a->step->factors[0];
+    int64_t             at = a->step->n > 1 ? a->step->factors[1] : d;
     if (d < 0 || d >= src.ndim)
         return step_fail(a, "dimension %lld is out of range for %s with %d dimensions",
                          (long long)d, kiln_sym_str(ctx, src.name), src.ndim);
     if (f < 2 || f > src.shape[d])
         return step_fail(a, "block %lld must be between 2 and the extent %lld", (long long)f,
                          (long long)src.shape[d]);
+    if (at < 0 || at >= src.ndim)
+        return step_fail(a, "outer position %lld is out of range for %s with %d dimensions",
+                         (long long)at, kiln_sym_str(ctx, src.name), src.ndim);
     if (src.ndim == KILN_MAX_DIMS)
         return step_fail(a, "%s already has %d dimensions", kiln_sym_str(ctx, src.name),
                          KILN_MAX_DIMS);
+    /* packed dims: src's dims without d, with the outer part of d inserted at position at,
+     * then the block of d innermost. perm[k] = source dim held by packed dim k (d for both) */
+    uint32_t perm[KILN_MAX_DIMS], n = 0;
+    for (uint32_t k = 0; k < src.ndim; k++)
+        if (k != (uint32_t)d)
+            perm[n++] = k;
+    memmove(&perm[at + 1], &perm[at], sizeof(uint32_t) * (size_t)(n - (uint32_t)at));
+    perm[at] = (uint32_t)d;
     int64_t shape[KILN_MAX_DIMS];
-    for (int k = 0; k < src.ndim; k++)
-        shape[k] = k == d ? (src.shape[k] + f - 1) / f : src.shape[k];
+    for (uint32_t k = 0; k < src.ndim; k++)
+        shape[k] = perm[k] == (uint32_t)d ? (src.shape[d] + f - 1) / f : src.shape[perm[k]];
     shape[src.ndim] = f;
     uint32_t pt = derived_tensor(a, t, "pack", (uint32_t)src.ndim + 1, shape);
     if (pt == KILN_NONE)
         return ctx->err.status;
     /* pack[.., o, .., i] = src[.., o*f + i, ..] (zero past the end) */
     kiln_expr idx[KILN_MAX_DIMS];
-    for (int k = 0; k < src.ndim; k++)
-        idx[k] = kiln_axis(ctx, (uint32_t)k);
-    idx[d] = kiln_add(ctx, kiln_mul(ctx, kiln_axis(ctx, (uint32_t)d), kiln_idx(ctx, f)),
+    for (uint32_t k = 0; k < src.ndim; k++)
+        idx[perm[k]] = kiln_axis(ctx, k);
+    idx[d] = kiln_add(ctx, kiln_mul(ctx, kiln_axis(ctx, (uint32_t)at), kiln_idx(ctx, f)),
                       kiln_axis(ctx, src.ndim));
     kiln_expr body = kiln_load(ctx, t, (enum kiln_dtype)src.dtype, src.ndim, idx);
     if (src.shape[d] % f)
@@ -756,7 +772,9 @@ do_pack(struct apply *a)
     if (p == KILN_NONE)
         return ctx->err.status;
     KILN_TRY(reset_iters(s, &s->st[p], NULL, NULL));
-    struct retarget_ctx rc = {ctx, t, pt, (uint32_t)d, f};
+    struct retarget_ctx rc = {ctx, t, pt, (uint32_t)d, f, {0}};
+    for (uint32_t k = 0; k < src.ndim; k++)
+        rc.perm[k] = perm[k];
     return redirect(a, &rc, p, p, NULL, 0);
 }
 

@@ -120,6 +120,10 @@ harness_main(int argc, char **argv, const struct test *tests, size_t ntests)
     }
     if (!seed_given && getenv("KILN_SEED"))
         seed = strtoull(getenv("KILN_SEED"), NULL, 0);
+    if (!iters_given && getenv("KILN_ITERS")) { /* CI's sanitizer run asks for fewer cases */
+        iters = strtoull(getenv("KILN_ITERS"), NULL, 0);
+        iters_given = true;
+    }
     printf("seed %llu (replay with --seed %llu)\n", (unsigned long long)seed,
            (unsigned long long)seed);
     size_t run = 0, nskipped = 0, failed_tests = 0;

@@ -56,9 +56,15 @@ kiln_sym(kiln_ctx *ctx, const char *s, size_t len)
         if (ctx->nsym == 0)
             ctx->nsym = 1; /* id 0 is the empty string */
     }
-    char *copy = kiln_arena_strndup(ctx, s, len);
-    if (!copy)
+    /* text lives outside the arena: symbols outlast any arena rewind (the tuner's per-candidate
+     * mark/rewind must not free names the table still points at) */
+    char *copy = kiln_mem_realloc(ctx, NULL, 0, len + 1);
+    if (!copy) {
+        KILN_FAIL(ctx, KILN_ERR_NOMEM, "symbols", "out of memory interning a string");
         return 0;
+    }
+    memcpy(copy, s, len);
+    copy[len] = 0;
     uint32_t  id = ctx->nsym++;
     uint32_t *head = &ctx->symbucket[h & ctx->symmask];
     ctx->sym[id] = (struct kiln_sym){copy, (uint32_t)len, *head, h};
@@ -81,6 +87,8 @@ kiln_sym_str(const kiln_ctx *ctx, uint32_t id)
 void
 kiln_sym_fini(kiln_ctx *ctx)
 {
+    for (uint32_t i = 1; i < ctx->nsym; i++)
+        kiln_mem_free(ctx, (void *)ctx->sym[i].s, ctx->sym[i].len + 1);
     kiln_mem_free(ctx, ctx->sym, sizeof(struct kiln_sym) * ctx->capsym);
     kiln_mem_free(ctx, ctx->symbucket, sizeof(uint32_t) * (ctx->symmask + 1));
 }

@@ -18,8 +18,8 @@
 #define KILN_INTERNAL
 #endif
 
-#define KILN_STR_(x) #x
-#define KILN_STR(x)  KILN_STR_(x)
+#define KILN_STR_(x)    #x
+#define KILN_STR(x)     KILN_STR_(x)
 #define KILN_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- arena: chained blocks that never move; mark/rewind frees everything after a mark ---- */
@@ -65,14 +65,14 @@ struct kiln_arena_mark kiln_arena_mark(kiln_ctx *ctx);
 void                   kiln_arena_rewind(kiln_ctx *ctx, struct kiln_arena_mark m);
 char                  *kiln_arena_strdup(kiln_ctx *ctx, const char *s);
 char                  *kiln_arena_strndup(kiln_ctx *ctx, const char *s, size_t n);
-char *kiln_arena_printf(kiln_ctx *ctx, const char *fmt, ...) KILN_PRINTF(2, 3);
+char                  *kiln_arena_printf(kiln_ctx *ctx, const char *fmt, ...) KILN_PRINTF(2, 3);
 
 /* Growable vector of elements in the arena: ensures room for need elements, doubling.
  * Old storage is abandoned to the arena (freed at rewind / ctx_free). Returns false on OOM. */
 bool kiln_vec_reserve(kiln_ctx *ctx, void **data, uint32_t *cap, size_t elem, uint32_t need);
-#define KILN_VEC_PUSH(ctx, v, n, cap, x)                                                          \
+#define KILN_VEC_PUSH(ctx, v, n, cap, x)                                                           \
     (kiln_vec_reserve((ctx), (void **)&(v), &(cap), sizeof(*(v)), (n) + 1) ? ((v)[(n)++] = (x), 1) \
-                                                                             : 0)
+                                                                           : 0)
 
 /* Text buffer in the arena. */
 struct kiln_buf {
@@ -86,24 +86,24 @@ bool kiln_buf_printf(kiln_ctx *ctx, struct kiln_buf *b, const char *fmt, ...) KI
 /* Records the first error (later ones are ignored) and returns st. */
 enum kiln_status kiln_fail(kiln_ctx *ctx, enum kiln_status st, const char *pass, const char *where,
                            const char *fmt, ...) KILN_PRINTF(5, 6);
-enum kiln_status kiln_failv(kiln_ctx *ctx, enum kiln_status st, const char *pass,
-                            const char *where, const char *fmt, va_list ap);
+enum kiln_status kiln_failv(kiln_ctx *ctx, enum kiln_status st, const char *pass, const char *where,
+                            const char *fmt, va_list ap) KILN_PRINTF(5, 0);
 /* Sets the location of the recorded error if it has none yet. */
 void kiln_error_set_loc(kiln_ctx *ctx, const char *file, uint32_t line, uint32_t col);
 bool kiln_ok(const kiln_ctx *ctx); /* no error recorded */
 
-#define KILN_WHERE __FILE__ ":" KILN_STR(__LINE__)
+#define KILN_WHERE                    __FILE__ ":" KILN_STR(__LINE__)
 #define KILN_FAIL(ctx, st, pass, ...) kiln_fail(ctx, st, pass, KILN_WHERE, __VA_ARGS__)
-#define KILN_TRY(expr)                                                                             \
-    do {                                                                                           \
-        enum kiln_status st_ = (expr);                                                             \
-        if (st_ != KILN_OK)                                                                        \
-            return st_;                                                                            \
+#define KILN_TRY(expr)                 \
+    do {                               \
+        enum kiln_status st_ = (expr); \
+        if (st_ != KILN_OK)            \
+            return st_;                \
     } while (0)
-#define KILN_ENSURE(ctx, cond)                                                                     \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "internal", "invariant failed: %s", #cond);  \
+#define KILN_ENSURE(ctx, cond)                                                                   \
+    do {                                                                                         \
+        if (!(cond))                                                                             \
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "internal", "invariant failed: %s", #cond); \
     } while (0)
 
 /* ---- strings: interned symbols, stable across runs in content (ids depend on order) ---- */
@@ -116,7 +116,7 @@ void        kiln_sym_fini(kiln_ctx *ctx); /* frees the tables (kiln_ctx_free) */
 uint64_t kiln_hash_bytes(uint64_t h, const void *p, size_t n); /* FNV-1a then mixed */
 uint64_t kiln_hash_u64(uint64_t h, uint64_t x);
 uint64_t kiln_hash_str(uint64_t h, const char *s);
-uint64_t kiln_mix64(uint64_t x); /* splitmix64 finaliser */
+uint64_t kiln_mix64(uint64_t x);             /* splitmix64 finaliser */
 #define KILN_HASH_SEED 0x6b696c6e2d763031ull /* "kiln-v01" */
 
 /* ---- seeded random numbers (xoshiro256**), identical on every machine ---- */

@@ -49,6 +49,8 @@ test_folding(void)
     CHECK_EQ_INT(i.id, kiln_select(ctx, c, i, i).id);
     CHECK_EQ_INT(c.id, kiln_unary(ctx, KILN_OP_NOT, kiln_unary(ctx, KILN_OP_NOT, c)).id);
     CHECK_EQ_INT(c.id, kiln_and(ctx, c, kiln_bool(ctx, true)).id);
+    CHECK_EQ_INT(c.id, kiln_and(ctx, kiln_bool(ctx, true), c).id); /* constant first */
+    CHECK_EQ_INT(c.id, kiln_binary(ctx, KILN_OP_OR, kiln_bool(ctx, false), c).id);
     /* float x*0 is not folded (NaN * 0 is NaN) */
     kiln_expr f = kiln_load(ctx, 0, KILN_DTYPE_F32, 1, &i);
     CHECK(kiln_mul(ctx, f, kiln_float(ctx, 0, KILN_DTYPE_F32)).id
@@ -168,7 +170,21 @@ test_graph_api_errors(void)
     kiln_ctx_free(ctx);
 }
 
+static void
+test_symbols_survive_rewind(void)
+{
+    kiln_ctx              *ctx = kiln_ctx_new(NULL);
+    struct kiln_arena_mark m = kiln_arena_mark(ctx);
+    uint32_t               a = kiln_sym_cstr(ctx, "made.after.the.mark");
+    (void)kiln_arena_alloc(ctx, 1 << 20); /* force a new block, then free it */
+    kiln_arena_rewind(ctx, m);
+    CHECK_EQ_STR("made.after.the.mark", kiln_sym_str(ctx, a));
+    CHECK_EQ_INT(a, kiln_sym_cstr(ctx, "made.after.the.mark"));
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
+    {"symbols_survive_rewind", test_symbols_survive_rewind},
     {"interning", test_interning},
     {"folding", test_folding},
     {"type_errors", test_type_errors},

@@ -54,7 +54,7 @@ test_json_round_trip(void)
                                 "  {\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": "
                                 "[\"C\"]},\n"
                                 "  {\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": "
-                                "16},\n"
+                                "16, \"outer\": 0},\n"
                                 "  {\"op\": \"compute_inline\", \"stage\": \"D\"}\n"
                                 "]}\n";
     struct kiln_schedule s, s2;
@@ -178,6 +178,9 @@ test_illegal_steps(void)
                "schedule step 0 (pack B): dimension 2 is out of range for B with 2 dimensions");
     step_error("{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": 1}",
                "schedule step 0 (pack B): block 1 must be between 2 and the extent 48");
+    step_error("{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": 4, \"outer\": 2}",
+               "schedule step 0 (pack B): outer position 2 is out of range for B with 2 "
+               "dimensions");
     step_error("{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"D\"]}",
                "schedule step 0 (cache_read A): D does not read A");
     step_error("{\"op\": \"auto_unroll\", \"stage\": \"C\", \"max_step\": -1}",

@@ -1,0 +1,75 @@
+/* cli/cli.h -- internal to the kiln command: the subcommands main.c dispatches to, helpers they
+ * share (reading and parsing a .kg file, reporting errors, number formatting, rounding values
+ * to a dtype) and the .npy reader and writer of cli/npy.c.
+ *
+ * Every subcommand is `int cmd_NAME(int argc, char **argv)` with argv[0] the subcommand's name;
+ * it prints its usage to stdout and returns 0 for --help, returns 2 after a usage error (message
+ * and usage on stderr) and 1 after a failure (`kiln: ` and the formatted error on stderr). */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include "kiln.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- subcommands (one file each) ---- */
+int cmd_inspect(int argc, char **argv); /* cli/cmd_inspect.c */
+int cmd_eval(int argc, char **argv);    /* cli/cmd_eval.c */
+int cmd_compile(int argc, char **argv); /* cli/cmd_compile.c */
+int cmd_run(int argc, char **argv);     /* cli/cmd_run.c */
+
+/* ---- shared helpers (cli/common.c) ---- */
+/* Prints "kiln: " and the context's formatted error to stderr; returns 1. */
+int cli_report(kiln_ctx *ctx);
+/* Prints "kiln CMD: MSG" and "Try 'kiln help CMD'." to stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* True when a is -h or --help. */
+bool cli_is_help(const char *a);
+/* Reads a whole file (NUL-terminated, malloc'ed); NULL with errno set on failure. */
+char *cli_read_file(const char *path, size_t *len);
+/* Reads and parses a .kg file into ctx; on failure prints the error and returns NULL. */
+struct kiln_graph *cli_load_graph(kiln_ctx *ctx, const char *path);
+/* Parses a non-negative decimal integer (no sign, no trailing text); false if malformed. */
+bool cli_parse_u64(const char *s, uint64_t *out);
+/* "[1, 32, 28, 28]" into buf (size >= 16 suggested). */
+const char *cli_shape(char *buf, size_t size, int ndim, const int64_t *shape);
+/* 231.2 MFLOP, 1.5 MiB, 12,345: human-readable numbers into buf. */
+const char *cli_flops(char *buf, size_t size, double flops);
+const char *cli_bytes(char *buf, size_t size, double bytes);
+const char *cli_count(char *buf, size_t size, double n);
+/* Prints s as a JSON string literal (quotes and escapes included). */
+void cli_json_string(FILE *f, const char *s);
+/* Rounds v to the nearest value of dtype dt (f32, f16, bf16: round to nearest even; f64
+ * unchanged). Integer dtypes are returned unchanged. */
+double cli_round_float(double v, enum kiln_dtype dt);
+bool   cli_is_float(enum kiln_dtype dt);
+/* Creates directory path and its missing parents (mode 0777 & ~umask); false with errno set. */
+bool cli_mkdirs(const char *path);
+
+/* ---- .npy files (cli/npy.c) ----
+ * Reads format versions 1.0, 2.0 and 3.0 in C order with dtypes <f2 <f4 <f8 |i1 (<i1) <i4 <i8
+ * |u1 |b1, converting every element to double; writes version 1.0, <f8. Errors are written as
+ * one line (without the file name) into err. */
+struct npy_array {
+    int     ndim;
+    int64_t shape[KILN_MAX_DIMS];
+    int64_t numel;
+    char    descr[32]; /* the dtype as written in the file, e.g. "<f4" */
+    double *data;      /* numel values, malloc'ed; free with free() */
+    bool    is_int;    /* integer or bool dtype: values are integral */
+};
+bool npy_read(const char *path, struct npy_array *out, char *err, size_t errsize);
+/* Parses an in-memory .npy image (npy_read's work after reading the file). */
+bool npy_parse(const unsigned char *buf, size_t len, struct npy_array *out, char *err,
+               size_t errsize);
+bool npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *data, char *err,
+                   size_t errsize);
+
+#endif /* KILN_CLI_H */

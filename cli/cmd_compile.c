@@ -1,0 +1,146 @@
+/* cli/cmd_compile.c -- `kiln compile FILE.kg -o OUT.so [--schedule S.json] [--target T]
+ * [--print-loops] [--print-flat]`: parses the graph, reads the schedule, and writes a shared
+ * object (or an object file when OUT ends in .o) through the public compile API. */
+#include "kiln.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_compile(int argc, char **argv);
+
+static const char usage[] =
+    "usage: kiln compile FILE.kg -o OUT.so [--schedule S.json] [--target T]\n"
+    "                    [--name NAME] [--print-loops | --print-flat]\n"
+    "\n"
+    "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
+    "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
+    "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
+    "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
+    "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
+    "after storage flattening and simplification.\n";
+
+static char *
+slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char  *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0)
+            break;
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}
+
+static int
+report(kiln_ctx *ctx)
+{
+    char msg[1024];
+    kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+    fprintf(stderr, "kiln: %s\n", msg);
+    const struct kiln_error *e = kiln_ctx_error(ctx);
+    if (e && e->detail)
+        fprintf(stderr, "%s\n", e->detail);
+    return 1;
+}
+
+int
+cmd_compile(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL;
+    int         print = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
+             || !strcmp(a, "--name"))
+            && i + 1 >= argc) {
+            fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
+            return 2;
+        }
+        if (!strcmp(a, "-o"))
+            out = argv[++i];
+        else if (!strcmp(a, "--schedule"))
+            sched_path = argv[++i];
+        else if (!strcmp(a, "--target"))
+            target = argv[++i];
+        else if (!strcmp(a, "--name"))
+            name = argv[++i];
+        else if (!strcmp(a, "--print-loops"))
+            print = 1;
+        else if (!strcmp(a, "--print-flat"))
+            print = 2;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kiln compile: unknown option %s\n%s", a, usage);
+            return 2;
+        } else if (!in)
+            in = a;
+        else {
+            fprintf(stderr, "kiln compile: more than one input file (%s, %s)\n%s", in, a, usage);
+            return 2;
+        }
+    }
+    if (!in || (!out && !print)) {
+        fprintf(stderr, "kiln compile: %s\n%s", in ? "missing -o OUT" : "missing FILE.kg", usage);
+        return 2;
+    }
+    size_t len, slen = 0;
+    char  *text = slurp(in, &len);
+    if (!text) {
+        fprintf(stderr, "kiln: cannot read %s\n", in);
+        return 1;
+    }
+    char *sched = NULL;
+    if (sched_path && !(sched = slurp(sched_path, &slen))) {
+        fprintf(stderr, "kiln: cannot read schedule %s\n", sched_path);
+        free(text);
+        return 1;
+    }
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph          *g;
+    int                         rc = 0;
+    struct kiln_compile_options opt = {target, sched, slen, name};
+    const char                 *loops;
+    if (!ctx) {
+        fprintf(stderr, "kiln: out of memory\n");
+        rc = 1;
+    } else if (kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
+        rc = report(ctx);
+    } else if (print) {
+        if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
+            rc = report(ctx);
+        else
+            fputs(loops, stdout);
+    } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
+        if (sched_path && kiln_ctx_error(ctx)
+            && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
+            fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
+            rc = 1;
+        } else {
+            rc = report(ctx);
+        }
+    }
+    kiln_ctx_free(ctx);
+    free(sched);
+    free(text);
+    return rc;
+}

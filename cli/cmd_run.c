@@ -1,0 +1,688 @@
+/* cli/cmd_run.c -- `kiln run`: load a generated shared object, call it on seeded random inputs,
+ * and optionally check it against the reference interpreter and time it.
+ *
+ *     kiln run MODULE.so [--check] [--bench] [--seed S] [--threads N] [--repeat R]
+ *                        [--min-time SEC]
+ *
+ * Inputs. Every argument (inputs and weights) is filled from one xoshiro256** stream seeded
+ * with S (default 0), argument by argument, elements in row-major order: floating-point
+ * elements uniform in [-1, 1) rounded to the dtype, integers uniform in [-4, 4], booleans 0 or
+ * 1 -- the same stream and draws as `kiln eval`, so both see the same inputs for the same seed.
+ * Buffers are 64-byte aligned (or the argument's alignment when larger) and framed by guard
+ * bytes; outputs start as NaN (integers: the byte 0xa5).
+ *
+ * After the call, run verifies that no guard byte changed and no input was modified, then prints
+ * one line per output in `kiln eval`'s format (name, dtype and shape, sum, L2 norm, a hash of
+ * the values as doubles), so the two commands' outputs can be compared. --check parses the module's
+ * own source (kiln_source), evaluates it with the reference interpreter (doubles) on the same
+ * inputs and compares every element: |got - want| <= (atol + rtol * |want|) * s, where (rtol, atol)
+ * are (1e-4, 1e-5) for f32, (1e-9, 1e-12) for f64, (1e-2, 1e-3) for f16 and (4e-2, 1e-2) for bf16,
+ * integers and booleans must match exactly, and s = max(1, sqrt(F)) with F the graph's FLOPs
+ * per output element: the error of a float sum grows with the number of terms it adds, and F
+ * is about twice that number for a matrix product or a convolution. NaN matches NaN; an element
+ * still holding the NaN it started with is reported as never written. --bench calls the module
+ * until 0.05 s have passed (warm-up), then R times (default 5) for at least --min-time seconds
+ * each (default 0.2), and prints the median time per call with GFLOP/s and GB/s computed from
+ * the graph's FLOPs and bytes (the sums of kiln_graph_call).
+ *
+ * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
+#include "cli.h"
+
+#include "../util/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GUARD_BYTE 0xcd
+#define FILL_BYTE  0xa5
+#define MAX_REPORT 5 /* mismatching elements printed per output */
+
+static const char usage[] =
+    "usage: kiln run MODULE.so [--check] [--bench] [--seed S] [--threads N] [--repeat R]\n"
+    "                          [--min-time SEC]\n"
+    "\n"
+    "Loads a shared object written by `kiln compile`, calls it on seeded random inputs (the\n"
+    "same as `kiln eval`'s: floats uniform in [-1, 1), integers in [-4, 4]) and prints each\n"
+    "output's sum, L2 norm and hash as `kiln eval` does.\n"
+    "\n"
+    "  --check         compare every output element with the reference interpreter run on\n"
+    "                  the module's own source: |got - want| <= (atol + rtol |want|) * s,\n"
+    "                  f32: rtol 1e-4, atol 1e-5 (f64 1e-9/1e-12, f16 1e-2/1e-3, bf16\n"
+    "                  4e-2/1e-2; integers exact), s = max(1, sqrt(FLOPs per output element));\n"
+    "                  also fails if an output element was never written, a byte outside an\n"
+    "                  output was written, or an input was modified; exit status 1 on failure\n"
+    "  --bench         time the call: median over R repeats of at least SEC seconds each;\n"
+    "                  prints time per call, GFLOP/s and GB/s\n"
+    "  --seed S        seed of the input generator (default 0)\n"
+    "  --threads N     threads for parallel loops (default: all cores)\n"
+    "  --repeat R      timed repeats for --bench (default 5)\n"
+    "  --min-time SEC  minimum seconds per repeat (default 0.2)\n";
+
+struct buffer {
+    struct kiln_module_arg info;
+    int64_t                numel;
+    size_t                 guard; /* bytes before and after the data */
+    unsigned char         *base;  /* allocation: guard | data | guard */
+    unsigned char         *data;
+    unsigned char         *saved; /* inputs: a copy of the data, to detect writes */
+    double                *vals;  /* inputs: the values as doubles; outputs: the reference */
+    DLTensor               t;
+};
+
+struct opts {
+    const char *path;
+    int         check, bench;
+    uint64_t    seed;
+    int32_t     threads;
+    int         repeat;
+    double      min_time;
+};
+
+/* ---- dtype conversions ---- */
+
+static float
+bits_to_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t
+float_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static double
+half_to_double(uint16_t h)
+{
+    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Round to nearest even; overflow gives infinity. */
+static uint16_t
+double_to_half(double d)
+{
+    uint16_t sign = signbit(d) ? 0x8000 : 0;
+    double   a = fabs(d);
+    if (isnan(d))
+        return 0x7e00;
+    if (a >= 65520.0)
+        return sign | 0x7c00;
+    if (a < ldexp(1, -14)) /* subnormal: multiples of 2^-24 */
+        return sign | (uint16_t)nearbyint(a * ldexp(1, 24));
+    int    e;
+    double f = frexp(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+    double m = nearbyint(f * 2048);
+    if (m == 2048) {
+        m = 1024;
+        e++;
+    }
+    if (e + 14 > 30)
+        return sign | 0x7c00;
+    return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)m - 1024);
+}
+
+static uint16_t
+float_to_bf16(float f)
+{
+    uint32_t u = float_to_bits(f);
+    if (isnan(f))
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static double
+load(const struct buffer *b, int64_t i)
+{
+    const unsigned char *p = b->data;
+    switch (b->info.dtype) {
+    case KILN_DTYPE_F32: {
+        float v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    case KILN_DTYPE_F64: {
+        double v;
+        memcpy(&v, p + 8 * i, 8);
+        return v;
+    }
+    case KILN_DTYPE_F16: {
+        uint16_t v;
+        memcpy(&v, p + 2 * i, 2);
+        return half_to_double(v);
+    }
+    case KILN_DTYPE_BF16: {
+        uint16_t v;
+        memcpy(&v, p + 2 * i, 2);
+        return bits_to_float((uint32_t)v << 16);
+    }
+    case KILN_DTYPE_I8:
+        return (int8_t)p[i];
+    case KILN_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    case KILN_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p + 8 * i, 8);
+        return (double)v;
+    }
+    case KILN_DTYPE_BOOL:
+        return p[i];
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return NAN;
+}
+
+/* Stores v (already representable) into element i; returns the value stored, as a double. */
+static double
+store(struct buffer *b, int64_t i, double v)
+{
+    unsigned char *p = b->data;
+    switch (b->info.dtype) {
+    case KILN_DTYPE_F32: {
+        float f = (float)v;
+        memcpy(p + 4 * i, &f, 4);
+        break;
+    }
+    case KILN_DTYPE_F64:
+        memcpy(p + 8 * i, &v, 8);
+        break;
+    case KILN_DTYPE_F16: {
+        uint16_t h = double_to_half(v);
+        memcpy(p + 2 * i, &h, 2);
+        break;
+    }
+    case KILN_DTYPE_BF16: {
+        uint16_t h = float_to_bf16((float)v);
+        memcpy(p + 2 * i, &h, 2);
+        break;
+    }
+    case KILN_DTYPE_I8:
+        p[i] = (unsigned char)(int8_t)v;
+        break;
+    case KILN_DTYPE_I32: {
+        int32_t x = (int32_t)v;
+        memcpy(p + 4 * i, &x, 4);
+        break;
+    }
+    case KILN_DTYPE_I64: {
+        int64_t x = (int64_t)v;
+        memcpy(p + 8 * i, &x, 8);
+        break;
+    }
+    case KILN_DTYPE_BOOL:
+        p[i] = v != 0;
+        break;
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return load(b, i);
+}
+
+static void
+tolerance(enum kiln_dtype dt, double *rtol, double *atol)
+{
+    *rtol = *atol = 0;
+    if (dt == KILN_DTYPE_F32)
+        *rtol = 1e-4, *atol = 1e-5;
+    else if (dt == KILN_DTYPE_F64)
+        *rtol = 1e-9, *atol = 1e-12;
+    else if (dt == KILN_DTYPE_F16)
+        *rtol = 1e-2, *atol = 1e-3;
+    else if (dt == KILN_DTYPE_BF16)
+        *rtol = 4e-2, *atol = 1e-2;
+}
+
+/* ---- helpers ---- */
+
+static const char *
+index_str(char *buf, size_t size, const struct kiln_module_arg *a, int64_t flat)
+{
+    int64_t idx[KILN_MAX_DIMS] = {0};
+    for (int d = a->ndim - 1; d >= 0 && d < KILN_MAX_DIMS; d--) {
+        idx[d] = flat % a->shape[d];
+        flat /= a->shape[d];
+    }
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < a->ndim && d < KILN_MAX_DIMS && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, d ? ", " : "", idx[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int
+parse_opts(int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->repeat = 5;
+    o->min_time = 0.2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "--check")) {
+            o->check = 1;
+        } else if (!strcmp(a, "--bench")) {
+            o->bench = 1;
+        } else if (!strcmp(a, "--seed") || !strcmp(a, "--threads") || !strcmp(a, "--repeat")
+                   || !strcmp(a, "--min-time")) {
+            if (i + 1 >= argc)
+                return cli_usage_error("run", "%s needs a value", a);
+            const char *v = argv[++i];
+            uint64_t    n = 0;
+            int         ok;
+            if (!strcmp(a, "--min-time")) {
+                char *end = NULL;
+                errno = 0;
+                o->min_time = strtod(v, &end);
+                ok = !errno && end != v && !*end && o->min_time >= 0 && o->min_time <= 3600;
+            } else if (!strcmp(a, "--seed")) {
+                ok = cli_parse_u64(v, &o->seed);
+            } else if (!strcmp(a, "--threads")) {
+                ok = cli_parse_u64(v, &n) && n <= 4096;
+                o->threads = (int32_t)n;
+            } else {
+                ok = cli_parse_u64(v, &n) && n >= 1 && n <= 100000;
+                o->repeat = (int)n;
+            }
+            if (!ok)
+                return cli_usage_error("run", "bad value '%s' for %s", v, a);
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("run", "unknown option '%s'", a);
+        } else if (o->path) {
+            return cli_usage_error("run", "more than one module given ('%s', '%s')", o->path, a);
+        } else {
+            o->path = a;
+        }
+    }
+    if (!o->path)
+        return cli_usage_error("run", "no module given");
+    return -1; /* go on */
+}
+
+/* ---- buffers ---- */
+
+static int
+alloc_buffer(struct buffer *b, const struct kiln_module_arg *info)
+{
+    memset(b, 0, sizeof *b);
+    b->info = *info;
+    b->numel = 1;
+    for (int d = 0; d < info->ndim; d++)
+        b->numel *= info->shape[d];
+    size_t align = info->align > 64 ? info->align : 64;
+    b->guard = align;
+    size_t bytes = (size_t)info->bytes;
+    size_t total = (bytes + 2 * b->guard + align - 1) / align * align;
+    void  *p = NULL;
+    if (posix_memalign(&p, align, total) != 0)
+        return 0;
+    b->base = p;
+    b->data = b->base + b->guard;
+    memset(b->base, GUARD_BYTE, total);
+    b->vals = malloc(sizeof(double) * (size_t)(b->numel ? b->numel : 1));
+    if (!b->vals)
+        return 0;
+    b->t.data = b->data;
+    b->t.device = (DLDevice){kDLCPU, 0};
+    b->t.ndim = info->ndim;
+    b->t.dtype = info->dl_dtype;
+    b->t.shape = (int64_t *)info->shape;
+    b->t.strides = NULL;
+    b->t.byte_offset = 0;
+    return 1;
+}
+
+static void
+free_buffer(struct buffer *b)
+{
+    free(b->base);
+    free(b->saved);
+    free(b->vals);
+}
+
+static int
+fill_input(struct buffer *b, struct kiln_rng *r)
+{
+    for (int64_t i = 0; i < b->numel; i++) {
+        double v;
+        if (cli_is_float(b->info.dtype))
+            v = cli_round_float(2 * kiln_rng_uniform(r) - 1, b->info.dtype);
+        else if (b->info.dtype == KILN_DTYPE_BOOL)
+            v = (double)kiln_rng_below(r, 2);
+        else
+            v = (double)kiln_rng_below(r, 9) - 4;
+        b->vals[i] = store(b, i, v);
+    }
+    b->saved = malloc((size_t)b->info.bytes ? (size_t)b->info.bytes : 1);
+    if (!b->saved)
+        return 0;
+    memcpy(b->saved, b->data, (size_t)b->info.bytes);
+    return 1;
+}
+
+static void
+fill_output(struct buffer *b)
+{
+    if (cli_is_float(b->info.dtype)) {
+        for (int64_t i = 0; i < b->numel; i++)
+            store(b, i, NAN);
+    } else {
+        memset(b->data, FILL_BYTE, (size_t)b->info.bytes);
+    }
+}
+
+/* 0 if the guard bytes around b are intact. */
+static int
+guards_broken(const struct buffer *b)
+{
+    for (size_t i = 0; i < b->guard; i++) {
+        if (b->base[i] != GUARD_BYTE || b->data[b->info.bytes + (int64_t)i] != GUARD_BYTE)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- check ---- */
+
+static int
+check_output(const struct buffer *b, double scale)
+{
+    double rtol, atol;
+    tolerance(b->info.dtype, &rtol, &atol);
+    double  max_abs = 0, max_rel = 0;
+    int64_t bad = 0, unwritten = 0;
+    char    idx[128];
+    for (int64_t i = 0; i < b->numel; i++) {
+        double got = load(b, i), want = b->vals[i];
+        if (isnan(want) && isnan(got))
+            continue;
+        double err = fabs(got - want);
+        int    ok = got == want || err <= (atol + rtol * fabs(want)) * scale;
+        if (isnan(err) || isinf(want) || isinf(got))
+            ok = got == want;
+        if (!isnan(err) && !isinf(err)) {
+            if (err > max_abs)
+                max_abs = err;
+            if (want != 0 && err / fabs(want) > max_rel)
+                max_rel = err / fabs(want);
+        }
+        if (ok)
+            continue;
+        int never = cli_is_float(b->info.dtype) ? isnan(got) && !isnan(want) : 0;
+        unwritten += never;
+        if (bad++ < MAX_REPORT)
+            printf("  %s%s: got %.9g, want %.9g%s\n", b->info.name,
+                   index_str(idx, sizeof idx, &b->info, i), got, want,
+                   never ? " (never written)" : "");
+    }
+    printf("check %s: max abs err %.3g, max rel err %.3g (rtol %g, atol %g, scale %.3g): %s\n",
+           b->info.name, max_abs, max_rel, rtol, atol, scale, bad ? "FAIL" : "PASS");
+    if (bad)
+        printf("  %" PRId64 " of %" PRId64 " elements differ%s", bad, b->numel,
+               unwritten ? "" : "\n");
+    if (bad && unwritten)
+        printf(", %" PRId64 " never written\n", unwritten);
+    return bad == 0;
+}
+
+/* Parses the module's source and checks it describes the module's arguments. */
+static struct kiln_graph *
+module_graph(kiln_ctx *ctx, struct kiln_module *m, const struct buffer *bufs, uint32_t n)
+{
+    const char        *src = kiln_module_source(m);
+    struct kiln_graph *g = NULL;
+    if (kiln_graph_parse(ctx, src, strlen(src), "<module source>", &g) != KILN_OK) {
+        cli_report(ctx);
+        return NULL;
+    }
+    uint32_t na = kiln_graph_nargs(g), no = kiln_graph_noutputs(g);
+    if (na + no != n) {
+        fprintf(stderr,
+                "kiln: the module's source has %u arguments and %u outputs; the "
+                "module takes %u tensors\n",
+                na, no, n);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, i < na ? kiln_graph_arg(g, i) : kiln_graph_output(g, i - na), &ti);
+        int same = ti.dtype == bufs[i].info.dtype && ti.ndim == bufs[i].info.ndim;
+        for (int d = 0; same && d < ti.ndim; d++)
+            same = ti.shape[d] == bufs[i].info.shape[d];
+        if (!same) {
+            fprintf(stderr, "kiln: the module's source does not match argument %u (%s)\n", i,
+                    bufs[i].info.name);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+static int
+run_check(kiln_ctx *ctx, const struct kiln_graph *g, struct buffer *bufs, uint32_t n)
+{
+    uint32_t       na = kiln_graph_nargs(g);
+    const double **in = calloc(na + 1, sizeof *in);
+    double       **out = calloc(n - na + 1, sizeof *out);
+    double         flops = 0, out_elems = 0;
+    int            ok = in && out;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        if (i < na)
+            in[i] = bufs[i].vals;
+        else
+            out[i - na] = bufs[i].vals;
+    }
+    if (ok && kiln_graph_eval(ctx, g, in, out) != KILN_OK) {
+        cli_report(ctx);
+        ok = 0;
+    }
+    for (uint32_t c = 0; c < kiln_graph_ncalls(g); c++) {
+        struct kiln_call_info ci;
+        kiln_graph_call(g, c, &ci);
+        flops += ci.flops;
+    }
+    for (uint32_t i = na; i < n; i++)
+        out_elems += (double)bufs[i].numel;
+    double per = out_elems > 0 ? flops / out_elems : 0;
+    double scale = per > 1 ? sqrt(per) : 1;
+    int    pass = ok;
+    for (uint32_t i = na; ok && i < n; i++)
+        pass &= check_output(&bufs[i], scale);
+    free(in);
+    free(out);
+    return pass;
+}
+
+/* ---- bench ---- */
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int
+run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTensor **args,
+          uint32_t n, const struct opts *o)
+{
+    double *t = calloc((size_t)o->repeat, sizeof *t);
+    if (!t)
+        return 0;
+    double start = now();
+    do {
+        if (kiln_module_call(ctx, m, args, (int32_t)n, NULL) != KILN_OK) {
+            cli_report(ctx);
+            free(t);
+            return 0;
+        }
+    } while (now() - start < 0.05);
+    for (int r = 0; r < o->repeat; r++) {
+        int64_t iters = 0;
+        double  t0 = now(), el;
+        do {
+            kiln_module_call(ctx, m, args, (int32_t)n, NULL);
+            iters++;
+            el = now() - t0;
+        } while (el < o->min_time);
+        t[r] = el / (double)iters;
+    }
+    qsort(t, (size_t)o->repeat, sizeof *t, cmp_double);
+    double med = o->repeat % 2 ? t[o->repeat / 2] : 0.5 * (t[o->repeat / 2 - 1] + t[o->repeat / 2]);
+    double flops = 0, bytes = 0;
+    for (uint32_t c = 0; g && c < kiln_graph_ncalls(g); c++) {
+        struct kiln_call_info ci;
+        kiln_graph_call(g, c, &ci);
+        flops += ci.flops;
+        bytes += ci.bytes;
+    }
+    char threads[32];
+    if (o->threads)
+        snprintf(threads, sizeof threads, "%d", (int)o->threads);
+    else
+        snprintf(threads, sizeof threads, "all cores");
+    printf("bench: %.6g ms per call (median of %d, min %.6g ms, max %.6g ms; threads: %s)\n",
+           med * 1e3, o->repeat, t[0] * 1e3, t[o->repeat - 1] * 1e3, threads);
+    if (g)
+        printf("bench: %.4g GFLOP/s, %.4g GB/s (%.6g GFLOP, %.6g MB per call)\n",
+               flops / med * 1e-9, bytes / med * 1e-9, flops * 1e-9, bytes * 1e-6);
+    free(t);
+    return 1;
+}
+
+/* ---- the command ---- */
+
+int
+cmd_run(int argc, char **argv)
+{
+    struct opts o;
+    int         rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    if (!ctx) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return 1;
+    }
+    struct kiln_module *m = NULL;
+    if (kiln_module_load(ctx, o.path, &m) != KILN_OK) {
+        cli_report(ctx);
+        kiln_ctx_free(ctx);
+        return 1;
+    }
+    if (o.threads)
+        kiln_module_set_num_threads(m, o.threads);
+
+    uint32_t       n = kiln_module_nargs(m);
+    struct buffer *bufs = calloc(n + 1, sizeof *bufs);
+    DLTensor     **args = calloc(n + 1, sizeof *args);
+    rc = bufs && args ? 0 : 1;
+    struct kiln_rng r = kiln_rng_new(o.seed);
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        struct kiln_module_arg info;
+        kiln_module_arg(m, i, &info);
+        if (info.dtype == KILN_DTYPE_COUNT) {
+            fprintf(stderr, "kiln: argument %u (%s) has a dtype kiln run cannot fill\n", i,
+                    info.name);
+            rc = 1;
+        } else if (!alloc_buffer(&bufs[i], &info)
+                   || (info.role != KILN_ARG_OUTPUT && !fill_input(&bufs[i], &r))) {
+            fprintf(stderr, "kiln: out of memory for argument %u (%s)\n", i, info.name);
+            rc = 1;
+        } else {
+            if (info.role == KILN_ARG_OUTPUT)
+                fill_output(&bufs[i]);
+            args[i] = &bufs[i].t;
+        }
+    }
+    struct kiln_graph *g = NULL;
+    if (rc == 0 && (o.check || o.bench)) {
+        g = module_graph(ctx, m, bufs, n);
+        if (!g && o.check)
+            rc = 1;
+        kiln_ctx_error_clear(ctx);
+    }
+    if (rc == 0 && kiln_module_call(ctx, m, args, (int32_t)n, NULL) != KILN_OK) {
+        cli_report(ctx);
+        rc = 1;
+    }
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        struct buffer *b = &bufs[i];
+        if (guards_broken(b)) {
+            printf("FAIL: bytes around argument %u (%s) were written\n", i, b->info.name);
+            rc = 1;
+        }
+        if (b->saved && memcmp(b->saved, b->data, (size_t)b->info.bytes)) {
+            printf("FAIL: input %u (%s) was modified\n", i, b->info.name);
+            rc = 1;
+        }
+    }
+    if (rc == 0)
+        printf("inputs: random, seed %llu\n", (unsigned long long)o.seed);
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        struct buffer *b = &bufs[i];
+        if (b->info.role != KILN_ARG_OUTPUT)
+            continue;
+        double   sum = 0, sq = 0;
+        uint64_t h = KILN_HASH_SEED;
+        for (int64_t k = 0; k < b->numel; k++) {
+            double v = load(b, k);
+            sum += v;
+            sq += v * v;
+            if (v == 0)
+                v = 0; /* as kiln eval: -0 hashes as 0, every NaN alike */
+            if (isnan(v))
+                v = NAN;
+            uint64_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            h = kiln_hash_u64(h, bits);
+        }
+        char shape[256];
+        printf("%s  %s%s  sum=%.12g  l2=%.12g  hash=%016llx\n", b->info.name,
+               kiln_dtype_name(b->info.dtype),
+               cli_shape(shape, sizeof shape, b->info.ndim, b->info.shape), sum, sqrt(sq),
+               (unsigned long long)h);
+    }
+    if (rc == 0 && o.check) {
+        int pass = run_check(ctx, g, bufs, n);
+        printf("%s\n", pass ? "PASS" : "FAIL");
+        rc = pass ? 0 : 1;
+    }
+    if (rc == 0 && o.bench && !run_bench(ctx, m, g, args, n, &o))
+        rc = 1;
+
+    for (uint32_t i = 0; bufs && i < n; i++)
+        free_buffer(&bufs[i]);
+    free(bufs);
+    free(args);
+    kiln_module_free(m);
+    kiln_ctx_free(ctx);
+    return rc;
+}

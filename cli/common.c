@@ -1,0 +1,270 @@
+/* cli/common.c -- helpers the subcommands share: reading and parsing a .kg file, reporting
+ * errors in the command's format (`kiln: file:line:col: error: msg`), parsing numbers,
+ * human-readable FLOP/byte/count formatting, JSON string quoting, rounding doubles to narrower
+ * float dtypes (round to nearest even, as a cast in C would for f32) and creating directories.
+ * Only the public API of libkiln is used here. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int
+cli_report(kiln_ctx *ctx)
+{
+    char                     msg[1024];
+    const struct kiln_error *e = kiln_ctx_error(ctx);
+    kiln_error_format(e, msg, sizeof msg);
+    fprintf(stderr, "kiln: %s\n", msg);
+    if (e && e->detail)
+        fprintf(stderr, "%s\n", e->detail);
+    return 1;
+}
+
+int
+cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "kiln %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'kiln help %s'.\n", cmd);
+    return 2;
+}
+
+bool
+cli_is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+char *
+cli_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char  *buf = malloc(cap);
+    int    err = buf ? 0 : ENOMEM;
+    while (buf) {
+        errno = 0;
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) {
+            err = ferror(f) ? (errno ? errno : EIO) : 0;
+            break;
+        }
+        if (n + 1 == cap) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                err = ENOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}
+
+struct kiln_graph *
+cli_load_graph(kiln_ctx *ctx, const char *path)
+{
+    size_t len = 0;
+    char  *text = cli_read_file(path, &len);
+    if (!text) {
+        fprintf(stderr, "kiln: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    struct kiln_graph *g = NULL;
+    if (kiln_graph_parse(ctx, text, len, path, &g) != KILN_OK) {
+        cli_report(ctx);
+        g = NULL;
+    }
+    free(text);
+    return g;
+}
+
+bool
+cli_parse_u64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+const char *
+cli_shape(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && len < size; i++)
+        len +=
+            (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < size)
+        snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+/* v scaled by the largest power of base not above it, with one decimal. */
+static const char *
+scaled(char *buf, size_t size, double v, double base, const char *const *unit, int nunit)
+{
+    int u = 0;
+    while (u + 1 < nunit && fabs(v) >= base) {
+        v /= base;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%.0f %s", v, unit[0]);
+    else
+        snprintf(buf, size, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+const char *
+cli_flops(char *buf, size_t size, double flops)
+{
+    static const char *const unit[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+    return scaled(buf, size, flops, 1000, unit, 6);
+}
+
+const char *
+cli_bytes(char *buf, size_t size, double bytes)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    return scaled(buf, size, bytes, 1024, unit, 6);
+}
+
+const char *
+cli_count(char *buf, size_t size, double n)
+{
+    char   digits[64];
+    size_t nd = (size_t)snprintf(digits, sizeof digits, "%.0f", n), len = 0;
+    for (size_t i = 0; i < nd && len + 2 < size; i++) {
+        if (i && digits[i - 1] != '-' && (nd - i) % 3 == 0)
+            buf[len++] = ',';
+        buf[len++] = digits[i];
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+void
+cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+bool
+cli_is_float(enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
+           || dt == KILN_DTYPE_BF16;
+}
+
+/* Rounds v to a binary float with `mant` explicit mantissa bits and exponents down to emin
+ * (normal numbers are m * 2^e with 1 <= m < 2, e >= emin; below that the spacing is fixed),
+ * overflowing to infinity above max. Round to nearest, ties to even. */
+static double
+round_to(double v, int mant, int emin, double max)
+{
+    if (!isfinite(v) || v == 0)
+        return v;
+    int e;
+    frexp(v, &e); /* v = f * 2^e, 0.5 <= |f| < 1, so |v| in [2^(e-1), 2^e) */
+    e -= 1;       /* now |v| in [2^e, 2^(e+1)) */
+    if (e < emin)
+        e = emin;
+    double q = ldexp(1, e - mant);   /* spacing of representable values near v */
+    double r = nearbyint(v / q) * q; /* nearbyint rounds ties to even in the default mode */
+    if (fabs(r) > max)
+        return v > 0 ? INFINITY : -INFINITY;
+    return r;
+}
+
+double
+cli_round_float(double v, enum kiln_dtype dt)
+{
+    switch (dt) {
+    case KILN_DTYPE_F32:
+        return (double)(float)v;
+    case KILN_DTYPE_F16:
+        return round_to(v, 10, -14, 65504);
+    case KILN_DTYPE_BF16:
+        return round_to(v, 7, -126, 3.3895313892515355e38);
+    case KILN_DTYPE_F64:
+    case KILN_DTYPE_I8:
+    case KILN_DTYPE_I32:
+    case KILN_DTYPE_I64:
+    case KILN_DTYPE_BOOL:
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return v;
+}
+
+bool
+cli_mkdirs(const char *path)
+{
+    size_t n = strlen(path);
+    char  *p = malloc(n + 1);
+    if (!p) {
+        errno = ENOMEM;
+        return false;
+    }
+    memcpy(p, path, n + 1);
+    bool ok = true;
+    for (size_t i = 1; i <= n && ok; i++) {
+        if (p[i] != '/' && p[i] != 0)
+            continue;
+        char c = p[i];
+        p[i] = 0;
+        struct stat st;
+        if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+            if (errno == EEXIST)
+                errno = ENOTDIR;
+            ok = false;
+        }
+        p[i] = c;
+    }
+    free(p);
+    return ok;
+}

@@ -1,0 +1,871 @@
+/* codegen/llvm_expr.c -- expressions to LLVM IR, for scalar code and inside SIMD loops.
+ *
+ * One emitter serves both: every result is a struct cg_val that is UNIFORM (a scalar), AFFINE
+ * (integer base + stride * lane, kept as its scalar lane-0 value) or VARYING (a vector). In
+ * scalar code everything is uniform. In a SIMD loop the loop variable starts AFFINE with
+ * stride 1 and index arithmetic keeps that form as long as it can (adding uniforms, multiplying
+ * by constants, floordiv/floormod by a constant dividing the stride), so a load whose flat
+ * index stays affine with stride 1 becomes one vector load at the lane-0 address; anything else
+ * is materialised as a vector and computed lane-wise. The operator helpers work on scalars and
+ * vectors alike because LLVM's instructions and intrinsics do.
+ *
+ * Semantics follow the interpreter (ir/interp_loop.c): float add/sub/mul carry only the
+ * `contract` fast-math flag (so a*b+c may become an FMA), min/max propagate NaN
+ * (llvm.minimum/maximum), integer floordiv/floormod round toward -inf and never trap (a
+ * divisor of 0 gives 0; -1 cannot overflow), float-to-int casts saturate (llvm.fptosi.sat).
+ * SELECT is lazy: with a uniform condition and a load in a branch it becomes a branch and a
+ * phi; with a varying condition each side is evaluated under its own lane mask, which the
+ * loads honour. tanh and erf call libm (lane by lane in vectors). */
+#include "llvm_cg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool
+is_float(enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
+           || dt == KILN_DTYPE_BF16;
+}
+
+LLVMTypeRef
+cg_type(struct cg *cg, enum kiln_dtype dt)
+{
+    switch (dt) {
+    case KILN_DTYPE_F32:
+        return cg->t_f32;
+    case KILN_DTYPE_F64:
+        return cg->t_f64;
+    case KILN_DTYPE_I8:
+        return cg->t_i8;
+    case KILN_DTYPE_I32:
+        return cg->t_i32;
+    case KILN_DTYPE_I64:
+        return cg->t_i64;
+    case KILN_DTYPE_BOOL:
+        return cg->t_i1;
+    case KILN_DTYPE_F16:
+    case KILN_DTYPE_BF16:
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    cg_fail(cg, KILN_ERR_UNSUPPORTED, "dtype %s is not supported by the LLVM backend yet",
+            dt < KILN_DTYPE_COUNT ? kiln_dtype_name(dt) : "void");
+    return NULL;
+}
+
+LLVMTypeRef
+cg_mem_type(struct cg *cg, enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_BOOL ? cg->t_i8 : cg_type(cg, dt);
+}
+
+static struct cg_val
+uniform(LLVMValueRef v)
+{
+    return (struct cg_val){.v = v, .kind = CG_UNIFORM};
+}
+
+static struct cg_val
+varying(LLVMValueRef v)
+{
+    return (struct cg_val){.v = v, .kind = v ? CG_VARYING : CG_UNIFORM};
+}
+
+static struct cg_val
+affine(LLVMValueRef base, int64_t stride)
+{
+    if (!stride)
+        return uniform(base);
+    return (struct cg_val){.v = base, .kind = CG_AFFINE, .stride = stride};
+}
+
+static const struct cg_val bad = {0};
+
+LLVMValueRef
+cg_splat(struct cg *cg, unsigned n, LLVMValueRef s)
+{
+    LLVMTypeRef  vt = LLVMVectorType(LLVMTypeOf(s), n);
+    LLVMValueRef one =
+        LLVMBuildInsertElement(cg->b, LLVMGetPoison(vt), s, LLVMConstInt(cg->t_i32, 0, 0), "");
+    return LLVMBuildShuffleVector(cg->b, one, LLVMGetPoison(vt),
+                                  LLVMConstNull(LLVMVectorType(cg->t_i32, n)), "");
+}
+
+/* A constant of (scalar or vector) integer type ty. */
+static LLVMValueRef
+iconst(struct cg *cg, LLVMTypeRef ty, int64_t v)
+{
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+        return LLVMConstInt(ty, (unsigned long long)v, 1);
+    LLVMValueRef s = LLVMConstInt(LLVMGetElementType(ty), (unsigned long long)v, 1);
+    return cg_splat(cg, LLVMGetVectorSize(ty), s);
+}
+
+static LLVMValueRef
+fconst(LLVMTypeRef ty, double v, struct cg *cg)
+{
+    if (LLVMGetTypeKind(ty) != LLVMVectorTypeKind)
+        return LLVMConstReal(ty, v);
+    return cg_splat(cg, LLVMGetVectorSize(ty), LLVMConstReal(LLVMGetElementType(ty), v));
+}
+
+LLVMValueRef
+cg_vector(struct cg *cg, struct cg_val v, enum kiln_dtype dt)
+{
+    if (!v.v)
+        return NULL;
+    switch ((enum cg_kind)v.kind) {
+    case CG_VARYING:
+        return v.v;
+    case CG_UNIFORM:
+        return cg_splat(cg, cg->lanes, v.v);
+    case CG_AFFINE: {
+        LLVMTypeRef  ty = cg_type(cg, dt);
+        LLVMValueRef step[256];
+        uint32_t     n = cg->lanes <= 256 ? cg->lanes : 256;
+        for (uint32_t k = 0; k < n; k++)
+            step[k] = LLVMConstInt(ty, (unsigned long long)((uint64_t)v.stride * k), 1);
+        LLVMValueRef base = cg_splat(cg, cg->lanes, v.v);
+        return LLVMBuildAdd(cg->b, base, LLVMConstVector(step, n), "");
+    }
+    }
+    return NULL;
+}
+
+/* ---- analyses on the IR ---- */
+
+int64_t
+cg_pow2(int64_t v)
+{
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    if (!u)
+        return (int64_t)1 << 20;
+    u &= ~u + 1; /* lowest set bit */
+    return u > ((uint64_t)1 << 20) ? (int64_t)1 << 20 : (int64_t)u;
+}
+
+static int64_t
+cap(int64_t m)
+{
+    return m > ((int64_t)1 << 20) ? (int64_t)1 << 20 : m;
+}
+
+int64_t
+cg_mult(const struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node *n = &cg->ctx->node[e.id];
+    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
+    int64_t                 c;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_INT:
+        return cg_pow2(n->imm);
+    case KILN_OP_VAR: {
+        const struct cg_bind *bd = cg_lookup(cg, e);
+        return bd ? bd->mult : 1;
+    }
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX: {
+        int64_t x = cg_mult(cg, a), y = cg_mult(cg, b);
+        return x < y ? x : y;
+    }
+    case KILN_OP_SELECT: {
+        int64_t x = cg_mult(cg, b), y = cg_mult(cg, (kiln_expr){n->kid[2]});
+        return x < y ? x : y;
+    }
+    case KILN_OP_MUL:
+        return cap(cg_mult(cg, a) * cg_mult(cg, b));
+    case KILN_OP_NEG:
+    case KILN_OP_ABS:
+        return cg_mult(cg, a);
+    case KILN_OP_CAST:
+        return is_float((enum kiln_dtype)n->dtype) || n->dtype == KILN_DTYPE_BOOL
+                       || is_float(kiln_expr_dtype(cg->ctx, a))
+                   ? 1
+                   : cg_mult(cg, a);
+    case KILN_OP_FLOORMOD:
+        if (kiln_expr_is_int(cg->ctx, b, &c) && c > 0 && cg_pow2(c) == c) {
+            int64_t x = cg_mult(cg, a);
+            return x < c ? x : c;
+        }
+        return 1;
+    case KILN_OP_FLOORDIV:
+        if (kiln_expr_is_int(cg->ctx, b, &c) && c > 0 && cg_pow2(c) == c) {
+            int64_t x = cg_mult(cg, a);
+            return x > c ? x / c : 1;
+        }
+        return 1;
+    case KILN_OP_NIL:
+    case KILN_OP_FLOAT:
+    case KILN_OP_LIST:
+    case KILN_OP_LOAD:
+    case KILN_OP_DIV:
+    case KILN_OP_POW:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_NOT:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_COUNT:
+        break;
+    }
+    return 1;
+}
+
+bool
+cg_has_load(const struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node *n = &cg->ctx->node[e.id];
+    if (n->op == KILN_OP_LOAD)
+        return true;
+    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+        if (n->kid[i] && cg_has_load(cg, (kiln_expr){n->kid[i]}))
+            return true;
+    return false;
+}
+
+/* ---- memory ---- */
+
+LLVMValueRef
+cg_elem_ptr(struct cg *cg, uint32_t b, LLVMValueRef idx, bool inbounds)
+{
+    if (!cg->fn.bufptr[b]) {
+        cg_fail(cg, KILN_ERR_INVALID, "buffer %s is used outside its allocation",
+                cg_buf_name(cg, b));
+        return NULL;
+    }
+    LLVMTypeRef ty = cg_mem_type(cg, (enum kiln_dtype)cg->f->buf[b].dtype);
+    if (!ty)
+        return NULL;
+    if (!inbounds)
+        return LLVMBuildGEP2(cg->b, ty, cg->fn.bufptr[b], &idx, 1, "");
+    return LLVMBuildInBoundsGEP2(cg->b, ty, cg->fn.bufptr[b], &idx, 1, "");
+}
+
+unsigned
+cg_align(const struct cg *cg, uint32_t b, int64_t mult)
+{
+    int64_t es = (int64_t)kiln_dtype_size((enum kiln_dtype)cg->f->buf[b].dtype);
+    int64_t a = cg->balign[b];
+    int64_t want = cap(es * mult);
+    int64_t r = a < want ? a : want;
+    return (unsigned)(r < es ? es : r);
+}
+
+LLVMValueRef
+cg_any_active(struct cg *cg)
+{
+    if (!cg->mask)
+        return LLVMConstInt(cg->t_i1, 1, 0);
+    LLVMTypeRef ty = LLVMTypeOf(cg->mask);
+    return cg_intrinsic(cg, "llvm.vector.reduce.or", &ty, 1, &cg->mask, 1);
+}
+
+static LLVMValueRef
+to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
+{
+    if (dt != KILN_DTYPE_BOOL)
+        return v;
+    return LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+}
+
+static struct cg_val
+scalar_load(struct cg *cg, kiln_expr load, LLVMValueRef idx)
+{
+    const struct kiln_node *n = &cg->ctx->node[load.id];
+    uint32_t                b = (uint32_t)n->imm;
+    enum kiln_dtype         dt = (enum kiln_dtype)cg->f->buf[b].dtype;
+    LLVMValueRef            p = cg_elem_ptr(cg, b, idx, true);
+    if (!p)
+        return bad;
+    LLVMValueRef v = LLVMBuildLoad2(cg->b, cg_mem_type(cg, dt), p, "");
+    LLVMSetAlignment(v, cg_align(cg, b, cg_mult(cg, kiln_load_idx(cg->ctx, load, 0))));
+    return uniform(to_register(cg, v, dt));
+}
+
+/* ---- operators on scalars or vectors ---- */
+
+static LLVMValueRef
+contract(LLVMValueRef v)
+{
+    if (v && LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
+        LLVMSetFastMathFlags(v, LLVMFastMathAllowContract);
+    return v;
+}
+
+static LLVMValueRef
+call1(struct cg *cg, const char *name, LLVMValueRef a)
+{
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    return cg_intrinsic(cg, name, &ty, 1, &a, 1);
+}
+
+static LLVMValueRef
+call2(struct cg *cg, const char *name, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef  ty = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    return cg_intrinsic(cg, name, &ty, 1, args, 2);
+}
+
+/* A libm function of one float argument (tanhf, erf, ...), applied lane by lane to vectors. */
+static LLVMValueRef
+libm(struct cg *cg, const char *fname, LLVMValueRef a)
+{
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    bool        vec = LLVMGetTypeKind(ty) == LLVMVectorTypeKind;
+    LLVMTypeRef st = vec ? LLVMGetElementType(ty) : ty;
+    char        name[32];
+    snprintf(name, sizeof name, "%s%s", fname, st == cg->t_f32 ? "f" : "");
+    LLVMTypeRef  fty = LLVMFunctionType(st, &st, 1, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(cg->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(cg->mod, name, fty);
+        static const char *const attrs[] = {"nounwind", "willreturn", "memory"};
+        for (size_t i = 0; i < KILN_COUNTOF(attrs); i++) {
+            unsigned k = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateEnumAttribute(cg->lc, k, 0));
+        }
+    }
+    if (!vec)
+        return LLVMBuildCall2(cg->b, fty, fn, &a, 1, "");
+    LLVMValueRef r = LLVMGetPoison(ty);
+    for (unsigned k = 0; k < LLVMGetVectorSize(ty); k++) {
+        LLVMValueRef lane = LLVMConstInt(cg->t_i32, k, 0);
+        LLVMValueRef x = LLVMBuildExtractElement(cg->b, a, lane, "");
+        LLVMValueRef y = LLVMBuildCall2(cg->b, fty, fn, &x, 1, "");
+        r = LLVMBuildInsertElement(cg->b, r, y, lane, "");
+    }
+    return r;
+}
+
+/* floordiv (mod = false) or floormod of integers; c: the divisor when it is a constant. */
+static LLVMValueRef
+floor_divmod(struct cg *cg, bool mod, LLVMValueRef a, LLVMValueRef b, const int64_t *c)
+{
+    LLVMBuilderRef bl = cg->b;
+    LLVMTypeRef    ty = LLVMTypeOf(a);
+    LLVMValueRef   zero = LLVMConstNull(ty);
+    if (c && *c == -1)
+        return mod ? zero : LLVMBuildNeg(bl, a, "");
+    if (c && *c > 0 && cg_pow2(*c) == *c) {
+        int k = 0;
+        while (((int64_t)1 << k) < *c)
+            k++;
+        return mod ? LLVMBuildAnd(bl, a, iconst(cg, ty, *c - 1), "")
+                   : LLVMBuildAShr(bl, a, iconst(cg, ty, k), "");
+    }
+    LLVMValueRef sb = b, bz = NULL, bm1 = NULL;
+    if (!c) { /* a zero or -1 divisor would trap: divide by 1 and fix the result up */
+        bz = LLVMBuildICmp(bl, LLVMIntEQ, b, zero, "");
+        bm1 = LLVMBuildICmp(bl, LLVMIntEQ, b, iconst(cg, ty, -1), "");
+        sb = LLVMBuildSelect(bl, LLVMBuildOr(bl, bz, bm1, ""), iconst(cg, ty, 1), b, "");
+    }
+    LLVMValueRef q = LLVMBuildSDiv(bl, a, sb, "");
+    LLVMValueRef r = LLVMBuildSRem(bl, a, sb, "");
+    /* truncation rounded toward zero: step down when the remainder and divisor differ in sign */
+    LLVMValueRef adj =
+        LLVMBuildAnd(bl, LLVMBuildICmp(bl, LLVMIntNE, r, zero, ""),
+                     LLVMBuildICmp(bl, LLVMIntSLT, LLVMBuildXor(bl, r, sb, ""), zero, ""), "");
+    if (mod)
+        return LLVMBuildSelect(bl, adj, LLVMBuildAdd(bl, r, sb, ""), r, "");
+    q = LLVMBuildSelect(bl, adj, LLVMBuildSub(bl, q, iconst(cg, ty, 1), ""), q, "");
+    if (!c) {
+        q = LLVMBuildSelect(bl, bz, zero, q, "");
+        q = LLVMBuildSelect(bl, bm1, LLVMBuildNeg(bl, a, ""), q, "");
+    }
+    return q;
+}
+
+/* Binary operator op on operands of dtype dt (scalars or vectors of one shape). */
+static LLVMValueRef
+op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LLVMValueRef b,
+          const int64_t *cdiv)
+{
+    LLVMBuilderRef bl = cg->b;
+    bool           fl = is_float(dt), bo = dt == KILN_DTYPE_BOOL;
+    switch (op) {
+    case KILN_OP_ADD:
+        return fl ? contract(LLVMBuildFAdd(bl, a, b, "")) : LLVMBuildAdd(bl, a, b, "");
+    case KILN_OP_SUB:
+        return fl ? contract(LLVMBuildFSub(bl, a, b, "")) : LLVMBuildSub(bl, a, b, "");
+    case KILN_OP_MUL:
+        return fl ? contract(LLVMBuildFMul(bl, a, b, "")) : LLVMBuildMul(bl, a, b, "");
+    case KILN_OP_DIV:
+        return LLVMBuildFDiv(bl, a, b, "");
+    case KILN_OP_FLOORDIV:
+        return floor_divmod(cg, false, a, b, cdiv);
+    case KILN_OP_FLOORMOD:
+        return floor_divmod(cg, true, a, b, cdiv);
+    case KILN_OP_MIN:
+        return call2(cg, fl ? "llvm.minimum" : "llvm.smin", a, b);
+    case KILN_OP_MAX:
+        return call2(cg, fl ? "llvm.maximum" : "llvm.smax", a, b);
+    case KILN_OP_POW:
+        return call2(cg, "llvm.pow", a, b);
+    case KILN_OP_EQ:
+        return fl ? LLVMBuildFCmp(bl, LLVMRealOEQ, a, b, "")
+                  : LLVMBuildICmp(bl, LLVMIntEQ, a, b, "");
+    case KILN_OP_NE:
+        return fl ? LLVMBuildFCmp(bl, LLVMRealUNE, a, b, "")
+                  : LLVMBuildICmp(bl, LLVMIntNE, a, b, "");
+    case KILN_OP_LT:
+        return fl   ? LLVMBuildFCmp(bl, LLVMRealOLT, a, b, "")
+               : bo ? LLVMBuildICmp(bl, LLVMIntULT, a, b, "")
+                    : LLVMBuildICmp(bl, LLVMIntSLT, a, b, "");
+    case KILN_OP_LE:
+        return fl   ? LLVMBuildFCmp(bl, LLVMRealOLE, a, b, "")
+               : bo ? LLVMBuildICmp(bl, LLVMIntULE, a, b, "")
+                    : LLVMBuildICmp(bl, LLVMIntSLE, a, b, "");
+    case KILN_OP_AND:
+        return LLVMBuildAnd(bl, a, b, "");
+    case KILN_OP_OR:
+        return LLVMBuildOr(bl, a, b, "");
+    default:
+        break;
+    }
+    cg_fail(cg, KILN_ERR_INTERNAL, "%s is not a binary operator", kiln_op_name[op]);
+    return NULL;
+}
+
+static LLVMValueRef
+op_unary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a)
+{
+    LLVMBuilderRef bl = cg->b;
+    LLVMTypeRef    ty = LLVMTypeOf(a);
+    switch (op) {
+    case KILN_OP_NOT:
+        return LLVMBuildNot(bl, a, "");
+    case KILN_OP_NEG:
+        return is_float(dt) ? LLVMBuildFNeg(bl, a, "") : LLVMBuildNeg(bl, a, "");
+    case KILN_OP_ABS:
+        if (is_float(dt))
+            return call1(cg, "llvm.fabs", a);
+        return call2(cg, "llvm.abs", a, LLVMConstInt(cg->t_i1, 0, 0));
+    case KILN_OP_FLOOR:
+        return call1(cg, "llvm.floor", a);
+    case KILN_OP_EXP:
+        return call1(cg, "llvm.exp", a);
+    case KILN_OP_LOG:
+        return call1(cg, "llvm.log", a);
+    case KILN_OP_SQRT:
+        return call1(cg, "llvm.sqrt", a);
+    case KILN_OP_RSQRT:
+        return LLVMBuildFDiv(bl, fconst(ty, 1.0, cg), call1(cg, "llvm.sqrt", a), "");
+    case KILN_OP_TANH:
+        return libm(cg, "tanh", a);
+    case KILN_OP_ERF:
+        return libm(cg, "erf", a);
+    case KILN_OP_SIGMOID: {
+        LLVMValueRef e = call1(cg, "llvm.exp", LLVMBuildFNeg(bl, a, ""));
+        return LLVMBuildFDiv(bl, fconst(ty, 1.0, cg), LLVMBuildFAdd(bl, fconst(ty, 1.0, cg), e, ""),
+                             "");
+    }
+    default:
+        break;
+    }
+    cg_fail(cg, KILN_ERR_INTERNAL, "%s is not a unary operator", kiln_op_name[op]);
+    return NULL;
+}
+
+static LLVMValueRef
+op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
+{
+    LLVMBuilderRef bl = cg->b;
+    LLVMTypeRef    tt = cg_type(cg, to), vt = LLVMTypeOf(v);
+    if (!tt)
+        return NULL;
+    if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
+        tt = LLVMVectorType(tt, LLVMGetVectorSize(vt));
+    bool ff = is_float(from), tf = is_float(to);
+    if (to == KILN_DTYPE_BOOL)
+        return ff ? LLVMBuildFCmp(bl, LLVMRealUNE, v, LLVMConstNull(vt), "")
+                  : LLVMBuildICmp(bl, LLVMIntNE, v, LLVMConstNull(vt), "");
+    if (from == KILN_DTYPE_BOOL)
+        return tf ? LLVMBuildUIToFP(bl, v, tt, "") : LLVMBuildZExt(bl, v, tt, "");
+    if (ff && tf)
+        return LLVMBuildFPCast(bl, v, tt, "");
+    if (ff) {
+        LLVMTypeRef ov[2] = {tt, vt};
+        return cg_intrinsic(cg, "llvm.fptosi.sat", ov, 2, &v, 1);
+    }
+    if (tf)
+        return LLVMBuildSIToFP(bl, v, tt, "");
+    return LLVMBuildIntCast2(bl, v, tt, 1, "");
+}
+
+/* ---- the emitter ---- */
+
+static struct cg_val
+emit_binary(struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node n = cg->ctx->node[e.id];
+    enum kiln_op           op = (enum kiln_op)n.op;
+    kiln_expr              ea = {n.kid[0]}, eb = {n.kid[1]};
+    enum kiln_dtype        dt = kiln_expr_dtype(cg->ctx, ea);
+    int64_t                c;
+    bool                   cb = kiln_expr_is_int(cg->ctx, eb, &c);
+    struct cg_val          a = cg_emit(cg, ea);
+    struct cg_val          b = a.v ? cg_emit(cg, eb) : bad;
+    if (!a.v || !b.v)
+        return bad;
+    if (a.kind == CG_UNIFORM && b.kind == CG_UNIFORM)
+        return uniform(op_binary(cg, op, dt, a.v, b.v, cb ? &c : NULL));
+    if (a.kind != CG_VARYING && b.kind != CG_VARYING && !is_float(dt) && dt != KILN_DTYPE_BOOL) {
+        int64_t sa = a.kind == CG_AFFINE ? a.stride : 0, sb = b.kind == CG_AFFINE ? b.stride : 0;
+        switch (op) {
+        case KILN_OP_ADD:
+            return affine(LLVMBuildAdd(cg->b, a.v, b.v, ""),
+                          (int64_t)((uint64_t)sa + (uint64_t)sb));
+        case KILN_OP_SUB:
+            return affine(LLVMBuildSub(cg->b, a.v, b.v, ""),
+                          (int64_t)((uint64_t)sa - (uint64_t)sb));
+        case KILN_OP_MUL: {
+            int64_t ca;
+            if (cb && b.kind == CG_UNIFORM)
+                return affine(LLVMBuildMul(cg->b, a.v, b.v, ""),
+                              (int64_t)((uint64_t)sa * (uint64_t)c));
+            if (kiln_expr_is_int(cg->ctx, ea, &ca) && a.kind == CG_UNIFORM)
+                return affine(LLVMBuildMul(cg->b, a.v, b.v, ""),
+                              (int64_t)((uint64_t)sb * (uint64_t)ca));
+            break;
+        }
+        case KILN_OP_FLOORDIV:
+            if (cb && c > 0 && b.kind == CG_UNIFORM && sa % c == 0)
+                return affine(floor_divmod(cg, false, a.v, b.v, &c), sa / c);
+            break;
+        case KILN_OP_FLOORMOD:
+            if (cb && c > 0 && b.kind == CG_UNIFORM && sa % c == 0)
+                return uniform(floor_divmod(cg, true, a.v, b.v, &c));
+            break;
+        default:
+            break;
+        }
+    }
+    LLVMValueRef va = cg_vector(cg, a, dt), vb = cg_vector(cg, b, dt);
+    return varying(op_binary(cg, op, dt, va, vb, cb ? &c : NULL));
+}
+
+static LLVMValueRef
+materialise_like(struct cg *cg, struct cg_val v, bool vec, enum kiln_dtype dt)
+{
+    return vec ? cg_vector(cg, v, dt) : v.v;
+}
+
+static struct cg_val
+emit_select(struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node n = cg->ctx->node[e.id];
+    kiln_expr              ec = {n.kid[0]}, ea = {n.kid[1]}, eb = {n.kid[2]};
+    enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
+    struct cg_val          c = cg_emit(cg, ec);
+    if (!c.v)
+        return bad;
+    if (c.kind != CG_UNIFORM) { /* lanes choose: each side runs under its own mask */
+        LLVMValueRef cv = cg_vector(cg, c, KILN_DTYPE_BOOL), saved = cg->mask;
+        LLVMValueRef ma = saved ? LLVMBuildAnd(cg->b, saved, cv, "") : cv;
+        LLVMValueRef nc = LLVMBuildNot(cg->b, cv, "");
+        LLVMValueRef mb = saved ? LLVMBuildAnd(cg->b, saved, nc, "") : nc;
+        cg->mask = ma;
+        struct cg_val a = cg_emit(cg, ea);
+        cg->mask = mb;
+        struct cg_val b = a.v ? cg_emit(cg, eb) : bad;
+        cg->mask = saved;
+        if (!a.v || !b.v)
+            return bad;
+        return varying(LLVMBuildSelect(cg->b, cv, cg_vector(cg, a, dt), cg_vector(cg, b, dt), ""));
+    }
+    if (!cg_has_load(cg, ea) && !cg_has_load(cg, eb)) { /* both sides are safe to compute */
+        struct cg_val a = cg_emit(cg, ea);
+        struct cg_val b = a.v ? cg_emit(cg, eb) : bad;
+        if (!a.v || !b.v)
+            return bad;
+        bool         vec = a.kind != CG_UNIFORM || b.kind != CG_UNIFORM;
+        LLVMValueRef r = LLVMBuildSelect(cg->b, c.v, materialise_like(cg, a, vec, dt),
+                                         materialise_like(cg, b, vec, dt), "");
+        return vec ? varying(r) : uniform(r);
+    }
+    LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "sel.then");
+    LLVMBasicBlockRef bf = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "sel.else");
+    LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "sel.end");
+    LLVMBuildCondBr(cg->b, c.v, bt, bf);
+    LLVMPositionBuilderAtEnd(cg->b, bt);
+    struct cg_val     a = cg_emit(cg, ea);
+    LLVMBasicBlockRef at = LLVMGetInsertBlock(cg->b);
+    LLVMPositionBuilderAtEnd(cg->b, bf);
+    struct cg_val     b = a.v ? cg_emit(cg, eb) : bad;
+    LLVMBasicBlockRef af = LLVMGetInsertBlock(cg->b);
+    if (!a.v || !b.v)
+        return bad;
+    bool vec = a.kind != CG_UNIFORM || b.kind != CG_UNIFORM;
+    LLVMPositionBuilderAtEnd(cg->b, at);
+    LLVMValueRef va = materialise_like(cg, a, vec, dt);
+    LLVMBuildBr(cg->b, bm);
+    LLVMPositionBuilderAtEnd(cg->b, af);
+    LLVMValueRef vb = materialise_like(cg, b, vec, dt);
+    LLVMBuildBr(cg->b, bm);
+    LLVMPositionBuilderAtEnd(cg->b, bm);
+    LLVMValueRef      phi = LLVMBuildPhi(cg->b, LLVMTypeOf(va), "");
+    LLVMValueRef      vals[2] = {va, vb};
+    LLVMBasicBlockRef from[2] = {at, af};
+    LLVMAddIncoming(phi, vals, from, 2);
+    return vec ? varying(phi) : uniform(phi);
+}
+
+/* ---- flat indices as sums of terms ----
+ * An index like ((io*6 + ii)*512 + jo*32 + jv*16 + ji) is emitted as the sum of its
+ * non-constant terms in a fixed order (io*3072 + jo*32 + ...) plus one constant (the unrolled
+ * ii, jv and every literal): accesses that differ only in unrolled variables then share one
+ * address value and differ by constant offsets, which LLVM's alias analysis can separate
+ * (it cannot see through `x | y` of two variables, what instcombine makes of the original
+ * form with power-of-two extents). Exact: i64 arithmetic wraps, so distributing is an
+ * identity. */
+
+struct term {
+    uint32_t atom; /* expression id */
+    int64_t  coef;
+};
+
+struct terms {
+    struct term t[24];
+    uint32_t    n;
+    int64_t     c;
+    bool        ok;
+};
+
+static int64_t
+wrapmul(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+
+static bool
+const_value(const struct cg *cg, kiln_expr e, int64_t *v)
+{
+    if (kiln_expr_is_int(cg->ctx, e, v))
+        return true;
+    const struct kiln_node *n = &cg->ctx->node[e.id];
+    if (n->op != KILN_OP_VAR)
+        return false;
+    const struct cg_bind *bd = cg_lookup(cg, e);
+    if (!bd || bd->val.kind != CG_UNIFORM || !bd->val.v || !LLVMIsAConstantInt(bd->val.v))
+        return false;
+    *v = LLVMConstIntGetSExtValue(bd->val.v);
+    return true;
+}
+
+static void
+collect(const struct cg *cg, kiln_expr e, int64_t scale, struct terms *ts)
+{
+    const struct kiln_node *n = &cg->ctx->node[e.id];
+    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
+    int64_t                 v;
+    if (!ts->ok)
+        return;
+    if (const_value(cg, e, &v)) {
+        ts->c = (int64_t)((uint64_t)ts->c + (uint64_t)wrapmul(scale, v));
+        return;
+    }
+    if (n->dtype == KILN_DTYPE_I64) {
+        switch (n->op) {
+        case KILN_OP_ADD:
+            collect(cg, a, scale, ts);
+            collect(cg, b, scale, ts);
+            return;
+        case KILN_OP_SUB:
+            collect(cg, a, scale, ts);
+            collect(cg, b, wrapmul(scale, -1), ts);
+            return;
+        case KILN_OP_NEG:
+            collect(cg, a, wrapmul(scale, -1), ts);
+            return;
+        case KILN_OP_MUL:
+            if (const_value(cg, b, &v)) {
+                collect(cg, a, wrapmul(scale, v), ts);
+                return;
+            }
+            if (const_value(cg, a, &v)) {
+                collect(cg, b, wrapmul(scale, v), ts);
+                return;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    for (uint32_t i = 0; i < ts->n; i++) {
+        if (ts->t[i].atom == e.id) {
+            ts->t[i].coef = (int64_t)((uint64_t)ts->t[i].coef + (uint64_t)scale);
+            return;
+        }
+    }
+    if (ts->n == KILN_COUNTOF(ts->t)) {
+        ts->ok = false;
+        return;
+    }
+    ts->t[ts->n++] = (struct term){e.id, scale};
+}
+
+struct cg_val
+cg_emit_index(struct cg *cg, kiln_expr e)
+{
+    struct terms ts = {.ok = true};
+    if (kiln_expr_dtype(cg->ctx, e) != KILN_DTYPE_I64)
+        return cg_emit(cg, e);
+    collect(cg, e, 1, &ts);
+    if (!ts.ok)
+        return cg_emit(cg, e);
+    for (uint32_t i = 1; i < ts.n; i++) /* a fixed order: by expression id */
+        for (uint32_t j = i; j > 0 && ts.t[j - 1].atom > ts.t[j].atom; j--) {
+            struct term x = ts.t[j];
+            ts.t[j] = ts.t[j - 1];
+            ts.t[j - 1] = x;
+        }
+    LLVMValueRef sum = NULL;
+    int64_t      stride = 0;
+    for (uint32_t i = 0; i < ts.n; i++) {
+        if (!ts.t[i].coef)
+            continue;
+        struct cg_val v = cg_emit(cg, (kiln_expr){ts.t[i].atom});
+        if (!v.v)
+            return v;
+        if (v.kind == CG_VARYING)
+            return cg_emit(cg, e);
+        if (v.kind == CG_AFFINE)
+            stride = (int64_t)((uint64_t)stride + (uint64_t)wrapmul(ts.t[i].coef, v.stride));
+        if (LLVMIsAConstantInt(v.v)) {
+            ts.c = (int64_t)((uint64_t)ts.c
+                             + (uint64_t)wrapmul(ts.t[i].coef, LLVMConstIntGetSExtValue(v.v)));
+            continue;
+        }
+        LLVMValueRef term =
+            ts.t[i].coef == 1 ? v.v : LLVMBuildMul(cg->b, v.v, cg_const_i64(cg, ts.t[i].coef), "");
+        sum = sum ? LLVMBuildAdd(cg->b, sum, term, "") : term;
+    }
+    if (!sum)
+        sum = cg_const_i64(cg, ts.c);
+    else if (ts.c)
+        sum = LLVMBuildAdd(cg->b, sum, cg_const_i64(cg, ts.c), "");
+    return affine(sum, stride);
+}
+
+struct cg_val
+cg_emit(struct cg *cg, kiln_expr e)
+{
+    if (cg->failed)
+        return bad;
+    const struct kiln_node n = cg->ctx->node[e.id];
+    enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
+    switch ((enum kiln_op)n.op) {
+    case KILN_OP_INT: {
+        LLVMTypeRef ty = cg_type(cg, dt);
+        return ty ? uniform(LLVMConstInt(ty, (unsigned long long)n.imm, 1)) : bad;
+    }
+    case KILN_OP_FLOAT: {
+        LLVMTypeRef ty = cg_type(cg, dt);
+        return ty ? uniform(LLVMConstReal(ty, kiln_expr_float_value(cg->ctx, e))) : bad;
+    }
+    case KILN_OP_VAR: {
+        const struct cg_bind *bd = cg_lookup(cg, e);
+        if (bd)
+            return bd->val;
+        cg_fail(cg, KILN_ERR_INVALID, "variable %s is not bound",
+                kiln_var_kind_of(n.imm) == KILN_VAR_NAMED
+                    ? kiln_sym_str(cg->ctx, kiln_var_index(n.imm))
+                    : "(axis or reduce)");
+        return bad;
+    }
+    case KILN_OP_LOAD: {
+        kiln_expr idx = kiln_load_idx(cg->ctx, e, 0);
+        if (!idx.id || kiln_load_nidx(cg->ctx, e) != 1 || (uint32_t)n.imm >= cg->f->nbuf) {
+            cg_fail(cg, KILN_ERR_INVALID, "load needs one flat index of an existing buffer");
+            return bad;
+        }
+        struct cg_val iv = cg_emit_index(cg, idx);
+        if (!iv.v)
+            return bad;
+        if (cg->lanes)
+            return cg_emit_vector_load(cg, e, iv);
+        return scalar_load(cg, e, iv.v);
+    }
+    case KILN_OP_SELECT:
+        return emit_select(cg, e);
+    case KILN_OP_CAST: {
+        kiln_expr       ea = {n.kid[0]};
+        enum kiln_dtype from = kiln_expr_dtype(cg->ctx, ea);
+        struct cg_val   a = cg_emit(cg, ea);
+        if (!a.v)
+            return bad;
+        if (a.kind == CG_UNIFORM)
+            return uniform(op_cast(cg, from, dt, a.v));
+        return varying(op_cast(cg, from, dt, cg_vector(cg, a, from)));
+    }
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+    case KILN_OP_MUL:
+    case KILN_OP_DIV:
+    case KILN_OP_FLOORDIV:
+    case KILN_OP_FLOORMOD:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+    case KILN_OP_POW:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+        return emit_binary(cg, e);
+    case KILN_OP_NOT:
+    case KILN_OP_NEG:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID: {
+        struct cg_val a = cg_emit(cg, (kiln_expr){n.kid[0]});
+        if (!a.v)
+            return bad;
+        if (a.kind == CG_UNIFORM)
+            return uniform(op_unary(cg, (enum kiln_op)n.op, dt, a.v));
+        if (a.kind == CG_AFFINE && n.op == KILN_OP_NEG)
+            return affine(LLVMBuildNeg(cg->b, a.v, ""), (int64_t)(0 - (uint64_t)a.stride));
+        return varying(op_unary(cg, (enum kiln_op)n.op, dt, cg_vector(cg, a, dt)));
+    }
+    case KILN_OP_NIL:
+    case KILN_OP_LIST:
+    case KILN_OP_COUNT:
+        break;
+    }
+    cg_fail(cg, KILN_ERR_INTERNAL, "cannot generate code for a %s node",
+            n.op < KILN_OP_COUNT ? kiln_op_name[n.op] : "?");
+    return bad;
+}
+
+LLVMValueRef
+cg_emit_scalar(struct cg *cg, kiln_expr e)
+{
+    struct cg_val v = cg_emit(cg, e);
+    if (v.v && v.kind != CG_UNIFORM) {
+        cg_fail(cg, KILN_ERR_INTERNAL, "expected a lane-invariant value in a vector loop");
+        return NULL;
+    }
+    return v.v;
+}

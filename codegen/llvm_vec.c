@@ -1,0 +1,277 @@
+/* codegen/llvm_vec.c -- SIMD code for KILN_LOOP_VECTOR loops: the loop's L iterations become
+ * the L lanes of vectors, its body is emitted once.
+ *
+ * The loop variable is bound as AFFINE(min, 1) (see llvm_expr.c), so memory accesses come out
+ * in the cheapest form their flat index allows: a lane-invariant index is a scalar access (and
+ * a scalar value is broadcast when a vector needs it); stride 1 is one vector load or store
+ * whose alignment is what can be proven from the buffer's alignment and the known power-of-two
+ * divisor of the lane-0 index, falling back to the element's alignment; anything else is a
+ * gather or scatter. Conditions that differ between lanes (if statements, select) do not
+ * branch: they narrow the lane mask, and every load and store under a mask is masked, so a
+ * lane that must not touch memory does not (a scalar access under a mask runs only when some
+ * lane is active). Masked-off lanes of a load read as zero, never poison, so no later
+ * operation (a division, say) can turn them into undefined behaviour.
+ *
+ * Before emitting SIMD code the body is checked; a body this scheme cannot express with the
+ * serial loop's meaning -- a nested parallel or vector loop, an allocation, a loop whose bounds
+ * differ between lanes, a store of lane-dependent values to one lane-invariant element (a
+ * reduction across lanes), more than 256 lanes -- is emitted as a plain serial loop instead,
+ * which is always correct. The scheduler is responsible for only vectorising loops whose
+ * iterations are independent; a vector loop runs its statements for all lanes at once. */
+#include "llvm_cg.h"
+
+#include <string.h>
+
+#define MAX_LANES 256
+
+struct simd_check {
+    const struct cg *cg;
+    uint32_t         var[256]; /* lane-dependent variables (expression ids) */
+    uint32_t         nvar;
+};
+
+static bool
+lane_dependent(const struct simd_check *sc, kiln_expr e)
+{
+    const struct kiln_node *n = &sc->cg->ctx->node[e.id];
+    if (n->op == KILN_OP_VAR) {
+        for (uint32_t i = 0; i < sc->nvar; i++)
+            if (sc->var[i] == e.id)
+                return true;
+        return false;
+    }
+    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+        if (n->kid[i] && lane_dependent(sc, (kiln_expr){n->kid[i]}))
+            return true;
+    return false;
+}
+
+static bool
+simd_ok(struct simd_check *sc, const struct kiln_stmt *s)
+{
+    const kiln_ctx *ctx = sc->cg->ctx;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        if (s->u.for_.loop != KILN_LOOP_SERIAL && s->u.for_.loop != KILN_LOOP_UNROLL)
+            return false;
+        if (lane_dependent(sc, s->u.for_.min) || lane_dependent(sc, s->u.for_.extent))
+            return false;
+        return simd_ok(sc, s->u.for_.body);
+    case KILN_STMT_STORE: {
+        kiln_expr idx = {ctx->node[s->u.store.index.id].kid[0]};
+        return lane_dependent(sc, idx) || !lane_dependent(sc, s->u.store.value);
+    }
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            if (!simd_ok(sc, s->u.seq.item[i]))
+                return false;
+        return true;
+    case KILN_STMT_IF:
+        return simd_ok(sc, s->u.if_.then) && (!s->u.if_.els || simd_ok(sc, s->u.if_.els));
+    case KILN_STMT_LET: {
+        bool dep = lane_dependent(sc, s->u.let.value);
+        if (dep) {
+            if (sc->nvar == KILN_COUNTOF(sc->var))
+                return false;
+            sc->var[sc->nvar++] = s->u.let.var.id;
+        }
+        bool ok = simd_ok(sc, s->u.let.body);
+        if (dep)
+            sc->nvar--;
+        return ok;
+    }
+    case KILN_STMT_ALLOC:
+        return false;
+    }
+    return false;
+}
+
+void
+cg_emit_vector_loop(struct cg *cg, const struct kiln_stmt *s)
+{
+    int64_t lanes;
+    if (!kiln_expr_is_int(cg->ctx, s->u.for_.extent, &lanes) || lanes <= 0) {
+        cg_fail(cg, KILN_ERR_INVALID, "vector loop needs a constant positive extent");
+        return;
+    }
+    LLVMValueRef lo = cg_emit_scalar(cg, s->u.for_.min);
+    if (!lo)
+        return;
+    int64_t           mult = cg_mult(cg, s->u.for_.min);
+    struct simd_check sc = {.cg = cg, .var = {s->u.for_.var.id}, .nvar = 1};
+    if (cg->lanes || lanes == 1 || lanes > MAX_LANES || !simd_ok(&sc, s->u.for_.body)) {
+        cg_emit_serial_loop(cg, s->u.for_.var, lo, cg_const_i64(cg, lanes), lanes == 1 ? mult : 1,
+                            s->u.for_.body);
+        return;
+    }
+    uint32_t     saved_lanes = cg->lanes;
+    LLVMValueRef saved_mask = cg->mask;
+    cg->lanes = (uint32_t)lanes;
+    cg->mask = NULL;
+    if (cg_bind(cg, s->u.for_.var, (struct cg_val){.v = lo, .kind = CG_AFFINE, .stride = 1},
+                mult)) {
+        cg_emit_stmt(cg, s->u.for_.body);
+        cg_unbind(cg, 1);
+    }
+    cg->lanes = saved_lanes;
+    cg->mask = saved_mask;
+}
+
+static LLVMValueRef
+all_lanes(struct cg *cg)
+{
+    return cg->mask ? cg->mask : cg_splat(cg, cg->lanes, LLVMConstInt(cg->t_i1, 1, 0));
+}
+
+/* Under a mask, branches into a block that runs only when some lane is active and returns the
+ * join block (*from: the block that skips); without a mask returns NULL and does nothing. */
+static LLVMBasicBlockRef
+begin_any(struct cg *cg, LLVMBasicBlockRef *from)
+{
+    *from = NULL;
+    if (!cg->mask)
+        return NULL;
+    LLVMValueRef      any = cg_any_active(cg);
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "lanes.any");
+    LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "lanes.end");
+    *from = LLVMGetInsertBlock(cg->b);
+    LLVMBuildCondBr(cg->b, any, yes, end);
+    LLVMPositionBuilderAtEnd(cg->b, yes);
+    return end;
+}
+
+/* <lanes x ptr> of buffer b at index vector iv (inbounds only when all lanes are active) */
+static LLVMValueRef
+gep_vector(struct cg *cg, LLVMTypeRef mt, uint32_t b, LLVMValueRef iv)
+{
+    if (cg->mask)
+        return LLVMBuildGEP2(cg->b, mt, cg->fn.bufptr[b], &iv, 1, "");
+    return LLVMBuildInBoundsGEP2(cg->b, mt, cg->fn.bufptr[b], &iv, 1, "");
+}
+
+struct cg_val
+cg_emit_vector_load(struct cg *cg, kiln_expr load, struct cg_val idx)
+{
+    const struct kiln_node *n = &cg->ctx->node[load.id];
+    uint32_t                b = (uint32_t)n->imm;
+    enum kiln_dtype         dt = (enum kiln_dtype)cg->f->buf[b].dtype;
+    LLVMTypeRef             mt = cg_mem_type(cg, dt);
+    kiln_expr               ie = kiln_load_idx(cg->ctx, load, 0);
+    struct cg_val           bad = {0};
+    if (!mt)
+        return bad;
+    LLVMTypeRef  vt = LLVMVectorType(mt, cg->lanes);
+    LLVMValueRef v;
+    if (idx.kind == CG_UNIFORM) {
+        LLVMBasicBlockRef from, end = begin_any(cg, &from);
+        LLVMValueRef      p = cg_elem_ptr(cg, b, idx.v, true);
+        if (!p)
+            return bad;
+        v = LLVMBuildLoad2(cg->b, mt, p, "");
+        LLVMSetAlignment(v, cg_align(cg, b, cg_mult(cg, ie)));
+        if (end) {
+            LLVMBasicBlockRef at = LLVMGetInsertBlock(cg->b);
+            LLVMBuildBr(cg->b, end);
+            LLVMPositionBuilderAtEnd(cg->b, end);
+            LLVMValueRef      phi = LLVMBuildPhi(cg->b, mt, "");
+            LLVMValueRef      vals[2] = {v, LLVMConstNull(mt)};
+            LLVMBasicBlockRef bbs[2] = {at, from};
+            LLVMAddIncoming(phi, vals, bbs, 2);
+            v = phi;
+        }
+        if (dt == KILN_DTYPE_BOOL)
+            v = LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(mt), "");
+        return (struct cg_val){.v = v, .kind = CG_UNIFORM};
+    }
+    if (idx.kind == CG_AFFINE && idx.stride == 1) {
+        LLVMValueRef p = cg_elem_ptr(cg, b, idx.v, !cg->mask);
+        if (!p)
+            return bad;
+        unsigned align = cg_align(cg, b, cg_mult(cg, ie));
+        if (!cg->mask) {
+            v = LLVMBuildLoad2(cg->b, vt, p, "");
+            LLVMSetAlignment(v, align);
+        } else {
+            LLVMTypeRef  ov[2] = {vt, cg->t_ptr};
+            LLVMValueRef args[4] = {p, LLVMConstInt(cg->t_i32, align, 0), cg->mask,
+                                    LLVMConstNull(vt)};
+            v = cg_intrinsic(cg, "llvm.masked.load", ov, 2, args, 4);
+        }
+    } else {
+        if (!cg->fn.bufptr[b]) {
+            cg_fail(cg, KILN_ERR_INVALID, "buffer %s is used outside its allocation",
+                    cg_buf_name(cg, b));
+            return bad;
+        }
+        LLVMValueRef iv = cg_vector(cg, idx, KILN_DTYPE_I64);
+        LLVMValueRef ptrs = gep_vector(cg, mt, b, iv);
+        LLVMTypeRef  ov[2] = {vt, LLVMTypeOf(ptrs)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(cg->t_i32, cg_align(cg, b, 1), 0), all_lanes(cg),
+                                LLVMConstNull(vt)};
+        v = cg_intrinsic(cg, "llvm.masked.gather", ov, 2, args, 4);
+    }
+    if (v && dt == KILN_DTYPE_BOOL)
+        v = LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(vt), "");
+    return (struct cg_val){.v = v, .kind = v ? CG_VARYING : CG_UNIFORM};
+}
+
+void
+cg_emit_vector_store(struct cg *cg, const struct kiln_stmt *s)
+{
+    uint32_t        b = s->u.store.buf;
+    enum kiln_dtype dt = (enum kiln_dtype)cg->f->buf[b].dtype;
+    LLVMTypeRef     mt = cg_mem_type(cg, dt);
+    kiln_expr       ie = {cg->ctx->node[s->u.store.index.id].kid[0]};
+    struct cg_val   idx = cg_emit_index(cg, ie);
+    struct cg_val   val = idx.v ? cg_emit(cg, s->u.store.value) : (struct cg_val){0};
+    if (!mt || !idx.v || !val.v)
+        return;
+    if (idx.kind == CG_UNIFORM) {
+        if (val.kind != CG_UNIFORM) {
+            cg_fail(cg, KILN_ERR_INTERNAL, "vector store of lane values to one element of %s",
+                    cg_buf_name(cg, b));
+            return;
+        }
+        LLVMBasicBlockRef from, end = begin_any(cg, &from);
+        LLVMValueRef      p = cg_elem_ptr(cg, b, idx.v, true);
+        if (!p)
+            return;
+        LLVMValueRef v = dt == KILN_DTYPE_BOOL ? LLVMBuildZExt(cg->b, val.v, mt, "") : val.v;
+        LLVMSetAlignment(LLVMBuildStore(cg->b, v, p), cg_align(cg, b, cg_mult(cg, ie)));
+        if (end) {
+            LLVMBuildBr(cg->b, end);
+            LLVMPositionBuilderAtEnd(cg->b, end);
+        }
+        return;
+    }
+    LLVMTypeRef  vt = LLVMVectorType(mt, cg->lanes);
+    LLVMValueRef v = cg_vector(cg, val, dt);
+    if (!v)
+        return;
+    if (dt == KILN_DTYPE_BOOL)
+        v = LLVMBuildZExt(cg->b, v, vt, "");
+    if (idx.kind == CG_AFFINE && idx.stride == 1) {
+        LLVMValueRef p = cg_elem_ptr(cg, b, idx.v, !cg->mask);
+        if (!p)
+            return;
+        unsigned align = cg_align(cg, b, cg_mult(cg, ie));
+        if (!cg->mask) {
+            LLVMSetAlignment(LLVMBuildStore(cg->b, v, p), align);
+        } else {
+            LLVMTypeRef  ov[2] = {vt, cg->t_ptr};
+            LLVMValueRef args[4] = {v, p, LLVMConstInt(cg->t_i32, align, 0), cg->mask};
+            cg_intrinsic(cg, "llvm.masked.store", ov, 2, args, 4);
+        }
+        return;
+    }
+    if (!cg->fn.bufptr[b]) {
+        cg_fail(cg, KILN_ERR_INVALID, "buffer %s is used outside its allocation",
+                cg_buf_name(cg, b));
+        return;
+    }
+    LLVMValueRef iv = cg_vector(cg, idx, KILN_DTYPE_I64);
+    LLVMValueRef ptrs = gep_vector(cg, mt, b, iv);
+    LLVMTypeRef  ov[2] = {vt, LLVMTypeOf(ptrs)};
+    LLVMValueRef args[4] = {v, ptrs, LLVMConstInt(cg->t_i32, cg_align(cg, b, 1), 0), all_lanes(cg)};
+    cg_intrinsic(cg, "llvm.masked.scatter", ov, 2, args, 4);
+}

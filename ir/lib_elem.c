@@ -1,0 +1,279 @@
+/* ir/lib_elem.c -- elementwise library ops: unary math (neg ... floor), activations (relu,
+ * leaky_relu, gelu, silu) and binary arithmetic with NumPy broadcasting (add ... pow).
+ *
+ * Each op is one compute definition over the output's axes. Unary ops keep the input's shape;
+ * binary ops broadcast right-aligned, and an input dimension of extent 1 facing a larger one is
+ * read at index 0. Formulas follow PyTorch: gelu is x * 0.5 * (1 + erf(x / sqrt 2)) (or the tanh
+ * approximation with approximate="tanh"), silu is x * sigmoid(x), leaky_relu keeps x where
+ * x > 0 and scales it by alpha elsewhere. Ops whose meaning is clear on integers (neg, abs,
+ * square, relu, add, sub, mul, maximum, minimum) accept any numeric dtype; the others need a
+ * float dtype. */
+#include "lib_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const no_attrs[] = {NULL};
+
+/* A formula over the loaded element x (dtype dt) with the op's parameter p. */
+typedef kiln_expr (*unary_fn)(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double p);
+
+/* What a unary op computes per element: the expression operator op, or fn(x, p). */
+struct unary {
+    enum kiln_op op;
+    unary_fn     fn;
+    double       p;
+    bool         need_float;
+};
+
+static enum kiln_status
+map1(struct libcall *c, struct unary u)
+{
+    const struct kiln_tensor *x = lib_in(c, 0);
+    KILN_TRY(u.need_float ? lib_want_float(c, 0) : lib_want_numeric(c, 0));
+    KILN_TRY(lib_begin(c));
+    enum kiln_dtype dt = (enum kiln_dtype)x->dtype;
+    uint32_t        t = lib_tensor(c, NULL, dt, x->ndim, x->shape);
+    if (t == KILN_NONE)
+        return c->ctx->err.status;
+    kiln_expr ax[KILN_MAX_DIMS];
+    lib_axes(c, x->ndim, ax);
+    kiln_expr v = lib_load(c, 0, ax);
+    kiln_expr body = u.fn ? u.fn(c, v, dt, u.p) : kiln_unary(c->ctx, u.op, v);
+    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, NULL);
+}
+
+static enum kiln_status
+simple(struct libcall *c, enum kiln_op op, bool need_float)
+{
+    KILN_TRY(lib_allow(c, no_attrs));
+    return map1(c, (struct unary){.op = op, .need_float = need_float});
+}
+
+enum kiln_status
+kiln_lib_neg(struct libcall *c)
+{
+    return simple(c, KILN_OP_NEG, false);
+}
+
+enum kiln_status
+kiln_lib_abs(struct libcall *c)
+{
+    return simple(c, KILN_OP_ABS, false);
+}
+
+enum kiln_status
+kiln_lib_exp(struct libcall *c)
+{
+    return simple(c, KILN_OP_EXP, true);
+}
+
+enum kiln_status
+kiln_lib_log(struct libcall *c)
+{
+    return simple(c, KILN_OP_LOG, true);
+}
+
+enum kiln_status
+kiln_lib_sqrt(struct libcall *c)
+{
+    return simple(c, KILN_OP_SQRT, true);
+}
+
+enum kiln_status
+kiln_lib_rsqrt(struct libcall *c)
+{
+    return simple(c, KILN_OP_RSQRT, true);
+}
+
+enum kiln_status
+kiln_lib_tanh(struct libcall *c)
+{
+    return simple(c, KILN_OP_TANH, true);
+}
+
+enum kiln_status
+kiln_lib_sigmoid(struct libcall *c)
+{
+    return simple(c, KILN_OP_SIGMOID, true);
+}
+
+enum kiln_status
+kiln_lib_erf(struct libcall *c)
+{
+    return simple(c, KILN_OP_ERF, true);
+}
+
+enum kiln_status
+kiln_lib_floor(struct libcall *c)
+{
+    return simple(c, KILN_OP_FLOOR, true);
+}
+
+static kiln_expr
+op_square(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double p)
+{
+    (void)dt;
+    (void)p;
+    return kiln_mul(c->ctx, x, x);
+}
+
+enum kiln_status
+kiln_lib_square(struct libcall *c)
+{
+    KILN_TRY(lib_allow(c, no_attrs));
+    return map1(c, (struct unary){.fn = op_square, .p = 0, .need_float = false});
+}
+
+/* ---- activations ---- */
+
+static kiln_expr
+op_relu(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double p)
+{
+    (void)p;
+    return kiln_max(c->ctx, x, lib_f(c, 0, dt));
+}
+
+enum kiln_status
+kiln_lib_relu(struct libcall *c)
+{
+    KILN_TRY(lib_allow(c, no_attrs));
+    return map1(c, (struct unary){.fn = op_relu, .p = 0, .need_float = false});
+}
+
+static kiln_expr
+op_leaky(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double alpha)
+{
+    kiln_ctx *ctx = c->ctx;
+    return kiln_select(ctx, kiln_lt(ctx, lib_f(c, 0, dt), x), x,
+                       kiln_mul(ctx, x, lib_f(c, alpha, dt)));
+}
+
+enum kiln_status
+kiln_lib_leaky_relu(struct libcall *c)
+{
+    static const char *const attrs[] = {"alpha", NULL};
+    double                   alpha;
+    KILN_TRY(lib_allow(c, attrs));
+    KILN_TRY(lib_get_float(c, "alpha", 0.01, &alpha));
+    return map1(c, (struct unary){.fn = op_leaky, .p = alpha, .need_float = true});
+}
+
+static kiln_expr
+op_gelu(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double tanh_approx)
+{
+    kiln_ctx *ctx = c->ctx;
+    kiln_expr half_x = kiln_mul(ctx, x, lib_f(c, 0.5, dt));
+    kiln_expr inner;
+    if (tanh_approx != 0) {
+        /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+        kiln_expr x3 = kiln_mul(ctx, kiln_mul(ctx, x, x), x);
+        kiln_expr u = kiln_add(ctx, x, kiln_mul(ctx, x3, lib_f(c, 0.044715, dt)));
+        inner = kiln_unary(ctx, KILN_OP_TANH,
+                           kiln_mul(ctx, u, lib_f(c, 0.79788456080286535588 /* sqrt(2/pi) */, dt)));
+    } else {
+        inner = kiln_unary(ctx, KILN_OP_ERF,
+                           kiln_mul(ctx, x, lib_f(c, 0.70710678118654752440 /* 1/sqrt(2) */, dt)));
+    }
+    return kiln_mul(ctx, half_x, kiln_add(ctx, inner, lib_f(c, 1, dt)));
+}
+
+enum kiln_status
+kiln_lib_gelu(struct libcall *c)
+{
+    static const char *const attrs[] = {"approximate", NULL};
+    const char              *approx;
+    KILN_TRY(lib_allow(c, attrs));
+    KILN_TRY(lib_get_string(c, "approximate", "none", &approx));
+    if (strcmp(approx, "none") && strcmp(approx, "tanh"))
+        return lib_fail_attr(c, lib_attr(c, "approximate"),
+                             "attribute approximate must be \"none\" or \"tanh\", got \"%s\"",
+                             approx);
+    return map1(c, (struct unary){.fn = op_gelu, .p = !strcmp(approx, "tanh"), .need_float = true});
+}
+
+static kiln_expr
+op_silu(struct libcall *c, kiln_expr x, enum kiln_dtype dt, double p)
+{
+    (void)dt;
+    (void)p;
+    return kiln_mul(c->ctx, x, kiln_unary(c->ctx, KILN_OP_SIGMOID, x));
+}
+
+enum kiln_status
+kiln_lib_silu(struct libcall *c)
+{
+    KILN_TRY(lib_allow(c, no_attrs));
+    return map1(c, (struct unary){.fn = op_silu, .p = 0, .need_float = true});
+}
+
+/* ---- binary with broadcasting ---- */
+
+static enum kiln_status
+map2(struct libcall *c, enum kiln_op op, bool need_float)
+{
+    KILN_TRY(lib_allow(c, no_attrs));
+    KILN_TRY(lib_same_dtype(c));
+    KILN_TRY(need_float ? lib_want_float(c, 0) : lib_want_numeric(c, 0));
+    const struct kiln_tensor *a = lib_in(c, 0), *b = lib_in(c, 1);
+    int64_t                   shape[KILN_MAX_DIMS];
+    uint32_t                  n;
+    if (!lib_bcast_shape(a->shape, a->ndim, b->shape, b->ndim, shape, &n)) {
+        char sa[LIB_SHAPE_BUF], sb[LIB_SHAPE_BUF];
+        return lib_fail(c, "shapes %s of %s and %s of %s do not broadcast",
+                        lib_shape_str(a->shape, a->ndim, sa, sizeof sa), lib_in_name(c, 0),
+                        lib_shape_str(b->shape, b->ndim, sb, sizeof sb), lib_in_name(c, 1));
+    }
+    KILN_TRY(lib_begin(c));
+    uint32_t t = lib_tensor(c, NULL, (enum kiln_dtype)a->dtype, n, shape);
+    if (t == KILN_NONE)
+        return c->ctx->err.status;
+    kiln_expr ax[KILN_MAX_DIMS], ia[KILN_MAX_DIMS], ib[KILN_MAX_DIMS];
+    lib_axes(c, n, ax);
+    lib_bcast_idx(c, a->shape, a->ndim, shape, n, ax, ia);
+    lib_bcast_idx(c, b->shape, b->ndim, shape, n, ax, ib);
+    kiln_expr body = kiln_binary(c->ctx, op, lib_load(c, 0, ia), lib_load(c, 1, ib));
+    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, NULL);
+}
+
+enum kiln_status
+kiln_lib_add(struct libcall *c)
+{
+    return map2(c, KILN_OP_ADD, false);
+}
+
+enum kiln_status
+kiln_lib_sub(struct libcall *c)
+{
+    return map2(c, KILN_OP_SUB, false);
+}
+
+enum kiln_status
+kiln_lib_mul(struct libcall *c)
+{
+    return map2(c, KILN_OP_MUL, false);
+}
+
+enum kiln_status
+kiln_lib_div(struct libcall *c)
+{
+    return map2(c, KILN_OP_DIV, true);
+}
+
+enum kiln_status
+kiln_lib_maximum(struct libcall *c)
+{
+    return map2(c, KILN_OP_MAX, false);
+}
+
+enum kiln_status
+kiln_lib_minimum(struct libcall *c)
+{
+    return map2(c, KILN_OP_MIN, false);
+}
+
+enum kiln_status
+kiln_lib_pow(struct libcall *c)
+{
+    return map2(c, KILN_OP_POW, true);
+}

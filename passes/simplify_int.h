@@ -1,0 +1,134 @@
+/* passes/simplify_int.h -- private to the simplifier (simplify_bounds.c, simplify.c): its
+ * state, the memo tables, the scratch pool, intervals, and small integer helpers. Other files,
+ * simplify_stmt.c included, use the passes.h API (kiln_simplify_expr, kiln_expr_bounds,
+ * struct kiln_simplifier). */
+#ifndef KILN_SIMPLIFY_INT_H
+#define KILN_SIMPLIFY_INT_H
+
+#include "passes.h"
+
+/* scratch pool: bump allocation in blocks, released LIFO (simplify_bounds.c) */
+struct pblock;
+struct pool {
+    kiln_ctx      *ctx;
+    struct pblock *head;
+};
+struct pmark {
+    struct pblock *head;
+    size_t         used;
+};
+
+/* memo table keyed by node id; entries are valid for one generation (environment) */
+struct slot {
+    uint32_t key, gen;
+    int64_t  a, b;
+};
+struct table {
+    struct slot *s;
+    uint32_t     cap, used, live, gen;
+};
+
+struct simp {
+    kiln_ctx                    *ctx;
+    const struct kiln_var_range *r;
+    uint32_t                     nr;
+    struct table                 sm; /* node -> simplified node */
+    struct table                 bm; /* node -> interval */
+    struct pool                  pool;
+    bool                         oom;
+};
+
+/* intervals: lo == INT64_MIN is -inf, hi == INT64_MAX is +inf */
+struct ival {
+    int64_t lo, hi;
+};
+#define NINF    INT64_MIN
+#define PINF    INT64_MAX
+#define IV_FULL ((struct ival){NINF, PINF})
+
+/* ---- simplify_bounds.c (simplify.c has no cross-file functions) ---- */
+void         kiln_simp_init(struct simp *S, kiln_ctx *ctx);
+void         kiln_simp_env(struct simp *S, const struct kiln_var_range *r, uint32_t nr);
+void         kiln_simp_fini(struct simp *S);
+void         kiln_simp_oom(struct simp *S);             /* records KILN_ERR_NOMEM once */
+void        *kiln_simp_alloc(struct simp *S, size_t n); /* scratch; NULL after kiln_simp_oom */
+struct pmark kiln_simp_mark(const struct simp *S);
+void         kiln_simp_release(struct simp *S, struct pmark m);
+bool         kiln_simp_memo_get(const struct simp *S, kiln_expr e, kiln_expr *out);
+bool         kiln_simp_memo_put(struct simp *S, kiln_expr e, kiln_expr out); /* false: OOM */
+struct ival  kiln_simp_bound(struct simp *S, kiln_expr e); /* structural, memoised */
+struct ival  kiln_iv_add(struct ival a, struct ival b);
+struct ival  kiln_iv_scale(struct ival a, int64_t k);
+
+/* ---- small helpers ---- */
+static inline bool
+live(const struct simp *S)
+{
+    return !S->oom && kiln_ok(S->ctx);
+}
+
+static inline enum kiln_op
+op_of(const struct simp *S, kiln_expr e)
+{
+    return (enum kiln_op)S->ctx->node[e.id].op;
+}
+
+static inline kiln_expr
+kid(const struct simp *S, kiln_expr e, int i)
+{
+    return (kiln_expr){S->ctx->node[e.id].kid[i]};
+}
+
+static inline bool
+is_intlike(enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64
+           || dt == KILN_DTYPE_BOOL;
+}
+
+static inline bool
+iv_finite(struct ival v)
+{
+    return v.lo != NINF && v.hi != PINF;
+}
+
+static inline int64_t
+fdiv(int64_t a, int64_t b) /* b != 0, not (INT64_MIN, -1) */
+{
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+static inline int64_t
+fmod64(int64_t a, int64_t b)
+{
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+    return r;
+}
+
+static inline bool
+mul_ok(int64_t a, int64_t b, int64_t *r)
+{
+    return !kiln_mul_overflows(a, b, r);
+}
+
+static inline bool
+add_ok(int64_t a, int64_t b, int64_t *r)
+{
+    return !kiln_add_overflows(a, b, r);
+}
+
+static inline int64_t
+hi_add(int64_t a, int64_t b) /* upper bounds: +inf absorbs, overflow saturates to +inf */
+{
+    int64_t r;
+    if (a == PINF || b == PINF || !add_ok(a, b, &r))
+        return PINF;
+    return r;
+}
+
+#endif

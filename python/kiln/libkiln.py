@@ -1,0 +1,256 @@
+"""ctypes over libkiln.so: parsing .kg text, structural hashes, the reference interpreter.
+
+libkiln is found through the ``KILN_LIB`` environment variable (a path to libkiln.so), else in
+the repository's build directory (``build/libkiln.so`` next to ``python/``). Every ``Graph``
+owns its own ``kiln_ctx``, freed with the graph.
+"""
+
+import ctypes
+import os
+
+from . import _dlpack as dl
+from .errors import Error
+
+_LIB = None
+_KINDS = ("input", "weight", "op")
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("kind", ctypes.c_int),
+        ("is_output", ctypes.c_int),
+    ]
+
+
+class _CallInfo(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_char_p),
+        ("output", ctypes.c_char_p),
+        ("flops", ctypes.c_double),
+        ("bytes", ctypes.c_double),
+        ("params", ctypes.c_double),
+    ]
+
+
+class _CompileOptions(ctypes.Structure):
+    _fields_ = [
+        ("target", ctypes.c_char_p),
+        ("schedule_json", ctypes.c_char_p),
+        ("schedule_len", ctypes.c_size_t),
+        ("name", ctypes.c_char_p),
+    ]
+
+
+def _find():
+    env = os.environ.get("KILN_LIB")
+    if env:
+        return env
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(repo, "build", "libkiln.so")
+
+
+def _proto(lib, name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+
+
+def lib():
+    """libkiln.so as a ctypes library (loaded once; see the module docstring for where)."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    path = _find()
+    if not os.path.exists(path):
+        raise Error("cannot find libkiln.so at %s: build kiln (cmake --build build) or set "
+                    "KILN_LIB to its path" % path)
+    try:
+        so = ctypes.CDLL(path)
+    except OSError as e:
+        raise Error("cannot load %s: %s" % (path, e)) from None
+    P, u32, i64, st = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
+    _proto(so, "kiln_ctx_new", P, P)
+    _proto(so, "kiln_ctx_free", None, P)
+    _proto(so, "kiln_ctx_error", P, P)
+    _proto(so, "kiln_ctx_error_clear", None, P)
+    _proto(so, "kiln_error_format", ctypes.c_int, P, ctypes.c_char_p, ctypes.c_size_t)
+    _proto(so, "kiln_status_name", ctypes.c_char_p, st)
+    _proto(so, "kiln_graph_parse", st, P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+           ctypes.POINTER(P))
+    _proto(so, "kiln_graph_print", st, P, P, ctypes.c_uint, ctypes.POINTER(ctypes.c_char_p))
+    _proto(so, "kiln_graph_hash", ctypes.c_uint64, P)
+    _proto(so, "kiln_graph_tensor", None, P, u32, ctypes.POINTER(_TensorInfo))
+    _proto(so, "kiln_graph_nargs", u32, P)
+    _proto(so, "kiln_graph_arg", u32, P, u32)
+    _proto(so, "kiln_graph_noutputs", u32, P)
+    _proto(so, "kiln_graph_output", u32, P, u32)
+    _proto(so, "kiln_graph_ncalls", u32, P)
+    _proto(so, "kiln_graph_call", None, P, u32, ctypes.POINTER(_CallInfo))
+    _proto(so, "kiln_graph_eval", st, P, P, ctypes.POINTER(ctypes.c_void_p),
+           ctypes.POINTER(ctypes.c_void_p))
+    _proto(so, "kiln_graph_tensor_numel", i64, P, u32)
+    if hasattr(so, "kiln_graph_compile"):
+        _proto(so, "kiln_graph_compile", st, P, P, ctypes.POINTER(_CompileOptions),
+               ctypes.c_char_p)
+    _LIB = so
+    return so
+
+
+class _Ctx:
+    """A kiln_ctx, freed when the last Python object using it goes away."""
+
+    def __init__(self):
+        self.lib = lib()
+        self.ptr = self.lib.kiln_ctx_new(None)
+        if not self.ptr:
+            raise Error("kiln_ctx_new failed: out of memory")
+
+    def error(self, status):
+        e = self.lib.kiln_ctx_error(self.ptr)
+        if not e:
+            return Error(self.lib.kiln_status_name(status).decode(), status=status)
+        buf = ctypes.create_string_buffer(2048)
+        self.lib.kiln_error_format(e, buf, len(buf))
+        self.lib.kiln_ctx_error_clear(self.ptr)
+        return Error(buf.value.decode(errors="replace"),
+                     status=self.lib.kiln_status_name(status).decode())
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            self.lib.kiln_ctx_free(self.ptr)
+            self.ptr = None
+
+
+def _info(lib, g, index):
+    ti = _TensorInfo()
+    lib.kiln_graph_tensor(g, index, ctypes.byref(ti))
+    return {"name": ti.name.decode(), "dtype": dl.DTYPES[ti.dtype].name,
+            "shape": tuple(ti.shape[d] for d in range(ti.ndim)), "kind": _KINDS[ti.kind],
+            "output": bool(ti.is_output)}
+
+
+class Graph:
+    """A parsed kernel graph (``kiln.parse``)."""
+
+    def __init__(self, text, filename=None):
+        self._ctx = _Ctx()
+        L = self._ctx.lib
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        g = ctypes.c_void_p()
+        st = L.kiln_graph_parse(self._ctx.ptr, data, len(data),
+                                filename.encode() if filename else None, ctypes.byref(g))
+        if st != 0:
+            raise self._ctx.error(st)
+        self._g = g
+        self.args = [_info(L, g, L.kiln_graph_arg(g, i)) for i in range(L.kiln_graph_nargs(g))]
+        self.outputs = [_info(L, g, L.kiln_graph_output(g, i))
+                        for i in range(L.kiln_graph_noutputs(g))]
+
+    @property
+    def hash(self):
+        """The stable 64-bit structural hash (``"%016x" % h`` is the metadata's graph_hash)."""
+        return int(self._ctx.lib.kiln_graph_hash(self._g))
+
+    @property
+    def calls(self):
+        """One dict per statement: kind, output, flops, bytes, params."""
+        L, out = self._ctx.lib, []
+        for i in range(L.kiln_graph_ncalls(self._g)):
+            ci = _CallInfo()
+            L.kiln_graph_call(self._g, i, ctypes.byref(ci))
+            out.append({"kind": ci.kind.decode(), "output": ci.output.decode(),
+                        "flops": ci.flops, "bytes": ci.bytes, "params": ci.params})
+        return out
+
+    @property
+    def flops(self):
+        return sum(c["flops"] for c in self.calls)
+
+    @property
+    def bytes(self):
+        return sum(c["bytes"] for c in self.calls)
+
+    def print(self, expanded=False):
+        """The graph in canonical .kg text."""
+        out = ctypes.c_char_p()
+        st = self._ctx.lib.kiln_graph_print(self._ctx.ptr, self._g, 1 if expanded else 0,
+                                            ctypes.byref(out))
+        if st != 0:
+            raise self._ctx.error(st)
+        return out.value.decode()
+
+    def eval(self, *inputs):
+        """Runs the reference interpreter (double precision) on inputs (arrays, tensors or
+        nested lists of the declared shapes, in argument order). Returns float64 NumPy arrays
+        for float outputs and arrays of the declared dtype for integer and boolean ones; one
+        output is returned as is, several as a tuple."""
+        import numpy as np
+        if len(inputs) != len(self.args):
+            raise Error("expected %d input%s (%s), got %d" % (
+                len(self.args), "" if len(self.args) == 1 else "s",
+                ", ".join(a["name"] for a in self.args), len(inputs)))
+        ins = []
+        for i, (a, x) in enumerate(zip(self.args, inputs)):
+            if hasattr(x, "detach"):
+                x = x.detach().cpu().numpy()
+            arr = np.ascontiguousarray(x, dtype=np.float64)
+            if arr.shape != a["shape"]:
+                raise Error("argument %d (%s) has shape %s, expected %s"
+                            % (i, a["name"], list(arr.shape), list(a["shape"])))
+            ins.append(arr)
+        outs = [np.empty(o["shape"], dtype=np.float64) for o in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins])
+        out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*[o.ctypes.data for o in outs])
+        st = self._ctx.lib.kiln_graph_eval(self._ctx.ptr, self._g, in_ptrs, out_ptrs)
+        if st != 0:
+            raise self._ctx.error(st)
+        res = []
+        for o, arr in zip(self.outputs, outs):
+            dt = dl.BY_NAME[o["dtype"]]
+            res.append(arr if dt.is_float or dt.numpy is None else arr.astype(dt.numpy))
+        return res[0] if len(res) == 1 else tuple(res)
+
+    # ---- compile: PROVISIONAL. A thin wrapper over kiln_graph_compile so that tests can make
+    # shared objects; the lead's kiln.compile (options, caching) replaces this block. ----
+    def compile(self, path, target=None, schedule=None, name=None):
+        """Compiles the graph into a shared object at path and loads it (``kiln.Module``)."""
+        from .module import load
+        L = self._ctx.lib
+        if not hasattr(L, "kiln_graph_compile"):
+            raise Error("this libkiln cannot compile (no kiln_graph_compile)")
+        sched = schedule.encode() if isinstance(schedule, str) else schedule
+        opt = _CompileOptions(target.encode() if target else None, sched,
+                              len(sched) if sched else 0, name.encode() if name else None)
+        path = os.fspath(path)
+        st = L.kiln_graph_compile(self._ctx.ptr, self._g, ctypes.byref(opt), path.encode())
+        if st != 0:
+            raise self._ctx.error(st)
+        return load(path)
+
+    def __repr__(self):
+        return "<kiln.Graph %s -> %s>" % (", ".join(a["name"] for a in self.args),
+                                          ", ".join(o["name"] for o in self.outputs))
+
+
+def parse(text, filename=None):
+    """Parses .kg text into a ``Graph``; raises ``kiln.Error`` ("file:line:col: error: ...")."""
+    return Graph(text, filename)
+
+
+def graph_hash(text):
+    """The structural hash of the graph in ``text`` (an int)."""
+    return Graph(text).hash
+
+
+def eval(text, *inputs):  # noqa: A001 - the package's name for the interpreter
+    """``parse(text).eval(*inputs)``: the reference interpreter as an oracle."""
+    return Graph(text).eval(*inputs)
+
+
+def compile(text, path, target=None, schedule=None, name=None):  # noqa: A001
+    """PROVISIONAL (see Graph.compile): compiles .kg text into a shared object and loads it."""
+    return Graph(text).compile(path, target=target, schedule=schedule, name=name)

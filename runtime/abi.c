@@ -1,0 +1,342 @@
+/* runtime/abi.c -- the checked entry of generated code: kiln_abi_call validates the DLPack
+ * tensors a caller passes against the module's descriptor (struct kiln_abi_desc) and then runs
+ * the kernel on their data pointers.
+ *
+ * The checks, in order, stop at the first failure and write one message naming the argument by
+ * index and name: the argument count, then per argument a NULL tensor or data or shape, the
+ * device, the dtype (code, bits, lanes), the rank and extents, the strides (NULL or compact
+ * row-major; a dimension of extent 1 may have any stride, as NumPy and PyTorch give them
+ * arbitrary ones), and the alignment of data + byte_offset to the argument's `align`; last,
+ * aliasing: an output whose bytes overlap those of any other argument is refused
+ * (KILN_ABI_ERR_ALIAS), because generated code assumes its buffers do not alias (it marks
+ * them noalias) and may read an input after writing an output. Inputs may overlap each other.
+ *
+ * This file is linked into every generated shared object (libkiln_rt.a) as well as libkiln, so
+ * it depends on nothing but kiln_abi.h, DLPack and libc, and it never allocates: messages are
+ * formatted straight into the caller's buffer. */
+#include "runtime.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define RT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RT_PRINTF(f, a)
+#endif
+
+#define KILN_DL_BOOL   6  /* DLDataTypeCode kDLBool (DLPack >= 0.8; this header is older) */
+#define MAX_PRINT_NDIM 64 /* ranks beyond this are printed as a number only */
+
+static int32_t fail(char *err, size_t errsize, int32_t status, const char *fmt, ...)
+    RT_PRINTF(4, 5);
+
+static int32_t
+fail(char *err, size_t errsize, int32_t status, const char *fmt, ...)
+{
+    if (err && errsize > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errsize, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+/* Appends s to buf (capacity cap, length *len), truncating with "..." when full. */
+static void
+put(char *buf, size_t cap, size_t *len, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 4 >= cap) {
+        if (*len + 4 < cap) {
+            memcpy(buf + *len, "...", 4);
+            *len += 3;
+        }
+        *len = cap; /* full: ignore the rest */
+        return;
+    }
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+}
+
+/* "[4, 8]" for v[0..n) into buf. */
+static const char *
+ints_str(char *buf, size_t cap, const int64_t *v, int32_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    put(buf, cap, &len, "[");
+    for (int32_t i = 0; i < n && len < cap; i++) {
+        char num[32];
+        snprintf(num, sizeof num, "%s%" PRId64, i ? ", " : "", v[i]);
+        put(buf, cap, &len, num);
+    }
+    put(buf, cap, &len, "]");
+    return buf;
+}
+
+static const char *
+device_name(int32_t type)
+{
+    switch (type) {
+    case kDLCPU:
+        return "cpu";
+    case kDLCUDA:
+        return "cuda";
+    case kDLCUDAHost:
+        return "cuda_host";
+    case kDLOpenCL:
+        return "opencl";
+    case kDLVulkan:
+        return "vulkan";
+    case kDLMetal:
+        return "metal";
+    case kDLVPI:
+        return "vpi";
+    case kDLROCM:
+        return "rocm";
+    case kDLROCMHost:
+        return "rocm_host";
+    case kDLExtDev:
+        return "ext_dev";
+    case kDLCUDAManaged:
+        return "cuda_managed";
+    case 14:
+        return "oneapi";
+    case 15:
+        return "webgpu";
+    case 16:
+        return "hexagon";
+    default:
+        return NULL;
+    }
+}
+
+/* "f32", "i64", "bool", "bf16", "f32x4", "code 9 bits 32" */
+static const char *
+dtype_str(char *buf, size_t cap, unsigned code, unsigned bits, unsigned lanes)
+{
+    const char *prefix = NULL;
+    switch (code) {
+    case kDLInt:
+        prefix = "i";
+        break;
+    case kDLUInt:
+        prefix = "u";
+        break;
+    case kDLFloat:
+        prefix = "f";
+        break;
+    case kDLBfloat:
+        prefix = "bf";
+        break;
+    case kDLComplex:
+        prefix = "c";
+        break;
+    case kDLOpaqueHandle:
+        prefix = "handle";
+        break;
+    default:
+        break;
+    }
+    int n;
+    if (code == KILN_DL_BOOL && bits == 8)
+        n = snprintf(buf, cap, "bool");
+    else if (code == KILN_DL_BOOL)
+        n = snprintf(buf, cap, "bool%u", bits);
+    else if (prefix)
+        n = snprintf(buf, cap, "%s%u", prefix, bits);
+    else
+        n = snprintf(buf, cap, "code %u bits %u", code, bits);
+    if (lanes != 1 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "x%u", lanes);
+    return buf;
+}
+
+/* Bytes of argument a (its declared shape); 0 if it does not fit. */
+static uint64_t
+arg_bytes(const struct kiln_abi_arg *a)
+{
+    uint64_t n = (uint64_t)((a->bits + 7u) / 8u) * (a->lanes ? a->lanes : 1u);
+    for (int32_t d = 0; d < a->ndim; d++) {
+        uint64_t e = a->shape[d] > 0 ? (uint64_t)a->shape[d] : 0;
+        if (e && n > UINT64_MAX / e)
+            return 0;
+        n *= e;
+    }
+    return n;
+}
+
+static const char *
+arg_name(const struct kiln_abi_arg *a)
+{
+    return a->name ? a->name : "?";
+}
+
+/* Checks one tensor t against argument i of d; 0 or a status with the message in err. */
+static int32_t
+check_arg(const struct kiln_abi_desc *d, int32_t i, const DLTensor *t, char *err, size_t errsize)
+{
+    const struct kiln_abi_arg *a = &d->args[i];
+    const char                *name = arg_name(a);
+    char                       b1[256], b2[256];
+
+    if (!t)
+        return fail(err, errsize, KILN_ABI_ERR_NULL, "argument %d (%s) is NULL", i, name);
+    if (!t->data)
+        return fail(err, errsize, KILN_ABI_ERR_NULL, "argument %d (%s) has NULL data", i, name);
+    if ((int32_t)t->device.device_type != d->device) {
+        const char *have = device_name((int32_t)t->device.device_type);
+        const char *want = device_name(d->device);
+        if (have)
+            snprintf(b1, sizeof b1, "%s:%d", have, (int)t->device.device_id);
+        else
+            snprintf(b1, sizeof b1, "type %d:%d", (int)t->device.device_type,
+                     (int)t->device.device_id);
+        return fail(err, errsize, KILN_ABI_ERR_DEVICE,
+                    "argument %d (%s) is on device %s; this code runs on %s", i, name, b1,
+                    want ? want : "an unknown device");
+    }
+    if (t->dtype.code != a->code || t->dtype.bits != a->bits || t->dtype.lanes != a->lanes)
+        return fail(err, errsize, KILN_ABI_ERR_DTYPE, "argument %d (%s) has dtype %s, expected %s",
+                    i, name, dtype_str(b1, sizeof b1, t->dtype.code, t->dtype.bits, t->dtype.lanes),
+                    dtype_str(b2, sizeof b2, a->code, a->bits, a->lanes));
+    if (t->ndim != a->ndim) {
+        if (t->shape && t->ndim > 0 && t->ndim <= MAX_PRINT_NDIM)
+            return fail(err, errsize, KILN_ABI_ERR_SHAPE,
+                        "argument %d (%s) has shape %s, expected %s", i, name,
+                        ints_str(b1, sizeof b1, t->shape, t->ndim),
+                        ints_str(b2, sizeof b2, a->shape, a->ndim));
+        return fail(err, errsize, KILN_ABI_ERR_SHAPE,
+                    "argument %d (%s) has rank %d, expected %d (shape %s)", i, name, (int)t->ndim,
+                    (int)a->ndim, ints_str(b2, sizeof b2, a->shape, a->ndim));
+    }
+    if (a->ndim > 0 && !t->shape)
+        return fail(err, errsize, KILN_ABI_ERR_NULL, "argument %d (%s) has NULL shape", i, name);
+    for (int32_t k = 0; k < a->ndim; k++) {
+        if (t->shape[k] != a->shape[k])
+            return fail(err, errsize, KILN_ABI_ERR_SHAPE,
+                        "argument %d (%s) has shape %s, expected %s", i, name,
+                        ints_str(b1, sizeof b1, t->shape, t->ndim),
+                        ints_str(b2, sizeof b2, a->shape, a->ndim));
+    }
+    if (t->strides) {
+        int64_t want = 1;
+        for (int32_t k = a->ndim - 1; k >= 0; k--) {
+            if (a->shape[k] != 1 && t->strides[k] != want) {
+                int64_t compact[MAX_PRINT_NDIM];
+                int64_t s = 1;
+                for (int32_t j = a->ndim - 1; j >= 0; j--) {
+                    compact[j] = s;
+                    s *= a->shape[j];
+                }
+                return fail(err, errsize, KILN_ABI_ERR_STRIDE,
+                            "argument %d (%s) has strides %s, expected NULL or the compact "
+                            "row-major strides %s",
+                            i, name, ints_str(b1, sizeof b1, t->strides, t->ndim),
+                            ints_str(b2, sizeof b2, compact, a->ndim));
+            }
+            want *= a->shape[k];
+        }
+    }
+    uintptr_t p = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    uint32_t  align = a->align ? a->align : 1;
+    if (p % align != 0)
+        return fail(err, errsize, KILN_ABI_ERR_ALIGN,
+                    "argument %d (%s) has data + byte_offset = %#" PRIxPTR
+                    ", not aligned to %u bytes",
+                    i, name, p, (unsigned)align);
+    return KILN_ABI_OK;
+}
+
+static const char *
+status_text(int32_t st)
+{
+    switch (st) {
+    case KILN_ABI_ERR_NOMEM:
+        return "a temporary buffer could not be allocated";
+    case KILN_ABI_ERR_RUNTIME:
+        return "the thread pool or the device failed";
+    default:
+        return "unexpected status";
+    }
+}
+
+int32_t
+kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, char *err,
+              size_t errsize)
+{
+    if (err && errsize > 0)
+        err[0] = 0;
+    if (!d)
+        return fail(err, errsize, KILN_ABI_ERR_NULL, "no module descriptor");
+    if (d->abi_version != KILN_ABI_VERSION)
+        return fail(err, errsize, KILN_ABI_ERR_RUNTIME,
+                    "module built for kiln ABI version %d; this runtime implements version %d",
+                    (int)d->abi_version, KILN_ABI_VERSION);
+    if (nargs != d->nargs || (nargs > 0 && !args)) {
+        char   names[160]; /* leaves room in a 256-byte err buffer */
+        size_t len = 0;
+        names[0] = 0;
+        for (int32_t i = 0; i < d->nargs && len < sizeof names; i++) {
+            if (i)
+                put(names, sizeof names, &len, ", ");
+            put(names, sizeof names, &len, arg_name(&d->args[i]));
+        }
+        if (nargs == d->nargs)
+            return fail(err, errsize, KILN_ABI_ERR_NULL,
+                        "the argument array is NULL; expected %d arguments (%s)", (int)d->nargs,
+                        names);
+        return fail(err, errsize, KILN_ABI_ERR_NARGS, "expected %d argument%s (%s), got %d",
+                    (int)d->nargs, d->nargs == 1 ? "" : "s", names, (int)nargs);
+    }
+    for (int32_t i = 0; i < nargs; i++) {
+        int32_t st = check_arg(d, i, args[i], err, errsize);
+        if (st != KILN_ABI_OK)
+            return st;
+    }
+    for (int32_t i = 0; i < nargs; i++) {
+        if (d->args[i].role != 2)
+            continue;
+        uintptr_t lo = (uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset;
+        uintptr_t hi = lo + (uintptr_t)arg_bytes(&d->args[i]);
+        for (int32_t j = 0; j < nargs; j++) {
+            if (j == i)
+                continue;
+            uintptr_t lo2 = (uintptr_t)args[j]->data + (uintptr_t)args[j]->byte_offset;
+            uintptr_t hi2 = lo2 + (uintptr_t)arg_bytes(&d->args[j]);
+            if (lo < hi2 && lo2 < hi)
+                return fail(err, errsize, KILN_ABI_ERR_ALIAS,
+                            "argument %d (%s) is an output and overlaps argument %d (%s)", (int)i,
+                            arg_name(&d->args[i]), (int)j, arg_name(&d->args[j]));
+        }
+    }
+
+    enum { MAX_STACK_ARGS = 64 };
+    void        *stack[MAX_STACK_ARGS] = {0}; /* zeroed: GCC cannot see nargs entries get set */
+    void *const *data;
+    if (nargs > MAX_STACK_ARGS) {
+        void **heap = kiln_rt_alloc((int64_t)sizeof(void *) * nargs);
+        if (!heap)
+            return fail(err, errsize, KILN_ABI_ERR_NOMEM,
+                        "cannot allocate the table of %d data pointers", (int)nargs);
+        for (int32_t i = 0; i < nargs; i++)
+            heap[i] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
+        data = heap;
+    } else {
+        for (int32_t i = 0; i < nargs; i++)
+            stack[i] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
+        data = stack;
+    }
+    int32_t st = d->kernel ? d->kernel(data) : KILN_ABI_ERR_RUNTIME;
+    if (data != stack)
+        kiln_rt_free((void *)data);
+    if (st != KILN_ABI_OK)
+        return fail(err, errsize, st, "%s: %s (status %d)",
+                    d->kernel ? "the kernel failed" : "no kernel",
+                    d->kernel ? status_text(st) : "the descriptor has no kernel", (int)st);
+    return KILN_ABI_OK;
+}

@@ -1,0 +1,252 @@
+/* runtime/module.c -- loading a generated shared object into this process (the public
+ * kiln_module_* API of include/kiln.h): dlopen it with RTLD_NOW | RTLD_LOCAL, look up the
+ * entry points of include/kiln_abi.h and the `kiln_desc` descriptor, check the ABI version, and
+ * call it through its own kiln_call, turning the ABI status and message into a kiln_status in
+ * the context.
+ *
+ * Choices. A path without a slash is taken relative to the working directory ("./" is
+ * prepended), never searched for on LD_LIBRARY_PATH as dlopen would. The ABI version is read
+ * through kiln_abi_version() before anything else of the object is trusted: a mismatch means
+ * the descriptor's layout may differ. The module struct is allocated with the context's
+ * allocator but keeps its own copy of the hook, so a module may outlive the context that loaded
+ * it. Argument descriptions point into the loaded object and stay valid until
+ * kiln_module_free. Depends on util and libc (libdl). */
+#include "../util/util.h"
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define KILN_DL_BOOL 6 /* DLDataTypeCode kDLBool (DLPack >= 0.8) */
+
+typedef const char *(*source_fn)(void);
+
+struct kiln_module {
+    void                       *handle;
+    kiln_alloc_fn               alloc; /* the loading context's allocator hook (NULL = libc) */
+    void                       *alloc_ud;
+    const struct kiln_abi_desc *desc;
+    kiln_call_fn                call;
+    kiln_metadata_fn            metadata;
+    source_fn                   source;
+    kiln_set_num_threads_fn     set_num_threads;
+};
+
+/* Looks up a function symbol without the object-to-function-pointer cast ISO C forbids. */
+static void *
+lookup(void *handle, const char *name)
+{
+    dlerror();
+    return dlsym(handle, name);
+}
+
+static enum kiln_status
+not_kiln(kiln_ctx *ctx, const char *path, const char *sym)
+{
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "module",
+                     "%s is not a kiln module: it does not export %s", path, sym);
+}
+
+enum kiln_status
+kiln_module_load(kiln_ctx *ctx, const char *path, struct kiln_module **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return KILN_ERR_INVALID;
+    if (!path || !*path || !out)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "kiln_module_load: %s is NULL",
+                         !out ? "out" : "path");
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "cannot open %s: %s", path,
+                         strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "cannot load %s: not a regular file",
+                         path);
+    const char *open_path = path;
+    if (!strchr(path, '/')) {
+        open_path = kiln_arena_printf(ctx, "./%s", path);
+        if (!open_path)
+            return ctx->err.status;
+    }
+
+    dlerror();
+    void *h = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "module", "cannot load %s: %s", path,
+                         e ? e : "dlopen failed");
+    }
+
+    struct {
+        const char *name;
+        void       *p;
+    } sym[] = {{"kiln_abi_version", NULL}, {"kiln_metadata", NULL},        {"kiln_source", NULL},
+               {"kiln_call", NULL},        {"kiln_set_num_threads", NULL}, {"kiln_desc", NULL}};
+    enum kiln_status st = KILN_OK;
+    for (size_t i = 0; i < KILN_COUNTOF(sym) && st == KILN_OK; i++) {
+        sym[i].p = lookup(h, sym[i].name);
+        if (!sym[i].p)
+            st = not_kiln(ctx, path, sym[i].name);
+        if (st == KILN_OK && i == 0) {
+            kiln_abi_version_fn version;
+            memcpy(&version, &sym[0].p, sizeof version);
+            int32_t v = version();
+            if (v != KILN_ABI_VERSION)
+                st = KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "module",
+                               "%s was built for kiln ABI version %d; this libkiln supports "
+                               "version %d",
+                               path, (int)v, KILN_ABI_VERSION);
+        }
+    }
+    const struct kiln_abi_desc *desc = sym[5].p;
+    if (st == KILN_OK
+        && (desc->abi_version != KILN_ABI_VERSION || desc->nargs < 0
+            || (desc->nargs > 0 && !desc->args)))
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "%s has a malformed kiln_desc", path);
+    struct kiln_module *m = NULL;
+    if (st == KILN_OK) {
+        m = kiln_mem_realloc(ctx, NULL, 0, sizeof *m);
+        if (!m)
+            st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "module", "loading %s: out of memory", path);
+    }
+    if (st != KILN_OK) {
+        dlclose(h);
+        return st;
+    }
+    memset(m, 0, sizeof *m);
+    m->handle = h;
+    m->alloc = ctx->alloc;
+    m->alloc_ud = ctx->alloc_ud;
+    m->desc = desc;
+    memcpy(&m->metadata, &sym[1].p, sizeof m->metadata);
+    memcpy(&m->source, &sym[2].p, sizeof m->source);
+    memcpy(&m->call, &sym[3].p, sizeof m->call);
+    memcpy(&m->set_num_threads, &sym[4].p, sizeof m->set_num_threads);
+    *out = m;
+    return KILN_OK;
+}
+
+void
+kiln_module_free(struct kiln_module *m)
+{
+    if (!m)
+        return;
+    dlclose(m->handle);
+    if (m->alloc)
+        m->alloc(m->alloc_ud, m, sizeof *m, 0);
+    else
+        free(m);
+}
+
+const char *
+kiln_module_metadata(const struct kiln_module *m)
+{
+    const char *s = m ? m->metadata() : NULL;
+    return s ? s : "{}";
+}
+
+const char *
+kiln_module_source(const struct kiln_module *m)
+{
+    const char *s = m ? m->source() : NULL;
+    return s ? s : "";
+}
+
+uint32_t
+kiln_module_nargs(const struct kiln_module *m)
+{
+    return m ? (uint32_t)m->desc->nargs : 0;
+}
+
+static enum kiln_dtype
+dtype_of(const struct kiln_abi_arg *a)
+{
+    if (a->lanes != 1)
+        return KILN_DTYPE_COUNT;
+    switch (a->code) {
+    case kDLFloat:
+        return a->bits == 32   ? KILN_DTYPE_F32
+               : a->bits == 16 ? KILN_DTYPE_F16
+               : a->bits == 64 ? KILN_DTYPE_F64
+                               : KILN_DTYPE_COUNT;
+    case kDLBfloat:
+        return a->bits == 16 ? KILN_DTYPE_BF16 : KILN_DTYPE_COUNT;
+    case kDLInt:
+        return a->bits == 8    ? KILN_DTYPE_I8
+               : a->bits == 32 ? KILN_DTYPE_I32
+               : a->bits == 64 ? KILN_DTYPE_I64
+                               : KILN_DTYPE_COUNT;
+    case KILN_DL_BOOL:
+        return a->bits == 8 ? KILN_DTYPE_BOOL : KILN_DTYPE_COUNT;
+    default:
+        return KILN_DTYPE_COUNT;
+    }
+}
+
+enum kiln_status
+kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg *out)
+{
+    if (!m || !out || i >= (uint32_t)m->desc->nargs)
+        return KILN_ERR_INVALID;
+    const struct kiln_abi_arg *a = &m->desc->args[i];
+    memset(out, 0, sizeof *out);
+    out->name = a->name ? a->name : "";
+    out->dtype = dtype_of(a);
+    out->dl_dtype.code = a->code;
+    out->dl_dtype.bits = a->bits;
+    out->dl_dtype.lanes = a->lanes;
+    out->ndim = a->ndim;
+    out->shape = a->shape;
+    out->role = a->role == 2 ? KILN_ARG_OUTPUT : a->role == 1 ? KILN_ARG_WEIGHT : KILN_ARG_INPUT;
+    out->align = a->align;
+    int64_t bytes = (int64_t)((a->bits + 7) / 8) * (a->lanes ? a->lanes : 1);
+    for (int32_t d = 0; d < a->ndim; d++)
+        bytes *= a->shape[d];
+    out->bytes = bytes;
+    return KILN_OK;
+}
+
+void
+kiln_module_set_num_threads(struct kiln_module *m, int32_t n)
+{
+    if (m)
+        m->set_num_threads(n < 0 ? 0 : n);
+}
+
+static enum kiln_status
+status_of(int32_t abi)
+{
+    switch (abi) {
+    case KILN_ABI_ERR_NOMEM:
+        return KILN_ERR_NOMEM;
+    case KILN_ABI_ERR_RUNTIME:
+        return KILN_ERR_BACKEND;
+    default:
+        return KILN_ERR_INVALID;
+    }
+}
+
+enum kiln_status
+kiln_module_call(kiln_ctx *ctx, struct kiln_module *m, DLTensor *const *args, int32_t nargs,
+                 int32_t *abi_status)
+{
+    if (abi_status)
+        *abi_status = KILN_ABI_OK;
+    if (!ctx)
+        return KILN_ERR_INVALID;
+    if (!m)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "run", "kiln_module_call: module is NULL");
+    char    err[sizeof ctx->err.msg];
+    int32_t rc = m->call(args, nargs, err, sizeof err);
+    if (abi_status)
+        *abi_status = rc;
+    if (rc == KILN_ABI_OK)
+        return KILN_OK;
+    return KILN_FAIL(ctx, status_of(rc), "run", "%s", err[0] ? err : "kiln_call failed");
+}

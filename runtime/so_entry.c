@@ -1,0 +1,50 @@
+/* runtime/so_entry.c -- the exported functions of a generated shared object (include/
+ * kiln_abi.h): version, metadata, source, the checked call and the thread count, all
+ * implemented over `kiln_desc`, the constant descriptor the code generator emits into the same
+ * shared object.
+ *
+ * Linked only into generated shared objects, never into libkiln (which has no kiln_desc). The
+ * archive is built with hidden visibility, so each entry point is marked default visibility
+ * explicitly; everything else of the runtime stays private to the object, and two generated
+ * objects loaded into one process never see each other's runtime. Depends on libc only. */
+#include "runtime.h"
+
+#define KILN_EXPORT __attribute__((visibility("default")))
+
+extern const struct kiln_abi_desc kiln_desc;
+
+KILN_EXPORT int32_t     kiln_abi_version(void);
+KILN_EXPORT const char *kiln_metadata(void);
+KILN_EXPORT const char *kiln_source(void);
+KILN_EXPORT int32_t     kiln_call(DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
+KILN_EXPORT void        kiln_set_num_threads(int32_t n);
+
+int32_t
+kiln_abi_version(void)
+{
+    return kiln_desc.abi_version;
+}
+
+const char *
+kiln_metadata(void)
+{
+    return kiln_desc.metadata ? kiln_desc.metadata : "{}";
+}
+
+const char *
+kiln_source(void)
+{
+    return kiln_desc.source ? kiln_desc.source : "";
+}
+
+int32_t
+kiln_call(DLTensor *const *args, int32_t nargs, char *err, size_t errsize)
+{
+    return kiln_abi_call(&kiln_desc, args, nargs, err, errsize);
+}
+
+void
+kiln_set_num_threads(int32_t n)
+{
+    kiln_rt_set_num_threads(n);
+}

@@ -1,0 +1,1506 @@
+/* tests/codegen/test_codegen.c -- the LLVM backend and the loop-nest interpreter.
+ *
+ * Loop nests are built by hand with the ir/ builders, JIT-compiled, run on random inputs (the
+ * seed is printed; replay with --seed) and compared element by element with kiln_func_eval:
+ * every loop kind, tails, masked vector code, lazy select guarding out-of-range loads, gathers
+ * and scatters, every math operator, integer dtypes and floor division, misaligned arrays,
+ * temporaries, NaN propagation. Then target parsing, the ABI tables' layout, the IR text
+ * (vector widths and stated alignments), object and shared-object emission, and the errors. */
+#include "../harness.h"
+
+#include "../../codegen/codegen.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- builders ---- */
+
+static kiln_expr
+I(kiln_ctx *ctx, int64_t v)
+{
+    return kiln_idx(ctx, v);
+}
+
+static kiln_expr
+LD(struct kiln_func *f, uint32_t b, kiln_expr i)
+{
+    return kiln_func_load(f, b, 1, &i);
+}
+
+static struct kiln_stmt *
+ST(struct kiln_func *f, uint32_t b, kiln_expr i, kiln_expr v)
+{
+    return kiln_stmt_store(f->ctx, b, 1, &i, v);
+}
+
+static struct kiln_stmt *
+FOR(struct kiln_func *f, kiln_expr v, int64_t min, int64_t ext, enum kiln_loop_kind k,
+    struct kiln_stmt *body)
+{
+    return kiln_stmt_for(f->ctx, v, I(f->ctx, min), I(f->ctx, ext), k, body);
+}
+
+static struct kiln_stmt *
+SEQ2(kiln_ctx *ctx, struct kiln_stmt *a, struct kiln_stmt *b)
+{
+    struct kiln_stmt *it[2] = {a, b};
+    return kiln_stmt_seq(ctx, 2, it);
+}
+
+static uint32_t
+BUF(struct kiln_func *f, const char *name, enum kiln_dtype dt, int64_t n, enum kiln_scope sc)
+{
+    return kiln_func_add_buffer(f, name, dt, 1, &n, sc, KILN_NONE);
+}
+
+static kiln_expr
+F(kiln_ctx *ctx, double v, enum kiln_dtype dt)
+{
+    return kiln_const(ctx, v, dt);
+}
+
+/* ---- running: JIT vs interpreter ---- */
+
+struct run_opts {
+    const char *target;   /* NULL = host */
+    size_t      misalign; /* bytes added to every data pointer (from 64-byte alignment) */
+    double      lo, hi;   /* float inputs uniform in [lo, hi) (default [-3, 3)) */
+    double      nan_prob; /* probability of a NaN float input */
+    int64_t     ilo, ihi; /* integer inputs in [ilo, ihi] (default [-100, 100]) */
+    double      tol;      /* relative tolerance for floats (default 2e-5 f32, 1e-12 f64) */
+};
+
+static int64_t
+numel(const struct kiln_buffer *b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= b->shape[d];
+    return n;
+}
+
+static bool
+is_float(enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64;
+}
+
+static void
+put(void *p, enum kiln_dtype dt, int64_t i, double v)
+{
+    switch (dt) {
+    case KILN_DTYPE_F32:
+        ((float *)p)[i] = (float)v;
+        return;
+    case KILN_DTYPE_F64:
+        ((double *)p)[i] = v;
+        return;
+    case KILN_DTYPE_I8:
+        ((int8_t *)p)[i] = (int8_t)v;
+        return;
+    case KILN_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        return;
+    case KILN_DTYPE_I64:
+        ((int64_t *)p)[i] = (int64_t)v;
+        return;
+    case KILN_DTYPE_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        return;
+    default:
+        return;
+    }
+}
+
+static double
+get(const void *p, enum kiln_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case KILN_DTYPE_F32:
+        return ((const float *)p)[i];
+    case KILN_DTYPE_F64:
+        return ((const double *)p)[i];
+    case KILN_DTYPE_I8:
+        return ((const int8_t *)p)[i];
+    case KILN_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case KILN_DTYPE_I64:
+        return (double)((const int64_t *)p)[i];
+    case KILN_DTYPE_BOOL:
+        return ((const uint8_t *)p)[i];
+    default:
+        return 0;
+    }
+}
+
+static void
+dump_ir(const struct kiln_func *f)
+{
+    struct kiln_buf text = {0};
+    if (kiln_func_print(f, &text) == KILN_OK)
+        fprintf(stderr, "%s", text.data);
+}
+
+static void
+report(kiln_ctx *ctx, const char *what, const char *step)
+{
+    char msg[1024];
+    kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+    harness_fail(__FILE__, __LINE__, "%s: %s failed: %s%s%s", what, step, msg,
+                 kiln_ctx_error(ctx) && kiln_ctx_error(ctx)->detail ? "\n" : "",
+                 kiln_ctx_error(ctx) && kiln_ctx_error(ctx)->detail ? kiln_ctx_error(ctx)->detail
+                                                                    : "");
+}
+
+static struct kiln_jit *
+jit(kiln_ctx *ctx, struct kiln_func *f, const char *target, const char *what)
+{
+    struct kiln_target    t;
+    struct kiln_cg_module m = {.f = f, .name = "test", .metadata = "{}", .source = ""};
+    struct kiln_jit      *j = NULL;
+    if (kiln_cg_target_parse(ctx, target ? target : "llvm", &t) != KILN_OK) {
+        report(ctx, what, "target");
+        return NULL;
+    }
+    if (kiln_cg_llvm_jit(ctx, &m, &t, &j) != KILN_OK) {
+        report(ctx, what, "jit");
+        dump_ir(f);
+        return NULL;
+    }
+    return j;
+}
+
+static const char *
+ir_text(kiln_ctx *ctx, struct kiln_func *f, const char *target)
+{
+    struct kiln_target    t;
+    struct kiln_cg_module m = {.f = f, .name = "test"};
+    const char           *ir = NULL;
+    if (kiln_cg_target_parse(ctx, target, &t) != KILN_OK
+        || kiln_cg_llvm_ir(ctx, &m, &t, &ir) != KILN_OK) {
+        report(ctx, "ir", "llvm ir");
+        return NULL;
+    }
+    return ir;
+}
+
+/* Runs f through the interpreter and the JIT on the same random inputs and compares every
+ * parameter afterwards. Returns true when they agree. */
+static bool
+check_run(kiln_ctx *ctx, struct kiln_func *f, const struct run_opts *o, const char *what)
+{
+    if (kiln_func_verify(f, true) != KILN_OK) {
+        report(ctx, what, "verify");
+        dump_ir(f);
+        return false;
+    }
+    uint32_t        np = f->nparam;
+    void          **raw = calloc(np + 1, sizeof *raw);
+    void          **data = calloc(np + 1, sizeof *data);
+    double        **dbl = calloc(np + 1, sizeof *dbl);
+    uint64_t        h = kiln_hash_str(opt_seed(), what);
+    struct kiln_rng r = kiln_rng_new(h);
+    double          lo = o && o->hi > o->lo ? o->lo : -3, hi = o && o->hi > o->lo ? o->hi : 3;
+    int64_t         ilo = o && o->ihi > o->ilo ? o->ilo : -100;
+    int64_t         ihi = o && o->ihi > o->ilo ? o->ihi : 100;
+    bool            ok = true;
+    for (uint32_t p = 0; p < np; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        enum kiln_dtype           dt = (enum kiln_dtype)b->dtype;
+        int64_t                   n = numel(b);
+        size_t                    bytes = (size_t)n * kiln_dtype_size(dt) + 128;
+        raw[p] = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        data[p] = (char *)raw[p] + (o ? o->misalign : 0);
+        dbl[p] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            if (is_float(dt)) {
+                v = lo + (hi - lo) * kiln_rng_uniform(&r);
+                if (o && o->nan_prob > 0 && kiln_rng_uniform(&r) < o->nan_prob)
+                    v = NAN;
+                v = dt == KILN_DTYPE_F32 ? (double)(float)v : v;
+            } else if (dt == KILN_DTYPE_BOOL) {
+                v = (double)kiln_rng_below(&r, 2);
+            } else {
+                int64_t span = ihi - ilo + 1;
+                v = (double)(ilo + (int64_t)kiln_rng_below(&r, (uint64_t)span));
+                if (dt == KILN_DTYPE_I8)
+                    v = (double)(int8_t)(int64_t)v;
+            }
+            put(data[p], dt, i, v);
+            dbl[p][i] = v;
+        }
+    }
+    if (kiln_func_eval(f, true, dbl) != KILN_OK) {
+        report(ctx, what, "interpreter");
+        dump_ir(f);
+        ok = false;
+    }
+    if (ok && getenv("KILN_TEST_IR")) { /* debugging aid: print the optimised IR */
+        const char *ir = ir_text(ctx, f, o && o->target ? o->target : "llvm");
+        printf("---- %s ----\n%s\n", what, ir ? ir : "(none)");
+    }
+    struct kiln_jit *j = ok ? jit(ctx, f, o ? o->target : NULL, what) : NULL;
+    if (ok && !j)
+        ok = false;
+    if (ok) {
+        int32_t st = kiln_jit_desc(j)->kernel(data);
+        if (st != 0) {
+            harness_fail(__FILE__, __LINE__, "%s: kernel returned %d", what, st);
+            ok = false;
+        }
+    }
+    for (uint32_t p = 0; ok && p < np; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        enum kiln_dtype           dt = (enum kiln_dtype)b->dtype;
+        double tol = o && o->tol > 0 ? o->tol : dt == KILN_DTYPE_F64 ? 1e-12 : 2e-5;
+        int    shown = 0;
+        for (int64_t i = 0; i < numel(b); i++) {
+            double want = dbl[p][i], got = get(data[p], dt, i);
+            bool   same = is_float(dt) ? (isnan(want) && isnan(got))
+                                           || fabs(want - got) <= tol * (1 + fabs(want))
+                                       : want == got;
+            if (!same && shown++ < 5)
+                harness_fail(__FILE__, __LINE__, "%s: %s[%lld]: interpreter %.9g, jit %.9g", what,
+                             kiln_sym_str(ctx, b->name), (long long)i, want, got);
+            if (!same)
+                ok = false;
+        }
+    }
+    if (!ok && kiln_ok(ctx))
+        dump_ir(f);
+    kiln_jit_free(j);
+    for (uint32_t p = 0; p < np; p++) {
+        free(raw[p]);
+        free(dbl[p]);
+    }
+    free(raw);
+    free(data);
+    free(dbl);
+    kiln_ctx_error_clear(ctx);
+    return ok;
+}
+
+/* ---- pointwise loop shapes: out[i] = g(i) for i in [0, n) ---- */
+
+typedef kiln_expr (*valfn)(struct kiln_func *f, kiln_expr i, const void *ud);
+
+enum shape {
+    SH_SERIAL,
+    SH_PARALLEL,
+    SH_UNROLL,
+    SH_VECTOR_TAIL,  /* serial outer, vector inner of W lanes, serial tail */
+    SH_VECTOR_GUARD, /* ceil(n/W) vector chunks, stores guarded by an if (masked) */
+    SH_PAR_VECTOR,   /* parallel outer, vector inner, parallel tail */
+    SH_VECTOR_ALL,   /* one vector loop over all n (n <= 256) */
+    SH_COUNT
+};
+static const char *const shape_name[SH_COUNT] = {
+    "serial", "parallel", "unroll", "vector+tail", "vector-guard", "parallel+vector", "vector-all"};
+
+static struct kiln_stmt *
+pointwise(struct kiln_func *f, enum shape sh, int64_t n, int64_t w, uint32_t out, valfn g,
+          const void *ud)
+{
+    kiln_ctx *ctx = f->ctx;
+    kiln_expr i = kiln_fresh_var(ctx, "i"), io = kiln_fresh_var(ctx, "io"),
+              ii = kiln_fresh_var(ctx, "ii");
+    int64_t nb = n / w;
+    switch (sh) {
+    case SH_SERIAL:
+        return FOR(f, i, 0, n, KILN_LOOP_SERIAL, ST(f, out, i, g(f, i, ud)));
+    case SH_PARALLEL:
+        return FOR(f, i, 0, n, KILN_LOOP_PARALLEL, ST(f, out, i, g(f, i, ud)));
+    case SH_UNROLL:
+        return FOR(f, i, 0, n, KILN_LOOP_UNROLL, ST(f, out, i, g(f, i, ud)));
+    case SH_VECTOR_TAIL:
+    case SH_PAR_VECTOR: {
+        kiln_expr           x = kiln_add(ctx, kiln_mul(ctx, io, I(ctx, w)), ii);
+        enum kiln_loop_kind k = sh == SH_PAR_VECTOR ? KILN_LOOP_PARALLEL : KILN_LOOP_SERIAL;
+        struct kiln_stmt   *main =
+            FOR(f, io, 0, nb, k, FOR(f, ii, 0, w, KILN_LOOP_VECTOR, ST(f, out, x, g(f, x, ud))));
+        struct kiln_stmt *tail = FOR(f, i, nb * w, n - nb * w, k, ST(f, out, i, g(f, i, ud)));
+        return SEQ2(ctx, main, tail);
+    }
+    case SH_VECTOR_GUARD: {
+        kiln_expr         j = kiln_fresh_var(ctx, "j");
+        kiln_expr         x = kiln_add(ctx, kiln_mul(ctx, io, I(ctx, w)), ii);
+        struct kiln_stmt *st =
+            kiln_stmt_if(ctx, kiln_lt(ctx, j, I(ctx, n)), ST(f, out, j, g(f, j, ud)), NULL);
+        return FOR(f, io, 0, (n + w - 1) / w, KILN_LOOP_SERIAL,
+                   FOR(f, ii, 0, w, KILN_LOOP_VECTOR, kiln_stmt_let(ctx, j, x, st)));
+    }
+    case SH_VECTOR_ALL:
+        return FOR(f, i, 0, n, KILN_LOOP_VECTOR, ST(f, out, i, g(f, i, ud)));
+    case SH_COUNT:
+        break;
+    }
+    return NULL;
+}
+
+/* out = g over every shape; inputs a, b (dtype dt), output y */
+struct pw {
+    uint32_t        a, b, y;
+    enum kiln_dtype dt;
+    int             op;    /* for op-driven value functions */
+    const void     *extra; /* for the random expression generator */
+};
+
+static bool
+check_shapes(kiln_ctx *ctx, enum kiln_dtype in_dt, enum kiln_dtype out_dt, int64_t n, int64_t w,
+             valfn g, struct pw *pw, const struct run_opts *o, const char *what)
+{
+    bool ok = true;
+    for (int sh = 0; sh < SH_COUNT; sh++) {
+        if (sh == SH_VECTOR_ALL && n > 256)
+            continue;
+        if (sh == SH_UNROLL && n > 64)
+            continue;
+        struct kiln_func *f = kiln_func_new(ctx, "pw");
+        pw->a = BUF(f, "a", in_dt, n, KILN_SCOPE_GLOBAL);
+        pw->b = BUF(f, "b", in_dt, n, KILN_SCOPE_GLOBAL);
+        pw->y = BUF(f, "y", out_dt, n, KILN_SCOPE_GLOBAL);
+        pw->dt = in_dt;
+        f->body = pointwise(f, (enum shape)sh, n, w, pw->y, g, pw);
+        char name[160];
+        snprintf(name, sizeof name, "%s/%s", what, shape_name[sh]);
+        if (!f->body) {
+            report(ctx, name, "build");
+            kiln_ctx_error_clear(ctx);
+            ok = false;
+            continue;
+        }
+        ok = check_run(ctx, f, o, name) && ok;
+    }
+    return ok;
+}
+
+static kiln_expr
+g_fma(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    return kiln_add(f->ctx, kiln_mul(f->ctx, LD(f, p->a, i), LD(f, p->b, i)),
+                    F(f->ctx, 0.5, p->dt));
+}
+
+static void
+test_elementwise_loop_kinds(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    struct pw pw;
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 37, 16, g_fma, &pw, NULL, "fma f32 n=37");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 64, 16, g_fma, &pw, NULL, "fma f32 n=64");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 1000, 16, g_fma, &pw, NULL, "fma f32 n=1000");
+    check_shapes(ctx, KILN_DTYPE_F64, KILN_DTYPE_F64, 29, 8, g_fma, &pw, NULL, "fma f64 n=29");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 23, 7, g_fma, &pw, NULL, "fma f32 w=7");
+    check_shapes(ctx, KILN_DTYPE_I32, KILN_DTYPE_I32, 41, 16, g_fma, &pw, NULL, "fma i32");
+    kiln_ctx_free(ctx);
+}
+
+/* the same on an AVX2-only target and a generic x86-64 one */
+static void
+test_other_targets(void)
+{
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct pw       pw;
+    struct run_opts avx2 = {.target = "llvm -mattr=-avx512f"};
+    struct run_opts base = {.target = "llvm -mcpu=x86-64"};
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 45, 16, g_fma, &pw, &avx2, "avx2");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 45, 16, g_fma, &pw, &base, "x86-64");
+    kiln_ctx_free(ctx);
+}
+
+/* ---- matmul: parallel outer, serial k, unrolled rows and column vectors ---- */
+
+/* C = A B with M/RB x N/(NV*W) tiles of RB rows by NV vectors of W columns:
+ *   for io (parallel): for jo: { zero the tile; for k: for ii (unroll RB): for jv (unroll NV):
+ *     for ji (vector W): C[(io*RB+ii)*N + jo*NV*W + jv*W + ji] += A[(io*RB+ii)*K + k] *
+ *                                                              B[k*N + jo*NV*W + jv*W + ji] } */
+static struct kiln_func *
+matmul_nv(kiln_ctx *ctx, int64_t M, int64_t N, int64_t K, int64_t RB, int64_t NV, int64_t W,
+          bool par)
+{
+    struct kiln_func *f = kiln_func_new(ctx, "matmul");
+    int64_t           sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    uint32_t  a = kiln_func_add_buffer(f, "A", KILN_DTYPE_F32, 2, sa, KILN_SCOPE_GLOBAL, KILN_NONE);
+    uint32_t  b = kiln_func_add_buffer(f, "B", KILN_DTYPE_F32, 2, sb, KILN_SCOPE_GLOBAL, KILN_NONE);
+    uint32_t  c = kiln_func_add_buffer(f, "C", KILN_DTYPE_F32, 2, sc, KILN_SCOPE_GLOBAL, KILN_NONE);
+    kiln_expr io = kiln_fresh_var(ctx, "io"), jo = kiln_fresh_var(ctx, "jo"),
+              k = kiln_fresh_var(ctx, "k");
+    struct kiln_stmt *part[2];
+    for (int p = 0; p < 2; p++) {
+        kiln_expr ii = kiln_fresh_var(ctx, "ii"), jv = kiln_fresh_var(ctx, "jv"),
+                  ji = kiln_fresh_var(ctx, "ji");
+        kiln_expr row = kiln_add(ctx, kiln_mul(ctx, io, I(ctx, RB)), ii);
+        kiln_expr col = kiln_add(
+            ctx, kiln_add(ctx, kiln_mul(ctx, jo, I(ctx, NV * W)), kiln_mul(ctx, jv, I(ctx, W))),
+            ji);
+        kiln_expr ci = kiln_add(ctx, kiln_mul(ctx, row, I(ctx, N)), col);
+        kiln_expr v = F(ctx, 0, KILN_DTYPE_F32);
+        if (p == 1) {
+            kiln_expr av = LD(f, a, kiln_add(ctx, kiln_mul(ctx, row, I(ctx, K)), k));
+            kiln_expr bv = LD(f, b, kiln_add(ctx, kiln_mul(ctx, k, I(ctx, N)), col));
+            v = kiln_add(ctx, LD(f, c, ci), kiln_mul(ctx, av, bv));
+        }
+        struct kiln_stmt *st = FOR(f, ii, 0, RB, KILN_LOOP_UNROLL,
+                                   FOR(f, jv, 0, NV, KILN_LOOP_UNROLL,
+                                       FOR(f, ji, 0, W, KILN_LOOP_VECTOR, ST(f, c, ci, v))));
+        part[p] = p ? FOR(f, k, 0, K, KILN_LOOP_SERIAL, st) : st;
+    }
+    f->body = FOR(f, io, 0, M / RB, par ? KILN_LOOP_PARALLEL : KILN_LOOP_SERIAL,
+                  FOR(f, jo, 0, N / (NV * W), KILN_LOOP_SERIAL, SEQ2(ctx, part[0], part[1])));
+    return f;
+}
+
+static struct kiln_func *
+matmul(kiln_ctx *ctx, int64_t M, int64_t N, int64_t K, int64_t RB, int64_t W, bool par)
+{
+    return matmul_nv(ctx, M, N, K, RB, 1, W, par);
+}
+
+static void
+test_matmul(void)
+{
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct run_opts o = {.tol = 1e-4};
+    CHECK(check_run(ctx, matmul(ctx, 24, 48, 19, 4, 16, true), &o, "matmul 24x48x19 parallel"));
+    CHECK(check_run(ctx, matmul(ctx, 8, 32, 64, 2, 16, false), &o, "matmul 8x32x64 serial"));
+    CHECK(check_run(ctx, matmul(ctx, 6, 24, 5, 3, 8, true), &o, "matmul 6x24x5 w=8"));
+    CHECK(check_run(ctx, matmul_nv(ctx, 12, 64, 32, 6, 2, 16, true), &o, "matmul 6x2 tiles"));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- lazy select: padding reads guarded by conditions ---- */
+
+static kiln_expr
+g_pad(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    /* y[i] = (1 <= i && i <= n-2) ? a[i-1] + a[i+1] : -1, with a of n-? elements; the reads
+     * outside [0, n) happen only in the untaken branch */
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    int64_t          n = f->buf[p->a].shape[0];
+    kiln_expr        in = kiln_and(ctx, kiln_le(ctx, I(ctx, 1), i), kiln_le(ctx, i, I(ctx, n - 2)));
+    kiln_expr        v = kiln_add(ctx, LD(f, p->a, kiln_sub(ctx, i, I(ctx, 1))),
+                                  LD(f, p->a, kiln_add(ctx, i, I(ctx, 1))));
+    return kiln_select(ctx, in, v, F(ctx, -1, p->dt));
+}
+
+static kiln_expr
+g_far(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    /* a load a million elements away, never taken; and a gather (stride 3) guarded too */
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    int64_t          n = f->buf[p->a].shape[0];
+    kiln_expr        far = LD(f, p->a, kiln_add(ctx, i, I(ctx, 1000000)));
+    kiln_expr        g3 = LD(f, p->b, kiln_mul(ctx, i, I(ctx, 3)));
+    kiln_expr        ok3 = kiln_lt(ctx, kiln_mul(ctx, i, I(ctx, 3)), I(ctx, n));
+    kiln_expr        never = kiln_lt(ctx, i, I(ctx, 0));
+    return kiln_add(ctx, kiln_select(ctx, never, far, LD(f, p->a, i)),
+                    kiln_select(ctx, ok3, g3, F(ctx, 0, p->dt)));
+}
+
+/* select with a lane-invariant condition guarding a load (scalar branch in vector code) */
+static kiln_expr
+g_uniform_guard(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        c = kiln_lt(ctx, LD(f, p->b, I(ctx, 0)), F(ctx, 100, p->dt)); /* always */
+    return kiln_select(ctx, c, LD(f, p->a, i), LD(f, p->a, kiln_add(ctx, i, I(ctx, 5000000))));
+}
+
+static void
+test_lazy_select(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    struct pw pw;
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 34, 16, g_pad, &pw, NULL, "pad");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 53, 16, g_far, &pw, NULL, "far");
+    check_shapes(ctx, KILN_DTYPE_F64, KILN_DTYPE_F64, 40, 8, g_far, &pw, NULL, "far f64");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 35, 16, g_uniform_guard, &pw, NULL,
+                 "uniform guard");
+    /* the same with misaligned data: masked loads must not assume alignment either */
+    struct run_opts mis = {.misalign = 4};
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 34, 16, g_pad, &pw, &mis, "pad misaligned");
+    kiln_ctx_free(ctx);
+}
+
+/* ---- gathers and scatters ---- */
+
+static kiln_expr
+g_stride(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    /* a[(2*i+1) % n] + b[n-1-i] (stride 2 wraps: gather; stride -1: gather) */
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    int64_t          n = f->buf[p->a].shape[0];
+    kiln_expr        s2 =
+        kiln_floormod(ctx, kiln_add(ctx, kiln_mul(ctx, i, I(ctx, 2)), I(ctx, 1)), I(ctx, n));
+    return kiln_add(ctx, LD(f, p->a, s2), LD(f, p->b, kiln_sub(ctx, I(ctx, n - 1), i)));
+}
+
+static kiln_expr
+g_divmod_index(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    /* a[i // 4] * b[i % 8 + 8 * (i // 16)]: affine through floordiv when the stride allows */
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        q = kiln_floordiv(ctx, i, I(ctx, 4));
+    kiln_expr        r = kiln_add(ctx, kiln_floormod(ctx, i, I(ctx, 8)),
+                                  kiln_mul(ctx, I(ctx, 8), kiln_floordiv(ctx, i, I(ctx, 16))));
+    return kiln_mul(ctx, LD(f, p->a, q), LD(f, p->b, r));
+}
+
+static void
+test_gather_scatter(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    struct pw pw;
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 50, 16, g_stride, &pw, NULL, "stride");
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 64, 16, g_divmod_index, &pw, NULL, "divmod");
+    check_shapes(ctx, KILN_DTYPE_I64, KILN_DTYPE_I64, 48, 8, g_stride, &pw, NULL, "stride i64");
+
+    /* transpose: T[j*M + i] = A[i*N + j], vector over j (gather rows, scatter columns) */
+    int64_t           M = 13, N = 21;
+    struct kiln_func *f = kiln_func_new(ctx, "transpose");
+    uint32_t          a = BUF(f, "A", KILN_DTYPE_F32, M * N, KILN_SCOPE_GLOBAL);
+    uint32_t          t = BUF(f, "T", KILN_DTYPE_F32, M * N, KILN_SCOPE_GLOBAL);
+    kiln_expr         i = kiln_fresh_var(ctx, "i"), j = kiln_fresh_var(ctx, "j");
+    f->body = FOR(f, i, 0, M, KILN_LOOP_SERIAL,
+                  FOR(f, j, 0, N, KILN_LOOP_VECTOR,
+                      ST(f, t, kiln_add(ctx, kiln_mul(ctx, j, I(ctx, M)), i),
+                         LD(f, a, kiln_add(ctx, kiln_mul(ctx, i, I(ctx, N)), j)))));
+    CHECK(check_run(ctx, f, NULL, "transpose"));
+
+    /* scatter through an index buffer: y[perm[i]] = x[i], perm a permutation (i*7 % n) */
+    int64_t n = 32;
+    f = kiln_func_new(ctx, "scatter");
+    uint32_t x = BUF(f, "x", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    uint32_t y = BUF(f, "y", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    uint32_t pm = BUF(f, "perm", KILN_DTYPE_I32, n, KILN_SCOPE_STACK);
+    i = kiln_fresh_var(ctx, "i");
+    j = kiln_fresh_var(ctx, "j");
+    struct kiln_stmt *mk =
+        FOR(f, i, 0, n, KILN_LOOP_VECTOR,
+            ST(f, pm, i,
+               kiln_cast(ctx, KILN_DTYPE_I32,
+                         kiln_floormod(ctx, kiln_mul(ctx, i, I(ctx, 7)), I(ctx, n)))));
+    struct kiln_stmt *sc = FOR(f, j, 0, n, KILN_LOOP_VECTOR,
+                               ST(f, y, kiln_cast(ctx, KILN_DTYPE_I64, LD(f, pm, j)), LD(f, x, j)));
+    f->body = kiln_stmt_alloc(ctx, pm, SEQ2(ctx, mk, sc));
+    CHECK(check_run(ctx, f, NULL, "scatter"));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- math operators ---- */
+
+static kiln_expr
+g_math(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        a = LD(f, p->a, i), b = LD(f, p->b, i);
+    kiln_expr        pos = kiln_add(ctx, kiln_unary(ctx, KILN_OP_ABS, a), F(ctx, 0.1, p->dt));
+    enum kiln_op     op = (enum kiln_op)p->op;
+    switch (op) {
+    case KILN_OP_LOG:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+        return kiln_unary(ctx, op, pos);
+    case KILN_OP_POW:
+        return kiln_binary(ctx, op, pos, b);
+    case KILN_OP_NEG:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+        return kiln_unary(ctx, op, a);
+    case KILN_OP_CAST: /* through i32 and back: truncation toward zero */
+        return kiln_cast(ctx, p->dt,
+                         kiln_cast(ctx, KILN_DTYPE_I32, kiln_mul(ctx, a, F(ctx, 4, p->dt))));
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+        return kiln_select(ctx, kiln_binary(ctx, op, a, b), a, b);
+    default:
+        return kiln_binary(ctx, op, a, b);
+    }
+}
+
+static void
+test_math_ops(void)
+{
+    static const enum kiln_op ops[] = {
+        KILN_OP_ADD,  KILN_OP_SUB,   KILN_OP_MUL,  KILN_OP_DIV,   KILN_OP_MIN,     KILN_OP_MAX,
+        KILN_OP_POW,  KILN_OP_NEG,   KILN_OP_ABS,  KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,
+        KILN_OP_SQRT, KILN_OP_RSQRT, KILN_OP_TANH, KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_CAST,
+        KILN_OP_EQ,   KILN_OP_NE,    KILN_OP_LT,   KILN_OP_LE,
+    };
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    for (size_t k = 0; k < KILN_COUNTOF(ops); k++) {
+        for (int d = 0; d < 2; d++) {
+            struct pw       pw = {.op = ops[k]};
+            enum kiln_dtype dt = d ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
+            struct run_opts o = {.tol = d ? 1e-12 : 3e-6};
+            char            name[64];
+            snprintf(name, sizeof name, "%s %s", kiln_op_name[ops[k]], kiln_dtype_name(dt));
+            check_shapes(ctx, dt, dt, 21, d ? 8 : 16, g_math, &pw, &o, name);
+        }
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* ---- integers ---- */
+
+static kiln_expr
+g_int(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        a = LD(f, p->a, i), b = LD(f, p->b, i);
+    enum kiln_dtype  dt = p->dt;
+    /* nonzero divisor: b with zeros replaced by 7, -1 kept */
+    kiln_expr bnz = kiln_select(ctx, kiln_binary(ctx, KILN_OP_EQ, b, kiln_int(ctx, 0, dt)),
+                                kiln_int(ctx, 7, dt), b);
+    switch (p->op) {
+    case 0:
+        return kiln_add(ctx, kiln_mul(ctx, a, b), kiln_sub(ctx, a, kiln_int(ctx, 100, dt)));
+    case 1:
+        return kiln_floordiv(ctx, a, bnz);
+    case 2:
+        return kiln_floormod(ctx, a, bnz);
+    case 3:
+        return kiln_add(ctx, kiln_floordiv(ctx, a, kiln_int(ctx, 8, dt)),
+                        kiln_floormod(ctx, a, kiln_int(ctx, 8, dt)));
+    case 4:
+        return kiln_add(ctx, kiln_floordiv(ctx, a, kiln_int(ctx, 7, dt)),
+                        kiln_floormod(ctx, a, kiln_int(ctx, 7, dt)));
+    case 5:
+        return kiln_add(ctx, kiln_floordiv(ctx, a, kiln_int(ctx, -3, dt)),
+                        kiln_floormod(ctx, a, kiln_int(ctx, -3, dt)));
+    case 6:
+        return kiln_add(ctx, kiln_floordiv(ctx, a, kiln_int(ctx, -1, dt)),
+                        kiln_floormod(ctx, b, kiln_int(ctx, -1, dt)));
+    case 7:
+        return kiln_max(ctx, kiln_min(ctx, a, b),
+                        kiln_unary(ctx, KILN_OP_NEG, kiln_unary(ctx, KILN_OP_ABS, b)));
+    case 8: /* comparisons, bool casts and selects */
+        return kiln_add(
+            ctx,
+            kiln_cast(ctx, dt,
+                      kiln_and(ctx, kiln_lt(ctx, a, b),
+                               kiln_unary(ctx, KILN_OP_NOT,
+                                          kiln_binary(ctx, KILN_OP_EQ, a, kiln_int(ctx, 3, dt))))),
+            kiln_cast(ctx, dt, kiln_cast(ctx, KILN_DTYPE_BOOL, b)));
+    case 9: /* through float and back (i8 saturates on the way back) */
+        return kiln_cast(
+            ctx, dt, kiln_mul(ctx, kiln_cast(ctx, KILN_DTYPE_F32, a), F(ctx, 2.5, KILN_DTYPE_F32)));
+    default: /* variable divisor including -1 and 0 replaced: mix */
+        return kiln_mul(ctx, kiln_floormod(ctx, b, kiln_int(ctx, 5, dt)), kiln_int(ctx, 37, dt));
+    }
+}
+
+static void
+test_int_dtypes(void)
+{
+    kiln_ctx             *ctx = kiln_ctx_new(NULL);
+    const enum kiln_dtype dts[] = {KILN_DTYPE_I8, KILN_DTYPE_I32, KILN_DTYPE_I64};
+    for (size_t d = 0; d < KILN_COUNTOF(dts); d++) {
+        for (int op = 0; op <= 10; op++) {
+            struct pw       pw = {.op = op};
+            struct run_opts o = {.ilo = -100, .ihi = 100};
+            char            name[64];
+            snprintf(name, sizeof name, "int op %d %s", op, kiln_dtype_name(dts[d]));
+            check_shapes(ctx, dts[d], dts[d], 45, 16, g_int, &pw, &o, name);
+        }
+    }
+    /* i32 multiplication wraps like the interpreter */
+    struct pw       pw = {.op = 0};
+    struct run_opts big = {.ilo = -2000000000, .ihi = 2000000000};
+    check_shapes(ctx, KILN_DTYPE_I32, KILN_DTYPE_I32, 33, 16, g_int, &pw, &big, "i32 wrap");
+    kiln_ctx_free(ctx);
+}
+
+static kiln_expr
+g_bool(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        a = LD(f, p->a, i), b = LD(f, p->b, i);
+    return kiln_binary(ctx, KILN_OP_OR, kiln_and(ctx, a, kiln_unary(ctx, KILN_OP_NOT, b)),
+                       kiln_lt(ctx, b, a));
+}
+
+static void
+test_bool(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    struct pw pw;
+    check_shapes(ctx, KILN_DTYPE_BOOL, KILN_DTYPE_BOOL, 40, 16, g_bool, &pw, NULL, "bool");
+    kiln_ctx_free(ctx);
+}
+
+/* ---- NaN ---- */
+
+static kiln_expr
+g_minmax(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    kiln_ctx        *ctx = f->ctx;
+    kiln_expr        a = LD(f, p->a, i), b = LD(f, p->b, i);
+    return kiln_add(ctx, kiln_max(ctx, a, b), kiln_min(ctx, a, F(ctx, 0.25, p->dt)));
+}
+
+static void
+test_nan(void)
+{
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct pw       pw;
+    struct run_opts o = {.nan_prob = 0.3};
+    check_shapes(ctx, KILN_DTYPE_F32, KILN_DTYPE_F32, 50, 16, g_minmax, &pw, &o, "nan f32");
+    check_shapes(ctx, KILN_DTYPE_F64, KILN_DTYPE_F64, 50, 8, g_minmax, &pw, &o, "nan f64");
+    /* a NaN input to max gives NaN: checked directly, not only by agreement */
+    struct kiln_func *f = kiln_func_new(ctx, "nanmax");
+    uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, 16, KILN_SCOPE_GLOBAL);
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, 16, KILN_SCOPE_GLOBAL);
+    kiln_expr         i = kiln_fresh_var(ctx, "i");
+    f->body = FOR(f, i, 0, 16, KILN_LOOP_VECTOR,
+                  ST(f, y, i, kiln_max(ctx, LD(f, a, i), F(ctx, 0, KILN_DTYPE_F32))));
+    struct kiln_jit *j = jit(ctx, f, NULL, "nanmax");
+    if (j) {
+        float in[16], out[16];
+        for (int k = 0; k < 16; k++)
+            in[k] = k % 2 ? NAN : (float)k - 8;
+        void *data[2] = {in, out};
+        CHECK_EQ_INT(0, kiln_jit_desc(j)->kernel(data));
+        for (int k = 0; k < 16; k++)
+            CHECK(k % 2 ? isnan(out[k]) : out[k] == fmaxf((float)k - 8, 0));
+        kiln_jit_free(j);
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* ---- alignment ---- */
+
+static struct kiln_func *
+aligned_copy(kiln_ctx *ctx, uint32_t align, int64_t n)
+{
+    /* y[io*16 + ii] = 2 * a[io*16 + ii] */
+    struct kiln_func *f = kiln_func_new(ctx, "copy");
+    uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    f->buf[a].align = align;
+    f->buf[y].align = align;
+    kiln_expr io = kiln_fresh_var(ctx, "io"), ii = kiln_fresh_var(ctx, "ii");
+    kiln_expr x = kiln_add(ctx, kiln_mul(ctx, io, I(ctx, 16)), ii);
+    f->body = FOR(f, io, 0, n / 16, KILN_LOOP_SERIAL,
+                  FOR(f, ii, 0, 16, KILN_LOOP_VECTOR,
+                      ST(f, y, x, kiln_mul(ctx, LD(f, a, x), F(ctx, 2, KILN_DTYPE_F32)))));
+    return f;
+}
+
+static bool
+has_line_with(const char *text, const char *s1, const char *s2)
+{
+    for (const char *p = text; p && *p;) {
+        const char *e = strchr(p, '\n');
+        size_t      len = e ? (size_t)(e - p) : strlen(p);
+        char        line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1),
+                 p);
+        if (strstr(line, s1) && strstr(line, s2))
+            return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}
+
+static void
+test_alignment(void)
+{
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    const char *avx512 = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=skylake-avx512";
+    /* element alignment only: 16-lane accesses, none claiming 64 bytes */
+    const char *ir = ir_text(ctx, aligned_copy(ctx, 4, 256), avx512);
+    CHECK(ir && strstr(ir, "<16 x float>"));
+    CHECK(ir && has_line_with(ir, "load <16 x float>", "align 4"));
+    CHECK(ir && !has_line_with(ir, "<16 x float>", "align 64"));
+    CHECK(ir && !has_line_with(ir, "<16 x float>", "align 16"));
+    /* 64-byte aligned buffers and a multiple-of-16 index: aligned vector accesses */
+    ir = ir_text(ctx, aligned_copy(ctx, 64, 256), avx512);
+    CHECK(ir && has_line_with(ir, "load <16 x float>", "align 64"));
+    CHECK(ir && has_line_with(ir, "store <16 x float>", "align 64"));
+    /* AVX2 only: LLVM splits the 16-lane vectors into two 8-lane halves */
+    ir = ir_text(ctx, aligned_copy(ctx, 4, 256), "llvm -mcpu=skylake-avx512 -mattr=-avx512f");
+    CHECK(ir && strstr(ir, "\"prefer-vector-width\"=\"256\""));
+    /* runs: data 4 bytes off a 64-byte boundary, with code that claims only 4 */
+    struct run_opts mis = {.misalign = 4};
+    CHECK(check_run(ctx, aligned_copy(ctx, 4, 256), &mis, "misaligned copy"));
+    struct run_opts al = {.misalign = 0};
+    CHECK(check_run(ctx, aligned_copy(ctx, 64, 256), &al, "aligned copy"));
+    kiln_ctx_free(ctx);
+}
+
+static int
+count_lines_with(const char *text, const char *s1)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, s1)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* what the speed of generated code depends on, visible in the IR */
+static void
+test_ir_quality(void)
+{
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    const char *avx512 = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=skylake-avx512";
+    const char *ir;
+    /* FMA contraction: a*b + c becomes llvm.fma / fmuladd or an fma instruction */
+    struct kiln_func *f = kiln_func_new(ctx, "fma");
+    struct pw         pw;
+    pw.a = BUF(f, "a", KILN_DTYPE_F32, 64, KILN_SCOPE_GLOBAL);
+    pw.b = BUF(f, "b", KILN_DTYPE_F32, 64, KILN_SCOPE_GLOBAL);
+    pw.y = BUF(f, "y", KILN_DTYPE_F32, 64, KILN_SCOPE_GLOBAL);
+    pw.dt = KILN_DTYPE_F32;
+    f->body = pointwise(f, SH_VECTOR_TAIL, 64, 16, pw.y, g_fma, &pw);
+    ir = ir_text(ctx, f, avx512);
+    CHECK(ir && has_line_with(ir, "fmul contract <16 x float>", ""));
+    CHECK(ir && has_line_with(ir, "fadd contract <16 x float>", ""));
+    /* matmul with power-of-two extents: the 12 accumulator vectors of a 6x2 tile stay
+     * in registers across the k loop (their addresses differ by constants only) */
+    ir = ir_text(ctx, matmul_nv(ctx, 12, 128, 64, 6, 2, 16, true), avx512);
+    CHECK(ir && count_lines_with(ir, "= phi <16 x float>") >= 12);
+    CHECK(ir && strstr(ir, "call i32 @kiln_rt_parallel_for("));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- temporaries ---- */
+
+static void
+test_alloc(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    for (int variant = 0; variant < 4; variant++) {
+        /* per row r of a (R x C): t = a[r,:] * 2 (temporary), y[r,:] = t + t[reversed] */
+        int64_t           R = 9, C = variant == 3 ? 20000 : 24;
+        struct kiln_func *f = kiln_func_new(ctx, "tmp");
+        uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+        uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+        enum kiln_scope   sc = variant == 1 ? KILN_SCOPE_HEAP : KILN_SCOPE_STACK;
+        uint32_t          t = BUF(f, "t", KILN_DTYPE_F32, C, sc);
+        kiln_expr         r = kiln_fresh_var(ctx, "r"), c = kiln_fresh_var(ctx, "c"),
+                  c2 = kiln_fresh_var(ctx, "c");
+        kiln_expr         base = kiln_mul(ctx, r, I(ctx, C));
+        struct kiln_stmt *fill =
+            FOR(f, c, 0, C, variant == 0 ? KILN_LOOP_VECTOR : KILN_LOOP_SERIAL,
+                ST(f, t, c,
+                   kiln_mul(ctx, LD(f, a, kiln_add(ctx, base, c)), F(ctx, 2, KILN_DTYPE_F32))));
+        struct kiln_stmt *use =
+            FOR(f, c2, 0, C, KILN_LOOP_SERIAL,
+                ST(f, y, kiln_add(ctx, base, c2),
+                   kiln_add(ctx, LD(f, t, c2), LD(f, t, kiln_sub(ctx, I(ctx, C - 1), c2)))));
+        struct kiln_stmt *body = kiln_stmt_alloc(ctx, t, SEQ2(ctx, fill, use));
+        f->body = FOR(f, r, 0, R, variant >= 2 ? KILN_LOOP_PARALLEL : KILN_LOOP_SERIAL, body);
+        char name[64];
+        snprintf(name, sizeof name, "alloc variant %d", variant);
+        CHECK(check_run(ctx, f, NULL, name));
+    }
+    /* a HEAP buffer around a parallel loop, shared by its iterations */
+    int64_t           n = 100;
+    struct kiln_func *f = kiln_func_new(ctx, "heap_par");
+    uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, n, KILN_SCOPE_GLOBAL);
+    uint32_t          t = BUF(f, "t", KILN_DTYPE_F32, n, KILN_SCOPE_HEAP);
+    kiln_expr         i = kiln_fresh_var(ctx, "i"), k = kiln_fresh_var(ctx, "k");
+    struct kiln_stmt *p1 =
+        FOR(f, i, 0, n, KILN_LOOP_PARALLEL, ST(f, t, i, kiln_unary(ctx, KILN_OP_EXP, LD(f, a, i))));
+    struct kiln_stmt *p2 =
+        FOR(f, k, 0, n, KILN_LOOP_PARALLEL, ST(f, y, k, LD(f, t, kiln_sub(ctx, I(ctx, n - 1), k))));
+    f->body = kiln_stmt_alloc(ctx, t, SEQ2(ctx, p1, p2));
+    CHECK(check_run(ctx, f, NULL, "heap around parallel"));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- let, if, nested parallel, captured variables ---- */
+
+static void
+test_control(void)
+{
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    int64_t           R = 7, C = 19;
+    struct kiln_func *f = kiln_func_new(ctx, "control");
+    uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+    kiln_expr         r = kiln_fresh_var(ctx, "r"), c = kiln_fresh_var(ctx, "c"),
+              off = kiln_fresh_var(ctx, "off"), s = kiln_fresh_var(ctx, "s");
+    /* for r parallel: let off = r*C: let s = a[off] (captured float): for c parallel (nested):
+     *   if (c % 2 == 0) y[off+c] = a[off+c] + s else y[off+c] = -a[off+c] */
+    s = kiln_var_named(ctx, kiln_sym_cstr(ctx, "s_f"), KILN_DTYPE_F32);
+    kiln_expr x = kiln_add(ctx, off, c);
+    kiln_expr even = kiln_binary(ctx, KILN_OP_EQ, kiln_floormod(ctx, c, I(ctx, 2)), I(ctx, 0));
+    struct kiln_stmt *iff = kiln_stmt_if(ctx, even, ST(f, y, x, kiln_add(ctx, LD(f, a, x), s)),
+                                         ST(f, y, x, kiln_unary(ctx, KILN_OP_NEG, LD(f, a, x))));
+    f->body = FOR(f, r, 0, R, KILN_LOOP_PARALLEL,
+                  kiln_stmt_let(ctx, off, kiln_mul(ctx, r, I(ctx, C)),
+                                kiln_stmt_let(ctx, s, LD(f, a, off),
+                                              FOR(f, c, 0, C, KILN_LOOP_PARALLEL, iff))));
+    CHECK(check_run(ctx, f, NULL, "nested parallel with lets"));
+
+    /* the same if inside a vector loop (masked if/else) */
+    f = kiln_func_new(ctx, "vec_if");
+    a = BUF(f, "a", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+    y = BUF(f, "y", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+    r = kiln_fresh_var(ctx, "r");
+    c = kiln_fresh_var(ctx, "c");
+    off = kiln_fresh_var(ctx, "off");
+    x = kiln_add(ctx, off, c);
+    even = kiln_binary(ctx, KILN_OP_EQ, kiln_floormod(ctx, c, I(ctx, 2)), I(ctx, 0));
+    iff = kiln_stmt_if(ctx, even, ST(f, y, x, kiln_add(ctx, LD(f, a, x), s)),
+                       ST(f, y, x, kiln_unary(ctx, KILN_OP_NEG, LD(f, a, x))));
+    f->body = FOR(f, r, 0, R, KILN_LOOP_SERIAL,
+                  kiln_stmt_let(ctx, off, kiln_mul(ctx, r, I(ctx, C)),
+                                kiln_stmt_let(ctx, s, LD(f, a, off),
+                                              FOR(f, c, 0, C, KILN_LOOP_VECTOR, iff))));
+    CHECK(check_run(ctx, f, NULL, "vector if/else"));
+
+    /* a vector loop that must run serially: a reduction across lanes into one element, and a
+     * serial loop inside a vector loop (vector outer, k inner) */
+    f = kiln_func_new(ctx, "reduce");
+    a = BUF(f, "a", KILN_DTYPE_F32, R * C, KILN_SCOPE_GLOBAL);
+    y = BUF(f, "y", KILN_DTYPE_F32, R + C, KILN_SCOPE_GLOBAL);
+    r = kiln_fresh_var(ctx, "r");
+    c = kiln_fresh_var(ctx, "c");
+    kiln_expr         r2 = kiln_fresh_var(ctx, "r"), c2 = kiln_fresh_var(ctx, "c");
+    struct kiln_stmt *red =
+        FOR(f, r, 0, R, KILN_LOOP_SERIAL,
+            SEQ2(ctx, ST(f, y, r, F(ctx, 0, KILN_DTYPE_F32)),
+                 FOR(f, c, 0, C, KILN_LOOP_VECTOR,
+                     ST(f, y, r,
+                        kiln_add(ctx, LD(f, y, r),
+                                 LD(f, a, kiln_add(ctx, kiln_mul(ctx, r, I(ctx, C)), c)))))));
+    kiln_expr         colidx = kiln_add(ctx, I(ctx, R), c2);
+    struct kiln_stmt *cols =
+        FOR(f, c2, 0, C, KILN_LOOP_VECTOR,
+            SEQ2(ctx, ST(f, y, colidx, F(ctx, 0, KILN_DTYPE_F32)),
+                 FOR(f, r2, 0, R, KILN_LOOP_SERIAL,
+                     ST(f, y, colidx,
+                        kiln_add(ctx, LD(f, y, colidx),
+                                 LD(f, a, kiln_add(ctx, kiln_mul(ctx, r2, I(ctx, C)), c2)))))));
+    f->body = SEQ2(ctx, red, cols);
+    CHECK(check_run(ctx, f, NULL, "reductions"));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- random expressions (property test) ---- */
+
+struct gen {
+    struct kiln_rng   r;
+    struct kiln_func *f;
+    uint32_t          a, b;
+    enum kiln_dtype   dt;
+};
+
+static kiln_expr
+gen_expr(struct gen *g, kiln_expr i, int depth)
+{
+    kiln_ctx *ctx = g->f->ctx;
+    int64_t   n = g->f->buf[g->a].shape[0];
+    if (depth == 0 || kiln_rng_below(&g->r, 4) == 0) {
+        switch (kiln_rng_below(&g->r, 4)) {
+        case 0:
+            return F(ctx, (double)(int64_t)kiln_rng_below(&g->r, 9) - 4, g->dt);
+        case 1:
+            return LD(g->f, g->b, i);
+        case 2: /* a neighbour, clamped */
+            return LD(g->f, g->a,
+                      kiln_min(ctx, kiln_add(ctx, i, I(ctx, (int64_t)kiln_rng_below(&g->r, 3))),
+                               I(ctx, n - 1)));
+        default:
+            return LD(g->f, g->a, i);
+        }
+    }
+    kiln_expr x = gen_expr(g, i, depth - 1);
+    switch (kiln_rng_below(&g->r, 10)) {
+    case 0:
+        return kiln_add(ctx, x, gen_expr(g, i, depth - 1));
+    case 1:
+        return kiln_sub(ctx, x, gen_expr(g, i, depth - 1));
+    case 2:
+        return kiln_mul(ctx, x, gen_expr(g, i, depth - 1));
+    case 3:
+        return kiln_max(ctx, x, gen_expr(g, i, depth - 1));
+    case 4:
+        return kiln_min(ctx, x, gen_expr(g, i, depth - 1));
+    case 5:
+        return kiln_select(ctx, kiln_lt(ctx, x, F(ctx, 0, g->dt)), gen_expr(g, i, depth - 1), x);
+    case 6:
+        return kiln_unary(ctx, KILN_OP_TANH, x);
+    case 7:
+        return kiln_unary(ctx, KILN_OP_ABS, x);
+    case 8: /* a guarded load at a computed, possibly out-of-range index */
+        return kiln_select(ctx, kiln_lt(ctx, i, I(ctx, n / 2)),
+                           LD(g->f, g->b, kiln_mul(ctx, i, I(ctx, 2))), x);
+    default:
+        return kiln_unary(ctx, KILN_OP_NEG, x);
+    }
+}
+
+static kiln_expr
+g_random(struct kiln_func *f, kiln_expr i, const void *ud)
+{
+    const struct pw *p = ud;
+    struct gen       g = *(const struct gen *)p->extra; /* the same expression for every shape */
+    g.f = f;
+    g.a = p->a;
+    g.b = p->b;
+    g.dt = p->dt;
+    return gen_expr(&g, i, 4);
+}
+
+static void
+test_random_expressions(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    uint64_t  iters = opt_iters_or(12);
+    for (uint64_t it = 0; it < iters; it++) {
+        struct gen      g = {.r = kiln_rng_new(opt_seed() * 7919 + it)};
+        enum kiln_dtype dt = it % 3 ? KILN_DTYPE_F32 : KILN_DTYPE_F64;
+        int64_t         n = 20 + (int64_t)kiln_rng_below(&g.r, 40);
+        struct pw       pw = {.extra = &g};
+        char            name[64];
+        snprintf(name, sizeof name, "random %llu (n=%lld)", (unsigned long long)it, (long long)n);
+        check_shapes(ctx, dt, dt, n, dt == KILN_DTYPE_F64 ? 8 : 16, g_random, &pw, NULL, name);
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* ---- targets ---- */
+
+static void
+test_target_parse(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_target t, t2;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "", &t));
+    CHECK_EQ_STR("llvm", t.kind);
+    CHECK(t.cpu[0] && t.triple[0] && t.features[0]);
+    CHECK(t.vector_bits == 128 || t.vector_bits == 256 || t.vector_bits == 512);
+    CHECK(t.num_cores >= 1);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t2));
+    CHECK_EQ_STR(t.cpu, t2.cpu);
+    CHECK_EQ_STR(t.features, t2.features);
+    /* the canonical string parses back to the same target */
+    const char *s = kiln_cg_target_str(ctx, &t);
+    CHECK(s && !strncmp(s, "llvm -mtriple=", 14));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, s, &t2));
+    CHECK_EQ_STR(t.cpu, t2.cpu);
+    CHECK_EQ_STR(t.triple, t2.triple);
+    CHECK_EQ_STR(t.features, t2.features);
+    CHECK_EQ_INT(t.vector_bits, t2.vector_bits);
+
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm -mcpu=sapphirerapids", &t));
+    CHECK_EQ_STR("sapphirerapids", t.cpu);
+    CHECK_EQ_INT(512, t.vector_bits);
+    CHECK_EQ_STR("", t.features);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm -mcpu=haswell", &t));
+    CHECK_EQ_INT(256, t.vector_bits);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm -mcpu=x86-64", &t));
+    CHECK_EQ_INT(128, t.vector_bits);
+    CHECK_EQ_INT(KILN_OK,
+                 kiln_cg_target_parse(ctx, "llvm -mcpu=sapphirerapids -mattr=+avx2,-avx512f", &t));
+    CHECK_EQ_INT(256, t.vector_bits);
+    CHECK_EQ_STR("+avx2,-avx512f", t.features);
+    /* on the host: the override goes last, replacing the host's mention */
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm -mattr=+avx2,-avx512f", &t));
+    CHECK_EQ_INT(256, t.vector_bits);
+    size_t fl = strlen(t.features);
+    CHECK(fl > 8 && !strcmp(t.features + fl - 8, "-avx512f"));
+    CHECK(strstr(t.features, "+avx512f") == NULL);
+    CHECK_EQ_INT(KILN_OK,
+                 kiln_cg_target_parse(ctx, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4", &t));
+    CHECK_EQ_INT(512, t.vector_bits);
+    CHECK_EQ_STR("znver4", t.cpu);
+    CHECK(strstr(t.triple, "x86_64") == t.triple);
+
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -mcpu=pentium9000", &t));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "unknown CPU 'pentium9000'"));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -O3", &t));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "unknown option '-O3'"));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -mattr=+avx9000", &t));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "unknown CPU feature 'avx9000'"));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -mattr=avx2", &t));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "expected +name or -name"));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -mcpu=", &t));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "llvm -mtriple=foo-bar-baz", &t));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "unknown triple"));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "gcc", &t));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_cg_target_parse(ctx, "cuda", &t));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- ABI tables ---- */
+
+static void
+test_abi_tables(void)
+{
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_func *f = kiln_func_new(ctx, "abi");
+    int64_t           s2[2] = {3, 5};
+    uint32_t x = kiln_func_add_buffer(f, "x", KILN_DTYPE_F32, 2, s2, KILN_SCOPE_GLOBAL, KILN_NONE);
+    uint32_t w = BUF(f, "w", KILN_DTYPE_I8, 5, KILN_SCOPE_GLOBAL);
+    uint32_t m = BUF(f, "mask", KILN_DTYPE_BOOL, 15, KILN_SCOPE_GLOBAL);
+    uint32_t y = BUF(f, "y", KILN_DTYPE_F64, 15, KILN_SCOPE_GLOBAL);
+    f->buf[x].align = 64;
+    kiln_expr i = kiln_fresh_var(ctx, "i");
+    kiln_expr v =
+        kiln_add(ctx, kiln_cast(ctx, KILN_DTYPE_F64, LD(f, x, i)),
+                 kiln_cast(ctx, KILN_DTYPE_F64, LD(f, w, kiln_floormod(ctx, i, I(ctx, 5)))));
+    f->body = FOR(f, i, 0, 15, KILN_LOOP_SERIAL,
+                  ST(f, y, i, kiln_select(ctx, LD(f, m, i), v, F(ctx, -1, KILN_DTYPE_F64))));
+    CHECK_EQ_INT(KILN_OK, kiln_func_verify(f, true));
+    struct kiln_target    t;
+    static const uint8_t  role[4] = {0, 1, 0, 2};
+    struct kiln_cg_module mod = {.f = f,
+                                 .name = "abi",
+                                 .role = role,
+                                 .metadata = "{\"name\": \"abi\"}",
+                                 .source = "input x: f32[3, 5]\n"};
+    struct kiln_jit      *j = NULL;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_llvm_jit(ctx, &mod, &t, &j));
+    const struct kiln_abi_desc *d = kiln_jit_desc(j);
+    CHECK(d != NULL);
+    if (d) {
+        CHECK_EQ_INT(KILN_ABI_VERSION, d->abi_version);
+        CHECK_EQ_INT(4, d->nargs);
+        CHECK_EQ_INT(kDLCPU, d->device);
+        CHECK_EQ_STR("{\"name\": \"abi\"}", d->metadata);
+        CHECK_EQ_STR("input x: f32[3, 5]\n", d->source);
+        CHECK(d->kernel != NULL);
+        CHECK_EQ_STR("x", d->args[0].name);
+        CHECK_EQ_INT(kDLFloat, d->args[0].code);
+        CHECK_EQ_INT(32, d->args[0].bits);
+        CHECK_EQ_INT(1, d->args[0].lanes);
+        CHECK_EQ_INT(2, d->args[0].ndim);
+        CHECK(d->args[0].shape && d->args[0].shape[0] == 3 && d->args[0].shape[1] == 5);
+        CHECK_EQ_INT(64, d->args[0].align);
+        CHECK_EQ_INT(0, d->args[0].role);
+        CHECK_EQ_STR("w", d->args[1].name);
+        CHECK_EQ_INT(kDLInt, d->args[1].code);
+        CHECK_EQ_INT(8, d->args[1].bits);
+        CHECK_EQ_INT(1, d->args[1].align);
+        CHECK_EQ_INT(1, d->args[1].role);
+        CHECK_EQ_STR("mask", d->args[2].name);
+        CHECK_EQ_INT(6, d->args[2].code); /* kDLBool */
+        CHECK_EQ_INT(8, d->args[2].bits);
+        CHECK_EQ_STR("y", d->args[3].name);
+        CHECK_EQ_INT(kDLFloat, d->args[3].code);
+        CHECK_EQ_INT(64, d->args[3].bits);
+        CHECK_EQ_INT(1, d->args[3].ndim);
+        CHECK(d->args[3].shape && d->args[3].shape[0] == 15);
+        CHECK_EQ_INT(8, d->args[3].align);
+        CHECK_EQ_INT(2, d->args[3].role);
+        /* and the kernel runs through the table's pointer */
+        float  *xd = aligned_alloc(64, 64);
+        int8_t  wd[5] = {1, -2, 3, -4, 5};
+        uint8_t md[15];
+        double  yd[15];
+        for (int k = 0; k < 15; k++) {
+            xd[k] = (float)k;
+            md[k] = (uint8_t)(k % 3 != 0);
+        }
+        void *data[4] = {xd, wd, md, yd};
+        CHECK_EQ_INT(0, d->kernel(data));
+        for (int k = 0; k < 15; k++)
+            CHECK(yd[k] == (k % 3 ? (double)k + wd[k % 5] : -1));
+        free(xd);
+    }
+    kiln_jit_free(j);
+    kiln_ctx_free(ctx);
+}
+
+/* ---- objects and shared objects ---- */
+
+static struct kiln_func *
+small_parallel(kiln_ctx *ctx)
+{
+    struct kiln_func *f = kiln_func_new(ctx, "sp");
+    uint32_t          a = BUF(f, "a", KILN_DTYPE_F32, 100, KILN_SCOPE_GLOBAL);
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, 100, KILN_SCOPE_GLOBAL);
+    kiln_expr         i = kiln_fresh_var(ctx, "i");
+    f->body = FOR(f, i, 0, 100, KILN_LOOP_PARALLEL,
+                  ST(f, y, i, kiln_add(ctx, LD(f, a, i), F(ctx, 1, KILN_DTYPE_F32))));
+    return f;
+}
+
+static void
+test_object_and_shared(void)
+{
+    kiln_ctx             *ctx = kiln_ctx_new(NULL);
+    struct kiln_target    t;
+    struct kiln_func     *f = small_parallel(ctx);
+    static const uint8_t  role[2] = {0, 2};
+    struct kiln_cg_module m = {.f = f, .name = "sp", .role = role, .metadata = "{}", .source = ""};
+    char                  dir[] = "/tmp/kiln-test-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char obj[64], so[64];
+    snprintf(obj, sizeof obj, "%s/sp.o", dir);
+    snprintf(so, sizeof so, "%s/sp.so", dir);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_llvm_object(ctx, &m, &t, obj));
+    size_t len = 0;
+    char  *bytes = read_file(obj, &len);
+    CHECK(bytes && len > 4 && !memcmp(bytes, "\177ELF", 4));
+    free(bytes);
+    if (kiln_cg_llvm_shared(ctx, &m, &t, so) != KILN_OK) {
+        report(ctx, "shared", "kiln_cg_llvm_shared");
+    } else {
+        void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *e = dlerror();
+            if (e && strstr(e, "undefined symbol"))
+                harness_skip("libkiln_rt.a does not define the runtime yet");
+            else
+                harness_fail(__FILE__, __LINE__, "dlopen %s: %s", so, e ? e : "?");
+        } else {
+            const struct kiln_abi_desc *d = dlsym(h, "kiln_desc");
+            CHECK(d != NULL);
+            if (d) {
+                CHECK_EQ_INT(2, d->nargs);
+                float a[100], y[100];
+                for (int k = 0; k < 100; k++)
+                    a[k] = (float)k * 0.5f;
+                void *data[2] = {a, y};
+                CHECK_EQ_INT(0, d->kernel(data));
+                for (int k = 0; k < 100; k++)
+                    CHECK(y[k] == a[k] + 1);
+            }
+            kiln_call_fn call = (kiln_call_fn)(uintptr_t)dlsym(h, "kiln_call");
+            if (!call) {
+                harness_skip("libkiln_rt.a has no kiln_call yet (runtime/so_entry.c)");
+            } else {
+                float     a[100], y[100];
+                int64_t   shape[1] = {100};
+                DLTensor  ta = {a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+                DLTensor  ty = {y, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+                DLTensor *args[2] = {&ta, &ty};
+                char      err[256] = "";
+                for (int k = 0; k < 100; k++)
+                    a[k] = (float)k - 50;
+                CHECK_EQ_INT(KILN_ABI_OK, call(args, 2, err, sizeof err));
+                for (int k = 0; k < 100; k++)
+                    CHECK(y[k] == a[k] + 1);
+                CHECK(call(args, 1, err, sizeof err) != KILN_ABI_OK && err[0]);
+            }
+            dlclose(h);
+        }
+    }
+    unlink(obj);
+    unlink(so);
+    rmdir(dir);
+    /* a link failure carries the linker's output */
+    kiln_ctx_error_clear(ctx);
+    CHECK(kiln_cg_llvm_shared(ctx, &m, &t, "/nonexistent-dir/x.so") == KILN_ERR_BACKEND);
+    CHECK(kiln_ctx_error(ctx) && kiln_ctx_error(ctx)->detail && kiln_ctx_error(ctx)->detail[0]);
+    kiln_ctx_free(ctx);
+}
+
+/* ---- a failed temporary allocation returns KILN_ABI_ERR_NOMEM ---- */
+
+/* Huge allocations return NULL under AddressSanitizer too, instead of stopping the test. */
+const char *__asan_default_options(void);
+const char *
+__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+
+static void
+test_nomem(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    for (int par = 0; par < 2; par++) {
+        /* alloc small { small[0] = 1; [parallel] for i: alloc huge { huge[0] = small[0];
+         * y[i] = huge[0] } }: the huge one fails; the small one must be freed on the way out */
+        struct kiln_func *f = kiln_func_new(ctx, "nomem");
+        uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, 4, KILN_SCOPE_GLOBAL);
+        uint32_t          sm = BUF(f, "small", KILN_DTYPE_F32, 100, KILN_SCOPE_HEAP);
+        uint32_t          hg = BUF(f, "huge", KILN_DTYPE_F32, (int64_t)1 << 42, KILN_SCOPE_HEAP);
+        kiln_expr         i = kiln_fresh_var(ctx, "i");
+        struct kiln_stmt *inner =
+            kiln_stmt_alloc(ctx, hg,
+                            SEQ2(ctx, ST(f, hg, I(ctx, 0), LD(f, sm, I(ctx, 0))),
+                                 ST(f, y, i, LD(f, hg, I(ctx, 0)))));
+        f->body = kiln_stmt_alloc(
+            ctx, sm,
+            SEQ2(ctx, ST(f, sm, I(ctx, 0), F(ctx, 1, KILN_DTYPE_F32)),
+                 FOR(f, i, 0, 4, par ? KILN_LOOP_PARALLEL : KILN_LOOP_SERIAL, inner)));
+        struct kiln_jit *j = jit(ctx, f, NULL, "nomem");
+        if (!j)
+            continue;
+        float yd[4] = {7, 7, 7, 7};
+        void *data[1] = {yd};
+        CHECK_EQ_INT(KILN_ABI_ERR_NOMEM, kiln_jit_desc(j)->kernel(data));
+        CHECK(yd[0] == 7 && yd[3] == 7);
+        kiln_jit_free(j);
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* ---- errors ---- */
+
+static void
+test_errors(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_target t;
+    struct kiln_jit   *j = NULL;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    /* f16 buffers */
+    struct kiln_func *f = kiln_func_new(ctx, "half");
+    uint32_t          a = BUF(f, "h", KILN_DTYPE_F16, 8, KILN_SCOPE_GLOBAL);
+    kiln_expr         i = kiln_fresh_var(ctx, "i");
+    f->body = FOR(f, i, 0, 8, KILN_LOOP_SERIAL, ST(f, a, i, LD(f, a, i)));
+    struct kiln_cg_module m = {.f = f};
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_cg_llvm_jit(ctx, &m, &t, &j));
+    CHECK(j == NULL);
+    CHECK(kiln_ctx_error(ctx)
+          && strstr(kiln_ctx_error(ctx)->msg, "buffer h: dtype f16 is not supported"));
+    kiln_ctx_error_clear(ctx);
+    /* GPU loops */
+    f = kiln_func_new(ctx, "gpu");
+    a = BUF(f, "x", KILN_DTYPE_F32, 8, KILN_SCOPE_GLOBAL);
+    i = kiln_fresh_var(ctx, "i");
+    f->body = FOR(f, i, 0, 8, KILN_LOOP_GPU_THREAD, ST(f, a, i, F(ctx, 1, KILN_DTYPE_F32)));
+    m.f = f;
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_cg_llvm_jit(ctx, &m, &t, &j));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "gpu_thread loops need a GPU"));
+    kiln_ctx_error_clear(ctx);
+    /* not flat */
+    f = kiln_func_new(ctx, "twod");
+    int64_t s2[2] = {2, 4};
+    a = kiln_func_add_buffer(f, "x", KILN_DTYPE_F32, 2, s2, KILN_SCOPE_GLOBAL, KILN_NONE);
+    kiln_expr ix[2] = {I(ctx, 1), I(ctx, 2)};
+    f->body = kiln_stmt_store(ctx, a, 2, ix, F(ctx, 1, KILN_DTYPE_F32));
+    m.f = f;
+    CHECK(kiln_cg_llvm_jit(ctx, &m, &t, &j) != KILN_OK);
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "indices"));
+    kiln_ctx_error_clear(ctx);
+    /* out-of-range integer division in the interpreter, bounds errors */
+    f = kiln_func_new(ctx, "oob");
+    a = BUF(f, "x", KILN_DTYPE_F32, 8, KILN_SCOPE_GLOBAL);
+    i = kiln_fresh_var(ctx, "i");
+    f->body = FOR(f, i, 0, 9, KILN_LOOP_SERIAL, ST(f, a, i, F(ctx, 1, KILN_DTYPE_F32)));
+    double  xs[8];
+    double *bufs[1] = {xs};
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_func_eval(f, true, bufs));
+    CHECK(kiln_ctx_error(ctx)
+          && strstr(kiln_ctx_error(ctx)->msg, "store of x[8] out of bounds (8 elements)"));
+    kiln_ctx_free(ctx);
+}
+
+/* ---- the interpreter on its own ---- */
+
+static void
+test_interp(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    /* a temporary starts as NaN: a read before the write shows */
+    struct kiln_func *f = kiln_func_new(ctx, "nan_fill");
+    uint32_t          y = BUF(f, "y", KILN_DTYPE_F32, 4, KILN_SCOPE_GLOBAL);
+    uint32_t          t = BUF(f, "t", KILN_DTYPE_F32, 4, KILN_SCOPE_HEAP);
+    uint32_t          ti = BUF(f, "ti", KILN_DTYPE_I32, 4, KILN_SCOPE_STACK);
+    kiln_expr         i = kiln_fresh_var(ctx, "i");
+    f->body = kiln_stmt_alloc(ctx, t,
+                              SEQ2(ctx, ST(f, t, I(ctx, 0), F(ctx, 2, KILN_DTYPE_F32)),
+                                   FOR(f, i, 0, 4, KILN_LOOP_VECTOR, ST(f, y, i, LD(f, t, i)))));
+    double  yd[4] = {0, 0, 0, 0};
+    double *bufs[1] = {yd};
+    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, true, bufs));
+    CHECK(yd[0] == 2 && isnan(yd[1]) && isnan(yd[3]));
+    /* an integer read of an unwritten element is an error */
+    f->body = kiln_stmt_alloc(ctx, ti,
+                              FOR(f, i, 0, 4, KILN_LOOP_SERIAL,
+                                  ST(f, y, i, kiln_cast(ctx, KILN_DTYPE_F32, LD(f, ti, i)))));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_func_eval(f, true, bufs));
+    CHECK(kiln_ctx_error(ctx)
+          && strstr(kiln_ctx_error(ctx)->msg, "ti[0]: element was never written"));
+    kiln_ctx_error_clear(ctx);
+    /* use outside the allocation */
+    f->body = ST(f, y, I(ctx, 0), LD(f, t, I(ctx, 0)));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_func_eval(f, true, bufs));
+    CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "outside its allocation"));
+    kiln_ctx_error_clear(ctx);
+    /* non-flat indexing with a per-dimension bounds message; lazy select */
+    f = kiln_func_new(ctx, "twod");
+    int64_t   s2[2] = {2, 3};
+    uint32_t  x = kiln_func_add_buffer(f, "x", KILN_DTYPE_I32, 2, s2, KILN_SCOPE_GLOBAL, KILN_NONE);
+    uint32_t  o = BUF(f, "o", KILN_DTYPE_I32, 6, KILN_SCOPE_GLOBAL);
+    kiln_expr r = kiln_fresh_var(ctx, "r"), c = kiln_fresh_var(ctx, "c");
+    kiln_expr in[2] = {r, kiln_add(ctx, c, I(ctx, 1))};
+    kiln_expr on[1] = {kiln_add(ctx, kiln_mul(ctx, r, I(ctx, 3)), c)};
+    kiln_expr v =
+        kiln_select(ctx, kiln_lt(ctx, c, I(ctx, 2)), kiln_func_load(f, x, 2, in),
+                    kiln_floordiv(ctx, kiln_int(ctx, -7, KILN_DTYPE_I32),
+                                  kiln_cast(ctx, KILN_DTYPE_I32, kiln_add(ctx, r, I(ctx, 2)))));
+    f->body = FOR(f, r, 0, 2, KILN_LOOP_SERIAL,
+                  FOR(f, c, 0, 3, KILN_LOOP_SERIAL, kiln_stmt_store(ctx, o, 1, on, v)));
+    double  xd[6] = {1, 2, 3, 4, 5, 6}, od[6];
+    double *b2[2] = {xd, od};
+    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, false, b2));
+    CHECK(od[0] == 2 && od[1] == 3 && od[2] == -4 && od[3] == 5 && od[4] == 6 && od[5] == -3);
+    f->body = FOR(f, r, 0, 2, KILN_LOOP_SERIAL,
+                  FOR(f, c, 0, 3, KILN_LOOP_SERIAL,
+                      kiln_stmt_store(ctx, o, 1, on, kiln_func_load(f, x, 2, in))));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_func_eval(f, false, b2));
+    CHECK(kiln_ctx_error(ctx)
+          && strstr(kiln_ctx_error(ctx)->msg,
+                    "load of x[0, 3] out of bounds: index 1 is not in [0, 3)"));
+    kiln_ctx_free(ctx);
+}
+
+static const struct test tests[] = {
+    {"target_parse", test_target_parse},
+    {"interp", test_interp},
+    {"abi_tables", test_abi_tables},
+    {"elementwise_loop_kinds", test_elementwise_loop_kinds},
+    {"other_targets", test_other_targets},
+    {"matmul", test_matmul},
+    {"lazy_select", test_lazy_select},
+    {"gather_scatter", test_gather_scatter},
+    {"math_ops", test_math_ops},
+    {"int_dtypes", test_int_dtypes},
+    {"bool", test_bool},
+    {"nan", test_nan},
+    {"alignment", test_alignment},
+    {"ir_quality", test_ir_quality},
+    {"alloc", test_alloc},
+    {"control", test_control},
+    {"random_expressions", test_random_expressions},
+    {"nomem", test_nomem},
+    {"object_and_shared", test_object_and_shared},
+    {"errors", test_errors},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}

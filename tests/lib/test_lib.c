@@ -1,0 +1,914 @@
+/* tests/lib/test_lib.c -- the op library: output shapes for attribute combinations, the exact
+ * message of every shape and attribute error, and values of small cases computed by hand
+ * (skipped while the reference interpreter is unavailable).
+ *
+ * Cases are written as short specs so a table row reads like the call it tests:
+ *   inputs "x:f32[1,3,8,8] w:f32[4,3,3,3]"   (NAME:DTYPE[D0,...], arguments in order)
+ *   attrs  "stride=2 padding=[1,1] eq=ij,jk->ik approximate=\"tanh\" eps=1e-3"
+ * An attribute value is a list [..], a quoted string, a number with '.', 'e' or "inf" (float),
+ * an integer, or else a bare string. The library is called through kiln_lib_call directly, so
+ * these tests need neither the parser nor the printer. */
+#include "../harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- specs ---- */
+
+struct spec {
+    kiln_ctx          *ctx;
+    struct kiln_graph *g;
+    uint32_t           in[16];
+    uint32_t           nin;
+    struct kiln_attr   attr[16];
+    int64_t            ints[16][KILN_MAX_DIMS * 2];
+    char               str[16][64];
+    uint32_t           nattr;
+};
+
+/* Declares the inputs of spec text `inputs`; returns false (and fails the test) on bad text. */
+static bool
+declare(struct spec *s, const char *inputs)
+{
+    const char *p = inputs;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        char        name[32], dt[8];
+        const char *colon = strchr(p, ':'), *br = strchr(p, '[');
+        if (!colon || !br || colon - p >= 32 || br - colon - 1 >= 8) {
+            harness_fail(__FILE__, __LINE__, "bad input spec %s", inputs);
+            return false;
+        }
+        memcpy(name, p, (size_t)(colon - p));
+        name[colon - p] = 0;
+        memcpy(dt, colon + 1, (size_t)(br - colon - 1));
+        dt[br - colon - 1] = 0;
+        int64_t  shape[KILN_MAX_DIMS];
+        uint32_t n = 0;
+        p = br + 1;
+        while (*p && *p != ']') {
+            char *end;
+            shape[n++] = strtoll(p, &end, 10);
+            p = *end == ',' ? end + 1 : end;
+        }
+        p++;
+        s->in[s->nin++] =
+            kiln_graph_add_tensor(s->g, name, kiln_dtype_parse(dt), n, shape, KILN_TENSOR_INPUT);
+    }
+    return true;
+}
+
+static void
+parse_attrs(struct spec *s, const char *attrs)
+{
+    const char *p = attrs;
+    while (p && *p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *eq = strchr(p, '=');
+        char        name[32];
+        memcpy(name, p, (size_t)(eq - p));
+        name[eq - p] = 0;
+        struct kiln_attr *a = &s->attr[s->nattr];
+        memset(a, 0, sizeof *a);
+        a->name = kiln_sym_cstr(s->ctx, name);
+        a->line = 1;
+        a->col = (uint32_t)(p - attrs) + 1;
+        p = eq + 1;
+        const char *end = p;
+        if (*p == '[') {
+            while (*end != ']')
+                end++;
+            end++;
+            a->kind = KILN_ATTR_INTS;
+            a->ints = s->ints[s->nattr];
+            for (const char *q = p + 1; *q != ']';) {
+                if (*q == ',' || *q == ' ') {
+                    q++;
+                    continue;
+                }
+                char *e;
+                s->ints[s->nattr][a->n++] = strtoll(q, &e, 10);
+                q = e;
+            }
+        } else if (*p == '"') {
+            end = strchr(p + 1, '"') + 1;
+            a->kind = KILN_ATTR_STRING;
+            memcpy(s->str[s->nattr], p + 1, (size_t)(end - p - 2));
+            a->s = s->str[s->nattr];
+        } else {
+            while (*end && *end != ' ')
+                end++;
+            char tok[64];
+            memcpy(tok, p, (size_t)(end - p));
+            tok[end - p] = 0;
+            char     *e;
+            long long iv = strtoll(tok, &e, 10);
+            if (*e == 0 && e != tok) {
+                a->kind = KILN_ATTR_INT;
+                a->i = iv;
+            } else {
+                double fv = strtod(tok, &e);
+                if (*e == 0 && e != tok) {
+                    a->kind = KILN_ATTR_FLOAT;
+                    a->f = fv;
+                } else {
+                    a->kind = KILN_ATTR_STRING;
+                    memcpy(s->str[s->nattr], tok, strlen(tok) + 1);
+                    a->s = s->str[s->nattr];
+                }
+            }
+        }
+        s->nattr++;
+        p = end;
+    }
+}
+
+/* Builds "y = op(inputs..., attrs...)" in a fresh graph. Returns the status; *s stays valid
+ * until spec_free. */
+static enum kiln_status
+build(struct spec *s, const char *op, const char *inputs, const char *attrs, uint32_t *out)
+{
+    memset(s, 0, sizeof *s);
+    s->ctx = kiln_ctx_new(NULL);
+    s->g = kiln_graph_new(s->ctx);
+    *out = KILN_NONE;
+    if (!declare(s, inputs))
+        return KILN_ERR_INTERNAL;
+    parse_attrs(s, attrs);
+    return kiln_lib_call(s->g, op, "y", s->nin, s->in, s->nattr, s->attr, 1, 1, out);
+}
+
+static void
+spec_free(struct spec *s)
+{
+    kiln_ctx_free(s->ctx);
+}
+
+static const char *
+shape_of(const struct kiln_graph *g, uint32_t t, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < g->tensor[t].ndim; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "",
+                              (long long)g->tensor[t].shape[i]);
+    snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+/* ---- output shapes ---- */
+
+struct shape_case {
+    const char *op, *inputs, *attrs;
+    const char *shape; /* of the output */
+    int         nops;  /* compute definitions the call creates */
+};
+
+static const struct shape_case shape_cases[] = {
+    /* conv2d */
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "", "[1, 4, 6, 6]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=1", "[1, 4, 8, 8]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=2 padding=1", "[1, 4, 4, 4]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "dilation=2", "[1, 4, 4, 4]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=[2,1] padding=[1,2]", "[1, 4, 4, 10]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=[0,1,2,3]", "[1, 4, 8, 10]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=\"same\"", "[1, 4, 8, 8]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,2,2]", "padding=\"same\" dilation=3", "[1, 4, 8, 8]", 1},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=\"valid\"", "[1, 4, 6, 6]", 1},
+    {"conv2d", "x:f32[2,3,8,8] w:f32[4,3,3,3] b:f32[4]", "padding=1", "[2, 4, 8, 8]", 2},
+    {"conv2d", "x:f32[1,6,8,8] w:f32[6,1,3,3]", "groups=6", "[1, 6, 6, 6]", 1},
+    {"conv2d", "x:f32[1,4,8,8] w:f32[6,2,1,1]", "groups=2 stride=3", "[1, 6, 3, 3]", 1},
+    {"conv2d", "x:f64[1,1,1,1] w:f64[1,1,1,1]", "", "[1, 1, 1, 1]", 1},
+    {"conv2d", "x:f32[1,3,5,5] w:f32[4,3,3,3]", "dilation=3 padding=1", "[1, 4, 1, 1]", 1},
+    /* conv2d_transpose */
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[4,2,3,3]", "", "[1, 2, 7, 7]", 1},
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[4,2,3,3]", "stride=2 padding=1 output_padding=1",
+     "[1, 2, 10, 10]", 1},
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[4,3,3,3] b:f32[6]", "groups=2", "[1, 6, 7, 7]", 2},
+    {"conv2d_transpose", "x:f32[1,4,5,6] w:f32[4,3,3,2]", "dilation=[2,1] padding=[0,1,2,3]",
+     "[1, 3, 7, 3]", 1},
+    /* dense, matmul, batch_matmul */
+    {"dense", "x:f32[2,8] w:f32[3,8]", "", "[2, 3]", 1},
+    {"dense", "x:f32[2,5,8] w:f32[3,8] b:f32[3]", "", "[2, 5, 3]", 2},
+    {"dense", "x:f32[8] w:f32[3,8]", "", "[3]", 1},
+    {"matmul", "a:f32[2,3] b:f32[3,4]", "", "[2, 4]", 1},
+    {"matmul", "a:f32[3] b:f32[3]", "", "[]", 1},
+    {"matmul", "a:f32[2,3] b:f32[3]", "", "[2]", 1},
+    {"matmul", "a:f32[3] b:f32[3,4]", "", "[4]", 1},
+    {"matmul", "a:f32[5,1,2,3] b:f32[4,3,6]", "", "[5, 4, 2, 6]", 1},
+    {"batch_matmul", "a:f32[2,3,4] b:f32[2,4,5]", "", "[2, 3, 5]", 1},
+    {"batch_matmul", "a:f32[2,4,3] b:f32[2,5,4]", "transpose_a=1 transpose_b=1", "[2, 3, 5]", 1},
+    /* einsum */
+    {"einsum", "a:f32[2,3] b:f32[3,4]", "eq=\"ij,jk->ik\"", "[2, 4]", 1},
+    {"einsum", "a:f32[3,3]", "eq=\"ii->i\"", "[3]", 1},
+    {"einsum", "a:f32[3,3]", "eq=\"ii\"", "[]", 1},
+    {"einsum", "a:f32[2,3]", "eq=\"ji\"", "[3, 2]", 1},
+    {"einsum", "a:f32[2,3]", "eq=\"bA\"", "[3, 2]", 1},
+    {"einsum", "a:f32[5,2,3] b:f32[3,4]", "eq=\"...ij,...jk->...ik\"", "[5, 2, 4]", 1},
+    {"einsum", "a:f32[2,1,3] b:f32[4,3]", "eq=\"...i,...i\"", "[2, 4]", 1},
+    {"einsum", "a:f32[2,3] b:f32[1]", "eq=\"ij,j->i\"", "[2]", 1},
+    {"einsum", "a:f32[2] b:f32[3] c:f32[4]", "eq=\"i,j,k->ijk\"", "[2, 3, 4]", 1},
+    {"einsum", "a:f32[2,2,2,2,1] b:f32[2,2,2,2]", "eq=\"abcde,fghi->\"", "[]", 1},
+    /* elementwise */
+    {"relu", "x:f32[2,3]", "", "[2, 3]", 1},
+    {"gelu", "x:f32[4]", "approximate=\"tanh\"", "[4]", 1},
+    {"leaky_relu", "x:f32[4]", "alpha=0.2", "[4]", 1},
+    {"leaky_relu", "x:f32[4]", "alpha=1", "[4]", 1},
+    {"square", "x:i32[4]", "", "[4]", 1},
+    {"exp", "x:f64[]", "", "[]", 1},
+    {"add", "a:f32[2,1,3] b:f32[4,1]", "", "[2, 4, 3]", 1},
+    {"mul", "a:f32[] b:f32[3]", "", "[3]", 1},
+    {"pow", "a:f32[3,1] b:f32[1,3]", "", "[3, 3]", 1},
+    /* pooling, unfold */
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 stride=2", "[1, 2, 3, 3]", 1},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 stride=2 ceil_mode=1", "[1, 2, 4, 4]", 1},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=2", "[1, 2, 4, 4]", 1},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 padding=1 dilation=2", "[1, 2, 2, 2]", 1},
+    {"max_pool2d", "x:f32[1,2,5,5]", "kernel=2 stride=2 padding=1 ceil_mode=1", "[1, 2, 3, 3]", 1},
+    {"avg_pool2d", "x:f32[1,2,8,8]", "kernel=[2,3]", "[1, 2, 4, 2]", 2},
+    {"avg_pool2d", "x:f32[1,2,7,7]", "kernel=3 stride=2 padding=1 count_include_pad=0",
+     "[1, 2, 4, 4]", 2},
+    {"global_avg_pool2d", "x:f32[2,3,5,7]", "", "[2, 3, 1, 1]", 2},
+    {"global_max_pool2d", "x:f32[2,3,5,7]", "", "[2, 3, 1, 1]", 1},
+    {"unfold", "x:f32[1,2,5,5]", "kernel=3 padding=1", "[1, 2, 3, 3, 5, 5]", 1},
+    {"unfold", "x:f32[1,2,6,5]", "kernel=[2,3] stride=2", "[1, 2, 2, 3, 3, 2]", 1},
+    /* normalisation */
+    {"softmax", "x:f32[2,5]", "", "[2, 5]", 4},
+    {"softmax", "x:f32[2,5,3]", "axis=1", "[2, 5, 3]", 4},
+    {"log_softmax", "x:f32[7]", "axis=0", "[7]", 3},
+    {"batch_norm", "x:f32[2,3,4,4] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "eps=1e-3", "[2, 3, 4, 4]",
+     1},
+    {"batch_norm", "x:f32[2,3] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "", "[2, 3]", 1},
+    {"layer_norm", "x:f32[2,3,4] g:f32[4] b:f32[4]", "", "[2, 3, 4]", 3},
+    {"layer_norm", "x:f32[2,3,4] g:f32[3,4]", "axis=1 eps=1", "[2, 3, 4]", 3},
+    {"layer_norm", "x:f32[2,3,4]", "axis=0", "[2, 3, 4]", 3},
+    /* data movement */
+    {"reshape", "x:f32[2,3,4]", "shape=[6,-1]", "[6, 4]", 1},
+    {"reshape", "x:f32[2,3,4]", "shape=[4,1,6]", "[4, 1, 6]", 1},
+    {"reshape", "x:f32[1]", "shape=[]", "[]", 1},
+    {"flatten", "x:f32[2,3,4,5]", "", "[2, 60]", 1},
+    {"flatten", "x:f32[2,3,4,5]", "axis=0", "[1, 120]", 1},
+    {"flatten", "x:f32[2,3,4,5]", "axis=-1", "[24, 5]", 1},
+    {"flatten", "x:f32[2,3,4,5]", "axis=4", "[120, 1]", 1},
+    {"transpose", "x:f32[2,3,4]", "", "[4, 3, 2]", 1},
+    {"transpose", "x:f32[2,3,4]", "perm=[0,-1,1]", "[2, 4, 3]", 1},
+    {"concat", "a:f32[2,3] b:f32[2,4] c:f32[2,1]", "axis=1", "[2, 8]", 1},
+    {"concat", "a:f32[2,3] b:f32[5,3]", "", "[7, 3]", 1},
+    {"concat", "a:i32[2]", "axis=-1", "[2]", 1},
+    {"pad", "x:f32[2,3]", "pads=[1,0,2,3]", "[5, 6]", 1},
+    {"pad", "x:f32[2,3]", "pads=[1,2] mode=\"edge\"", "[4, 7]", 1},
+    {"pad", "x:f32[4,3]", "pads=[-1,1,0,-1] mode=\"reflect\"", "[3, 3]", 1},
+    {"pad", "x:f32[2,3]", "pads=1 value=-inf", "[4, 5]", 1},
+    {"slice", "x:f32[10,5]", "starts=[1] ends=[8] steps=[3]", "[3, 5]", 1},
+    {"slice", "x:f32[10,5]", "starts=[-1,0] ends=[-100,5] steps=[-2,1]", "[5, 5]", 1},
+    {"slice", "x:f32[10,5]", "starts=2 ends=1000 axes=-1", "[10, 3]", 1},
+    {"slice", "x:f32[10,5]", "starts=[0] ends=[9223372036854775807] steps=[100]", "[1, 5]", 1},
+};
+
+static void
+test_shapes(void)
+{
+    for (size_t i = 0; i < KILN_COUNTOF(shape_cases); i++) {
+        const struct shape_case *sc = &shape_cases[i];
+        struct spec              s;
+        uint32_t                 out;
+        enum kiln_status         st = build(&s, sc->op, sc->inputs, sc->attrs, &out);
+        if (st != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "%s(%s; %s): %s", sc->op, sc->inputs, sc->attrs,
+                         kiln_ctx_error(s.ctx) ? kiln_ctx_error(s.ctx)->msg : "?");
+        } else {
+            char buf[128];
+            if (strcmp(shape_of(s.g, out, buf, sizeof buf), sc->shape))
+                harness_fail(__FILE__, __LINE__, "%s(%s; %s): shape %s, want %s", sc->op,
+                             sc->inputs, sc->attrs, buf, sc->shape);
+            if ((int)s.g->nop != sc->nops)
+                harness_fail(__FILE__, __LINE__, "%s(%s; %s): %u ops, want %d", sc->op, sc->inputs,
+                             sc->attrs, s.g->nop, sc->nops);
+            CHECK_EQ_INT(1, s.g->ncall);
+            CHECK_EQ_INT(out, s.g->call[0].out);
+            CHECK_EQ_INT(s.nattr, s.g->call[0].nattr); /* no defaults added */
+            CHECK(kiln_graph_mark_output(s.g, out) == KILN_OK);
+            CHECK(kiln_graph_verify(s.g) == KILN_OK);
+        }
+        spec_free(&s);
+    }
+}
+
+/* Printing a library call and parsing it back calls the library again with the recorded
+ * attributes; printing it expanded writes the compute definitions, which the parser's static
+ * bounds check must accept (every load that can leave its tensor is guarded). Both must give
+ * the graph's hash back. */
+static void
+test_round_trip(void)
+{
+    for (size_t i = 0; i < KILN_COUNTOF(shape_cases); i++) {
+        const struct shape_case *sc = &shape_cases[i];
+        struct spec              s;
+        uint32_t                 out;
+        if (build(&s, sc->op, sc->inputs, sc->attrs, &out) != KILN_OK
+            || kiln_graph_mark_output(s.g, out) != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "%s(%s; %s): build failed", sc->op, sc->inputs,
+                         sc->attrs);
+            spec_free(&s);
+            continue;
+        }
+        uint64_t h = kiln_graph_hash(s.g);
+        for (unsigned flags = 0; flags <= KILN_PRINT_EXPANDED; flags += KILN_PRINT_EXPANDED) {
+            const char      *text;
+            enum kiln_status st = kiln_graph_print(s.ctx, s.g, flags, &text);
+            if (st == KILN_ERR_UNSUPPORTED) {
+                harness_skip("the printer is not available");
+                spec_free(&s);
+                return;
+            }
+            if (st != KILN_OK) {
+                harness_fail(__FILE__, __LINE__, "%s: print: %s", sc->op,
+                             kiln_ctx_error(s.ctx)->msg);
+                break;
+            }
+            kiln_ctx          *ctx2 = kiln_ctx_new(NULL);
+            struct kiln_graph *g2;
+            if (kiln_graph_parse(ctx2, text, strlen(text), "rt.kg", &g2) != KILN_OK) {
+                char msg[700];
+                kiln_error_format(kiln_ctx_error(ctx2), msg, sizeof msg);
+                harness_fail(__FILE__, __LINE__, "%s(%s; %s): reparse: %s\n%s", sc->op, sc->inputs,
+                             sc->attrs, msg, text);
+            } else if (kiln_graph_hash(g2) != h) {
+                harness_fail(__FILE__, __LINE__,
+                             "%s(%s; %s): hash changed after %s round trip:\n%s", sc->op,
+                             sc->inputs, sc->attrs, flags ? "expanded" : "plain", text);
+            }
+            kiln_ctx_free(ctx2);
+        }
+        spec_free(&s);
+    }
+}
+
+/* ---- error messages ---- */
+
+struct error_case {
+    const char *op, *inputs, *attrs;
+    const char *msg;
+};
+
+static const struct error_case error_cases[] = {
+    /* generic */
+    {"conv3d", "x:f32[1]", "", "unknown op 'conv3d'"},
+    {"conv2d", "x:f32[1,3,8,8]", "", "conv2d: expects 2 or 3 inputs, got 1"},
+    {"relu", "x:f32[2] z:f32[2]", "", "relu: expects 1 input, got 2"},
+    {"einsum", "", "eq=\"i\"", "einsum: expects at least 1 input, got 0"},
+    {"batch_norm", "x:f32[2,3] g:f32[3] b:f32[3]", "", "batch_norm: expects 5 inputs, got 3"},
+    {"layer_norm", "x:f32[2,3] g:f32[3] b:f32[3] c:f32[3]", "",
+     "layer_norm: expects 1 to 3 inputs, got 4"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "strid=1", "conv2d: unknown attribute 'strid'"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=1 stride=2",
+     "conv2d: attribute stride is given twice"},
+    {"relu", "x:f32[2]", "alpha=1", "relu: unknown attribute 'alpha'"},
+    /* conv2d */
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=\"a\"",
+     "conv2d: attribute stride must be an integer or a list of 2 integers"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=[1,2,3]",
+     "conv2d: attribute stride must be an integer or a list of 2 integers"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "stride=0", "conv2d: stride 0 must be positive"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "dilation=[1,-2]",
+     "conv2d: dilation -2 must be positive"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=-1",
+     "conv2d: padding -1 must not be negative"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=[1,2,3]",
+     "conv2d: attribute padding must be an integer or a list of 2 or 4 integers"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=1.5",
+     "conv2d: attribute padding must be an integer, a list of 2 or 4 integers, \"same\" or "
+     "\"valid\""},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=\"full\"",
+     "conv2d: padding must be \"same\" or \"valid\", got \"full\""},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=\"same\" stride=2",
+     "conv2d: padding \"same\" needs stride 1"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "groups=0", "conv2d: groups 0 must be positive"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "groups=[1,1]",
+     "conv2d: attribute groups must be an integer"},
+    {"conv2d", "x:f32[1,64,8,8] w:f32[4,32,3,3]", "",
+     "conv2d: input x has 64 channels but weight w expects 32 (groups 1)"},
+    {"conv2d", "x:f32[1,64,8,8] w:f32[4,16,3,3]", "groups=2",
+     "conv2d: input x has 64 channels but weight w expects 32 (groups 2)"},
+    {"conv2d", "x:f32[1,6,8,8] w:f32[4,2,3,3]", "groups=4",
+     "conv2d: input x has 6 channels, not divisible by groups 4"},
+    {"conv2d", "x:f32[1,8,8,8] w:f32[6,2,3,3]", "groups=4",
+     "conv2d: weight w has 6 output channels, not divisible by groups 4"},
+    {"conv2d", "x:f32[1,3,8] w:f32[4,3,3,3]", "",
+     "conv2d: input x must be 4-D [N, C, H, W], got [1, 3, 8]"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3]", "",
+     "conv2d: weight w must be 4-D [K, C/groups, KH, KW], got [4, 3, 3]"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3] b:f32[3]", "",
+     "conv2d: bias b has shape [3] but weight w has 4 output channels"},
+    {"conv2d", "x:f32[1,3,8,8] w:f64[4,3,3,3]", "", "conv2d: dtypes of x (f32) and w (f64) differ"},
+    {"conv2d", "x:i32[1,3,8,8] w:i32[4,3,3,3]", "",
+     "conv2d: input x has dtype i32; a float dtype is required"},
+    {"conv2d", "x:f32[1,3,3,3] w:f32[4,3,5,5]", "",
+     "conv2d: dilated kernel 5x5 does not fit input x of 3x3 padded to 3x3"},
+    /* conv2d_transpose */
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[4,2,3,3]", "stride=2 output_padding=2",
+     "conv2d_transpose: output_padding 2 must be smaller than stride 2 or dilation 1"},
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[3,2,3,3]", "",
+     "conv2d_transpose: input x has 4 channels but weight w expects 3"},
+    {"conv2d_transpose", "x:f32[1,1,1,1] w:f32[1,1,1,1]", "padding=1",
+     "conv2d_transpose: padding leaves an empty output (-1x-1) for input x of 1x1"},
+    {"conv2d_transpose", "x:f32[1,6,5,5] w:f32[6,2,3,3]", "groups=4",
+     "conv2d_transpose: input x has 6 channels, not divisible by groups 4"},
+    {"conv2d_transpose", "x:f32[1,4,5,5] w:f32[4,2,3,3] b:f32[2]", "groups=2",
+     "conv2d_transpose: bias b has shape [2] but weight w has 4 output channels"},
+    /* dense, matmul, batch_matmul */
+    {"dense", "x:f32[2,64] w:f32[4,32]", "",
+     "dense: input x has 64 features but weight w expects 32"},
+    {"dense", "x:f32[2,2] w:f32[4,3,2]", "", "dense: weight w must be 2-D [M, K], got [4, 3, 2]"},
+    {"dense", "x:f32[2,8] w:f32[4,8] b:f32[5]", "",
+     "dense: bias b has shape [5] but weight w has 4 output features"},
+    {"dense", "x:f32[] w:f32[4,8]", "",
+     "dense: input x must have at least 1 dimension [..., K], got []"},
+    {"matmul", "a:f32[2,3] b:f32[4,5]", "",
+     "matmul: inner dimensions of a [2, 3] and b [4, 5] differ (3 vs 4)"},
+    {"matmul", "a:f32[2,2,3] b:f32[3,3,4]", "",
+     "matmul: batch dimensions [2] of a and [3] of b do not broadcast"},
+    {"matmul", "a:f32[] b:f32[3]", "",
+     "matmul: input a is a scalar; matmul needs at least 1 dimension"},
+    {"batch_matmul", "a:f32[2,3,4] b:f32[3,4,5]", "",
+     "batch_matmul: batch sizes of a (2) and b (3) differ"},
+    {"batch_matmul", "a:f32[2,3,3] b:f32[2,4,5]", "",
+     "batch_matmul: a has inner dimension 3 but b has 4"},
+    {"batch_matmul", "a:f32[2,3,4] b:f32[2,4,5]", "transpose_a=2",
+     "batch_matmul: attribute transpose_a must be 0 or 1"},
+    {"batch_matmul", "a:f32[2,3] b:f32[2,3,5]", "",
+     "batch_matmul: input a must be 3-D [B, M, K], got [2, 3]"},
+    /* einsum */
+    {"einsum", "a:f32[2,3]", "", "einsum: missing attribute eq"},
+    {"einsum", "a:f32[2,3]", "eq=5", "einsum: attribute eq must be a string"},
+    {"einsum", "a:f32[2,3]", "eq=\"ij,jk\"",
+     "einsum: equation has 2 operands but 1 input is given"},
+    {"einsum", "a:f32[2,3,4]", "eq=\"ij->i\"",
+     "einsum: operand 0 has 2 indices but input a has rank 3"},
+    {"einsum", "a:f32[2,3]", "eq=\"i1->i\"", "einsum: invalid character '1' in equation"},
+    {"einsum", "a:f32[2,3]", "eq=\"ij->ii\"", "einsum: index i appears twice in the output"},
+    {"einsum", "a:f32[2,3]", "eq=\"ij->z\"", "einsum: output index z does not appear in any input"},
+    {"einsum", "a:f32[2,3] b:f32[4,5]", "eq=\"ij,jk->ik\"",
+     "einsum: index j has size 3 in input a but 4 in input b"},
+    {"einsum", "a:f32[2,3]", "eq=\"ii->i\"", "einsum: index i has sizes 2 and 3 in input a"},
+    {"einsum", "a:f32[5,2,3]", "eq=\"...ij->ij\"",
+     "einsum: the inputs have 1 dimension under '...' but the output has no '...'"},
+    {"einsum", "a:f32[5,2,3]", "eq=\"..i.j->ij\"", "einsum: '.' in equation must be part of '...'"},
+    {"einsum", "a:f32[5,2,3]", "eq=\"...i...->i\"", "einsum: operand 0 has more than one '...'"},
+    {"einsum", "a:f32[2,3] b:f32[4,3]", "eq=\"...i,...i\"",
+     "einsum: dimensions under '...' of input b do not broadcast (4 vs 2)"},
+    {"einsum", "a:f32[2]", "eq=\"abcdefghi->a\"", "einsum: operand 0 has more than 8 indices"},
+    {"einsum", "a:f32[2,2,2,2,2] b:f32[2,2,2,2]", "eq=\"abcde,fghi->abcdefghi\"",
+     "einsum: the output has more than 8 indices"},
+    {"einsum", "a:f32[2,2,2,2,2,2,2,2] b:f32[2]", "eq=\"...a,b->...ab\"",
+     "einsum: the output has more than 8 dimensions"},
+    {"einsum", "a:f32[2,2,2,2,2,2,2,2] b:f32[2]", "eq=\"...a,b\"",
+     "einsum: the output has more than 8 dimensions"},
+    {"einsum", "a:f32[2,2,2,2,2] b:f32[2,2,2,2,2]", "eq=\"abcde,fghij->\"",
+     "einsum: 10 summed indices; at most 8"},
+    /* elementwise */
+    {"add", "a:f32[2,3] b:f32[4]", "", "add: shapes [2, 3] of a and [4] of b do not broadcast"},
+    {"add", "a:f32[2,3] b:f64[3]", "", "add: dtypes of a (f32) and b (f64) differ"},
+    {"add", "a:bool[2] b:bool[2]", "", "add: input a has dtype bool; a numeric dtype is required"},
+    {"div", "a:i32[2] b:i32[2]", "", "div: input a has dtype i32; a float dtype is required"},
+    {"exp", "x:i64[2]", "", "exp: input x has dtype i64; a float dtype is required"},
+    {"gelu", "x:f32[2]", "approximate=\"fast\"",
+     "gelu: attribute approximate must be \"none\" or \"tanh\", got \"fast\""},
+    {"gelu", "x:f32[2]", "approximate=1", "gelu: attribute approximate must be a string"},
+    {"leaky_relu", "x:f32[2]", "alpha=[1]", "leaky_relu: attribute alpha must be a number"},
+    /* pooling, unfold */
+    {"max_pool2d", "x:f32[1,2,8,8]", "", "max_pool2d: missing attribute kernel"},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 padding=2",
+     "max_pool2d: padding 2 must be at most half the kernel size 3"},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 padding=[1,1,1,1]",
+     "max_pool2d: attribute padding must be an integer or a list of 2 integers"},
+    {"max_pool2d", "x:f32[1,1,2,2]", "kernel=3",
+     "max_pool2d: input x of 2x2 is too small for kernel 3x3 (padding 0x0, dilation 1x1)"},
+    {"max_pool2d", "x:f32[1,2,8,8]", "kernel=3 ceil_mode=\"yes\"",
+     "max_pool2d: attribute ceil_mode must be 0 or 1"},
+    {"max_pool2d", "x:f32[2,8,8]", "kernel=2",
+     "max_pool2d: input x must be 4-D [N, C, H, W], got [2, 8, 8]"},
+    {"avg_pool2d", "x:f32[1,2,8,8]", "kernel=2 dilation=2",
+     "avg_pool2d: unknown attribute 'dilation'"},
+    {"avg_pool2d", "x:f32[1,2,8,8]", "kernel=2 count_include_pad=2",
+     "avg_pool2d: attribute count_include_pad must be 0 or 1"},
+    {"avg_pool2d", "x:f32[1,2,8,8]", "kernel=0", "avg_pool2d: kernel 0 must be positive"},
+    {"global_avg_pool2d", "x:f32[2,3]", "",
+     "global_avg_pool2d: input x must be 4-D [N, C, H, W], got [2, 3]"},
+    {"unfold", "x:f32[1,2,8,8]", "stride=2", "unfold: missing attribute kernel"},
+    {"unfold", "x:f32[1,2,2,8]", "kernel=3",
+     "unfold: dilated kernel 3x3 does not fit input x of 2x8 padded to 2x8"},
+    /* normalisation */
+    {"softmax", "x:f32[2,3]", "axis=2", "softmax: axis 2 is out of range for input x of rank 2"},
+    {"softmax", "x:f32[2,3]", "axis=-3", "softmax: axis -3 is out of range for input x of rank 2"},
+    {"softmax", "x:f32[]", "", "softmax: input x is a scalar; it needs at least 1 dimension"},
+    {"log_softmax", "x:f32[2,3]", "axis=1.0", "log_softmax: attribute axis must be an integer"},
+    {"batch_norm", "x:f32[2,4,3,3] g:f32[4] b:f32[4] m:f32[3] v:f32[4]", "",
+     "batch_norm: mean m has shape [3] but input x has 4 channels"},
+    {"batch_norm", "x:f32[2,4,3,3] g:f32[4] b:f32[4] m:f32[4] v:f32[4]", "eps=-1",
+     "batch_norm: eps -1 must not be negative"},
+    {"batch_norm", "x:f32[4] g:f32[4] b:f32[4] m:f32[4] v:f32[4]", "",
+     "batch_norm: input x must have at least 2 dimensions [N, C, ...], got [4]"},
+    {"layer_norm", "x:f32[2,3,4] g:f32[4]", "axis=1",
+     "layer_norm: gamma g has shape [4] but the normalised shape of x is [3, 4]"},
+    {"layer_norm", "x:f32[2,3,4] g:f32[4] b:f32[3]", "",
+     "layer_norm: beta b has shape [3] but the normalised shape of x is [4]"},
+    /* data movement */
+    {"reshape", "x:f32[2,3]", "shape=[4,2]",
+     "reshape: cannot reshape [2, 3] (6 elements) to [4, 2] (8 elements)"},
+    {"reshape", "x:f32[2,3]", "shape=[4,-1]",
+     "reshape: cannot reshape [2, 3] (6 elements) to [4, -1]"},
+    {"reshape", "x:f32[2,3]", "shape=[-1,-1]", "reshape: shape [-1, -1] has more than one -1"},
+    {"reshape", "x:f32[2,3]", "shape=[0,6]", "reshape: shape entry 0 must be positive or -1"},
+    {"reshape", "x:f32[2,3]", "", "reshape: missing attribute shape"},
+    {"reshape", "x:f32[1]", "shape=[1,1,1,1,1,1,1,1,1]",
+     "reshape: shape [1, 1, 1, 1, 1, 1, 1, 1, 1] has more than 8 dimensions"},
+    {"reshape", "x:f32[2,3]", "shape=\"6\"", "reshape: attribute shape must be a list of integers"},
+    {"flatten", "x:f32[2,3]", "axis=3", "flatten: axis 3 is out of range for input x of rank 2"},
+    {"transpose", "x:f32[2,3]", "perm=[0,0]",
+     "transpose: perm [0, 0] is not a permutation of 0..1"},
+    {"transpose", "x:f32[2,3,4]", "perm=[1,0]",
+     "transpose: perm [1, 0] has 2 entries but input x has rank 3"},
+    {"concat", "a:f32[2,3] b:f32[3,4]", "",
+     "concat: shapes [2, 3] of a and [3, 4] of b differ outside axis 0"},
+    {"concat", "a:f32[2,3] b:f32[2,3,1]", "axis=1",
+     "concat: shapes [2, 3] of a and [2, 3, 1] of b differ outside axis 1"},
+    {"concat", "a:f32[2,3] b:i32[2,3]", "", "concat: dtypes of a (f32) and b (i32) differ"},
+    {"pad", "x:f32[2,3]", "pads=[1,1,1]",
+     "pad: pads [1, 1, 1] has 3 entries; input x of rank 2 needs 4 (or 2)"},
+    {"pad", "x:f32[2,3]", "pads=[0,-2,0,-1]", "pad: pads leave dimension 1 of x with extent 0"},
+    {"pad", "x:f32[2,3]", "pads=1 mode=\"wrap\"",
+     "pad: mode must be \"constant\", \"edge\" or \"reflect\", got \"wrap\""},
+    {"pad", "x:f32[3,3]", "pads=[3,0,0,0] mode=\"reflect\"",
+     "pad: reflect padding 3 of dimension 0 must be less than its extent 3"},
+    {"pad", "x:f32[3,3]", "", "pad: missing attribute pads"},
+    {"pad", "x:f32[3,3]", "pads=1 value=\"zero\"", "pad: attribute value must be a number"},
+    {"slice", "x:f32[4,5]", "starts=[0] ends=[2] steps=[0]", "slice: steps must not be zero"},
+    {"slice", "x:f32[4,5]", "starts=[3] ends=[2] axes=[1]",
+     "slice: dimension 1 of x would be empty (start 3, end 2, step 1)"},
+    {"slice", "x:f32[4,5]", "starts=[0,0] ends=[1]", "slice: starts has 2 entries but ends has 1"},
+    {"slice", "x:f32[4,5]", "starts=[0,0] ends=[1,1] axes=[1,-1]",
+     "slice: axis 1 appears twice in axes"},
+    {"slice", "x:f32[4,5]", "starts=[0]", "slice: missing attribute ends"},
+    {"slice", "x:f32[4,5]", "starts=[0,0,0] ends=[1,1,1]",
+     "slice: starts has 3 entries but input x has rank 2"},
+    {"slice", "x:f32[4,5]", "starts=[0] ends=[1] axes=[2]",
+     "slice: axis 2 is out of range for input x of rank 2"},
+    /* attributes are checked before shapes */
+    {"conv2d", "x:f32[1,3,8] w:f32[4,3,3,3]", "stride=0", "conv2d: stride 0 must be positive"},
+    {"conv2d_transpose", "x:f32[1,3] w:f32[4,3,3,3]", "groups=-1",
+     "conv2d_transpose: groups -1 must be positive"},
+};
+
+static void
+test_errors(void)
+{
+    for (size_t i = 0; i < KILN_COUNTOF(error_cases); i++) {
+        const struct error_case *ec = &error_cases[i];
+        struct spec              s;
+        uint32_t                 out;
+        enum kiln_status         st = build(&s, ec->op, ec->inputs, ec->attrs, &out);
+        if (st != KILN_ERR_INVALID || !kiln_ctx_error(s.ctx)) {
+            harness_fail(__FILE__, __LINE__, "%s(%s; %s): status %s, want an error: %s", ec->op,
+                         ec->inputs, ec->attrs, kiln_status_name(st), ec->msg);
+        } else {
+            CHECK_EQ_STR(ec->msg, kiln_ctx_error(s.ctx)->msg);
+            CHECK_EQ_INT(KILN_NONE, out);
+            CHECK_EQ_INT(0, s.g->ncall); /* validation happens before the statement opens */
+            CHECK_EQ_INT(0, s.g->nop);
+        }
+        spec_free(&s);
+    }
+}
+
+/* Errors carry the location of the offending attribute, or of the call. */
+static void
+test_error_locations(void)
+{
+    struct spec s;
+    uint32_t    out;
+    build(&s, "conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "groups=1 stride=0", &out);
+    CHECK_EQ_INT(1, kiln_ctx_error(s.ctx)->loc.line);
+    CHECK_EQ_INT(10, kiln_ctx_error(s.ctx)->loc.col); /* the stride attribute */
+    spec_free(&s);
+    build(&s, "conv2d", "x:f32[1,5,8,8] w:f32[4,3,3,3]", "", &out);
+    CHECK_EQ_INT(1, kiln_ctx_error(s.ctx)->loc.line);
+    CHECK_EQ_INT(1, kiln_ctx_error(s.ctx)->loc.col); /* the call */
+    spec_free(&s);
+    /* the output name may not clash with an input */
+    memset(&s, 0, sizeof s);
+    s.ctx = kiln_ctx_new(NULL);
+    s.g = kiln_graph_new(s.ctx);
+    declare(&s, "y:f32[2]");
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_lib_call(s.g, "relu", "y", 1, s.in, 0, NULL, 1, 1, &out));
+    CHECK_EQ_STR("tensor y is defined twice", kiln_ctx_error(s.ctx)->msg);
+    spec_free(&s);
+}
+
+/* ---- the table ---- */
+
+static void
+test_table(void)
+{
+    CHECK(kiln_lib_count() >= 40);
+    CHECK(kiln_lib_exists("conv2d"));
+    CHECK(kiln_lib_exists("relu"));
+    CHECK(!kiln_lib_exists("conv3d"));
+    CHECK(kiln_lib_name(kiln_lib_count()) == NULL);
+    for (uint32_t i = 0; i < kiln_lib_count(); i++)
+        CHECK(kiln_lib_exists(kiln_lib_name(i)));
+}
+
+/* ---- structure of the definitions ---- */
+
+/* Display names avoid tensor names, the bias is a second op, extent-1 kernels have no
+ * reduction variables, and padding guards appear only where needed. */
+static void
+test_structure(void)
+{
+    struct spec s;
+    uint32_t    out;
+    CHECK_EQ_INT(KILN_OK,
+                 build(&s, "conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3] b:f32[4]", "padding=1", &out));
+    CHECK_EQ_INT(2, s.g->nop);
+    CHECK_EQ_STR("y.conv", kiln_graph_tensor_name(s.g, s.g->op[0].out));
+    CHECK_EQ_STR("n", kiln_sym_str(s.ctx, s.g->op[0].axname[0]));
+    CHECK_EQ_STR("w2", kiln_sym_str(s.ctx, s.g->op[0].axname[3])); /* w is the weight */
+    CHECK_EQ_STR("rc", kiln_sym_str(s.ctx, s.g->op[0].rname[0]));
+    CHECK_EQ_INT(KILN_REDUCE_SUM, s.g->op[0].reduce);
+    CHECK_EQ_INT(3, s.g->op[0].nred);
+    CHECK_EQ_INT(KILN_REDUCE_NONE, s.g->op[1].reduce);
+    spec_free(&s);
+
+    /* 1x1 depthwise: no reduction at all */
+    CHECK_EQ_INT(KILN_OK, build(&s, "conv2d", "x:f32[1,3,8,8] k:f32[3,1,1,1]", "groups=3", &out));
+    CHECK_EQ_INT(KILN_REDUCE_NONE, s.g->op[0].reduce);
+    spec_free(&s);
+
+    /* no padding: no select in the body */
+    CHECK_EQ_INT(KILN_OK, build(&s, "conv2d", "x:f32[1,3,8,8] k:f32[4,3,3,3]", "", &out));
+    CHECK(kiln_node_get(s.ctx, s.g->op[0].body)->op == KILN_OP_MUL);
+    spec_free(&s);
+
+    /* softmax intermediates */
+    CHECK_EQ_INT(KILN_OK, build(&s, "softmax", "x:f32[2,5]", "", &out));
+    CHECK_EQ_STR("y.max", kiln_graph_tensor_name(s.g, s.g->op[0].out));
+    CHECK_EQ_STR("y.exp", kiln_graph_tensor_name(s.g, s.g->op[1].out));
+    CHECK_EQ_STR("y.sum", kiln_graph_tensor_name(s.g, s.g->op[2].out));
+    CHECK_EQ_STR("y", kiln_graph_tensor_name(s.g, s.g->op[3].out));
+    CHECK_EQ_INT(KILN_REDUCE_MAX, s.g->op[0].reduce);
+    CHECK_EQ_INT(1, s.g->tensor[s.g->op[0].out].ndim);
+    CHECK_EQ_STR("j", kiln_sym_str(s.ctx, s.g->op[0].rname[0]));
+    spec_free(&s);
+
+    /* einsum names variables after the labels */
+    CHECK_EQ_INT(KILN_OK, build(&s, "einsum", "a:f32[2,3] b:f32[3,4]", "eq=\"ij,jk->ik\"", &out));
+    CHECK_EQ_STR("i", kiln_sym_str(s.ctx, s.g->op[0].axname[0]));
+    CHECK_EQ_STR("k", kiln_sym_str(s.ctx, s.g->op[0].axname[1]));
+    CHECK_EQ_STR("j", kiln_sym_str(s.ctx, s.g->op[0].rname[0]));
+    spec_free(&s);
+
+    /* same computation, same hash: einsum matmul and matmul */
+    struct spec s2;
+    uint32_t    out2;
+    build(&s, "einsum", "a:f32[2,3] b:f32[3,4]", "eq=\"ij,jk->ik\"", &out);
+    build(&s2, "matmul", "a:f32[2,3] b:f32[3,4]", "", &out2);
+    kiln_graph_mark_output(s.g, out);
+    kiln_graph_mark_output(s2.g, out2);
+    CHECK_EQ_INT(kiln_graph_hash(s.g), kiln_graph_hash(s2.g));
+    spec_free(&s);
+    spec_free(&s2);
+}
+
+/* ---- values (reference interpreter) ---- */
+
+/* Builds the call, fills input i with data[i] and evaluates; returns false (after skipping or
+ * failing) when that is not possible. out receives numel(y) values. */
+static bool
+run(const char *op, const char *inputs, const char *attrs, const double *const *data, double *outv,
+    size_t nout)
+{
+    struct spec s;
+    uint32_t    out;
+    bool        ok = false;
+    if (build(&s, op, inputs, attrs, &out) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s(%s; %s): %s", op, inputs, attrs,
+                     kiln_ctx_error(s.ctx)->msg);
+    } else if ((size_t)kiln_tensor_numel(&s.g->tensor[out]) != nout) {
+        harness_fail(__FILE__, __LINE__, "%s: %lld output elements, want %zu", op,
+                     (long long)kiln_tensor_numel(&s.g->tensor[out]), nout);
+    } else {
+        kiln_graph_mark_output(s.g, out);
+        double          *outs[1] = {outv};
+        enum kiln_status st = kiln_graph_eval(s.ctx, s.g, data, outs);
+        if (st == KILN_ERR_UNSUPPORTED)
+            harness_skip("the reference interpreter is not available");
+        else if (st != KILN_OK)
+            harness_fail(__FILE__, __LINE__, "%s: eval: %s", op, kiln_ctx_error(s.ctx)->msg);
+        else
+            ok = true;
+    }
+    spec_free(&s);
+    return ok;
+}
+
+#define EXPECT(op, inputs, attrs, data, ...)                                                       \
+    do {                                                                                           \
+        const double want_[] = {__VA_ARGS__};                                                      \
+        double       got_[KILN_COUNTOF(want_)];                                                    \
+        if (run(op, inputs, attrs, data, got_, KILN_COUNTOF(want_)))                               \
+            for (size_t i_ = 0; i_ < KILN_COUNTOF(want_); i_++)                                    \
+                if (!(fabs(want_[i_] - got_[i_]) <= 1e-12 * (1 + fabs(want_[i_]))))                \
+                    harness_fail(__FILE__, __LINE__, "%s(%s; %s)[%zu]: want %.17g, got %.17g", op, \
+                                 inputs, attrs, i_, want_[i_], got_[i_]);                          \
+    } while (0)
+
+static void
+test_values_conv(void)
+{
+    static const double x9[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    static const double ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const double w4[] = {1, 2, 3, 4};
+    const double       *xw[] = {x9, ones};
+    /* 2x2 window sums of the 3x3 ramp */
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2]", "", xw, 12, 16, 24, 28);
+    /* padding 1, stride 2: corners of the padded input see one, two or four elements */
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2]", "padding=1 stride=2", xw, 1, 5, 11, 28);
+    /* asymmetric padding [top, left, bottom, right] = [0, 0, 1, 1] */
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2]", "padding=[0,0,1,1] stride=2", xw, 12, 9, 15,
+           9);
+    /* weights matter: [[1,2],[3,4]] over the top-left window 1 2 / 4 5 = 1+4+12+20 */
+    const double *xw4[] = {x9, w4};
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2]", "stride=2", xw4, 37);
+    /* dilation 2 over the corners 1, 3, 7, 9 */
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2]", "dilation=2", xw4, 1 + 6 + 21 + 36);
+    /* bias */
+    static const double b1[] = {0.5};
+    const double       *xwb[] = {x9, ones, b1};
+    EXPECT("conv2d", "x:f64[1,1,3,3] w:f64[1,1,2,2] b:f64[1]", "stride=2", xwb, 12.5);
+    /* depthwise over two channels with per-channel scale */
+    static const double x2[] = {1, 2, 3, 4, 10, 20, 30, 40};
+    static const double s2[] = {2, -1};
+    const double       *xs[] = {x2, s2};
+    EXPECT("conv2d", "x:f64[1,2,2,2] w:f64[2,1,1,1]", "groups=2", xs, 2, 4, 6, 8, -10, -20, -30,
+           -40);
+    /* transposed: 1x1 input scattered by a 2x2 kernel with stride 2 */
+    static const double one[] = {3};
+    const double       *tw[] = {one, w4};
+    EXPECT("conv2d_transpose", "x:f64[1,1,1,1] w:f64[1,1,2,2]", "", tw, 3, 6, 9, 12);
+    /* stride 2 over a 1x2 input: the two kernel copies do not overlap */
+    static const double x12[] = {1, 10};
+    static const double k12[] = {1, 2};
+    const double       *tw2[] = {x12, k12};
+    EXPECT("conv2d_transpose", "x:f64[1,1,1,2] w:f64[1,1,1,2]", "stride=2", tw2, 1, 2, 10, 20);
+    /* stride 1: overlapping copies add */
+    EXPECT("conv2d_transpose", "x:f64[1,1,1,2] w:f64[1,1,1,2]", "", tw2, 1, 12, 20);
+    /* padding crops, output_padding extends at the end with zeros here */
+    EXPECT("conv2d_transpose", "x:f64[1,1,1,2] w:f64[1,1,1,2]",
+           "stride=2 padding=[0,1] output_padding=[0,1]", tw2, 2, 10, 20);
+}
+
+static void
+test_values_linalg(void)
+{
+    static const double a6[] = {1, 2, 3, 4, 5, 6};
+    static const double b6[] = {1, 0, 0, 1, 1, 1};
+    const double       *ab[] = {a6, b6};
+    /* [2,3] x [3,2] */
+    EXPECT("matmul", "a:f64[2,3] b:f64[3,2]", "", ab, 4, 5, 10, 11);
+    /* dot product of 1-D vectors */
+    EXPECT("matmul", "a:f64[6] b:f64[6]", "", ab, 1 + 4 + 5 + 6);
+    /* dense = x w^T: rows of b6 as [2,3] weights: (1,0,0), (1,1,1) */
+    EXPECT("dense", "a:f64[2,3] b:f64[2,3]", "", ab, 1, 6, 4, 15);
+    EXPECT("einsum", "a:f64[2,3] b:f64[2,3]", "eq=\"ij,ij->\"", ab, 1 + 4 + 5 + 6);
+    static const double m9[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const double       *m[] = {m9};
+    EXPECT("einsum", "a:f64[3,3]", "eq=\"ii\"", m, 15);
+    EXPECT("einsum", "a:f64[3,3]", "eq=\"ii->i\"", m, 1, 5, 9);
+    EXPECT("einsum", "a:f64[3,3]", "eq=\"ij->j\"", m, 12, 15, 18);
+    EXPECT("batch_matmul", "a:f64[1,2,3] b:f64[1,2,3]", "transpose_b=1", ab, 1, 6, 4, 15);
+}
+
+static void
+test_values_nn(void)
+{
+    static const double x16[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    const double       *x[] = {x16};
+    EXPECT("max_pool2d", "x:f64[1,1,4,4]", "kernel=2", x, 6, 8, 14, 16);
+    /* ceil_mode adds a partial window at the end */
+    EXPECT("max_pool2d", "x:f64[1,1,4,4]", "kernel=3 stride=2 ceil_mode=1", x, 11, 12, 15, 16);
+    /* padding reads -inf: corners of the padded input see only x[0,0] etc. */
+    EXPECT("max_pool2d", "x:f64[1,1,4,4]", "kernel=3 stride=3 padding=1", x, 6, 8, 14, 16);
+    EXPECT("avg_pool2d", "x:f64[1,1,4,4]", "kernel=2", x, 3.5, 5.5, 11.5, 13.5);
+    /* count_include_pad: the corner window covers 1 2 / 5 6 among 9 cells */
+    EXPECT("avg_pool2d", "x:f64[1,1,4,4]", "kernel=3 stride=3 padding=1", x, 14.0 / 9,
+           (3 + 4 + 7 + 8) / 9.0, (9 + 10 + 13 + 14) / 9.0, (11 + 12 + 15 + 16) / 9.0);
+    EXPECT("avg_pool2d", "x:f64[1,1,4,4]", "kernel=3 stride=3 padding=1 count_include_pad=0", x,
+           14.0 / 4, 22.0 / 4, 46.0 / 4, 54.0 / 4);
+    /* ceil_mode window past the padded end divides by what remains (6 of 9 cells) */
+    EXPECT("avg_pool2d", "x:f64[1,1,4,4]", "kernel=3 stride=2 ceil_mode=1", x,
+           (1 + 2 + 3 + 5 + 6 + 7 + 9 + 10 + 11) / 9.0, (3 + 4 + 7 + 8 + 11 + 12) / 6.0,
+           (9 + 10 + 11 + 13 + 14 + 15) / 6.0, (11 + 12 + 15 + 16) / 4.0);
+    EXPECT("global_avg_pool2d", "x:f64[1,1,4,4]", "", x, 8.5);
+    EXPECT("global_max_pool2d", "x:f64[1,1,4,4]", "", x, 16);
+    /* unfold of the top-left 2x2 with stride 2: kernel position (kh, kw) over 2x2 outputs */
+    EXPECT("unfold", "x:f64[1,1,4,4]", "kernel=2 stride=2", x, 1, 3, 9, 11, 2, 4, 10, 12, 5, 7, 13,
+           15, 6, 8, 14, 16);
+    EXPECT("unfold", "x:f64[1,1,4,4]", "kernel=[1,2] stride=3 padding=[0,1]", x, 0, 3, 0, 15, 1, 4,
+           13, 16);
+
+    static const double v3[] = {1, 2, 3};
+    const double       *v[] = {v3};
+    double              z = exp(1) + exp(2) + exp(3);
+    EXPECT("softmax", "x:f64[3]", "", v, exp(1) / z, exp(2) / z, exp(3) / z);
+    EXPECT("log_softmax", "x:f64[3]", "", v, 1 - log(z), 2 - log(z), 3 - log(z));
+    /* softmax over axis 0 of a [3,1] column */
+    EXPECT("softmax", "x:f64[3,1]", "axis=0", v, exp(1) / z, exp(2) / z, exp(3) / z);
+    /* large inputs do not overflow */
+    static const double big[] = {1000, 1000};
+    const double       *bg[] = {big};
+    EXPECT("softmax", "x:f64[2]", "", bg, 0.5, 0.5);
+
+    /* batch_norm: (x - mean) / sqrt(var + eps) * gamma + beta, per channel */
+    static const double xb[] = {1, 2, 3, 4};
+    static const double g[] = {2, 1}, b[] = {0, 1}, mu[] = {1, 0}, var[] = {4, 1};
+    const double       *bn[] = {xb, g, b, mu, var};
+    EXPECT("batch_norm", "x:f64[2,2] g:f64[2] b:f64[2] m:f64[2] v:f64[2]", "eps=0", bn, 0, 3, 2, 5);
+    /* layer_norm over [1, 2, 3]: mean 2, variance 2/3 */
+    double s = 1 / sqrt(2.0 / 3 + 1e-5);
+    EXPECT("layer_norm", "x:f64[3]", "", v, -s, 0, s);
+    static const double gl[] = {1, 2, 3}, bl[] = {1, 1, 1};
+    const double       *ln[] = {v3, gl, bl};
+    EXPECT("layer_norm", "x:f64[3] g:f64[3] b:f64[3]", "eps=0", ln, 1 - sqrt(1.5), 1,
+           1 + 3 * sqrt(1.5));
+}
+
+static void
+test_values_elem(void)
+{
+    static const double v4[] = {-2, -0.5, 0, 1.5};
+    const double       *v[] = {v4};
+    EXPECT("relu", "x:f64[4]", "", v, 0, 0, 0, 1.5);
+    EXPECT("leaky_relu", "x:f64[4]", "alpha=0.1", v, -0.2, -0.05, 0, 1.5);
+    EXPECT("abs", "x:f64[4]", "", v, 2, 0.5, 0, 1.5);
+    EXPECT("square", "x:f64[4]", "", v, 4, 0.25, 0, 2.25);
+    EXPECT("floor", "x:f64[4]", "", v, -2, -1, 0, 1);
+    EXPECT("neg", "x:f64[4]", "", v, 2, 0.5, 0, -1.5);
+    EXPECT("gelu", "x:f64[4]", "", v, -2 * 0.5 * (1 + erf(-2 / sqrt(2))),
+           -0.5 * 0.5 * (1 + erf(-0.5 / sqrt(2))), 0, 1.5 * 0.5 * (1 + erf(1.5 / sqrt(2))));
+    EXPECT("silu", "x:f64[4]", "", v, -2 / (1 + exp(2)), -0.5 / (1 + exp(0.5)), 0,
+           1.5 / (1 + exp(-1.5)));
+    static const double col[] = {1, 2}, row[] = {10, 20, 30};
+    const double       *cr[] = {col, row};
+    EXPECT("add", "a:f64[2,1] b:f64[3]", "", cr, 11, 21, 31, 12, 22, 32);
+    EXPECT("sub", "a:f64[2,1] b:f64[3]", "", cr, -9, -19, -29, -8, -18, -28);
+    EXPECT("maximum", "a:f64[2,1] b:f64[1]", "", cr, 10, 10);
+    EXPECT("pow", "a:f64[2,1] b:f64[1,1]", "", cr, 1, 1024);
+}
+
+static void
+test_values_tensor(void)
+{
+    static const double x6[] = {0, 1, 2, 3, 4, 5};
+    const double       *x[] = {x6};
+    EXPECT("transpose", "x:f64[2,3]", "", x, 0, 3, 1, 4, 2, 5);
+    EXPECT("reshape", "x:f64[2,3]", "shape=[3,2]", x, 0, 1, 2, 3, 4, 5);
+    EXPECT("reshape", "x:f64[2,3]", "shape=[3,1,2]", x, 0, 1, 2, 3, 4, 5);
+    EXPECT("flatten", "x:f64[2,3]", "axis=0", x, 0, 1, 2, 3, 4, 5);
+    EXPECT("slice", "x:f64[2,3]", "starts=[-1] ends=[-1000] axes=[1] steps=[-2]", x, 2, 0, 5, 3);
+    EXPECT("slice", "x:f64[6]", "starts=[1] ends=[6] steps=[2]", x, 1, 3, 5);
+    EXPECT("pad", "x:f64[2,3]", "pads=[0,1,0,1] value=-1", x, -1, 0, 1, 2, -1, -1, 3, 4, 5, -1);
+    EXPECT("pad", "x:f64[6]", "pads=[2,2] mode=\"reflect\"", x, 2, 1, 0, 1, 2, 3, 4, 5, 4, 3);
+    EXPECT("pad", "x:f64[6]", "pads=[2,1] mode=\"edge\"", x, 0, 0, 0, 1, 2, 3, 4, 5, 5);
+    EXPECT("pad", "x:f64[6]", "pads=[-2,-3]", x, 2);
+    static const double a[] = {1, 2}, b[] = {3, 4, 5, 6};
+    const double       *ab[] = {a, b};
+    EXPECT("concat", "a:f64[2,1] b:f64[2,2]", "axis=1", ab, 1, 3, 4, 2, 5, 6);
+    EXPECT("concat", "a:f64[2] b:f64[4]", "", ab, 1, 2, 3, 4, 5, 6);
+}
+
+static const struct test tests[] = {
+    {"table", test_table},
+    {"shapes", test_shapes},
+    {"round_trip", test_round_trip},
+    {"errors", test_errors},
+    {"error_locations", test_error_locations},
+    {"structure", test_structure},
+    {"values_conv", test_values_conv},
+    {"values_linalg", test_values_linalg},
+    {"values_nn", test_values_nn},
+    {"values_elem", test_values_elem},
+    {"values_tensor", test_values_tensor},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}

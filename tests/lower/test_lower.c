@@ -1,0 +1,658 @@
+/* tests/lower/test_lower.c -- the property test of code generation: random kernel graphs (from
+ * random compute definitions and from the op library) under random legal schedules, lowered,
+ * compiled by the LLVM JIT and run, must match the reference interpreter within float32
+ * tolerance; guard bytes around every output catch stray writes. Every failure prints the
+ * seed, the graph and the schedule so it can be replayed with --seed. */
+#include "../../codegen/codegen.h"
+#include "../../passes/state.h"
+#include "../harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD       64 /* floats of guard before and after every buffer */
+#define GUARD_VALUE 1234.5f
+
+/* ---- random graphs ---- */
+
+struct gen {
+    kiln_ctx          *ctx;
+    struct kiln_graph *g;
+    struct kiln_rng   *r;
+    uint32_t           ntensor;
+};
+
+static uint32_t
+pick(struct kiln_rng *r, uint32_t n)
+{
+    return (uint32_t)kiln_rng_below(r, n);
+}
+
+static uint32_t
+add_input(struct gen *G, const char *name, uint32_t ndim, const int64_t *shape, bool weight)
+{
+    return kiln_graph_add_tensor(G->g, name, KILN_DTYPE_F32, ndim, shape,
+                                 weight ? KILN_TENSOR_WEIGHT : KILN_TENSOR_INPUT);
+}
+
+static kiln_expr
+rand_leaf(struct gen *G, uint32_t t, uint32_t ndim_out)
+{
+    /* load of t indexed by axes of the output (t's rank <= output rank, aligned right) */
+    kiln_ctx                 *ctx = G->ctx;
+    const struct kiln_tensor *tt = &G->g->tensor[t];
+    kiln_expr                 idx[KILN_MAX_DIMS];
+    for (uint32_t d = 0; d < tt->ndim; d++)
+        idx[d] = kiln_axis(ctx, ndim_out - tt->ndim + d);
+    return kiln_load(ctx, t, KILN_DTYPE_F32, tt->ndim, idx);
+}
+
+static kiln_expr
+rand_expr(struct gen *G, const uint32_t *src, uint32_t nsrc, uint32_t ndim, int depth)
+{
+    kiln_ctx        *ctx = G->ctx;
+    struct kiln_rng *r = G->r;
+    if (depth == 0 || pick(r, 4) == 0) {
+        if (pick(r, 6) == 0)
+            return kiln_float(ctx, (double)(int)pick(r, 7) - 3.0 + 0.5, KILN_DTYPE_F32);
+        return rand_leaf(G, src[pick(r, nsrc)], ndim);
+    }
+    kiln_expr a = rand_expr(G, src, nsrc, ndim, depth - 1);
+    switch (pick(r, 10)) {
+    case 0:
+        return kiln_unary(ctx, KILN_OP_NEG, a);
+    case 1:
+        return kiln_unary(ctx, KILN_OP_TANH, a);
+    case 2:
+        return kiln_max(ctx, a, kiln_float(ctx, 0, KILN_DTYPE_F32));
+    case 3:
+        return kiln_unary(ctx, KILN_OP_EXP,
+                          kiln_unary(ctx, KILN_OP_NEG, kiln_unary(ctx, KILN_OP_ABS, a)));
+    case 4:
+        return kiln_select(ctx, kiln_lt(ctx, a, kiln_float(ctx, 0.25, KILN_DTYPE_F32)), a,
+                           rand_expr(G, src, nsrc, ndim, depth - 1));
+    case 5:
+        return kiln_sub(ctx, a, rand_expr(G, src, nsrc, ndim, depth - 1));
+    case 6:
+    case 7:
+        return kiln_mul(ctx, a, rand_expr(G, src, nsrc, ndim, depth - 1));
+    default:
+        return kiln_add(ctx, a, rand_expr(G, src, nsrc, ndim, depth - 1));
+    }
+}
+
+static void
+begin(struct gen *G, uint32_t line)
+{
+    kiln_graph_begin_call(G->g, "compute", 0, NULL, 0, NULL, line, 1);
+}
+
+/* out[axes] = reduce over r of src[...] with r inserted at a random position of src's dims. */
+static uint32_t
+gen_reduce(struct gen *G, uint32_t src, const char *name)
+{
+    kiln_ctx                 *ctx = G->ctx;
+    const struct kiln_tensor *s = &G->g->tensor[src];
+    if (s->ndim < 2)
+        return KILN_NONE;
+    uint32_t  rd = pick(G->r, s->ndim);
+    int64_t   shape[KILN_MAX_DIMS], rext = s->shape[rd];
+    kiln_expr idx[KILN_MAX_DIMS];
+    uint32_t  n = 0;
+    for (uint32_t d = 0; d < s->ndim; d++) {
+        if (d == rd) {
+            idx[d] = kiln_rvar(ctx, 0);
+        } else {
+            idx[d] = kiln_axis(ctx, n);
+            shape[n++] = s->shape[d];
+        }
+    }
+    uint32_t  t = kiln_graph_add_tensor(G->g, name, KILN_DTYPE_F32, n, shape, KILN_TENSOR_OP);
+    kiln_expr body = kiln_load(ctx, src, KILN_DTYPE_F32, s->ndim, idx);
+    if (pick(G->r, 2))
+        body = kiln_mul(ctx, body, body);
+    enum kiln_reduce red = pick(G->r, 3) ? KILN_REDUCE_SUM : KILN_REDUCE_MAX;
+    begin(G, 10);
+    kiln_graph_add_op(G->g, t, red, 1, &rext, body, NULL, NULL);
+    kiln_graph_end_call(G->g, t);
+    return t;
+}
+
+/* C[i, j] = sum_k A[i, k] * B[k, j] with fresh A, B. */
+static uint32_t
+gen_matmul(struct gen *G, const char *name)
+{
+    kiln_ctx *ctx = G->ctx;
+    int64_t   M = 1 + pick(G->r, 24), N = 1 + pick(G->r, 40), K = 1 + pick(G->r, 20);
+    char      an[32], bn[32];
+    snprintf(an, sizeof an, "%s_a", name);
+    snprintf(bn, sizeof bn, "%s_b", name);
+    int64_t   sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    uint32_t  a = add_input(G, an, 2, sa, false), b = add_input(G, bn, 2, sb, true);
+    uint32_t  c = kiln_graph_add_tensor(G->g, name, KILN_DTYPE_F32, 2, sc, KILN_TENSOR_OP);
+    kiln_expr ia[2] = {kiln_axis(ctx, 0), kiln_rvar(ctx, 0)};
+    kiln_expr ib[2] = {kiln_rvar(ctx, 0), kiln_axis(ctx, 1)};
+    kiln_expr body = kiln_mul(ctx, kiln_load(ctx, a, KILN_DTYPE_F32, 2, ia),
+                              kiln_load(ctx, b, KILN_DTYPE_F32, 2, ib));
+    begin(G, 11);
+    kiln_graph_add_op(G->g, c, KILN_REDUCE_SUM, 1, &K, body, NULL, NULL);
+    kiln_graph_end_call(G->g, c);
+    return c;
+}
+
+/* out[n, h, w] = sum_{kh, kw} select(inside, x[n, h+kh-1, w+kw-1], 0) * w[kh, kw]: padding. */
+static uint32_t
+gen_stencil(struct gen *G, const char *name)
+{
+    kiln_ctx *ctx = G->ctx;
+    int64_t   C = 1 + pick(G->r, 4), H = 1 + pick(G->r, 12), W = 1 + pick(G->r, 12);
+    int64_t   sx[3] = {C, H, W}, sw[2] = {3, 3}, rext[2] = {3, 3};
+    char      xn[32], wn[32];
+    snprintf(xn, sizeof xn, "%s_x", name);
+    snprintf(wn, sizeof wn, "%s_w", name);
+    uint32_t  x = add_input(G, xn, 3, sx, false), w = add_input(G, wn, 2, sw, true);
+    uint32_t  t = kiln_graph_add_tensor(G->g, name, KILN_DTYPE_F32, 3, sx, KILN_TENSOR_OP);
+    kiln_expr h =
+        kiln_sub(ctx, kiln_add(ctx, kiln_axis(ctx, 1), kiln_rvar(ctx, 0)), kiln_idx(ctx, 1));
+    kiln_expr ww =
+        kiln_sub(ctx, kiln_add(ctx, kiln_axis(ctx, 2), kiln_rvar(ctx, 1)), kiln_idx(ctx, 1));
+    kiln_expr in = kiln_and(
+        ctx, kiln_and(ctx, kiln_le(ctx, kiln_idx(ctx, 0), h), kiln_lt(ctx, h, kiln_idx(ctx, H))),
+        kiln_and(ctx, kiln_le(ctx, kiln_idx(ctx, 0), ww), kiln_lt(ctx, ww, kiln_idx(ctx, W))));
+    kiln_expr ix[3] = {kiln_axis(ctx, 0), h, ww};
+    kiln_expr iw[2] = {kiln_rvar(ctx, 0), kiln_rvar(ctx, 1)};
+    kiln_expr body = kiln_mul(ctx,
+                              kiln_select(ctx, in, kiln_load(ctx, x, KILN_DTYPE_F32, 3, ix),
+                                          kiln_float(ctx, 0, KILN_DTYPE_F32)),
+                              kiln_load(ctx, w, KILN_DTYPE_F32, 2, iw));
+    begin(G, 12);
+    kiln_graph_add_op(G->g, t, KILN_REDUCE_SUM, 2, rext, body, NULL, NULL);
+    kiln_graph_end_call(G->g, t);
+    return t;
+}
+
+/* An elementwise op over tensors of t's shape (and lower-rank broadcasts of fresh inputs). */
+static uint32_t
+gen_elementwise(struct gen *G, uint32_t t, const char *name)
+{
+    const struct kiln_tensor *tt = &G->g->tensor[t];
+    uint32_t                  src[3] = {t, t, t}, nsrc = 1;
+    int64_t                   shape[KILN_MAX_DIMS];
+    uint32_t                  ndim = tt->ndim;
+    memcpy(shape, tt->shape, sizeof shape);
+    if (pick(G->r, 2) && ndim > 0) {
+        char bn[32];
+        snprintf(bn, sizeof bn, "%s_bias", name);
+        uint32_t bd = 1 + pick(G->r, ndim);
+        src[nsrc++] = add_input(G, bn, bd, shape + ndim - bd, true);
+    }
+    uint32_t  out = kiln_graph_add_tensor(G->g, name, KILN_DTYPE_F32, ndim, shape, KILN_TENSOR_OP);
+    kiln_expr body = rand_expr(G, src, nsrc, ndim, 3);
+    begin(G, 13);
+    kiln_graph_add_op(G->g, out, KILN_REDUCE_NONE, 0, NULL, body, NULL, NULL);
+    kiln_graph_end_call(G->g, out);
+    return out;
+}
+
+/* ---- graphs from the op library ---- */
+
+static struct kiln_attr
+attr_int(kiln_ctx *ctx, const char *name, int64_t v)
+{
+    return (struct kiln_attr){.name = kiln_sym_cstr(ctx, name), .kind = KILN_ATTR_INT, .i = v};
+}
+
+static struct kiln_attr
+attr_ints(kiln_ctx *ctx, const char *name, uint32_t n, const int64_t *v)
+{
+    return (struct kiln_attr){
+        .name = kiln_sym_cstr(ctx, name), .kind = KILN_ATTR_INTS, .n = n, .ints = v};
+}
+
+/* One library call on fresh inputs; returns its output or KILN_NONE. */
+static uint32_t
+gen_library(struct gen *G)
+{
+    kiln_ctx        *ctx = G->ctx;
+    struct kiln_rng *r = G->r;
+    int64_t          N = 1 + pick(r, 2), C = 1 + pick(r, 6), H = 2 + pick(r, 9), W = 2 + pick(r, 9);
+    int64_t          sx[4] = {N, C, H, W};
+    uint32_t         x = add_input(G, "x", 4, sx, false), in[3] = {x};
+    struct kiln_attr at[4];
+    uint32_t         nin = 1, nat = 0, out = KILN_NONE;
+    static int64_t   k2[2], p2[2], perm[4] = {0, 2, 3, 1};
+    const char      *op;
+    switch (pick(r, 9)) {
+    case 0: { /* convolution, possibly grouped/depthwise and strided */
+        int64_t groups = pick(r, 2) ? 1 : C, K = groups * (1 + pick(r, 3));
+        int64_t R = 1 + pick(r, 3), S = 1 + pick(r, 3);
+        if (R > H || S > W)
+            R = S = 1;
+        int64_t sw[4] = {K, C / groups, R, S};
+        in[nin++] = add_input(G, "w", 4, sw, true);
+        at[nat++] = attr_int(ctx, "stride", 1 + pick(r, 2));
+        at[nat++] = attr_int(ctx, "padding", pick(r, 2));
+        at[nat++] = attr_int(ctx, "groups", groups);
+        op = "conv2d";
+        break;
+    }
+    case 1:
+    case 2:
+        k2[0] = 1 + pick(r, H < 3 ? H : 3);
+        k2[1] = 1 + pick(r, W < 3 ? W : 3);
+        at[nat++] = attr_ints(ctx, "kernel", 2, k2);
+        at[nat++] = attr_int(ctx, "stride", 1 + pick(r, 2));
+        op = pick(r, 2) ? "max_pool2d" : "avg_pool2d";
+        break;
+    case 3:
+        at[nat++] = attr_int(ctx, "axis", -1 - (int64_t)pick(r, 3));
+        op = pick(r, 2) ? "softmax" : "log_softmax";
+        break;
+    case 4:
+        k2[0] = k2[1] = 1 + 2 * pick(r, 2);
+        p2[0] = p2[1] = k2[0] / 2;
+        at[nat++] = attr_ints(ctx, "kernel", 2, k2);
+        at[nat++] = attr_ints(ctx, "padding", 2, p2);
+        op = "unfold";
+        break;
+    case 5:
+        at[nat++] = attr_ints(ctx, "perm", 4, perm);
+        op = "transpose";
+        break;
+    case 6:
+        op = NULL; /* batch_norm, below */
+        break;
+    case 7:
+        op = "gelu";
+        break;
+    default:
+        op = "global_avg_pool2d";
+        break;
+    }
+    if (!op) { /* batch_norm needs 5 inputs: rebuild the input list */
+        uint32_t    bn[5] = {x, 0, 0, 0, 0};
+        int64_t     sc[1] = {C};
+        const char *names[4] = {"gamma", "beta", "mean", "var"};
+        for (int i = 0; i < 4; i++)
+            bn[1 + i] = add_input(G, names[i], 1, sc, true);
+        kiln_lib_call(G->g, "batch_norm", "y", 5, bn, 0, NULL, 20, 1, &out);
+        return out;
+    }
+    kiln_lib_call(G->g, op, "y", nin, in, nat, at, 20, 1, &out);
+    return out;
+}
+
+static struct kiln_graph *
+gen_graph(kiln_ctx *ctx, struct kiln_rng *r)
+{
+    struct gen G = {ctx, kiln_graph_new(ctx), r, 0};
+    uint32_t   t;
+    switch (pick(r, 5)) {
+    case 3:
+    case 4:
+        t = gen_library(&G);
+        if (t == KILN_NONE)
+            return NULL;
+        break;
+    case 0:
+        t = gen_matmul(&G, "mm");
+        break;
+    case 1:
+        t = gen_stencil(&G, "conv");
+        break;
+    default: {
+        int64_t shape[3] = {1 + pick(r, 9), 1 + pick(r, 17), 1 + pick(r, 33)};
+        t = add_input(&G, "x", 1 + pick(r, 3), shape, false);
+        break;
+    }
+    }
+    uint32_t n = 1 + pick(r, 3);
+    for (uint32_t i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%u", i);
+        uint32_t next = pick(r, 3) == 0 ? gen_reduce(&G, t, name) : KILN_NONE;
+        if (next == KILN_NONE)
+            next = gen_elementwise(&G, t, name);
+        t = next;
+    }
+    kiln_graph_default_outputs(G.g);
+    return kiln_ok(ctx) ? G.g : NULL;
+}
+
+/* ---- random schedules: steps that fail to apply or lower are dropped ---- */
+
+static bool
+sched_ok(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s)
+{
+    struct kiln_arena_mark m = kiln_arena_mark(ctx);
+    uint32_t               em = kiln_expr_mark(ctx);
+    struct kiln_func      *f;
+    bool                   ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
+    kiln_ctx_error_clear(ctx);
+    kiln_arena_rewind(ctx, m);
+    (void)em;
+    return ok;
+}
+
+static const struct kiln_stage *
+rand_stage(const struct kiln_state *st, struct kiln_rng *r)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        const struct kiln_stage *s = &st->st[st->order[pick(r, st->norder)]];
+        if (s->attach != KILN_ATTACH_INLINE)
+            return s;
+    }
+    return NULL;
+}
+
+static int64_t
+rand_factor(struct kiln_rng *r, int64_t ext)
+{
+    static const int64_t f[] = {2, 3, 4, 8, 16};
+    if (pick(r, 2))
+        for (int64_t d = 2 + pick(r, 8); d > 1; d--)
+            if (ext % d == 0)
+                return d;
+    return f[pick(r, 5)];
+}
+
+static bool
+rand_step(kiln_ctx *ctx, const struct kiln_state *st, struct kiln_rng *r, struct kiln_step *out)
+{
+    const struct kiln_stage *s = rand_stage(st, r);
+    if (!s || s->nleaf == 0)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->stage = s->name;
+    uint32_t                 p = pick(r, s->nleaf);
+    const struct kiln_iterv *it = &s->it[s->leaf[p]];
+    out->iter = it->name;
+    switch (pick(r, 16)) {
+    case 13: {
+        /* pack an argument read by some stage along a random dimension */
+        const struct kiln_graph  *g = st->g;
+        uint32_t                  a = g->arg[pick(r, g->narg)];
+        const struct kiln_tensor *t = &g->tensor[a];
+        if (t->ndim == 0)
+            return false;
+        out->kind = KILN_STEP_PACK;
+        out->stage = t->name;
+        out->value = pick(r, t->ndim);
+        out->factors[0] = 2 + pick(r, 7);
+        out->n = 1;
+        return true;
+    }
+    case 14: {
+        const struct kiln_graph *g = st->g;
+        uint32_t                 a = g->arg[pick(r, g->narg)];
+        out->kind = KILN_STEP_CACHE_READ;
+        out->stage = g->tensor[a].name;
+        out->n = 1;
+        out->iters[0] = s->name;
+        return true;
+    }
+    case 15:
+        if (s->nleaf < 2)
+            return false;
+        out->kind = KILN_STEP_TILE;
+        out->n = 2;
+        out->iters[0] = s->it[s->leaf[0]].name;
+        out->iters[1] = s->it[s->leaf[1]].name;
+        out->factors[0] = rand_factor(r, s->it[s->leaf[0]].extent);
+        out->factors[1] = rand_factor(r, s->it[s->leaf[1]].extent);
+        return true;
+    case 0:
+    case 1:
+    case 2:
+        out->kind = KILN_STEP_SPLIT;
+        out->n = (uint8_t)(1 + pick(r, 2));
+        for (uint32_t j = 0; j < out->n; j++)
+            out->factors[j] = rand_factor(r, it->extent);
+        return true;
+    case 3:
+        if (s->nleaf < 2)
+            return false;
+        out->kind = KILN_STEP_REORDER;
+        out->n = 2;
+        out->iters[0] = s->it[s->leaf[s->nleaf - 1]].name;
+        out->iters[1] = s->it[s->leaf[pick(r, s->nleaf - 1)]].name;
+        return true;
+    case 4:
+        if (p + 1 >= s->nleaf)
+            return false;
+        out->kind = KILN_STEP_FUSE;
+        out->n = 2;
+        out->iters[0] = it->name;
+        out->iters[1] = s->it[s->leaf[p + 1]].name;
+        return true;
+    case 5:
+        out->kind = KILN_STEP_PARALLEL;
+        out->iter = s->it[s->leaf[0]].name;
+        return true;
+    case 6:
+        out->kind = KILN_STEP_VECTORIZE;
+        out->iter = s->it[s->leaf[s->nleaf - 1]].name;
+        return true;
+    case 7:
+        out->kind = KILN_STEP_UNROLL;
+        return true;
+    case 8: {
+        /* compute_at a producer of a stage at one of its loops */
+        for (uint32_t i = 0; i < st->norder; i++) {
+            const struct kiln_stage *c = &st->st[st->order[i]];
+            if (c == s || c->attach == KILN_ATTACH_INLINE || !c->nleaf)
+                continue;
+            out->kind = KILN_STEP_COMPUTE_AT;
+            out->target = c->name;
+            out->iter = c->it[c->leaf[pick(r, c->nleaf)]].name;
+            if (pick(r, 2))
+                return true;
+        }
+        return out->kind == KILN_STEP_COMPUTE_AT;
+    }
+    case 9:
+        out->kind = KILN_STEP_COMPUTE_INLINE;
+        return true;
+    case 10:
+        out->kind = KILN_STEP_CACHE_WRITE;
+        return true;
+    case 11:
+        out->kind = KILN_STEP_RFACTOR;
+        return true;
+    default:
+        out->kind = KILN_STEP_AUTO_UNROLL;
+        out->value = (int64_t[]){0, 16, 64, 512}[pick(r, 4)];
+        return true;
+    }
+    (void)ctx;
+}
+
+static void
+gen_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_rng *r, struct kiln_schedule *s)
+{
+    memset(s, 0, sizeof *s);
+    uint32_t want = pick(r, 12);
+    for (uint32_t tries = 0; tries < 4 * want + 4 && s->nstep < want; tries++) {
+        struct kiln_state      st;
+        struct kiln_arena_mark m = kiln_arena_mark(ctx);
+        if (kiln_state_build(ctx, g, s, &st) != KILN_OK) {
+            kiln_ctx_error_clear(ctx);
+            return;
+        }
+        struct kiln_step step;
+        bool             have = rand_step(ctx, &st, r, &step);
+        (void)m;
+        if (!have)
+            continue;
+        kiln_sched_push(ctx, s, step);
+        if (!sched_ok(ctx, g, s))
+            s->nstep--;
+    }
+}
+
+/* ---- running ---- */
+
+static uint64_t step_count[KILN_STEP_COUNT], case_count;
+
+static float *
+guarded_alloc(int64_t n)
+{
+    float *p = malloc(sizeof(float) * (size_t)(n + 2 * GUARD) + 64);
+    for (int64_t i = 0; i < n + 2 * GUARD; i++)
+        p[i] = GUARD_VALUE;
+    return p;
+}
+
+static bool
+check_case(uint64_t seed, bool verbose)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng    r = kiln_rng_new(seed);
+    struct kiln_graph *g = gen_graph(ctx, &r);
+    bool               ok = false;
+    const char        *why = "";
+    if (!g) {
+        harness_fail(__FILE__, __LINE__, "case %llu: graph generation failed: %s",
+                     (unsigned long long)seed, kiln_ctx_error(ctx)->msg);
+        kiln_ctx_free(ctx);
+        return false;
+    }
+    struct kiln_schedule sched;
+    gen_schedule(ctx, g, &r, &sched);
+    for (uint32_t i = 0; i < sched.nstep; i++)
+        step_count[sched.step[i].kind]++;
+    case_count++;
+    struct kiln_func  *f;
+    struct kiln_jit   *jit = NULL;
+    struct kiln_target t;
+    uint32_t           np = 0;
+    float            **buf = NULL;
+    double           **ref = NULL;
+    if (kiln_lower(ctx, g, &sched, &f) != KILN_OK
+        || kiln_cg_target_parse(ctx, "llvm", &t) != KILN_OK) {
+        why = "lowering failed";
+        goto done;
+    }
+    uint8_t               role[64] = {0};
+    struct kiln_cg_module m = {f, "prop", role, "{}", ""};
+    if (kiln_cg_llvm_jit(ctx, &m, &t, &jit) != KILN_OK) {
+        why = "jit failed";
+        goto done;
+    }
+    np = f->nparam;
+    buf = calloc(np, sizeof *buf);
+    ref = calloc(np, sizeof *ref);
+    void *data[64];
+    for (uint32_t i = 0; i < np; i++) {
+        const struct kiln_buffer *b = &f->buf[f->param[i]];
+        int64_t                   n = 1;
+        for (int d = 0; d < b->ndim; d++)
+            n *= b->shape[d];
+        buf[i] = guarded_alloc(n);
+        ref[i] = calloc((size_t)n + 1, sizeof(double));
+        if (i < g->narg)
+            for (int64_t e = 0; e < n; e++)
+                ref[i][e] = buf[i][GUARD + e] = (float)(kiln_rng_uniform(&r) * 2 - 1);
+        data[i] = buf[i] + GUARD;
+    }
+    /* reference: every tensor, so the tolerance can follow the largest intermediate value
+     * (float32 rounding of a large intermediate survives cancellation downstream) */
+    double **all = calloc(g->ntensor, sizeof *all);
+    double   scale = 0;
+    for (uint32_t ti = 0; ti < g->ntensor; ti++)
+        all[ti] = calloc((size_t)kiln_tensor_numel(&g->tensor[ti]) + 1, sizeof(double));
+    for (uint32_t i = 0; i < np; i++) {
+        uint32_t ti = f->buf[f->param[i]].tensor;
+        if (i < g->narg)
+            memcpy(all[ti], ref[i], sizeof(double) * (size_t)kiln_tensor_numel(&g->tensor[ti]));
+    }
+    enum kiln_status est = kiln_ir_eval(ctx, g, all);
+    for (uint32_t ti = 0; ti < g->ntensor; ti++) {
+        for (int64_t e = 0; est == KILN_OK && e < kiln_tensor_numel(&g->tensor[ti]); e++)
+            scale = fmax(scale, fabs(all[ti][e]));
+        for (uint32_t i = g->narg; i < np; i++)
+            if (f->buf[f->param[i]].tensor == ti)
+                memcpy(ref[i], all[ti], sizeof(double) * (size_t)kiln_tensor_numel(&g->tensor[ti]));
+        free(all[ti]);
+    }
+    free(all);
+    if (est != KILN_OK) {
+        why = "reference interpreter failed";
+        goto done;
+    }
+    int32_t rc = kiln_jit_desc(jit)->kernel(data);
+    if (rc) {
+        why = "kernel returned an error";
+        goto done;
+    }
+    ok = true;
+    for (uint32_t i = 0; i < np && ok; i++) {
+        const struct kiln_buffer *b = &f->buf[f->param[i]];
+        int64_t                   n = 1;
+        for (int d = 0; d < b->ndim; d++)
+            n *= b->shape[d];
+        for (int64_t e = 0; e < GUARD && ok; e++)
+            if (buf[i][e] != GUARD_VALUE || buf[i][GUARD + n + e] != GUARD_VALUE) {
+                ok = false;
+                why = "guard bytes were overwritten";
+            }
+        if (i < g->narg)
+            continue;
+        for (int64_t e = 0; e < n && ok; e++) {
+            double want = ref[i][e], got = buf[i][GUARD + e];
+            if (!(fabs(got - want) <= 2e-5 * (1 + scale)) && !(isnan(want) && isnan(got))) {
+                ok = false;
+                why = "output mismatch";
+                fprintf(stderr, "  output %s[%lld]: got %.9g, want %.9g\n",
+                        kiln_sym_str(ctx, b->name), (long long)e, got, want);
+            }
+        }
+    }
+done:
+    if (!ok || verbose) {
+        const char     *src = "";
+        struct kiln_buf js = {0};
+        char            msg[600] = "";
+        if (kiln_ctx_error(ctx))
+            kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+        kiln_ctx_error_clear(ctx);
+        kiln_graph_print(ctx, g, KILN_PRINT_EXPANDED, &src);
+        kiln_sched_to_json(ctx, &sched, &js);
+        if (!ok)
+            harness_fail(__FILE__, __LINE__,
+                         "case seed %llu: %s %s\n--- graph ---\n%s--- schedule ---\n%s",
+                         (unsigned long long)seed, why, msg, src, js.data ? js.data : "");
+    }
+    for (uint32_t i = 0; i < np; i++) {
+        free(buf[i]);
+        free(ref[i]);
+    }
+    free(buf);
+    free(ref);
+    kiln_jit_free(jit);
+    kiln_ctx_free(ctx);
+    return ok;
+}
+
+static void
+test_random_graphs_and_schedules(void)
+{
+    uint64_t n = opt_iters_or(1000), failures = 0;
+    for (uint64_t i = 0; i < n && failures < 5; i++)
+        failures += !check_case(opt_seed() * 1000003u + i, false);
+    printf("  %llu cases; steps in the schedules:", (unsigned long long)case_count);
+    for (int k = 0; k < KILN_STEP_COUNT; k++)
+        printf(" %s %llu", kiln_step_name[k], (unsigned long long)step_count[k]);
+    printf("\n");
+}
+
+static const struct test tests[] = {
+    {"random_graphs_and_schedules", test_random_graphs_and_schedules},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}

@@ -1,0 +1,779 @@
+#!/usr/bin/env python3
+"""tests/py/test_ops.py -- every op of the library, evaluated by kiln's reference interpreter
+through `kiln eval`, compared with an independent implementation: NumPy for elementwise,
+linear-algebra and data-movement ops, PyTorch's functional ops for convolutions, pooling,
+unfold, softmax, the norms and the activations.
+
+Each case draws random shapes and attributes, writes a one-call .kg file and its arguments as
+NAME.npy (float64, or float32 for some cases), runs
+
+    kiln eval FILE.kg --inputs DIR --out OUTDIR
+
+and compares OUTDIR/y.npy with the oracle computed in float64 (from the same, possibly
+float32-rounded, inputs). The interpreter works in double, so float64 cases must agree to
+about 1e-9; float32 cases get 1e-4 (a float32 implementation may round intermediates).
+
+    /usr/bin/python3 tests/py/test_ops.py --kiln build/kiln [--seed S] [--cases N] [-k OP] [-v]
+
+A fresh seed is used each run unless --seed is given; it is printed first and with every
+failure, so `--seed S -k OP` replays one op's cases. Exit status: 0 all passed, 1 a failure,
+77 when the kiln binary is missing.
+"""
+import argparse
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+warnings.filterwarnings("ignore", category=UserWarning)  # PyTorch notes on padding="same"
+
+
+# ---- cases ----------------------------------------------------------------------------------
+
+class Case:
+    """One library call: arguments (name -> array), the call text and the expected output."""
+
+    def __init__(self, op, args, call, want, weights=()):
+        self.op = op
+        self.args = args
+        self.call = call
+        self.want = np.asarray(want, dtype=np.float64)
+        self.weights = set(weights)
+
+    def kg(self):
+        lines = []
+        for name, a in self.args.items():
+            kind = "weight" if name in self.weights else "input"
+            dt = "f32" if a.dtype == np.float32 else "f64"
+            lines.append(f"{kind} {name}: {dt}[{', '.join(str(d) for d in a.shape)}]")
+        lines.append(f"y = {self.call}")
+        lines.append("output y")
+        return "\n".join(lines) + "\n"
+
+    def is_f32(self):
+        return any(a.dtype == np.float32 for a in self.args.values())
+
+
+def fmt(v):
+    """An attribute value in .kg syntax."""
+    if isinstance(v, str):
+        return '"' + v + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(str(int(x)) for x in v) + "]"
+    if isinstance(v, float):
+        if np.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    return str(int(v))
+
+
+def call(op, names, **attrs):
+    parts = list(names) + [f"{k}={fmt(v)}" for k, v in attrs.items() if v is not None]
+    return f"{op}({', '.join(parts)})"
+
+
+class Gen:
+    """Random draws for one case; f32 decides the dtype of its arguments."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.f32 = self.rng.random() < 0.25
+
+    def int(self, lo, hi):  # inclusive
+        return int(self.rng.integers(lo, hi + 1))
+
+    def pick(self, seq):
+        return seq[self.int(0, len(seq) - 1)]
+
+    def coin(self, p=0.5):
+        return bool(self.rng.random() < p)
+
+    def shape(self, rank, lo=1, hi=5):
+        return tuple(self.int(lo, hi) for _ in range(rank))
+
+    def arr(self, shape, lo=None, hi=None, scale=1.0, shift=0.0):
+        """Normal (or uniform in [lo, hi)) values times scale plus shift, as an ndarray of
+        the case's dtype (also for shape ())."""
+        if lo is None:
+            a = self.rng.standard_normal(shape)
+        else:
+            a = self.rng.uniform(lo, hi, shape)
+        a = np.asarray(a, dtype=np.float64) * scale + shift
+        if self.f32:
+            a = a.astype(np.float32)
+        return a
+
+
+def t(a):
+    """float64 torch tensor of an argument (float32 arguments are widened exactly)."""
+    return torch.from_numpy(np.asarray(a, dtype=np.float64))
+
+
+def f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+# ---- convolutions ---------------------------------------------------------------------------
+
+def draw_padding(g, kernel=None, allow_str=False):
+    """(attribute value or None, (top, left, bottom, right))."""
+    kind = g.pick(["none", "int", "pair", "quad", "str"] if allow_str else ["none", "int", "pair", "quad"])
+    if kind == "none":
+        return None, (0, 0, 0, 0)
+    if kind == "int":
+        p = g.int(0, 2)
+        return p, (p, p, p, p)
+    if kind == "pair":
+        ph, pw = g.int(0, 2), g.int(0, 2)
+        return [ph, pw], (ph, pw, ph, pw)
+    if kind == "quad":
+        q = [g.int(0, 2) for _ in range(4)]
+        return q, tuple(q)
+    return "valid", (0, 0, 0, 0)  # "same" is handled by the caller
+
+
+def pair(g, lo, hi):
+    if g.coin():
+        v = g.int(lo, hi)
+        return v, (v, v)
+    v = [g.int(lo, hi), g.int(lo, hi)]
+    return v, tuple(v)
+
+
+def gen_conv2d(g):
+    groups = g.pick([1, 1, 1, 2, 3, "dw"])
+    N = g.int(1, 2)
+    if groups == "dw":
+        C = g.int(1, 4)
+        groups = C
+        K = C * g.int(1, 2)
+    else:
+        C = groups * g.int(1, 3)
+        K = groups * g.int(1, 3)
+    KH, KW = g.int(1, 4), g.int(1, 4)
+    sattr, stride = pair(g, 1, 3) if g.coin(0.6) else (None, (1, 1))
+    dattr, dil = pair(g, 1, 2) if g.coin(0.3) else (None, (1, 1))
+    pattr, pad = draw_padding(g, allow_str=True)
+    same = False
+    if pattr == "valid" and stride == (1, 1) and g.coin():
+        pattr, same = "same", True
+    H = g.int(max(1, dil[0] * (KH - 1) + 1 - pad[0] - pad[2]), 9)
+    W = g.int(max(1, dil[1] * (KW - 1) + 1 - pad[1] - pad[3]), 9)
+    x = g.arr((N, C, H, W))
+    w = g.arr((K, C // groups, KH, KW))
+    args = {"x": x, "w": w}
+    bias = g.coin()
+    if bias:
+        args["b"] = g.arr((K,))
+    xt = t(x)
+    if same:
+        want = F.conv2d(xt, t(w), t(args["b"]) if bias else None, 1, "same", dil, groups)
+    else:
+        xt = F.pad(xt, (pad[1], pad[3], pad[0], pad[2]))
+        want = F.conv2d(xt, t(w), t(args["b"]) if bias else None, stride, 0, dil, groups)
+    attrs = dict(stride=sattr, padding=pattr, dilation=dattr, groups=groups if groups > 1 or g.coin(0.2) else None)
+    return Case("conv2d", args, call("conv2d", args, **attrs), want.numpy(), weights=("w", "b"))
+
+
+def gen_conv2d_transpose(g):
+    groups = g.pick([1, 1, 2, 3])
+    N, C = g.int(1, 2), groups * g.int(1, 2)
+    Kg = g.int(1, 3)
+    KH, KW = g.int(1, 4), g.int(1, 4)
+    sattr, stride = pair(g, 1, 3) if g.coin(0.7) else (None, (1, 1))
+    dattr, dil = pair(g, 1, 2) if g.coin(0.3) else (None, (1, 1))
+    opad = [g.int(0, max(stride[i], dil[i]) - 1) for i in range(2)]
+    oattr = opad if any(opad) or g.coin(0.2) else None
+    pattr, pad = draw_padding(g)
+    H, W = g.int(1, 6), g.int(1, 6)
+    # keep the output non-empty
+    for i, (n, k) in enumerate(((H, KH), (W, KW))):
+        full = (n - 1) * stride[i] + dil[i] * (k - 1) + opad[i] + 1
+        if full - pad[i] - pad[i + 2] < 1:
+            pattr, pad = None, (0, 0, 0, 0)
+    x = g.arr((N, C, H, W))
+    w = g.arr((C, Kg, KH, KW))
+    args = {"x": x, "w": w}
+    bias = g.coin()
+    if bias:
+        args["b"] = g.arr((Kg * groups,))
+    full = F.conv_transpose2d(t(x), t(w), t(args["b"]) if bias else None, stride, 0,
+                              tuple(opad), groups, dil)
+    oh = full.shape[2] - pad[0] - pad[2]
+    ow = full.shape[3] - pad[1] - pad[3]
+    want = full[:, :, pad[0]:pad[0] + oh, pad[1]:pad[1] + ow]
+    if pad[0] == pad[2] and pad[1] == pad[3]:  # symmetric: PyTorch takes it directly
+        direct = F.conv_transpose2d(t(x), t(w), t(args["b"]) if bias else None, stride,
+                                    (pad[0], pad[1]), tuple(opad), groups, dil)
+        assert torch.allclose(direct, want)
+    attrs = dict(stride=sattr, padding=pattr, output_padding=oattr, dilation=dattr,
+                 groups=groups if groups > 1 else None)
+    return Case("conv2d_transpose", args, call("conv2d_transpose", args, **attrs), want.numpy(),
+                weights=("w", "b"))
+
+
+def gen_dense(g):
+    lead = g.shape(g.int(0, 3), 1, 4)
+    K, M = g.int(1, 6), g.int(1, 6)
+    x, w = g.arr(lead + (K,)), g.arr((M, K))
+    args = {"x": x, "w": w}
+    want = f64(x) @ f64(w).T
+    if g.coin():
+        args["b"] = g.arr((M,))
+        want = want + f64(args["b"])
+    return Case("dense", args, call("dense", args), want, weights=("w", "b"))
+
+
+def gen_matmul(g):
+    K = g.int(1, 5)
+    ra, rb = g.int(1, 4), g.int(1, 4)
+    batch = g.shape(max(ra, rb) - 2, 1, 3) if max(ra, rb) > 2 else ()
+    def bshape(r):
+        n = max(r - 2, 0)
+        return tuple(1 if g.coin(0.3) else d for d in batch[len(batch) - n:]) if n else ()
+    a_shape = bshape(ra) + ((g.int(1, 4), K) if ra >= 2 else (K,))
+    b_shape = bshape(rb) + ((K, g.int(1, 4)) if rb >= 2 else (K,))
+    a, b = g.arr(a_shape), g.arr(b_shape)
+    args = {"a": a, "b": b}
+    return Case("matmul", args, call("matmul", args), np.matmul(f64(a), f64(b)))
+
+
+def gen_batch_matmul(g):
+    B, M, K, N = g.int(1, 3), g.int(1, 4), g.int(1, 5), g.int(1, 4)
+    ta, tb = g.coin(), g.coin()
+    a = g.arr((B, K, M) if ta else (B, M, K))
+    b = g.arr((B, N, K) if tb else (B, K, N))
+    fa = np.swapaxes(f64(a), 1, 2) if ta else f64(a)
+    fb = np.swapaxes(f64(b), 1, 2) if tb else f64(b)
+    args = {"a": a, "b": b}
+    attrs = dict(transpose_a=int(ta) if ta or g.coin(0.2) else None, transpose_b=int(tb) if tb else None)
+    return Case("batch_matmul", args, call("batch_matmul", args, **attrs), np.matmul(fa, fb))
+
+
+EINSUM_FIXED = ["ij,jk->ik", "ii->i", "ii", "ij->ji", "ij", "ji", "bA", "i,i", "i,j->ij",
+                "bij,bjk->bik", "...ij,...jk->...ik", "...i,...i", "i...->...", "ijk->",
+                "ij,ij->ij", "i,j,k->kji", "abc,cd,de->ae", "iij->j", "ij,j->i", "i,->i"]
+
+
+def gen_einsum(g):
+    if g.coin(0.5):
+        eq = g.pick(EINSUM_FIXED)
+    else:  # random: up to 3 operands over a small label pool, repeats allowed
+        pool = "abcdeijkXY"
+        nop = g.int(1, 3)
+        terms = ["".join(g.pick(pool[:6]) for _ in range(g.int(1, 3))) for _ in range(nop)]
+        used = sorted(set("".join(terms)))
+        if g.coin():
+            out = "".join(l for l in used if g.coin())
+            out = "".join(g.rng.permutation(list(out))) if out else ""
+            eq = ",".join(terms) + "->" + out
+        else:
+            eq = ",".join(terms)
+    lhs = eq.split("->")[0].split(",")
+    sizes = {l: g.int(1, 4) for l in set("".join(lhs).replace(".", ""))}
+    ell = g.shape(g.int(0, 2), 1, 3)
+    args = {}
+    for i, term in enumerate(lhs):
+        shape = []
+        for part in term.split("...")[:1]:
+            shape += [sizes[l] for l in part]
+        if "..." in term:
+            e = ell[g.int(0, len(ell)):] if ell else ()
+            e = tuple(1 if g.coin(0.3) else d for d in e)
+            shape += list(e) + [sizes[l] for l in term.split("...")[1]]
+        # size-1 broadcasting of a labelled dimension (NumPy allows it across operands)
+        if len(lhs) > 1 and shape and g.coin(0.15):
+            j = g.int(0, len(shape) - 1)
+            lab = term.replace("...", "")
+            if "..." not in term and lab.count(lab[j]) == 1:
+                shape[j] = 1
+        args["abcdefgh"[i]] = g.arr(tuple(shape))
+    want = np.einsum(eq, *[f64(a) for a in args.values()])
+    return Case("einsum", args, call("einsum", args, eq=eq), want)
+
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+def sigmoid(x):
+    return torch.sigmoid(t(x)).numpy()
+
+
+UNARY = {
+    "neg": (lambda x: -x, None),
+    "abs": (np.abs, None),
+    "exp": (np.exp, None),
+    "log": (np.log, (0.05, 4)),
+    "sqrt": (np.sqrt, (0, 4)),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), (0.05, 4)),
+    "square": (np.square, None),
+    "tanh": (np.tanh, None),
+    "sigmoid": (sigmoid, None),
+    "erf": (lambda x: torch.erf(t(x)).numpy(), None),
+    "floor": (lambda x: np.floor(x), (-4, 4)),
+    "relu": (lambda x: F.relu(t(x)).numpy(), None),
+    "silu": (lambda x: F.silu(t(x)).numpy(), None),
+}
+
+
+def gen_unary(op):
+    def gen(g):
+        fn, rng = UNARY[op]
+        shape = g.shape(g.int(0, 4), 1, 5)
+        x = g.arr(shape, *rng) if rng else g.arr(shape, scale=2)
+        return Case(op, {"x": x}, call(op, ["x"]), fn(f64(x)))
+    return gen
+
+
+def gen_leaky_relu(g):
+    x = g.arr(g.shape(g.int(1, 3)))
+    alpha = g.pick([None, 0.2, 0.5, 2, -0.3])
+    want = F.leaky_relu(t(x), 0.01 if alpha is None else alpha).numpy()
+    return Case("leaky_relu", {"x": x}, call("leaky_relu", ["x"], alpha=alpha), want)
+
+
+def gen_gelu(g):
+    x = g.arr(g.shape(g.int(1, 3)), scale=2)
+    approx = g.pick([None, "none", "tanh", "tanh"])
+    want = F.gelu(t(x), approximate=approx or "none").numpy()
+    return Case("gelu", {"x": x}, call("gelu", ["x"], approximate=approx), want)
+
+
+def bcast_pair(g):
+    out = g.shape(g.int(0, 4), 1, 4)
+    def part():
+        r = g.int(0, len(out))
+        return tuple(1 if g.coin(0.3) else d for d in out[len(out) - r:])
+    return part(), part()
+
+
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
+}
+
+
+def gen_binary(op):
+    def gen(g):
+        sa, sb = bcast_pair(g)
+        if op == "pow":
+            a, b = g.arr(sa, 0.1, 3), g.arr(sb, -2, 2)
+        elif op == "div":
+            a, b = g.arr(sa), g.arr(sb, 0.5, 2, scale=g.pick([1, -1]))
+        else:
+            a, b = g.arr(sa), g.arr(sb)
+        args = {"a": a, "b": b}
+        return Case(op, args, call(op, args), BINARY[op](f64(a), f64(b)))
+    return gen
+
+
+# ---- pooling, unfold ------------------------------------------------------------------------
+
+def pool_params(g, dilation):
+    kattr, k = pair(g, 1, 4)
+    sattr, s = pair(g, 1, 3) if g.coin(0.7) else (None, k)
+    p = [g.int(0, k[0] // 2), g.int(0, k[1] // 2)]
+    pattr = (p[0] if p[0] == p[1] and g.coin() else p) if any(p) or g.coin(0.2) else None
+    dattr, d = pair(g, 1, 2) if dilation and g.coin(0.4) else (None, (1, 1))
+    ceil = g.coin()
+    H = g.int(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 10)
+    W = g.int(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 10)
+    return dict(kattr=kattr, k=k, sattr=sattr, s=s, pattr=pattr, p=tuple(p), dattr=dattr, d=d,
+                ceil=ceil, H=H, W=W)
+
+
+def gen_max_pool2d(g):
+    q = pool_params(g, True)
+    x = g.arr((g.int(1, 2), g.int(1, 3), q["H"], q["W"]))
+    want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"])
+    attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"], dilation=q["dattr"],
+                 ceil_mode=int(q["ceil"]) if q["ceil"] or g.coin(0.2) else None)
+    return Case("max_pool2d", {"x": x}, call("max_pool2d", ["x"], **attrs), want.numpy())
+
+
+def gen_avg_pool2d(g):
+    q = pool_params(g, False)
+    x = g.arr((g.int(1, 2), g.int(1, 3), q["H"], q["W"]))
+    incl = g.coin()
+    want = F.avg_pool2d(t(x), q["k"], q["s"], q["p"], ceil_mode=q["ceil"], count_include_pad=incl)
+    attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"],
+                 ceil_mode=int(q["ceil"]) if q["ceil"] else None,
+                 count_include_pad=None if incl and g.coin() else int(incl))
+    return Case("avg_pool2d", {"x": x}, call("avg_pool2d", ["x"], **attrs), want.numpy())
+
+
+def gen_global_pool(op):
+    def gen(g):
+        x = g.arr((g.int(1, 2), g.int(1, 4), g.int(1, 6), g.int(1, 6)))
+        if op == "global_avg_pool2d":
+            want = F.adaptive_avg_pool2d(t(x), 1)
+        else:
+            want = F.adaptive_max_pool2d(t(x), 1)
+        return Case(op, {"x": x}, call(op, ["x"]), want.numpy())
+    return gen
+
+
+def gen_unfold(g):
+    kattr, k = pair(g, 1, 3)
+    sattr, s = pair(g, 1, 3) if g.coin(0.6) else (None, (1, 1))
+    dattr, d = pair(g, 1, 2) if g.coin(0.3) else (None, (1, 1))
+    pattr, pad = draw_padding(g)
+    N, C = g.int(1, 2), g.int(1, 3)
+    H = g.int(max(1, d[0] * (k[0] - 1) + 1 - pad[0] - pad[2]), 7)
+    W = g.int(max(1, d[1] * (k[1] - 1) + 1 - pad[1] - pad[3]), 7)
+    x = g.arr((N, C, H, W))
+    xp = F.pad(t(x), (pad[1], pad[3], pad[0], pad[2]))
+    cols = F.unfold(xp, k, dilation=d, padding=0, stride=s)
+    oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    want = cols.reshape(N, C, k[0], k[1], oh, ow)
+    attrs = dict(kernel=kattr, stride=sattr, padding=pattr, dilation=dattr)
+    return Case("unfold", {"x": x}, call("unfold", ["x"], **attrs), want.numpy())
+
+
+# ---- normalisation --------------------------------------------------------------------------
+
+def gen_softmax(op):
+    def gen(g):
+        shape = g.shape(g.int(1, 4), 1, 5)
+        x = g.arr(shape, scale=g.pick([1, 5, 50]))
+        axis = g.int(-len(shape), len(shape) - 1)
+        attr = None if axis == -1 and g.coin() else axis
+        fn = F.softmax if op == "softmax" else F.log_softmax
+        return Case(op, {"x": x}, call(op, ["x"], axis=attr), fn(t(x), dim=axis).numpy())
+    return gen
+
+
+def gen_batch_norm(g):
+    shape = (g.int(1, 3), g.int(1, 4)) + g.shape(g.int(0, 2), 1, 4)
+    C = shape[1]
+    x = g.arr(shape)
+    args = {"x": x, "gamma": g.arr((C,)), "beta": g.arr((C,)), "mean": g.arr((C,)),
+            "var": g.arr((C,), 0.1, 2)}
+    eps = g.pick([None, 1e-3, 0.5, 1])
+    want = F.batch_norm(t(x), t(args["mean"]), t(args["var"]), t(args["gamma"]), t(args["beta"]),
+                        False, 0.0, 1e-5 if eps is None else eps)
+    return Case("batch_norm", args, call("batch_norm", args, eps=eps), want.numpy(),
+                weights=("gamma", "beta", "mean", "var"))
+
+
+def gen_layer_norm(g):
+    shape = g.shape(g.int(1, 4), 1, 5)
+    axis = g.int(-len(shape), len(shape) - 1)
+    a = axis % len(shape)
+    norm = shape[a:]
+    x = g.arr(shape, scale=3, shift=1)
+    args = {"x": x}
+    nparam = g.pick([0, 1, 2, 2])
+    if nparam >= 1:
+        args["gamma"] = g.arr(norm)
+    if nparam == 2:
+        args["beta"] = g.arr(norm)
+    eps = g.pick([None, 1e-3, 1])
+    want = F.layer_norm(t(x), norm, t(args["gamma"]) if nparam else None,
+                        t(args["beta"]) if nparam == 2 else None, 1e-5 if eps is None else eps)
+    attr = None if axis == -1 and g.coin() else axis
+    return Case("layer_norm", args, call("layer_norm", args, axis=attr, eps=eps), want.numpy(),
+                weights=("gamma", "beta"))
+
+
+# ---- data movement --------------------------------------------------------------------------
+
+def gen_reshape(g):
+    shape = g.shape(g.int(0, 4), 1, 4)
+    n = int(np.prod(shape))
+    # a random factorisation of n, with ones sprinkled in and maybe one -1
+    out, rest = [], n
+    for p in (2, 3, 5, 7):
+        while rest % p == 0:
+            rest //= p
+            if out and g.coin(0.5):
+                out[g.int(0, len(out) - 1)] *= p
+            else:
+                out.append(p)
+    out = [int(v) for v in g.rng.permutation(out)] if out else []
+    while g.coin(0.3) and len(out) < 6:
+        out.insert(g.int(0, len(out)), 1)
+    if out and g.coin(0.4):
+        out[g.int(0, len(out) - 1)] = -1
+    x = g.arr(shape)
+    return Case("reshape", {"x": x}, call("reshape", ["x"], shape=out), np.reshape(f64(x), out))
+
+
+def gen_flatten(g):
+    shape = g.shape(g.int(0, 4), 1, 4)
+    r = len(shape)
+    axis = g.int(-r, r)
+    a = axis + r if axis < 0 else axis
+    x = g.arr(shape)
+    want = np.reshape(f64(x), (int(np.prod(shape[:a])), int(np.prod(shape[a:]))))
+    attr = None if axis == 1 and g.coin() else axis
+    return Case("flatten", {"x": x}, call("flatten", ["x"], axis=attr), want)
+
+
+def gen_transpose(g):
+    shape = g.shape(g.int(1, 5), 1, 4)
+    x = g.arr(shape)
+    if g.coin(0.25):
+        return Case("transpose", {"x": x}, call("transpose", ["x"]), np.transpose(f64(x)))
+    perm = [int(p) for p in g.rng.permutation(len(shape))]
+    attr = [p - len(shape) if g.coin(0.2) else p for p in perm]
+    return Case("transpose", {"x": x}, call("transpose", ["x"], perm=attr),
+                np.transpose(f64(x), perm))
+
+
+def gen_concat(g):
+    shape = list(g.shape(g.int(1, 4), 1, 4))
+    axis = g.int(-len(shape), len(shape) - 1)
+    args = {}
+    for i in range(g.int(1, 4)):
+        s = list(shape)
+        s[axis] = g.int(1, 4)
+        args["abcd"[i]] = g.arr(tuple(s))
+    attr = None if axis == 0 and g.coin() else axis
+    want = np.concatenate([f64(a) for a in args.values()], axis=axis)
+    return Case("concat", args, call("concat", args, axis=attr), want)
+
+
+def gen_pad(g):
+    shape = g.shape(g.int(1, 3), 1, 5)
+    r = len(shape)
+    mode = g.pick([None, "constant", "edge", "reflect"])
+    before, after = [], []
+    for n in shape:
+        lo = -(n - 1) // 2 if g.coin(0.3) else 0
+        hi = n - 1 if mode == "reflect" else 3
+        b = g.int(lo, hi)
+        a = g.int(max(lo, 1 - n - b), hi)
+        before.append(b)
+        after.append(a)
+    value = g.pick([None, 1.5, -2.0, 0.0, 3]) if mode in (None, "constant") else None
+    x = g.arr(shape)
+    # pad the positive parts, then crop the negative ones (kiln mirrors and clamps at the
+    # input's own borders, so this order is the definition)
+    width = [(max(b, 0), max(a, 0)) for b, a in zip(before, after)]
+    if mode in (None, "constant"):
+        xp = np.pad(f64(x), width, mode="constant",
+                    constant_values=0.0 if value is None else value)
+    else:
+        xp = np.pad(f64(x), width, mode=mode)
+    want = xp[tuple(slice(max(0, -b), xp.shape[d] - max(0, -a))
+                    for d, (b, a) in enumerate(zip(before, after)))]
+    if before == after and g.coin(0.3):
+        pads = before  # one entry per dimension, both sides
+    else:
+        pads = before + after  # ONNX order
+    args = {"x": x}
+    return Case("pad", args, call("pad", ["x"], pads=pads, value=value, mode=mode), want)
+
+
+def gen_slice(g):
+    shape = g.shape(g.int(1, 4), 1, 7)
+    r = len(shape)
+    naxes = g.int(1, r)
+    axes = [int(a) for a in g.rng.permutation(r)[:naxes]]
+    starts, ends, steps = [], [], []
+    big = 2**63 - 1
+    for a in axes:
+        n = shape[a]
+        for _ in range(100):
+            step = g.pick([1, 1, 2, 3, -1, -2, n + 2])
+            start = g.pick([g.int(-n - 2, n + 2), 0, -1, big, -big])
+            end = g.pick([g.int(-n - 2, n + 2), big, -big, n])
+            if len(range(*slice(start, end, step).indices(n))) > 0:
+                break
+        else:
+            start, end, step = 0, n, 1
+        starts.append(start)
+        ends.append(end)
+        steps.append(step)
+    x = g.arr(shape)
+    idx = [slice(None)] * r
+    for a, s0, e0, st in zip(axes, starts, ends, steps):
+        idx[a] = slice(s0, e0, st)
+    want = f64(x)[tuple(idx)]
+    attrs = dict(starts=starts, ends=ends)
+    if axes != list(range(naxes)) or g.coin(0.3):
+        attrs["axes"] = [a - r if g.coin(0.3) else a for a in axes]
+    if any(s != 1 for s in steps) or g.coin(0.3):
+        attrs["steps"] = steps
+    return Case("slice", {"x": x}, call("slice", ["x"], **attrs), want)
+
+
+# ---- the op table: every library op and how many cases it gets by default -----------------
+
+GENERATORS = {
+    "conv2d": (gen_conv2d, 40),
+    "conv2d_transpose": (gen_conv2d_transpose, 30),
+    "dense": (gen_dense, 8),
+    "matmul": (gen_matmul, 12),
+    "batch_matmul": (gen_batch_matmul, 8),
+    "einsum": (gen_einsum, 30),
+    "leaky_relu": (gen_leaky_relu, 5),
+    "gelu": (gen_gelu, 6),
+    "max_pool2d": (gen_max_pool2d, 30),
+    "avg_pool2d": (gen_avg_pool2d, 30),
+    "global_avg_pool2d": (gen_global_pool("global_avg_pool2d"), 5),
+    "global_max_pool2d": (gen_global_pool("global_max_pool2d"), 5),
+    "unfold": (gen_unfold, 15),
+    "softmax": (gen_softmax("softmax"), 8),
+    "log_softmax": (gen_softmax("log_softmax"), 8),
+    "batch_norm": (gen_batch_norm, 6),
+    "layer_norm": (gen_layer_norm, 8),
+    "reshape": (gen_reshape, 10),
+    "flatten": (gen_flatten, 6),
+    "transpose": (gen_transpose, 8),
+    "concat": (gen_concat, 8),
+    "pad": (gen_pad, 15),
+    "slice": (gen_slice, 15),
+}
+for _op in UNARY:
+    GENERATORS[_op] = (gen_unary(_op), 5)
+for _op in BINARY:
+    GENERATORS[_op] = (gen_binary(_op), 6)
+
+
+# ---- running --------------------------------------------------------------------------------
+
+def tolerance(case):
+    return (1e-4, 1e-4) if case.is_f32() else (1e-9, 1e-9)
+
+
+def compare(case, got):
+    want = case.want
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)}, want {list(want.shape)}"
+    rtol, atol = tolerance(case)
+    scale = max(1.0, float(np.max(np.abs(want[np.isfinite(want)])))) if want.size and np.isfinite(want).any() else 1.0
+    finite = np.isfinite(want) & np.isfinite(got)
+    close = np.zeros(want.shape, dtype=bool)
+    close[finite] = np.abs(got[finite] - want[finite]) <= atol * scale + rtol * np.abs(want[finite])
+    # NaN must meet NaN and an infinity the same infinity
+    close |= (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want))
+    bad = ~close
+    if not bad.any():
+        return None
+    i = tuple(int(v) for v in np.argwhere(bad)[0])
+    return (f"{int(bad.sum())} of {want.size} elements differ; first at {list(i)}: "
+            f"got {got[i]!r}, want {want[i]!r}")
+
+
+def run_case(kiln, case, workdir, timeout):
+    os.makedirs(workdir)
+    outdir = os.path.join(workdir, "out")
+    os.makedirs(outdir)
+    path = os.path.join(workdir, "case.kg")
+    with open(path, "w") as f:
+        f.write(case.kg())
+    for name, a in case.args.items():
+        np.save(os.path.join(workdir, name + ".npy"), a)
+    cmd = [kiln, "eval", path, "--inputs", workdir, "--out", outdir]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout}s"
+    if p.returncode != 0:
+        return f"kiln exited with {p.returncode}: {(p.stderr or p.stdout).strip()}"
+    try:
+        got = np.load(os.path.join(outdir, "y.npy"))
+    except OSError as e:
+        return f"no output y.npy: {e}"
+    return compare(case, np.asarray(got, dtype=np.float64))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kiln", default=os.environ.get("KILN_BIN", "build/kiln"))
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--cases", type=int, default=None, help="cases per op (default: per-op)")
+    ap.add_argument("-k", dest="only", default=None, help="run only ops whose name contains this")
+    ap.add_argument("-j", dest="jobs", type=int, default=min(8, os.cpu_count() or 1))
+    ap.add_argument("-v", dest="verbose", action="store_true")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = ap.parse_args()
+
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed} (replay with --seed {seed})", flush=True)
+    if not (os.path.isfile(args.kiln) and os.access(args.kiln, os.X_OK)):
+        print(f"skip: kiln binary {args.kiln} not found")
+        return 77
+
+    missing = sorted(set(library_ops()) - set(GENERATORS))
+    if missing:  # a new op needs a generator here
+        print(f"FAIL ops without a test: {', '.join(missing)}")
+
+    cases = []  # (op, index, case seed, Case or exception)
+    for op in sorted(GENERATORS):
+        if args.only and args.only not in op:
+            continue
+        gen, n = GENERATORS[op]
+        for i in range(args.cases or n):
+            cseed = (seed * 1000003 + hash_op(op) * 7919 + i) % 2**63
+            try:
+                cases.append((op, i, cseed, gen(Gen(cseed))))
+            except Exception as e:  # an oracle rejecting a case is a bug in this file
+                cases.append((op, i, cseed, e))
+
+    tmp = tempfile.mkdtemp(prefix="kiln_ops_")
+    t0 = time.time()
+    passed = failed = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futs = []
+        for op, i, cseed, case in cases:
+            if isinstance(case, Exception):
+                futs.append(None)
+            else:
+                futs.append(pool.submit(run_case, args.kiln, case, os.path.join(tmp, f"{op}_{i}"),
+                                        args.timeout))
+        for (op, i, cseed, case), fut in zip(cases, futs):
+            err = f"oracle failed: {case!r}" if fut is None else fut.result()
+            if err is None:
+                passed += 1
+                if args.verbose:
+                    print(f"ok   {op}[{i}]: {case.call}")
+                continue
+            failed += 1
+            print(f"FAIL {op}[{i}] (seed {seed}, case seed {cseed}): {err}")
+            if fut is not None:
+                shapes = ", ".join(f"{k}{list(a.shape)}" for k, a in case.args.items())
+                print(f"     {case.call}   args {shapes}")
+    if args.keep or failed:
+        print(f"cases kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed ({len(set(c[0] for c in cases))} ops, "
+          f"{time.time() - t0:.1f}s, seed {seed})")
+    return 1 if failed or missing else 0
+
+
+def library_ops():
+    """The ops of ir/lib.def (KILN_LIB(name, lo, hi) lines)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ir", "lib.def")
+    ops = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("KILN_LIB("):
+                ops.append(line[len("KILN_LIB("):].split(",")[0].strip())
+    return ops
+
+
+def hash_op(op):
+    """A stable per-op number (Python's hash() of str is salted per process)."""
+    h = 0
+    for ch in op.encode():
+        h = (h * 131 + ch) % 2**31
+    return h
+
+
+if __name__ == "__main__":
+    sys.exit(main())
