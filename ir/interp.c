@@ -842,7 +842,7 @@ eval_op(struct interp *in, uint32_t opi)
     struct kiln_arena_mark    m = kiln_arena_mark(in->ctx);
     struct prog               p = {0};
     in->op = op;
-    bool ok = compile_body(in, &p);
+    bool ok = compile_body(in, &p) && kiln_ok(in->ctx);
     for (uint32_t i = 0; i < in->ntouched; i++)
         in->refs[in->touched[i]] = in->slot[in->touched[i]] = 0;
     in->ntouched = 0;

@@ -214,10 +214,15 @@ class Graph:
             res.append(arr if dt.is_float or dt.numpy is None else arr.astype(dt.numpy))
         return res[0] if len(res) == 1 else tuple(res)
 
-    # ---- compile: PROVISIONAL. A thin wrapper over kiln_graph_compile so that tests can make
-    # shared objects; the lead's kiln.compile (options, caching) replaces this block. ----
+    # ---- compile: kiln_graph_compile, then load the shared object ----
     def compile(self, path, target=None, schedule=None, name=None):
-        """Compiles the graph into a shared object at path and loads it (``kiln.Module``)."""
+        """Compiles the graph into a shared object at path and loads it (``kiln.Module``).
+
+        target: "llvm" (this machine, the default), "llvm -mcpu=...", "llvm -mattr=...".
+        schedule: JSON text, or the same as Python data ({"steps": [...]}; docs/schedule.md)."""
+        if schedule is not None and not isinstance(schedule, (str, bytes)):
+            import json
+            schedule = json.dumps(schedule)
         from .module import load
         L = self._ctx.lib
         if not hasattr(L, "kiln_graph_compile"):
@@ -252,5 +257,5 @@ def eval(text, *inputs):  # noqa: A001 - the package's name for the interpreter
 
 
 def compile(text, path, target=None, schedule=None, name=None):  # noqa: A001
-    """PROVISIONAL (see Graph.compile): compiles .kg text into a shared object and loads it."""
+    """Compiles .kg text into a shared object at path and loads it (see Graph.compile)."""
     return Graph(text).compile(path, target=target, schedule=schedule, name=name)

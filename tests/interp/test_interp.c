@@ -407,6 +407,74 @@ test_chain_scalars_and_sharing(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- allocation failures: every failing allocation gives KILN_ERR_NOMEM, never a crash, a
+ * leak or a wrong result reported as success ---- */
+
+struct failing {
+    long left; /* allocations before the first failure; < 0 = never fail */
+};
+
+static void *
+failing_alloc(void *ud, void *p, size_t old_size, size_t new_size)
+{
+    struct failing *f = ud;
+    (void)old_size;
+    if (new_size == 0) {
+        free(p);
+        return NULL;
+    }
+    if (f->left == 0)
+        return NULL;
+    if (f->left > 0)
+        f->left--;
+    return realloc(p, new_size);
+}
+
+static void
+test_alloc_failures(void)
+{
+    bool reached_ok = false;
+    for (long n = 0; n < 2000 && !reached_ok; n++) {
+        struct failing         f = {-1};
+        struct kiln_ctx_params params = {failing_alloc, &f};
+        kiln_ctx              *ctx = kiln_ctx_new(&params);
+        if (!ctx)
+            continue;
+        /* t[i] = (x[i] + 1) * (x[i] + 1) (a shared node), then u = sum_i t[i] (a temporary) */
+        struct kiln_graph *g = kiln_graph_new(ctx);
+        uint32_t           x = tensor(g, "x", F32, 1, (int64_t[]){5}, KILN_TENSOR_INPUT);
+        kiln_expr          p = kiln_add(ctx, ld1(ctx, g, x, ax(ctx, 0)), kiln_float(ctx, 1, F32));
+        uint32_t           t = define(g, "t", F32, 1, (int64_t[]){5}, KILN_REDUCE_NONE, 0, NULL,
+                                      kiln_mul(ctx, p, p), false);
+        define(g, "u", F32, 0, NULL, KILN_REDUCE_SUM, 1, (int64_t[]){5}, ld1(ctx, g, t, rv(ctx, 0)),
+               true);
+        if (!kiln_ok(ctx)) {
+            report(ctx, "building the graph");
+            kiln_ctx_free(ctx);
+            return;
+        }
+        double            X[5] = {0, 1, 2, 3, 4}, u = 0;
+        const double     *args[] = {X};
+        double           *outs[] = {&u};
+        struct kiln_stats st1, st2;
+        f.left = n;
+        enum kiln_status st = eval(ctx, g, args, outs);
+        kiln_op_stats(g, 1, &st1);
+        kiln_call_stats(g, 0, &st2);
+        if (st == KILN_OK && kiln_ok(ctx)) {
+            reached_ok = true;
+            CHECK(u == 1 + 4 + 9 + 16 + 25);
+            CHECK(st1.flops == 5 && st2.flops == 10);
+        } else if (st != KILN_OK && st != KILN_ERR_NOMEM) {
+            report(ctx, "evaluating with a failing allocator");
+        } else if (st == KILN_OK && kiln_ctx_error(ctx)->status != KILN_ERR_NOMEM) {
+            report(ctx, "statistics with a failing allocator");
+        }
+        kiln_ctx_free(ctx);
+    }
+    CHECK(reached_ok);
+}
+
 /* ---- random property test: interpreter vs a direct recursive evaluator ---- */
 
 enum { RN = 3 }; /* every tensor is RN x RN; reductions have extent RN per variable */
@@ -929,6 +997,7 @@ main(int argc, char **argv)
         {"out_of_bounds_error", test_out_of_bounds_error},
         {"division_by_zero_error", test_division_by_zero_error},
         {"chain_scalars_and_sharing", test_chain_scalars_and_sharing},
+        {"alloc_failures", test_alloc_failures},
         {"random_definitions", test_random_definitions},
         {"stats_matmul", test_stats_matmul},
         {"stats_conv_like", test_stats_conv_like},

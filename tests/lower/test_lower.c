@@ -504,31 +504,22 @@ guarded_alloc(int64_t n)
     return p;
 }
 
+/* Lowers g under sched, JIT-compiles it, runs it on random inputs and compares every output
+ * with the reference interpreter; reports the graph and the schedule on failure. */
 static bool
-check_case(uint64_t seed, bool verbose)
+run_and_compare(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_schedule *schedp,
+                struct kiln_rng *rp, uint64_t seed)
 {
-    kiln_ctx          *ctx = kiln_ctx_new(NULL);
-    struct kiln_rng    r = kiln_rng_new(seed);
-    struct kiln_graph *g = gen_graph(ctx, &r);
-    bool               ok = false;
-    const char        *why = "";
-    if (!g) {
-        harness_fail(__FILE__, __LINE__, "case %llu: graph generation failed: %s",
-                     (unsigned long long)seed, kiln_ctx_error(ctx)->msg);
-        kiln_ctx_free(ctx);
-        return false;
-    }
-    struct kiln_schedule sched;
-    gen_schedule(ctx, g, &r, &sched);
-    for (uint32_t i = 0; i < sched.nstep; i++)
-        step_count[sched.step[i].kind]++;
-    case_count++;
-    struct kiln_func  *f;
-    struct kiln_jit   *jit = NULL;
-    struct kiln_target t;
-    uint32_t           np = 0;
-    float            **buf = NULL;
-    double           **ref = NULL;
+    struct kiln_schedule sched = *schedp;
+    struct kiln_rng      r = *rp;
+    bool                 ok = false, verbose = false;
+    const char          *why = "";
+    struct kiln_func    *f;
+    struct kiln_jit     *jit = NULL;
+    struct kiln_target   t;
+    uint32_t             np = 0;
+    float              **buf = NULL;
+    double             **ref = NULL;
     if (kiln_lower(ctx, g, &sched, &f) != KILN_OK
         || kiln_cg_target_parse(ctx, "llvm", &t) != KILN_OK) {
         why = "lowering failed";
@@ -631,8 +622,113 @@ done:
     free(buf);
     free(ref);
     kiln_jit_free(jit);
+    return ok;
+}
+
+static bool
+check_case(uint64_t seed)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng    r = kiln_rng_new(seed);
+    struct kiln_graph *g = gen_graph(ctx, &r);
+    bool               ok = false;
+    if (!g) {
+        harness_fail(__FILE__, __LINE__, "case %llu: graph generation failed: %s",
+                     (unsigned long long)seed, kiln_ctx_error(ctx)->msg);
+    } else {
+        struct kiln_schedule sched;
+        gen_schedule(ctx, g, &r, &sched);
+        for (uint32_t i = 0; i < sched.nstep; i++)
+            step_count[sched.step[i].kind]++;
+        case_count++;
+        ok = run_and_compare(ctx, g, &sched, &r, seed);
+    }
     kiln_ctx_free(ctx);
     return ok;
+}
+
+static const char *const op_cases[] = {
+    "input x: f32[2, 3, 7, 6]\nweight w: f32[4, 3, 3, 3]\nweight b: f32[4]\ny = conv2d(x, w, b, "
+    "stride=2, padding=1)\n",
+    "input x: f32[1, 4, 6, 5]\nweight w: f32[4, 1, 3, 3]\ny = conv2d(x, w, padding=[1, 2], "
+    "dilation=2, groups=4)\n",
+    "input x: f32[1, 3, 5, 4]\nweight w: f32[3, 2, 3, 3]\ny = conv2d_transpose(x, w, stride=2, "
+    "padding=1, output_padding=1)\n",
+    "input x: f32[3, 7]\nweight w: f32[5, 7]\nweight b: f32[5]\ny = dense(x, w, b)\n",
+    "input a: f32[2, 3, 4]\ninput b: f32[4, 5]\ny = matmul(a, b)\n",
+    "input a: f32[2, 4, 3]\ninput b: f32[2, 5, 4]\ny = batch_matmul(a, b, transpose_a=1, "
+    "transpose_b=1)\n",
+    "input a: f32[3, 4]\ninput b: f32[4, 5]\ny = einsum(a, b, eq=\"ij,jk->ki\")\n",
+    "input a: f32[4, 4]\ny = einsum(a, eq=\"ii->i\")\n",
+    "input x: f32[3, 5]\ny = neg(x)\n",
+    "input x: f32[3, 5]\ny = abs(x)\n",
+    "input x: f32[3, 5]\ny = exp(x)\n",
+    "input x: f32[3, 5]\nz = abs(x)\ny = log(z)\n",
+    "input x: f32[3, 5]\nz = abs(x)\ny = sqrt(z)\n",
+    "input x: f32[3, 5]\nz = exp(x)\ny = rsqrt(z)\n",
+    "input x: f32[3, 5]\ny = square(x)\n",
+    "input x: f32[3, 5]\ny = tanh(x)\n",
+    "input x: f32[3, 5]\ny = sigmoid(x)\n",
+    "input x: f32[3, 5]\ny = erf(x)\n",
+    "input x: f32[3, 5]\ny = floor(x)\n",
+    "input x: f32[3, 5]\ny = relu(x)\n",
+    "input x: f32[3, 5]\ny = leaky_relu(x, alpha=0.2)\n",
+    "input x: f32[3, 5]\ny = gelu(x)\n",
+    "input x: f32[3, 5]\ny = gelu(x, approximate=\"tanh\")\n",
+    "input x: f32[3, 5]\ny = silu(x)\n",
+    "input a: f32[3, 5]\ninput b: f32[5]\ny = add(a, b)\n",
+    "input a: f32[3, 1]\ninput b: f32[5]\ny = sub(a, b)\n",
+    "input a: f32[2, 3, 5]\ninput b: f32[3, 1]\ny = mul(a, b)\n",
+    "input a: f32[3, 5]\ninput b: f32[3, 5]\nz = exp(b)\ny = div(a, z)\n",
+    "input a: f32[3, 5]\ninput b: f32[5]\ny = maximum(a, b)\n",
+    "input a: f32[3, 5]\ninput b: f32[5]\ny = minimum(a, b)\n",
+    "input a: f32[3, 5]\ninput b: f32[3, 5]\nz = abs(a)\ny = pow(z, b)\n",
+    "input x: f32[1, 2, 7, 7]\ny = max_pool2d(x, kernel=3, stride=2, padding=1)\n",
+    "input x: f32[1, 2, 7, 6]\ny = max_pool2d(x, kernel=[2, 3], dilation=2, ceil_mode=1)\n",
+    "input x: f32[1, 2, 7, 7]\ny = avg_pool2d(x, kernel=3, stride=2, padding=1, "
+    "count_include_pad=0)\n",
+    "input x: f32[2, 3, 5, 4]\ny = global_avg_pool2d(x)\n",
+    "input x: f32[2, 3, 5, 4]\ny = global_max_pool2d(x)\n",
+    "input x: f32[1, 2, 6, 5]\ny = unfold(x, kernel=3, padding=1, stride=2)\n",
+    "input x: f32[3, 4, 5]\ny = softmax(x, axis=1)\n",
+    "input x: f32[3, 4, 5]\ny = log_softmax(x)\n",
+    "input x: f32[2, 3, 4, 4]\nweight g: f32[3]\nweight b: f32[3]\nweight m: f32[3]\nweight v0: "
+    "f32[3]\n"
+    "v = abs(v0)\ny = batch_norm(x, g, b, m, v, eps=0.001)\n",
+    "input x: f32[2, 3, 6]\nweight g: f32[3, 6]\nweight b: f32[3, 6]\ny = layer_norm(x, g, b, "
+    "axis=1)\n",
+    "input x: f32[2, 3, 4]\ny = reshape(x, shape=[4, -1])\n",
+    "input x: f32[2, 3, 4, 5]\ny = flatten(x, axis=2)\n",
+    "input x: f32[2, 3, 4]\ny = transpose(x, perm=[2, 0, 1])\n",
+    "input a: f32[2, 3]\ninput b: f32[2, 5]\ninput c: f32[2, 1]\ny = concat(a, b, c, axis=1)\n",
+    "input x: f32[2, 3]\ny = pad(x, pads=[1, 0, 2, 3], value=0.5)\n",
+    "input x: f32[3, 4]\ny = pad(x, pads=[1, 2, 1, 2], mode=\"reflect\")\n",
+    "input x: f32[6, 7]\ny = slice(x, starts=[1, -1], ends=[5, 0], axes=[0, 1], steps=[2, -2])\n",
+};
+
+/* Every library op, compiled with the default schedule, against the interpreter. */
+static void
+test_library_ops_default_schedule(void)
+{
+    bool seen[64] = {false};
+    for (size_t i = 0; i < KILN_COUNTOF(op_cases); i++) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g = PARSE(ctx, op_cases[i]);
+        if (g) {
+            for (uint32_t c = 0; c < g->ncall; c++)
+                for (uint32_t k = 0; k < kiln_lib_count() && k < 64; k++)
+                    seen[k] |= !strcmp(kiln_sym_str(ctx, g->call[c].kind), kiln_lib_name(k));
+            struct kiln_rng      r = kiln_rng_new(opt_seed() + i);
+            struct kiln_schedule none = {0};
+            if (!run_and_compare(ctx, g, &none, &r, opt_seed() + i))
+                fprintf(stderr, "  in op case %zu:\n%s", i, op_cases[i]);
+        }
+        kiln_ctx_free(ctx);
+    }
+    for (uint32_t k = 0; k < kiln_lib_count() && k < 64; k++)
+        if (!seen[k])
+            harness_fail(__FILE__, __LINE__, "library op %s has no default-schedule case",
+                         kiln_lib_name(k));
 }
 
 static void
@@ -640,7 +736,7 @@ test_random_graphs_and_schedules(void)
 {
     uint64_t n = opt_iters_or(1000), failures = 0;
     for (uint64_t i = 0; i < n && failures < 5; i++)
-        failures += !check_case(opt_seed() * 1000003u + i, false);
+        failures += !check_case(opt_seed() * 1000003u + i);
     printf("  %llu cases; steps in the schedules:", (unsigned long long)case_count);
     for (int k = 0; k < KILN_STEP_COUNT; k++)
         printf(" %s %llu", kiln_step_name[k], (unsigned long long)step_count[k]);
@@ -648,6 +744,7 @@ test_random_graphs_and_schedules(void)
 }
 
 static const struct test tests[] = {
+    {"library_ops_default_schedule", test_library_ops_default_schedule},
     {"random_graphs_and_schedules", test_random_graphs_and_schedules},
 };
 
