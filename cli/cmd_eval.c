@@ -118,44 +118,52 @@ int_range(enum kiln_dtype dt, double *lo, double *hi)
     return false;
 }
 
-/* Reads argument t from DIR/NAME.npy into vals (numel doubles); prints the error. */
+/* Checks that array a (read from path) fits argument t and converts it into vals; prints the
+ * problem otherwise. */
 static bool
-read_arg(const char *dir, const struct kiln_tensor_info *t, double *vals, int64_t numel)
+convert_arg(const char *path, const struct npy_array *a, const struct kiln_tensor_info *t,
+            double *vals, int64_t numel)
 {
-    char *path = npy_path(dir, t->name);
-    char  err[300], have[256], want[256];
-    bool  ok = false;
-    if (!path) {
-        fprintf(stderr, "kiln: out of memory\n");
-        return false;
-    }
-    struct npy_array a;
-    if (!npy_read(path, &a, err, sizeof err)) {
-        fprintf(stderr, "kiln: %s: %s\n", path, err);
-        goto done;
-    }
-    bool same = a.ndim == t->ndim;
-    for (int d = 0; same && d < a.ndim; d++)
-        same = a.shape[d] == t->shape[d];
+    char have[256], want[256];
+    bool same = a->ndim == t->ndim;
+    for (int d = 0; same && d < a->ndim; d++)
+        same = a->shape[d] == t->shape[d];
     if (!same) {
         fprintf(stderr, "kiln: %s: shape %s does not match argument %s: %s%s\n", path,
-                cli_shape(have, sizeof have, a.ndim, a.shape), t->name, kiln_dtype_name(t->dtype),
+                cli_shape(have, sizeof have, a->ndim, a->shape), t->name, kiln_dtype_name(t->dtype),
                 cli_shape(want, sizeof want, t->ndim, t->shape));
-        goto done;
+        return false;
     }
     double lo, hi;
     bool   is_int = int_range(t->dtype, &lo, &hi);
     for (int64_t i = 0; i < numel; i++) {
-        double v = a.data[i];
+        double v = a->data[i];
         if (is_int && !(v == trunc(v) && v >= lo && v <= hi)) {
-            fprintf(stderr, "kiln: %s: element %lld is %.17g, not a %s value (%s is %s)\n", path,
-                    (long long)i, v, kiln_dtype_name(t->dtype), t->name, kiln_dtype_name(t->dtype));
-            goto done;
+            fprintf(stderr, "kiln: %s: element %lld is %.17g, which argument %s (%s) cannot hold\n",
+                    path, (long long)i, v, t->name, kiln_dtype_name(t->dtype));
+            return false;
         }
         vals[i] = is_int ? v : cli_round_float(v, t->dtype);
     }
-    ok = true;
-done:
+    return true;
+}
+
+/* Reads argument t from DIR/NAME.npy into vals (numel doubles); prints the error. */
+static bool
+read_arg(const char *dir, const struct kiln_tensor_info *t, double *vals, int64_t numel)
+{
+    char            *path = npy_path(dir, t->name);
+    char             err[300];
+    struct npy_array a;
+    bool             ok = false;
+    if (!path) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return false;
+    }
+    if (!npy_read(path, &a, err, sizeof err))
+        fprintf(stderr, "kiln: %s: %s\n", path, err);
+    else
+        ok = convert_arg(path, &a, t, vals, numel);
     free(a.data);
     free(path);
     return ok;

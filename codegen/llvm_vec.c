@@ -141,6 +141,58 @@ begin_any(struct cg *cg, LLVMBasicBlockRef *from)
 }
 
 /* <lanes x ptr> of buffer b at index vector iv (inbounds only when all lanes are active) */
+/* Lanes [off, off + w) of vector v. */
+static LLVMValueRef
+lanes_of(struct cg *cg, LLVMValueRef v, unsigned off, unsigned w)
+{
+    LLVMValueRef idx[256];
+    for (unsigned i = 0; i < w; i++)
+        idx[i] = LLVMConstInt(cg->t_i32, off + i, 0);
+    return LLVMBuildShuffleVector(cg->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, w),
+                                  "");
+}
+
+/* A gather of any lane count as gathers of power-of-two widths (at most 16 lanes), joined by
+ * shuffles. LLVM pads odd widths with all-zero index lanes, and its x86 lowering can then give
+ * a gather the same register as destination and index, which faults (#UD); chunks of legal
+ * widths never need padding. Pass-through lanes are undefined (the caller zeroes masked lanes). */
+static LLVMValueRef
+gather_chunks(struct cg *cg, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask, unsigned align)
+{
+    unsigned     n = LLVMGetVectorSize(vt);
+    LLVMTypeRef  et = LLVMGetElementType(vt);
+    LLVMValueRef out = LLVMGetUndef(vt);
+    if (n > 256)
+        return NULL;
+    for (unsigned off = 0; off < n;) {
+        unsigned w = 16;
+        while (w > n - off)
+            w /= 2;
+        LLVMTypeRef  cvt = LLVMVectorType(et, w);
+        LLVMValueRef cp = w == n ? ptrs : lanes_of(cg, ptrs, off, w);
+        LLVMValueRef cm = w == n ? mask : lanes_of(cg, mask, off, w);
+        LLVMTypeRef  ov[2] = {cvt, LLVMTypeOf(cp)};
+        LLVMValueRef args[4] = {cp, LLVMConstInt(cg->t_i32, align, 0), cm, LLVMGetUndef(cvt)};
+        LLVMValueRef g = cg_intrinsic(cg, "llvm.masked.gather", ov, 2, args, 4);
+        if (!g)
+            return NULL;
+        if (w == n)
+            return g;
+        /* widen g to n lanes, then take lanes [off, off + w) from it */
+        LLVMValueRef wide[256], pick[256];
+        for (unsigned i = 0; i < n; i++) {
+            bool in = i >= off && i < off + w;
+            wide[i] = in ? LLVMConstInt(cg->t_i32, i - off, 0) : LLVMGetUndef(cg->t_i32);
+            pick[i] = LLVMConstInt(cg->t_i32, in ? n + i : i, 0);
+        }
+        LLVMValueRef gw =
+            LLVMBuildShuffleVector(cg->b, g, LLVMGetUndef(cvt), LLVMConstVector(wide, n), "");
+        out = LLVMBuildShuffleVector(cg->b, out, gw, LLVMConstVector(pick, n), "");
+        off += w;
+    }
+    return out;
+}
+
 static LLVMValueRef
 gep_vector(struct cg *cg, LLVMTypeRef mt, uint32_t b, LLVMValueRef iv)
 {
@@ -206,9 +258,10 @@ cg_emit_vector_load(struct cg *cg, kiln_expr load, struct cg_val idx)
         LLVMValueRef iv = cg_vector(cg, idx, KILN_DTYPE_I64);
         LLVMValueRef ptrs = gep_vector(cg, mt, b, iv);
         LLVMTypeRef  ov[2] = {vt, LLVMTypeOf(ptrs)};
-        LLVMValueRef args[4] = {ptrs, LLVMConstInt(cg->t_i32, cg_align(cg, b, 1), 0), all_lanes(cg),
-                                LLVMConstNull(vt)};
-        v = cg_intrinsic(cg, "llvm.masked.gather", ov, 2, args, 4);
+        (void)ov;
+        v = gather_chunks(cg, vt, ptrs, all_lanes(cg), cg_align(cg, b, 1));
+        if (v && cg->mask)
+            v = LLVMBuildSelect(cg->b, cg->mask, v, LLVMConstNull(vt), "");
     }
     if (v && dt == KILN_DTYPE_BOOL)
         v = LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(vt), "");

@@ -745,6 +745,8 @@ kiln_cast(kiln_ctx *ctx, enum kiln_dtype dt, kiln_expr a)
         return a;
     double v;
     if (kiln_expr_is_const(ctx, a, &v)) {
+        if (dt == KILN_DTYPE_BOOL) /* nonzero (NaN included) is true, as in codegen */
+            return kiln_bool(ctx, v != 0);
         if (!is_float(dt)) { /* float -> int truncates and saturates; NaN gives 0 (as codegen) */
             static const double lim[KILN_DTYPE_COUNT][2] = {
                 [KILN_DTYPE_I8] = {-128.0, 127.0},
@@ -1030,19 +1032,30 @@ kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud)
 }
 
 static bool
-visit(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *, kiln_expr), void *ud, struct memo *seen)
+visit(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *, kiln_expr), void *ud, struct memo *seen,
+      bool all)
 {
     uint32_t dummy;
     if (!e.id || memo_get(seen, e.id, &dummy))
         return true;
     memo_put(seen, e.id, 1);
     const struct kiln_node *n = &ctx->node[e.id];
-    if (n->op == KILN_OP_LOAD && !fn(ud, e))
+    if ((all || n->op == KILN_OP_LOAD) && !fn(ud, e))
         return false;
     for (int i = 0; i < kiln_op_arity[n->op]; i++)
-        if (!visit(ctx, (kiln_expr){ctx->node[e.id].kid[i]}, fn, ud, seen))
+        if (!visit(ctx, (kiln_expr){ctx->node[e.id].kid[i]}, fn, ud, seen, all))
             return false;
     return true;
+}
+
+bool
+kiln_expr_visit_nodes(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud, kiln_expr node),
+                      void *ud)
+{
+    struct memo seen = {.ctx = (kiln_ctx *)ctx};
+    bool        r = visit(ctx, e, fn, ud, &seen, true);
+    memo_free(&seen);
+    return r;
 }
 
 bool
@@ -1050,7 +1063,7 @@ kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud, kil
                       void *ud)
 {
     struct memo seen = {.ctx = (kiln_ctx *)ctx};
-    bool        r = visit(ctx, e, fn, ud, &seen);
+    bool        r = visit(ctx, e, fn, ud, &seen, false);
     memo_free(&seen);
     return r;
 }

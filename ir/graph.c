@@ -217,32 +217,43 @@ check_load(void *ud, kiln_expr load)
     return true;
 }
 
+struct vars_used {
+    const kiln_ctx *ctx;
+    uint32_t        max_axis, max_red;
+    bool            named;
+};
+
+static bool
+note_var(void *ud, kiln_expr e)
+{
+    struct vars_used       *v = ud;
+    const struct kiln_node *nd = kiln_node_get(v->ctx, e);
+    if (nd->op != KILN_OP_VAR)
+        return true;
+    uint32_t k = kiln_var_index(nd->imm) + 1;
+    switch (kiln_var_kind_of(nd->imm)) {
+    case KILN_VAR_AXIS:
+        v->max_axis = k > v->max_axis ? k : v->max_axis;
+        break;
+    case KILN_VAR_REDUCE:
+        v->max_red = k > v->max_red ? k : v->max_red;
+        break;
+    case KILN_VAR_NAMED:
+        v->named = true;
+        break;
+    }
+    return true;
+}
+
 /* Largest variable index of each kind used in e (for verifying ops). */
 static void
 var_range(const kiln_ctx *ctx, kiln_expr e, uint32_t *max_axis, uint32_t *max_red, bool *named)
 {
-    if (!e.id)
-        return;
-    const struct kiln_node *n = &ctx->node[e.id];
-    if (n->op == KILN_OP_VAR) {
-        uint32_t k = kiln_var_index(n->imm) + 1;
-        switch (kiln_var_kind_of(n->imm)) {
-        case KILN_VAR_AXIS:
-            if (k > *max_axis)
-                *max_axis = k;
-            break;
-        case KILN_VAR_REDUCE:
-            if (k > *max_red)
-                *max_red = k;
-            break;
-        case KILN_VAR_NAMED:
-            *named = true;
-            break;
-        }
-        return;
-    }
-    for (int i = 0; i < kiln_op_arity[n->op]; i++)
-        var_range(ctx, (kiln_expr){n->kid[i]}, max_axis, max_red, named);
+    struct vars_used v = {ctx, 0, 0, false};
+    kiln_expr_visit_nodes(ctx, e, note_var, &v);
+    *max_axis = v.max_axis;
+    *max_red = v.max_red;
+    *named = v.named;
 }
 
 enum kiln_status

@@ -26,27 +26,27 @@ enum kiln_op {
     KILN_OP_COUNT
 };
 
-extern const char *const kiln_op_name[KILN_OP_COUNT];  /* "add", "floordiv", ... */
+extern const char *const kiln_op_name[KILN_OP_COUNT]; /* "add", "floordiv", ... */
 extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
 extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
 
 /* dtype of LIST nodes and of the nil node: no value */
-#define KILN_DTYPE_VOID KILN_DTYPE_COUNT
+#define KILN_DTYPE_VOID  KILN_DTYPE_COUNT
 #define KILN_DTYPE_INDEX KILN_DTYPE_I64
 
 typedef struct {
     uint32_t id;
 } kiln_expr; /* 0 = nil, returned after an error (sticky) */
 
-struct kiln_node {    /* immutable once interned */
-    uint8_t  op;      /* enum kiln_op */
-    uint8_t  dtype;   /* enum kiln_dtype, or KILN_DTYPE_VOID */
-    uint16_t pad;     /* always 0: nodes are hashed and compared as bytes */
-    uint32_t next;    /* hash chain, newest first */
-    uint32_t kid[3];  /* operand ids */
-    uint32_t pad2;    /* always 0 */
-    int64_t  imm;     /* INT value, FLOAT bits, VAR key, LOAD tensor */
-    uint64_t shash;   /* stable structural hash (content only, not ids) */
+struct kiln_node {   /* immutable once interned */
+    uint8_t  op;     /* enum kiln_op */
+    uint8_t  dtype;  /* enum kiln_dtype, or KILN_DTYPE_VOID */
+    uint16_t pad;    /* always 0: nodes are hashed and compared as bytes */
+    uint32_t next;   /* hash chain, newest first */
+    uint32_t kid[3]; /* operand ids */
+    uint32_t pad2;   /* always 0 */
+    int64_t  imm;    /* INT value, FLOAT bits, VAR key, LOAD tensor */
+    uint64_t shash;  /* stable structural hash (content only, not ids) */
 };
 
 enum kiln_var_kind {
@@ -91,17 +91,61 @@ kiln_expr kiln_load(kiln_ctx *ctx, uint32_t tensor, enum kiln_dtype dt, uint32_t
 /* A constant of dtype dt holding v (int types truncate), for building identities. */
 kiln_expr kiln_const(kiln_ctx *ctx, double v, enum kiln_dtype dt);
 
-static inline kiln_expr kiln_add(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_ADD, a, b); }
-static inline kiln_expr kiln_sub(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_SUB, a, b); }
-static inline kiln_expr kiln_mul(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MUL, a, b); }
-static inline kiln_expr kiln_div(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_DIV, a, b); }
-static inline kiln_expr kiln_floordiv(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_FLOORDIV, a, b); }
-static inline kiln_expr kiln_floormod(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_FLOORMOD, a, b); }
-static inline kiln_expr kiln_min(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MIN, a, b); }
-static inline kiln_expr kiln_max(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_MAX, a, b); }
-static inline kiln_expr kiln_lt(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_LT, a, b); }
-static inline kiln_expr kiln_le(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_LE, a, b); }
-static inline kiln_expr kiln_and(kiln_ctx *c, kiln_expr a, kiln_expr b) { return kiln_binary(c, KILN_OP_AND, a, b); }
+static inline kiln_expr
+kiln_add(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_ADD, a, b);
+}
+static inline kiln_expr
+kiln_sub(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_SUB, a, b);
+}
+static inline kiln_expr
+kiln_mul(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_MUL, a, b);
+}
+static inline kiln_expr
+kiln_div(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_DIV, a, b);
+}
+static inline kiln_expr
+kiln_floordiv(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_FLOORDIV, a, b);
+}
+static inline kiln_expr
+kiln_floormod(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_FLOORMOD, a, b);
+}
+static inline kiln_expr
+kiln_min(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_MIN, a, b);
+}
+static inline kiln_expr
+kiln_max(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_MAX, a, b);
+}
+static inline kiln_expr
+kiln_lt(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_LT, a, b);
+}
+static inline kiln_expr
+kiln_le(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_LE, a, b);
+}
+static inline kiln_expr
+kiln_and(kiln_ctx *c, kiln_expr a, kiln_expr b)
+{
+    return kiln_binary(c, KILN_OP_AND, a, b);
+}
 
 /* ---- expression access ---- */
 static inline const struct kiln_node *
@@ -113,7 +157,7 @@ enum kiln_dtype kiln_expr_dtype(const kiln_ctx *ctx, kiln_expr e);
 bool            kiln_expr_is_const(const kiln_ctx *ctx, kiln_expr e, double *v);
 bool            kiln_expr_is_int(const kiln_ctx *ctx, kiln_expr e, int64_t *v);
 double          kiln_expr_float_value(const kiln_ctx *ctx, kiln_expr e); /* FLOAT node */
-uint64_t        kiln_expr_hash(const kiln_ctx *ctx, kiln_expr e);         /* structural */
+uint64_t        kiln_expr_hash(const kiln_ctx *ctx, kiln_expr e);        /* structural */
 uint32_t        kiln_load_nidx(const kiln_ctx *ctx, kiln_expr load);
 kiln_expr       kiln_load_idx(const kiln_ctx *ctx, kiln_expr load, uint32_t i);
 /* Replaces axis k by ax[k] (k < nax) and reduce variable k by rv[k] (k < nrv); other
@@ -131,8 +175,12 @@ typedef kiln_expr (*kiln_load_map_fn)(void *ud, kiln_expr load, uint32_t n, cons
 kiln_expr kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud);
 /* Calls fn on every LOAD node reachable from e (each distinct node once per call is not
  * guaranteed: shared subtrees are visited once per occurrence). Stops when fn returns false. */
-bool kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e,
-                           bool (*fn)(void *ud, kiln_expr load), void *ud);
+bool kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud, kiln_expr load),
+                           void *ud);
+/* Calls fn once on every distinct node reachable from e (a DAG walk); stops when fn returns
+ * false. */
+bool kiln_expr_visit_nodes(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud, kiln_expr node),
+                           void *ud);
 /* Marks everything interned after the returned mark for removal by kiln_expr_rollback. */
 uint32_t kiln_expr_mark(const kiln_ctx *ctx);
 void     kiln_expr_rollback(kiln_ctx *ctx, uint32_t mark);
@@ -158,7 +206,7 @@ struct kiln_tensor {
     uint8_t  ndim;
     uint8_t  is_output;
     int64_t  shape[KILN_MAX_DIMS];
-    uint32_t op;    /* defining op when kind == KILN_TENSOR_OP, else KILN_NONE */
+    uint32_t op;        /* defining op when kind == KILN_TENSOR_OP, else KILN_NONE */
     uint32_t line, col; /* where it was declared or defined; 0 if built by API */
 };
 
@@ -167,13 +215,13 @@ struct kiln_tensor {
  *   out[ax] = reduce_{r in [0,rext)} body(ax, r)         (reduce = SUM, MAX, MIN; identity
  *                                                         0, -inf, +inf for an empty range) */
 struct kiln_opdef {
-    uint32_t  out;                     /* tensor defined */
-    uint8_t   reduce;                  /* enum kiln_reduce */
-    uint8_t   nred;                    /* reduction variables */
-    int64_t   rext[KILN_MAX_REDUCE];   /* extent of each reduction variable */
+    uint32_t  out;                   /* tensor defined */
+    uint8_t   reduce;                /* enum kiln_reduce */
+    uint8_t   nred;                  /* reduction variables */
+    int64_t   rext[KILN_MAX_REDUCE]; /* extent of each reduction variable */
     kiln_expr body;
-    uint32_t  call;                    /* statement that created it */
-    uint32_t  axname[KILN_MAX_DIMS];   /* display names (symbols; 0 = default) */
+    uint32_t  call;                  /* statement that created it */
+    uint32_t  axname[KILN_MAX_DIMS]; /* display names (symbols; 0 = default) */
     uint32_t  rname[KILN_MAX_REDUCE];
 };
 
@@ -197,11 +245,11 @@ struct kiln_attr {
 
 /* One statement: a library call or a hand-written compute definition ("compute"). */
 struct kiln_call {
-    uint32_t                kind; /* symbol: library op name or "compute" */
-    uint32_t                out;  /* tensor defined */
+    uint32_t                kind;             /* symbol: library op name or "compute" */
+    uint32_t                out;              /* tensor defined */
     uint32_t                op_begin, op_end; /* ops it created: [begin, end) */
     uint32_t                nin;
-    const uint32_t         *in;   /* input tensors (library calls) */
+    const uint32_t         *in; /* input tensors (library calls) */
     uint32_t                nattr;
     const struct kiln_attr *attr;
     uint32_t                line, col;
@@ -226,9 +274,9 @@ struct kiln_graph *kiln_graph_new(kiln_ctx *ctx); /* NULL on OOM (error recorded
 /* Adds a tensor; inputs and weights also become arguments. Fails on a duplicate name, a bad
  * dtype, more than KILN_MAX_DIMS dimensions, a non-positive extent or more than 2^40 elements.
  * Returns the tensor index, or KILN_NONE. */
-uint32_t kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt,
-                               uint32_t ndim, const int64_t *shape, enum kiln_tensor_kind kind);
-uint32_t kiln_graph_find(const struct kiln_graph *g, const char *name); /* KILN_NONE if absent */
+uint32_t    kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt,
+                                  uint32_t ndim, const int64_t *shape, enum kiln_tensor_kind kind);
+uint32_t    kiln_graph_find(const struct kiln_graph *g, const char *name); /* KILN_NONE if absent */
 const char *kiln_graph_tensor_name(const struct kiln_graph *g, uint32_t t);
 /* Appends a compute definition of tensor out (kind KILN_TENSOR_OP, not yet defined). The body
  * dtype must equal the tensor's; reductions need a numeric dtype. names may be NULL. */
@@ -256,9 +304,9 @@ enum kiln_status kiln_lib_call(struct kiln_graph *g, const char *op, const char 
                                uint32_t nin, const uint32_t *in, uint32_t nattr,
                                const struct kiln_attr *attr, uint32_t line, uint32_t col,
                                uint32_t *out);
-bool        kiln_lib_exists(const char *op);
-uint32_t    kiln_lib_count(void);
-const char *kiln_lib_name(uint32_t i);
+bool             kiln_lib_exists(const char *op);
+uint32_t         kiln_lib_count(void);
+const char      *kiln_lib_name(uint32_t i);
 
 /* ---- text format (ir/parse.c, ir/print.c) ---- */
 enum kiln_status kiln_ir_parse(kiln_ctx *ctx, const char *text, size_t len, const char *file,
@@ -282,7 +330,6 @@ void kiln_call_stats(const struct kiln_graph *g, uint32_t call, struct kiln_stat
 /* vals[t] must point at numel(t) doubles for every tensor t: arguments filled by the caller,
  * op tensors written in op order. */
 enum kiln_status kiln_ir_eval(kiln_ctx *ctx, const struct kiln_graph *g, double *const *vals);
-
 
 /* ---- loop-nest IR (ir/stmt.c) ----
  * Statements form a tree in the arena, not interned: loops have identity and passes rebuild
@@ -330,10 +377,10 @@ struct kiln_stmt {
     uint8_t kind; /* enum kiln_stmt_kind */
     union {
         struct {
-            kiln_expr          var; /* a named variable (kiln_var_named), i64 */
-            kiln_expr          min, extent;
-            uint8_t            loop; /* enum kiln_loop_kind */
-            struct kiln_stmt  *body;
+            kiln_expr         var; /* a named variable (kiln_var_named), i64 */
+            kiln_expr         min, extent;
+            uint8_t           loop; /* enum kiln_loop_kind */
+            struct kiln_stmt *body;
         } for_;
         struct {
             uint32_t  buf;
@@ -372,9 +419,9 @@ struct kiln_func {
 
 struct kiln_func *kiln_func_new(kiln_ctx *ctx, const char *name);
 /* Adds a buffer; GLOBAL buffers also become parameters. Returns its index or KILN_NONE. */
-uint32_t kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt,
-                              uint32_t ndim, const int64_t *shape, enum kiln_scope scope,
-                              uint32_t tensor);
+uint32_t  kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt,
+                               uint32_t ndim, const int64_t *shape, enum kiln_scope scope,
+                               uint32_t tensor);
 kiln_expr kiln_index_list(kiln_ctx *ctx, uint32_t n, const kiln_expr *idx); /* LIST builder */
 struct kiln_stmt *kiln_stmt_for(kiln_ctx *ctx, kiln_expr var, kiln_expr min, kiln_expr extent,
                                 enum kiln_loop_kind loop, struct kiln_stmt *body);

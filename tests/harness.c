@@ -98,6 +98,7 @@ int
 harness_main(int argc, char **argv, const struct test *tests, size_t ntests)
 {
     const char *filter = NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a crash must not swallow the seed line */
     seed = (uint64_t)time(NULL);
     iters = 100;
     for (int i = 1; i < argc; i++) {
@@ -131,6 +132,7 @@ harness_main(int argc, char **argv, const struct test *tests, size_t ntests)
         if (filter && !strstr(tests[t].name, filter))
             continue;
         current = tests[t].name;
+        fprintf(stderr, "run  %s\n", tests[t].name);
         int before = harness_failures;
         skipped = false;
         tests[t].fn();

@@ -130,7 +130,7 @@ np.save(f"{d}/fortran/a.npy", np.asfortranarray(np.zeros((4, 8), dtype=np.float3
 PYEOF
     expect 0 out '^y  f32\[4, 3\]  sum=' -- "$KILN" eval "$T/g.kg" --inputs "$T/np"
     expect 0 out '^z  i32\[3\]  sum=24  l2=' -- "$KILN" eval "$T/g.kg" --inputs "$T/np/v23"
-    expect 1 err "frac/n.npy: element 0 is 1.5, not a i32 value" -- \
+    expect 1 err "frac/n.npy: element 0 is 1.5, which argument n \(i32\) cannot hold" -- \
         "$KILN" eval "$T/g.kg" --inputs "$T/np/frac"
     expect 1 err "fortran/a.npy: fortran_order is True; only C order is supported" -- \
         "$KILN" eval "$T/g.kg" --inputs "$T/np/fortran"

@@ -641,6 +641,13 @@ check_case(uint64_t seed)
         for (uint32_t i = 0; i < sched.nstep; i++)
             step_count[sched.step[i].kind]++;
         case_count++;
+        if (getenv("KILN_CASE")) { /* replaying: show the case before running it */
+            const char     *src = "";
+            struct kiln_buf js = {0};
+            kiln_graph_print(ctx, g, KILN_PRINT_EXPANDED, &src);
+            kiln_sched_to_json(ctx, &sched, &js);
+            fprintf(stderr, "--- graph ---\n%s--- schedule ---\n%s", src, js.data ? js.data : "");
+        }
         ok = run_and_compare(ctx, g, &sched, &r, seed);
     }
     kiln_ctx_free(ctx);
@@ -731,12 +738,29 @@ test_library_ops_default_schedule(void)
                          kiln_lib_name(k));
 }
 
+/* Regression: this generated case vectorises 22 lanes over a packed tensor read with stride
+ * 3, a gather of an odd width; LLVM's padding of it produced an x86 gather whose destination
+ * was its index register (SIGILL). (Tied to the generator: if the generator changes, pick the
+ * new case with KILN_TRACE.) */
+static void
+test_odd_width_gather(void)
+{
+    CHECK(check_case(1795400438185668ull));
+}
+
 static void
 test_random_graphs_and_schedules(void)
 {
     uint64_t n = opt_iters_or(1000), failures = 0;
-    for (uint64_t i = 0; i < n && failures < 5; i++)
+    if (getenv("KILN_CASE")) { /* replay one case printed by KILN_TRACE */
+        check_case(strtoull(getenv("KILN_CASE"), NULL, 0));
+        return;
+    }
+    for (uint64_t i = 0; i < n && failures < 5; i++) {
+        if (getenv("KILN_TRACE")) /* a case that crashes the process is named before it runs */
+            fprintf(stderr, "case %llu\n", (unsigned long long)(opt_seed() * 1000003u + i));
         failures += !check_case(opt_seed() * 1000003u + i);
+    }
     printf("  %llu cases; steps in the schedules:", (unsigned long long)case_count);
     for (int k = 0; k < KILN_STEP_COUNT; k++)
         printf(" %s %llu", kiln_step_name[k], (unsigned long long)step_count[k]);
@@ -745,6 +769,7 @@ test_random_graphs_and_schedules(void)
 
 static const struct test tests[] = {
     {"library_ops_default_schedule", test_library_ops_default_schedule},
+    {"odd_width_gather", test_odd_width_gather},
     {"random_graphs_and_schedules", test_random_graphs_and_schedules},
 };
 
