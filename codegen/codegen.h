@@ -11,7 +11,7 @@
 /* A CPU target: "llvm" (the host), "llvm -mcpu=sapphirerapids", "llvm -mattr=+avx2,-avx512f",
  * "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4". Unknown options or CPUs are errors. */
 struct kiln_target {
-    char kind[16];      /* "llvm" (later "cuda") */
+    char kind[16]; /* "llvm" (later "cuda") */
     char triple[64];
     char cpu[64];
     char features[1024]; /* LLVM feature string: "+avx2,+fma,..." */

@@ -47,9 +47,9 @@ extern "C" {
 #define KILN_API
 #endif
 
-#define KILN_VERSION     "0.1.0"
-#define KILN_MAX_DIMS    8  /* most dimensions a tensor may have */
-#define KILN_MAX_REDUCE  8  /* most reduction variables one operation may have */
+#define KILN_VERSION    "0.1.0"
+#define KILN_MAX_DIMS   8 /* most dimensions a tensor may have */
+#define KILN_MAX_REDUCE 8 /* most reduction variables one operation may have */
 
 enum kiln_status {
     KILN_OK = 0,
@@ -170,7 +170,7 @@ KILN_API uint32_t kiln_graph_noutputs(const struct kiln_graph *g);
 KILN_API uint32_t kiln_graph_output(const struct kiln_graph *g, uint32_t i); /* tensor index */
 KILN_API uint32_t kiln_graph_nops(const struct kiln_graph *g); /* compute definitions */
 KILN_API uint32_t kiln_graph_ncalls(const struct kiln_graph *g);
-KILN_API void     kiln_graph_call(const struct kiln_graph *g, uint32_t i, struct kiln_call_info *out);
+KILN_API void kiln_graph_call(const struct kiln_graph *g, uint32_t i, struct kiln_call_info *out);
 
 /* Reference interpreter: evaluates g in double precision. args[i] holds the elements of
  * argument i (row-major, kiln_graph_arg order); outs[i] receives output i. Integer and boolean
@@ -195,11 +195,11 @@ struct kiln_compile_options {
 };
 KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                                              const struct kiln_compile_options *opt,
-                                             const char *path);
+                                             const char                        *path);
 /* The lowered loop nest as text (flat = after storage flattening), ctx-owned. */
 KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
-                                                 const struct kiln_compile_options *opt,
-                                                 int flat, const char **out);
+                                                 const struct kiln_compile_options *opt, int flat,
+                                                 const char **out);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its

@@ -69,13 +69,13 @@ typedef void (*kiln_set_num_threads_fn)(int32_t n);
 /* One argument as the generated code expects it. */
 struct kiln_abi_arg {
     const char    *name;
-    uint8_t        code;   /* DLDataTypeCode */
+    uint8_t        code; /* DLDataTypeCode */
     uint8_t        bits;
     uint16_t       lanes;
     int32_t        ndim;
     const int64_t *shape;
-    uint32_t       align;  /* bytes the kernel assumes the data pointer is aligned to */
-    uint8_t        role;   /* 0 input, 1 weight, 2 output */
+    uint32_t       align; /* bytes the kernel assumes the data pointer is aligned to */
+    uint8_t        role;  /* 0 input, 1 weight, 2 output */
 };
 
 /* The kernel proper: data pointers of all arguments in order; returns a kiln_abi_status. */

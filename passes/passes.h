@@ -39,10 +39,9 @@ kiln_expr kiln_simplify_expr(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_r
 struct kiln_simplifier;
 struct kiln_simplifier *kiln_simplifier_new(kiln_ctx *ctx);
 void                    kiln_simplifier_free(struct kiln_simplifier *s);
-void      kiln_simplifier_ranges(struct kiln_simplifier *s, const struct kiln_var_range *r,
-                                 uint32_t nr);
+void kiln_simplifier_ranges(struct kiln_simplifier *s, const struct kiln_var_range *r, uint32_t nr);
 kiln_expr kiln_simplifier_expr(struct kiln_simplifier *s, kiln_expr e);
-bool kiln_simplifier_bounds(struct kiln_simplifier *s, kiln_expr e, int64_t *lo, int64_t *hi);
+bool      kiln_simplifier_bounds(struct kiln_simplifier *s, kiln_expr e, int64_t *lo, int64_t *hi);
 
 /* requires: a verified function (flat or not)
  * provides: every expression simplified under the ranges of its enclosing loops (a loop var v

@@ -29,31 +29,31 @@ struct kiln_graph *parse_or_fail(kiln_ctx *ctx, const char *text, const char *fi
 #define PARSE(ctx, text) parse_or_fail(ctx, text, __FILE__, __LINE__)
 extern int harness_failures;
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            harness_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond);                           \
+#define CHECK(cond)                                                      \
+    do {                                                                 \
+        if (!(cond))                                                     \
+            harness_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond); \
     } while (0)
-#define CHECK_EQ_INT(want, got)                                                                    \
-    do {                                                                                           \
-        long long w_ = (long long)(want), g_ = (long long)(got);                                   \
-        if (w_ != g_)                                                                              \
-            harness_fail(__FILE__, __LINE__, "%s == %s: want %lld, got %lld", #want, #got, w_,     \
-                         g_);                                                                      \
+#define CHECK_EQ_INT(want, got)                                                                \
+    do {                                                                                       \
+        long long w_ = (long long)(want), g_ = (long long)(got);                               \
+        if (w_ != g_)                                                                          \
+            harness_fail(__FILE__, __LINE__, "%s == %s: want %lld, got %lld", #want, #got, w_, \
+                         g_);                                                                  \
     } while (0)
-#define CHECK_EQ_STR(want, got)                                                                    \
-    do {                                                                                           \
-        const char *w_ = (want), *g_ = (got);                                                      \
-        if (!w_ || !g_ || strcmp(w_, g_))                                                          \
-            harness_fail(__FILE__, __LINE__, "%s == %s:\n  want: %s\n  got:  %s", #want, #got,     \
-                         w_ ? w_ : "(null)", g_ ? g_ : "(null)");                                  \
+#define CHECK_EQ_STR(want, got)                                                                \
+    do {                                                                                       \
+        const char *w_ = (want), *g_ = (got);                                                  \
+        if (!w_ || !g_ || strcmp(w_, g_))                                                      \
+            harness_fail(__FILE__, __LINE__, "%s == %s:\n  want: %s\n  got:  %s", #want, #got, \
+                         w_ ? w_ : "(null)", g_ ? g_ : "(null)");                              \
     } while (0)
-#define CHECK_NEAR(want, got, tol)                                                                 \
-    do {                                                                                           \
-        double w_ = (want), g_ = (got);                                                            \
-        if (!(fabs(w_ - g_) <= (tol) * (1 + fabs(w_))))                                            \
-            harness_fail(__FILE__, __LINE__, "%s ~ %s: want %.17g, got %.17g", #want, #got, w_,    \
-                         g_);                                                                      \
+#define CHECK_NEAR(want, got, tol)                                                              \
+    do {                                                                                        \
+        double w_ = (want), g_ = (got);                                                         \
+        if (!(fabs(w_ - g_) <= (tol) * (1 + fabs(w_))))                                         \
+            harness_fail(__FILE__, __LINE__, "%s ~ %s: want %.17g, got %.17g", #want, #got, w_, \
+                         g_);                                                                   \
     } while (0)
 
 #endif
