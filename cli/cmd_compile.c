@@ -1,24 +1,29 @@
-/* cli/cmd_compile.c -- `kiln compile FILE.kg -o OUT.so [--schedule S.json] [--target T]
- * [--print-loops] [--print-flat]`: parses the graph, reads the schedule, and writes a shared
- * object (or an object file when OUT ends in .o) through the public compile API. */
+/* cli/cmd_compile.c -- `kiln compile FILE.kg -o OUT.so [--schedule S.json | --db FILE.db]
+ * [--target T] [--print-loops] [--print-flat]`: parses the graph, reads the schedule (or takes
+ * the best tuning records), and writes a shared object (or an object file when OUT ends in .o)
+ * through the public compile API. */
 #include "kiln.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_compile(int argc, char **argv);
 
 static const char usage[] =
-    "usage: kiln compile FILE.kg -o OUT.so [--schedule S.json] [--target T]\n"
-    "                    [--name NAME] [--print-loops | --print-flat]\n"
+    "usage: kiln compile FILE.kg -o OUT.so [--schedule S.json | --db FILE.db | --no-db]\n"
+    "                    [--target T] [--name NAME] [--print-loops | --print-flat]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
     "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
     "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
-    "after storage flattening and simplification.\n";
+    "after storage flattening and simplification.\n"
+    "Without --schedule, the best record of every task in the tuning records database is\n"
+    "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
+    "a record keep the default schedule.\n";
 
 static char *
 slurp(const char *path, size_t *len)
@@ -64,7 +69,8 @@ int
 cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL;
-    int         print = 0;
+    const char *db = NULL;
+    int         print = 0, no_db = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -72,7 +78,7 @@ cmd_compile(int argc, char **argv)
             return 0;
         }
         if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
-             || !strcmp(a, "--name"))
+             || !strcmp(a, "--name") || !strcmp(a, "--db"))
             && i + 1 >= argc) {
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;
@@ -85,6 +91,10 @@ cmd_compile(int argc, char **argv)
             target = argv[++i];
         else if (!strcmp(a, "--name"))
             name = argv[++i];
+        else if (!strcmp(a, "--db"))
+            db = argv[++i];
+        else if (!strcmp(a, "--no-db"))
+            no_db = 1;
         else if (!strcmp(a, "--print-loops"))
             print = 1;
         else if (!strcmp(a, "--print-flat"))
@@ -103,6 +113,14 @@ cmd_compile(int argc, char **argv)
         fprintf(stderr, "kiln compile: %s\n%s", in ? "missing -o OUT" : "missing FILE.kg", usage);
         return 2;
     }
+    if (sched_path && db) {
+        fprintf(stderr, "kiln compile: --schedule and --db are exclusive\n%s", usage);
+        return 2;
+    }
+    if (!db && !sched_path && !no_db && access("kiln.db", R_OK) == 0)
+        db = "kiln.db";
+    if (no_db)
+        db = NULL;
     size_t len, slen = 0;
     char  *text = slurp(in, &len);
     if (!text) {
@@ -119,26 +137,39 @@ cmd_compile(int argc, char **argv)
     struct kiln_graph          *g;
     int                         rc = 0;
     struct kiln_compile_options opt = {target, sched, slen, name};
+    uint32_t                    ntuned = 0, ntasks = 0;
     const char                 *loops;
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         rc = 1;
     } else if (kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
-    } else if (print) {
-        if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
-            rc = report(ctx);
-        else
-            fputs(loops, stdout);
-    } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
-        if (sched_path && kiln_ctx_error(ctx)
-            && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
-            fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
-            rc = 1;
-        } else {
-            rc = report(ctx);
+    } else if (db && !sched_path
+               && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,
+                                             &ntasks)
+                   != KILN_OK)) {
+        rc = report(ctx);
+    } else {
+        if (db && !sched_path)
+            opt.schedule_len = strlen(opt.schedule_json);
+        if (print) {
+            if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
+                rc = report(ctx);
+            else
+                fputs(loops, stdout);
+        } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
+            if (sched_path && kiln_ctx_error(ctx)
+                && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
+                fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
+                rc = 1;
+            } else {
+                rc = report(ctx);
+            }
         }
     }
+    if (!rc && db && !print)
+        fprintf(stderr, "kiln compile: %u of %u tasks tuned (records from %s)\n", ntuned, ntasks,
+                db);
     kiln_ctx_free(ctx);
     free(sched);
     free(text);

@@ -17,7 +17,8 @@ static const struct command commands[] = {
     {"eval", cmd_eval, "evaluate a graph with the reference interpreter"},
     {"compile", cmd_compile, "compile a graph to a shared object"},
     {"run", cmd_run, "call a compiled module on random inputs, check and time it"},
-    /* later: tune, search */
+    {"tune", cmd_tune, "search fast schedules and store them in a records database"},
+    {"records", cmd_records, "list, export or import tuning records"},
 };
 
 static void

@@ -44,6 +44,9 @@ struct kiln_tasks {
 
 enum kiln_status kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g,
                                     struct kiln_tasks *out);
+/* Ansor's "needs multi-level tiling": op is a reduction and some input lacks an output axis of
+ * extent > 1 among its indices (so it is reused across that axis). */
+bool kiln_op_has_reuse(const struct kiln_graph *g, uint32_t op);
 /* The schedule of task occurrence `inst` for the whole graph: s with every stage name of the
  * task (and the stages derived from it: "C.local", "B.pack", ...) renamed to the occurrence's
  * tensor names. Occurrence 0 keeps the names. */
@@ -63,13 +66,13 @@ enum kiln_knob_kind {
 };
 
 enum kiln_knob_role { /* what a knob means: mutation weights and Droplet neighbours use it */
-    KILN_KNOB_TILE,
-    KILN_KNOB_UNROLL,
-    KILN_KNOB_PARALLEL,
-    KILN_KNOB_VECTORIZE,
-    KILN_KNOB_LOCATION,
-    KILN_KNOB_LAYOUT,
-    KILN_KNOB_OTHER,
+                      KILN_KNOB_TILE,
+                      KILN_KNOB_UNROLL,
+                      KILN_KNOB_PARALLEL,
+                      KILN_KNOB_VECTORIZE,
+                      KILN_KNOB_LOCATION,
+                      KILN_KNOB_LAYOUT,
+                      KILN_KNOB_OTHER,
 };
 
 struct kiln_knob {
@@ -103,8 +106,8 @@ struct kiln_prog {
 /* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
 struct kiln_hw {
     int num_cores;
-    int vector_lanes;  /* f32 lanes of the widest vector register */
-    int cache_line;    /* bytes */
+    int vector_lanes; /* f32 lanes of the widest vector register */
+    int cache_line;   /* bytes */
     int l1_bytes, l2_bytes;
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
@@ -195,7 +198,7 @@ struct kiln_measure_opts {
     uint32_t warmup;        /* untimed calls first, default 1 */
     bool     flush_cache;   /* write a large buffer before every call */
     double   build_timeout_s, run_timeout_s; /* defaults 30, 10 */
-    int      threads;       /* threads of parallel loops; 0 = target cores */
+    int      threads;                        /* threads of parallel loops; 0 = target cores */
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
@@ -206,13 +209,13 @@ struct kiln_measure_input {
 };
 
 struct kiln_measure_result {
-    uint8_t error;    /* enum kiln_measure_error */
-    double  time_s;   /* median of the repeats; 0 on error */
-    double  stddev_s; /* of the repeats */
+    uint8_t  error;    /* enum kiln_measure_error */
+    double   time_s;   /* median of the repeats; 0 on error */
+    double   stddev_s; /* of the repeats */
     uint32_t nrepeat;
-    double  times[16]; /* the repeats (first 16) */
-    double  build_s;   /* wall time spent building */
-    char    msg[512];  /* error message */
+    double   times[16]; /* the repeats (first 16) */
+    double   build_s;   /* wall time spent building */
+    char     msg[512];  /* error message */
 };
 
 /* A measurer for one task graph: holds the reference outputs (the reference interpreter's, or
@@ -230,11 +233,11 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
 /* ---- records database (tuner/db.c) ----
  * SQLite: one row per measured program, committed as soon as it is measured. */
 struct kiln_record {
-    const char *workload;  /* task key */
-    const char *target;    /* canonical target string */
-    const char *schedule;  /* schedule JSON (passes/sched.c) */
-    const char *prog;      /* program JSON (kiln_prog_to_json), may be NULL */
-    double      time_s;    /* 0 on error */
+    const char *workload; /* task key */
+    const char *target;   /* canonical target string */
+    const char *schedule; /* schedule JSON (passes/sched.c) */
+    const char *prog;     /* program JSON (kiln_prog_to_json), may be NULL */
+    double      time_s;   /* 0 on error */
     double      stddev_s;
     uint8_t     error;     /* enum kiln_measure_error */
     const char *error_msg; /* may be NULL */
@@ -249,8 +252,8 @@ enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **
 void             kiln_db_close(struct kiln_db *db);
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
-bool             kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
-                              struct kiln_record *out);
+bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
+                  struct kiln_record *out);
 /* Every record of workload/target in insertion order (errors included); fn returns false to
  * stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
@@ -263,6 +266,47 @@ enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
                                       uint32_t *added);
 /* The machine description stored with records ("x86_64 rocketlake 2 cores"). */
-const char      *kiln_machine_desc(kiln_ctx *ctx);
+const char *kiln_machine_desc(kiln_ctx *ctx);
+
+/* ---- tuning (tuner/search.c: evolutionary and Droplet search; tuner/tune.c: the driver and
+ * the task scheduler) ---- */
+enum kiln_strategy {
+    KILN_STRATEGY_ANSOR_DROPLET, /* evolutionary search, then Droplet from the best (default) */
+    KILN_STRATEGY_ANSOR,         /* evolutionary search only */
+    KILN_STRATEGY_DROPLET,       /* Droplet from the best of a few random programs */
+};
+extern const char *const kiln_strategy_name[3]; /* "ansor+droplet", "ansor", "droplet" */
+
+/* struct kiln_tune_task_status and struct kiln_tune_progress: include/kiln.h */
+
+struct kiln_tune_opts {
+    const char *target;                     /* NULL = host */
+    const char *db_path;                    /* records database (created if absent) */
+    uint32_t    trials;                     /* measured programs over all tasks, records in the
+                                             * database included (a resumed run continues) */
+    uint32_t                 droplet_after; /* programs of a task measured before Droplet: 300 */
+    uint32_t                 batch;         /* programs measured per round: 16 */
+    uint32_t                 population;    /* evolutionary population: 256 */
+    uint32_t                 generations;   /* per round: 4 */
+    double                   eps_random;    /* share of random programs per batch: 0.05 */
+    uint64_t                 seed;
+    enum kiln_strategy       strategy;
+    struct kiln_measure_opts measure;
+    FILE                    *log;       /* a JSON line per measurement, or NULL */
+    const char              *curve_dir; /* per-task tuning curves (CSV), or NULL */
+    void (*progress)(void *ud, const struct kiln_tune_progress *p);
+    void         *progress_ud;
+    volatile int *stop; /* nonzero: stop after the measurement in flight */
+};
+void kiln_tune_opts_default(struct kiln_tune_opts *o);
+
+/* Tunes every task of g, recording each measurement in the database as soon as it is made. */
+enum kiln_status kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g,
+                           const struct kiln_tune_opts *o);
+/* The whole-graph schedule made of the best record of every task of g for target (tasks
+ * without a record keep the default schedule). *ntuned = tasks that had one. */
+enum kiln_status kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
+                                     const char *target, struct kiln_schedule *out,
+                                     uint32_t *ntuned);
 
 #endif /* KILN_TUNER_H */
