@@ -4,13 +4,25 @@
  * computes on random inputs; mutation, crossover and Droplet neighbours keep programs valid;
  * programs round-trip through JSON; the rules find the expected structures (multi-level tiling
  * with cache write for matmul, consumer fusion for matmul+bias+relu, rfactor for row
- * reductions). Programs per sketch: --iters (default 3); the seed is printed. */
+ * reductions). Programs per sketch: --iters (default 2); the seed is printed. */
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double   t_lower, t_jit, t_run; /* seconds spent, printed at the end */
+static uint32_t n_checked;
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static const char *const graphs[][2] = {
     {"matmul", "input A: f32[24, 40]\nweight B: f32[40, 48]\nC[i, j] += A[i, k] * B[k, j]\n"
@@ -85,10 +97,15 @@ sched_text(kiln_ctx *ctx, const struct kiln_schedule *s)
 }
 
 /* Lowers, compiles and runs program p of sketch sk; compares every output with the reference. */
+static bool check_interp(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f,
+                         const struct ref *R, const char *label, const char *st);
+
+/* use_jit false: the lowered loop nest runs in the loop-nest interpreter instead (cheap; the
+ * JIT is exercised by the sampled programs). */
 static bool
 check_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target *tg,
            const struct kiln_sketch *sk, const struct kiln_prog *p, const struct ref *R,
-           const char *what)
+           const char *what, bool use_jit)
 {
     struct kiln_schedule s = {0};
     struct kiln_func    *f = NULL;
@@ -103,9 +120,18 @@ check_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target *
         return false;
     }
     const char *st = sched_text(ctx, &s);
+    double      t0 = now();
+    n_checked++;
     if (kiln_lower(ctx, g, &s, &f) != KILN_OK) {
         report(ctx, label, "kiln_lower", st);
         return false;
+    }
+    double t1 = now();
+    t_lower += t1 - t0;
+    if (!use_jit) {
+        bool ok = check_interp(ctx, g, f, R, label, st);
+        t_run += now() - t1;
+        return ok;
     }
     struct kiln_cg_module m = {.f = f, .name = "sketch", .metadata = "{}", .source = ""};
     struct kiln_jit      *j = NULL;
@@ -113,6 +139,8 @@ check_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target *
         report(ctx, label, "kiln_cg_llvm_jit", st);
         return false;
     }
+    double t2 = now();
+    t_jit += t2 - t1;
     uint32_t np = f->nparam;
     void   **data = calloc(np + 1, sizeof *data);
     bool     ok = true;
@@ -147,10 +175,47 @@ check_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target *
             }
         }
     }
+    t_run += now() - t2;
     for (uint32_t q = 0; q < np; q++)
         free(data[q]);
     free(data);
     kiln_jit_free(j);
+    return ok;
+}
+
+static bool
+check_interp(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f, const struct ref *R,
+             const char *label, const char *st)
+{
+    uint32_t np = f->nparam;
+    double **bufs = calloc(np + 1, sizeof *bufs);
+    bool     ok = true;
+    for (uint32_t q = 0; q < np; q++) {
+        uint32_t t = f->buf[f->param[q]].tensor;
+        int64_t  n = kiln_tensor_numel(&g->tensor[t]);
+        bufs[q] = calloc((size_t)n + 1, sizeof(double));
+        if (g->tensor[t].kind != KILN_TENSOR_OP)
+            memcpy(bufs[q], R->val[t], sizeof(double) * (size_t)n);
+    }
+    if (kiln_func_eval(f, true, bufs) != KILN_OK) {
+        report(ctx, label, "kiln_func_eval", st);
+        ok = false;
+    }
+    for (uint32_t q = 0; ok && q < np; q++) {
+        uint32_t t = f->buf[f->param[q]].tensor;
+        int64_t  n = kiln_tensor_numel(&g->tensor[t]);
+        for (int64_t i = 0; i < n && ok && g->tensor[t].kind == KILN_TENSOR_OP; i++)
+            if (!(fabs(R->val[t][i] - bufs[q][i]) <= 1e-4 * (1 + fabs(R->val[t][i])))) {
+                harness_fail(__FILE__, __LINE__,
+                             "%s: %s[%lld]: reference %.9g, lowered loop nest %.9g\nschedule: %s",
+                             label, kiln_sym_str(ctx, f->buf[f->param[q]].name), (long long)i,
+                             R->val[t][i], bufs[q][i], st);
+                ok = false;
+            }
+    }
+    for (uint32_t q = 0; q < np; q++)
+        free(bufs[q]);
+    free(bufs);
     return ok;
 }
 
@@ -168,7 +233,7 @@ has_sketch(const struct kiln_sketch *sk, uint32_t n, const char *frag)
 static void
 test_programs(void)
 {
-    uint64_t iters = opt_iters_or(3);
+    uint64_t iters = opt_iters_or(2);
     for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++) {
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g = PARSE(ctx, graphs[gi][1]);
@@ -205,7 +270,7 @@ test_programs(void)
                 struct kiln_prog p, q, nb[64];
                 kiln_prog_sample(&sk[s], &r, &p);
                 CHECK_EQ_INT(s, p.sketch);
-                if (!check_prog(ctx, g, &tg, &sk[s], &p, &R, graphs[gi][0]))
+                if (!check_prog(ctx, g, &tg, &sk[s], &p, &R, graphs[gi][0], it == 0))
                     break;
                 /* JSON round trip */
                 struct kiln_buf js = {0};
@@ -218,13 +283,13 @@ test_programs(void)
                 q = p;
                 if (kiln_prog_mutate(&sk[s], &r, &q)) {
                     CHECK(memcmp(p.v, q.v, sizeof(int64_t) * sk[s].nvalues) != 0);
-                    if (!check_prog(ctx, g, &tg, &sk[s], &q, &R, "mutant"))
+                    if (!check_prog(ctx, g, &tg, &sk[s], &q, &R, "mutant", false))
                         break;
                 }
                 /* crossover with the previous sample */
                 if (it > 0) {
                     kiln_prog_crossover(&sk[s], &r, &p, &prev, &q);
-                    if (!check_prog(ctx, g, &tg, &sk[s], &q, &R, "crossover"))
+                    if (!check_prog(ctx, g, &tg, &sk[s], &q, &R, "crossover", false))
                         break;
                 }
                 prev = p;
@@ -236,7 +301,7 @@ test_programs(void)
                 }
                 if (nn
                     && !check_prog(ctx, g, &tg, &sk[s], &nb[kiln_rng_below(&r, nn)], &R,
-                                   "neighbour"))
+                                   "neighbour", false))
                     break;
             }
         }
@@ -256,6 +321,8 @@ test_programs(void)
         free_ref(&R);
         kiln_ctx_free(ctx);
     }
+    printf("%u programs checked: lowering %.2f s, JIT %.2f s, run and compare %.2f s\n", n_checked,
+           t_lower, t_jit, t_run);
 }
 
 /* The matmul knob values of the hand-written benchmark schedule (B in 32-wide panels, an 8x32
@@ -308,7 +375,7 @@ test_bench_like(void)
     struct kiln_rng r = kiln_rng_new(opt_seed());
     struct ref      R = {0};
     if (make_ref(ctx, g, &r, &R))
-        CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like"));
+        CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like", true));
     free_ref(&R);
     kiln_ctx_free(ctx);
 }
