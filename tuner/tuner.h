@@ -63,13 +63,13 @@ enum kiln_knob_kind {
 };
 
 enum kiln_knob_role { /* what a knob means: mutation weights and Droplet neighbours use it */
-    KILN_KNOB_TILE,
-    KILN_KNOB_UNROLL,
-    KILN_KNOB_PARALLEL,
-    KILN_KNOB_VECTORIZE,
-    KILN_KNOB_LOCATION,
-    KILN_KNOB_LAYOUT,
-    KILN_KNOB_OTHER,
+                      KILN_KNOB_TILE,
+                      KILN_KNOB_UNROLL,
+                      KILN_KNOB_PARALLEL,
+                      KILN_KNOB_VECTORIZE,
+                      KILN_KNOB_LOCATION,
+                      KILN_KNOB_LAYOUT,
+                      KILN_KNOB_OTHER,
 };
 
 struct kiln_knob {
@@ -103,8 +103,8 @@ struct kiln_prog {
 /* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
 struct kiln_hw {
     int num_cores;
-    int vector_lanes;  /* f32 lanes of the widest vector register */
-    int cache_line;    /* bytes */
+    int vector_lanes; /* f32 lanes of the widest vector register */
+    int cache_line;   /* bytes */
     int l1_bytes, l2_bytes;
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
@@ -176,43 +176,55 @@ bool             kiln_cm_trained(const struct kiln_cost_model *m);
 
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
- * a wrong answer is recorded as an error and never harms the tuner. */
+ * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
+ * (lower + compile to a shared object in a private temporary directory); every run is a fresh
+ * kiln_measure_runner process (fork + exec, tuner/runner/), one at a time. tuner/README.md
+ * describes the process model, the timeouts and the correctness check. */
 enum kiln_measure_error {
     KILN_MEASURE_OK,
     KILN_MEASURE_LOWER,   /* the schedule did not lower (message says why) */
     KILN_MEASURE_COMPILE, /* code generation failed */
-    KILN_MEASURE_CRASH,   /* the worker died by a signal */
+    KILN_MEASURE_CRASH,   /* the worker died by a signal (or exited without a result) */
     KILN_MEASURE_TIMEOUT, /* build or run exceeded its time limit */
-    KILN_MEASURE_WRONG,   /* outputs differ from the reference */
-    KILN_MEASURE_RUNTIME, /* the kernel returned an error */
+    KILN_MEASURE_WRONG,   /* outputs differ from the reference, or were not all written */
+    KILN_MEASURE_RUNTIME, /* the kernel returned an error, or the object did not load */
     KILN_MEASURE_COUNT
 };
-extern const char *const kiln_measure_error_name[KILN_MEASURE_COUNT];
+extern const char *const kiln_measure_error_name[KILN_MEASURE_COUNT]; /* "ok", "lower", ... */
 
 struct kiln_measure_opts {
     uint32_t repeat;        /* timed repeats (median taken), default 5 */
     double   min_repeat_ms; /* each repeat runs the kernel enough times to last this, default 20 */
     uint32_t warmup;        /* untimed calls first, default 1 */
-    bool     flush_cache;   /* write a large buffer before every call */
-    double   build_timeout_s, run_timeout_s; /* defaults 30, 10 */
-    int      threads;       /* threads of parallel loops; 0 = target cores */
+    bool     flush_cache;   /* write a large buffer before every call (only the call is timed) */
+    double   build_timeout_s, run_timeout_s; /* defaults 30, 10; run = one candidate's whole run */
+    int      threads;                        /* threads of parallel loops; 0 = target cores */
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
+    bool     overlap;       /* keep building while a candidate is timed: faster, but the builds
+                             * share the cores with the timing; default true only above 2 cores */
+    double ref_max_flops;   /* reference interpreter up to this many flops (default 2e8),
+                             * else the default schedule compiled is the reference */
+    const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
+    const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
 
 struct kiln_measure_input {
-    const char *schedule_json; /* for the task graph of the batch */
+    const char *schedule_json; /* for the task graph of the batch (NULL = default schedule) */
     bool        check;         /* compare the outputs with the reference */
+    const char *so_path;       /* NULL; else a shared object built elsewhere for this graph, run
+                                * instead of building schedule_json (tests plant faulty ones) */
 };
 
 struct kiln_measure_result {
-    uint8_t error;    /* enum kiln_measure_error */
-    double  time_s;   /* median of the repeats; 0 on error */
-    double  stddev_s; /* of the repeats */
+    uint8_t  error;    /* enum kiln_measure_error */
+    double   time_s;   /* median of the repeats; 0 on error */
+    double   stddev_s; /* of the repeats */
     uint32_t nrepeat;
-    double  times[16]; /* the repeats (first 16) */
-    double  build_s;   /* wall time spent building */
-    char    msg[512];  /* error message */
+    double   times[16]; /* the repeats (first 16) */
+    double   build_s;   /* wall time spent building */
+    double   max_err;   /* checked: max |out - ref| / max |ref| (0 when not checked) */
+    char     msg[512];  /* error message */
 };
 
 /* A measurer for one task graph: holds the reference outputs (the reference interpreter's, or
@@ -222,6 +234,8 @@ enum kiln_status kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_target *t, const struct kiln_measure_opts *o,
                                    uint64_t seed, struct kiln_measurer **out);
 void             kiln_measurer_free(struct kiln_measurer *m);
+/* "interpreter" or "default schedule": where the reference outputs came from. */
+const char *kiln_measurer_reference(const struct kiln_measurer *m);
 /* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner
  * itself (fork, temp files); every candidate's failure is in its result. */
 enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in,
@@ -230,11 +244,11 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
 /* ---- records database (tuner/db.c) ----
  * SQLite: one row per measured program, committed as soon as it is measured. */
 struct kiln_record {
-    const char *workload;  /* task key */
-    const char *target;    /* canonical target string */
-    const char *schedule;  /* schedule JSON (passes/sched.c) */
-    const char *prog;      /* program JSON (kiln_prog_to_json), may be NULL */
-    double      time_s;    /* 0 on error */
+    const char *workload; /* task key */
+    const char *target;   /* canonical target string */
+    const char *schedule; /* schedule JSON (passes/sched.c) */
+    const char *prog;     /* program JSON (kiln_prog_to_json), may be NULL */
+    double      time_s;   /* 0 on error */
     double      stddev_s;
     uint8_t     error;     /* enum kiln_measure_error */
     const char *error_msg; /* may be NULL */
@@ -249,8 +263,8 @@ enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **
 void             kiln_db_close(struct kiln_db *db);
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
-bool             kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
-                              struct kiln_record *out);
+bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
+                  struct kiln_record *out);
 /* Every record of workload/target in insertion order (errors included); fn returns false to
  * stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
@@ -263,6 +277,6 @@ enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
                                       uint32_t *added);
 /* The machine description stored with records ("x86_64 rocketlake 2 cores"). */
-const char      *kiln_machine_desc(kiln_ctx *ctx);
+const char *kiln_machine_desc(kiln_ctx *ctx);
 
 #endif /* KILN_TUNER_H */
