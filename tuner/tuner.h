@@ -242,7 +242,11 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
                               uint32_t n, struct kiln_measure_result *results);
 
 /* ---- records database (tuner/db.c) ----
- * SQLite: one row per measured program, committed as soon as it is measured. */
+ * SQLite: one row per measured program, committed as soon as it is measured (WAL journal,
+ * synchronous NORMAL: a killed tuner loses at most the record in flight). The schema and the
+ * JSON-lines format are described in tuner/README.md. */
+#define KILN_DB_SCHEMA_VERSION 1
+
 struct kiln_record {
     const char *workload; /* task key */
     const char *target;   /* canonical target string */
@@ -252,31 +256,39 @@ struct kiln_record {
     double      stddev_s;
     uint8_t     error;     /* enum kiln_measure_error */
     const char *error_msg; /* may be NULL */
-    const char *version;   /* kiln version */
-    const char *machine;   /* machine description */
-    int64_t     timestamp; /* unix seconds */
+    const char *version;   /* kiln version; NULL on add = KILN_VERSION */
+    const char *machine;   /* machine description; NULL on add = kiln_machine_desc() */
+    int64_t     timestamp; /* unix seconds; 0 on add = now */
     double      flops;     /* of the task */
-    const char *strategy;  /* "ansor", "droplet", "default", ... */
+    const char *strategy;  /* "ansor", "droplet", "default", ...; NULL on add = "" */
 };
 struct kiln_db;
+/* Opens (creating if missing) a records database. Errors: a file that is not SQLite or is an
+ * SQLite database of something else (KILN_ERR_INVALID, the file is left untouched), a schema
+ * newer than KILN_DB_SCHEMA_VERSION (KILN_ERR_UNSUPPORTED), SQLite's own (KILN_ERR_BACKEND). */
 enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out);
-void             kiln_db_close(struct kiln_db *db);
+void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
+/* Appends r (committed before returning); workload, target and schedule are required. */
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
 bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
                   struct kiln_record *out);
-/* Every record of workload/target in insertion order (errors included); fn returns false to
- * stop. Strings are valid during the call only. */
+/* Every record of workload/target in insertion order (errors included; NULL = any workload /
+ * any target); fn returns false to stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
                               bool (*fn)(void *ud, const struct kiln_record *r), void *ud);
 /* workload == NULL / target == NULL: all. */
-uint32_t         kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
+uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
+/* One JSON object per line, in insertion order (format: tuner/README.md). */
 enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
-/* Imports every line of text; lines already present (same workload, target, schedule, time,
- * timestamp) are skipped. Bad lines are errors naming the line. */
+/* Imports every line of text in one transaction; lines already present (same workload,
+ * target, schedule, time, timestamp) are skipped. A bad line is an error naming the line
+ * (KILN_ERR_INVALID, location line set) and nothing is imported. *added (may be NULL) receives
+ * the number of records added. */
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
                                       uint32_t *added);
-/* The machine description stored with records ("x86_64 rocketlake 2 cores"). */
+/* The machine description stored with records ("x86_64 Intel(R) Xeon(R) ... 2 cores":
+ * uname's machine, /proc/cpuinfo's model name, online cores), ctx-owned. */
 const char *kiln_machine_desc(kiln_ctx *ctx);
 
 #endif /* KILN_TUNER_H */

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -384,12 +385,410 @@ test_bad_options(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- records database ---- */
+
+static char *
+rand_str(kiln_ctx *ctx, struct kiln_rng *r, const char *prefix)
+{
+    /* quotes, backslashes, newlines and UTF-8 travel through SQLite and JSON unchanged */
+    static const char *const bits[] = {"a", "\"", "\\", "\n", "\xc3\xa9", "{", " ", "x9"};
+    char                     buf[128];
+    int                      n = snprintf(buf, sizeof buf, "%s", prefix);
+    for (uint64_t i = kiln_rng_below(r, 6); i > 0 && n < 100; i--)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s", bits[kiln_rng_below(r, 8)]);
+    return kiln_arena_strdup(ctx, buf);
+}
+
+static struct kiln_record
+rand_record(kiln_ctx *ctx, struct kiln_rng *r, const char *workload, const char *target)
+{
+    struct kiln_record rec = {0};
+    rec.workload = workload;
+    rec.target = target;
+    rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%llu]}",
+                                     (unsigned long long)kiln_rng_next(r) % 100000);
+    rec.prog = kiln_rng_below(r, 3) ? rand_str(ctx, r, "prog") : NULL;
+    rec.error = (uint8_t)(kiln_rng_below(r, 3) ? KILN_MEASURE_OK
+                                               : 1 + kiln_rng_below(r, KILN_MEASURE_COUNT - 1));
+    rec.time_s = rec.error ? 0 : 1e-6 + kiln_rng_uniform(r) * 1e-2;
+    rec.stddev_s = rec.time_s * kiln_rng_uniform(r) * 0.1;
+    rec.error_msg = rec.error ? rand_str(ctx, r, "msg") : NULL;
+    rec.version = KILN_VERSION;
+    rec.machine = rand_str(ctx, r, "machine");
+    rec.timestamp = 1700000000 + (int64_t)kiln_rng_below(r, 100000000);
+    rec.flops = (double)(1 + kiln_rng_below(r, 1u << 30)) * 3;
+    rec.strategy = kiln_rng_below(r, 2) ? "ansor" : "droplet";
+    return rec;
+}
+
+static bool
+str_same(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static bool
+record_same(const struct kiln_record *a, const struct kiln_record *b)
+{
+    return str_same(a->workload, b->workload) && str_same(a->target, b->target)
+           && str_same(a->schedule, b->schedule) && str_same(a->prog, b->prog)
+           && a->time_s == b->time_s && a->stddev_s == b->stddev_s && a->error == b->error
+           && str_same(a->error_msg, b->error_msg) && str_same(a->version, b->version)
+           && str_same(a->machine, b->machine) && a->timestamp == b->timestamp
+           && a->flops == b->flops && str_same(a->strategy, b->strategy);
+}
+
+struct collect {
+    kiln_ctx           *ctx;
+    struct kiln_record *rec;
+    uint32_t            n, cap, stop_after;
+};
+
+static bool
+collect_one(void *ud, const struct kiln_record *r)
+{
+    struct collect    *c = ud;
+    struct kiln_record copy = *r;
+    const char       **f[] = {&copy.workload,  &copy.target,  &copy.schedule, &copy.prog,
+                              &copy.error_msg, &copy.version, &copy.machine,  &copy.strategy};
+    for (size_t i = 0; i < KILN_COUNTOF(f); i++)
+        if (*f[i])
+            *f[i] = kiln_arena_strdup(c->ctx, *f[i]);
+    KILN_VEC_PUSH(c->ctx, c->rec, c->n, c->cap, copy);
+    return c->stop_after == 0 || c->n < c->stop_after;
+}
+
+static const char *
+db_error(kiln_ctx *ctx, char *buf, size_t size)
+{
+    kiln_error_format(kiln_ctx_error(ctx), buf, size);
+    return buf;
+}
+
+static struct kiln_db *
+open_db(kiln_ctx *ctx, const char *path)
+{
+    struct kiln_db *db = NULL;
+    char            msg[1024];
+    if (kiln_db_open(ctx, path, &db) != KILN_OK)
+        harness_fail(__FILE__, __LINE__, "kiln_db_open(%s): %s", path,
+                     db_error(ctx, msg, sizeof msg));
+    return db;
+}
+
+static void
+test_db_add_best_each_count(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    char            path[128];
+    snprintf(path, sizeof path, "%s/records.db", e.tmp);
+    struct kiln_db    *db = open_db(ctx, path);
+    const char        *wl[2] = {"00000000000000aa", "00000000000000bb"}, *tg = "llvm -mcpu=x";
+    struct kiln_record want[40];
+    uint32_t           nw[2] = {0, 0};
+    const struct kiln_record *best = NULL;
+    for (uint32_t i = 0; db && i < 40; i++) {
+        want[i] = rand_record(ctx, &r, wl[i % 2], tg);
+        if (i == 5) { /* an error and a wrong answer with tiny times: never the best */
+            want[i].error = KILN_MEASURE_WRONG;
+            want[i].time_s = 1e-12;
+        }
+        if (i == 7) {
+            want[i].error = KILN_MEASURE_CRASH;
+            want[i].time_s = 1e-12;
+        }
+        CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &want[i]));
+        nw[i % 2]++;
+        if (i % 2 == 1 && want[i].error == KILN_MEASURE_OK && want[i].time_s > 0
+            && (!best || want[i].time_s < best->time_s))
+            best = &want[i];
+    }
+    if (db) {
+        CHECK_EQ_INT(40, kiln_db_count(db, NULL, NULL));
+        CHECK_EQ_INT(nw[0], kiln_db_count(db, wl[0], NULL));
+        CHECK_EQ_INT(nw[1], kiln_db_count(db, wl[1], tg));
+        CHECK_EQ_INT(0, kiln_db_count(db, wl[1], "llvm -mcpu=other"));
+        struct kiln_record got;
+        CHECK(!kiln_db_best(db, "ffffffffffffffff", tg, &got));
+        CHECK(kiln_db_best(db, wl[1], tg, &got) == (best != NULL));
+        if (best)
+            CHECK(record_same(best, &got));
+        struct collect c = {ctx, NULL, 0, 0, 0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(db, wl[0], tg, collect_one, &c));
+        CHECK_EQ_INT(nw[0], c.n);
+        for (uint32_t i = 0; i < c.n; i++) /* insertion order, every field */
+            CHECK(record_same(&want[2 * i], &c.rec[i]));
+        struct collect stop = {ctx, NULL, 0, 0, 3};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(db, NULL, NULL, collect_one, &stop));
+        CHECK_EQ_INT(3, stop.n);
+        /* defaults filled in on add; a record without a schedule is refused */
+        struct kiln_record minimal = {.workload = "m", .target = "t", .schedule = "{}"};
+        CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &minimal));
+        struct collect mc = {ctx, NULL, 0, 0, 0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(db, "m", "t", collect_one, &mc));
+        CHECK_EQ_INT(1, mc.n);
+        if (mc.n == 1) {
+            CHECK_EQ_STR(KILN_VERSION, mc.rec[0].version);
+            CHECK_EQ_STR(kiln_machine_desc(ctx), mc.rec[0].machine);
+            CHECK(mc.rec[0].timestamp > 1600000000);
+            CHECK(mc.rec[0].prog == NULL);
+        }
+        minimal.schedule = NULL;
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_db_add(db, &minimal));
+        kiln_ctx_error_clear(ctx);
+        printf("  machine: %s\n", kiln_machine_desc(ctx));
+        /* reopening keeps everything */
+        kiln_db_close(db);
+        db = open_db(ctx, path);
+        CHECK_EQ_INT(41, db ? kiln_db_count(db, NULL, NULL) : 0);
+        struct collect again = {ctx, NULL, 0, 0, 0};
+        CHECK_EQ_INT(KILN_OK, db ? kiln_db_each(db, wl[0], tg, collect_one, &again) : KILN_OK);
+        CHECK_EQ_INT(nw[0], again.n);
+        for (uint32_t i = 0; i < again.n && i < c.n; i++)
+            CHECK(record_same(&c.rec[i], &again.rec[i]));
+    }
+    kiln_db_close(db);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+/* A writer killed mid-way loses nothing it committed, and the file stays usable. */
+static void
+test_db_killed_writer(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    char path[128];
+    snprintf(path, sizeof path, "%s/killed.db", e.tmp);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    uint32_t        kill_at = 10 + (uint32_t)kiln_rng_below(&r, 40);
+    int             fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        kiln_ctx       *ctx = kiln_ctx_new(NULL);
+        struct kiln_db *db = NULL;
+        if (kiln_db_open(ctx, path, &db) != KILN_OK)
+            _exit(2);
+        struct kiln_rng cr = kiln_rng_new(opt_seed());
+        for (uint32_t i = 0;; i++) {
+            if (i == kill_at)
+                raise(SIGKILL); /* mid-way: the connection is open, the WAL not checkpointed */
+            struct kiln_record rec = rand_record(ctx, &cr, "k", "t");
+            if (kiln_db_add(db, &rec) != KILN_OK)
+                _exit(3);
+            uint32_t done = i + 1;
+            if (write(fds[1], &done, sizeof done) != sizeof done)
+                _exit(4);
+        }
+    }
+    close(fds[1]);
+    uint32_t committed = 0, v;
+    while (read(fds[0], &v, sizeof v) == sizeof v)
+        committed = v;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK_EQ_INT(kill_at, committed);
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_db *db = open_db(ctx, path);
+    if (db) {
+        CHECK_EQ_INT(committed, kiln_db_count(db, "k", "t"));
+        struct kiln_rng cr = kiln_rng_new(opt_seed());
+        struct collect  c = {ctx, NULL, 0, 0, 0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(db, "k", "t", collect_one, &c));
+        for (uint32_t i = 0; i < c.n; i++) {
+            struct kiln_record want = rand_record(ctx, &cr, "k", "t");
+            CHECK(record_same(&want, &c.rec[i]));
+        }
+        struct kiln_record more = rand_record(ctx, &r, "k", "t");
+        CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &more));
+        CHECK_EQ_INT(committed + 1, kiln_db_count(db, "k", "t"));
+    }
+    printf("  writer killed after %u committed records; all found\n", committed);
+    kiln_db_close(db);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+static void
+test_db_export_import(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    char            p1[128], p2[128], jl[128];
+    snprintf(p1, sizeof p1, "%s/a.db", e.tmp);
+    snprintf(p2, sizeof p2, "%s/b.db", e.tmp);
+    snprintf(jl, sizeof jl, "%s/a.jsonl", e.tmp);
+    struct kiln_db *a = open_db(ctx, p1), *b = open_db(ctx, p2);
+    if (a && b) {
+        for (uint32_t i = 0; i < 30; i++) {
+            struct kiln_record rec = rand_record(ctx, &r, i % 3 ? "w1" : "w2", "t");
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(a, &rec));
+        }
+        FILE *f = fopen(jl, "w");
+        CHECK(f != NULL);
+        if (f) {
+            CHECK_EQ_INT(KILN_OK, kiln_db_export_jsonl(a, f));
+            fclose(f);
+        }
+        size_t   len = 0;
+        char    *text = read_file(jl, &len);
+        uint32_t added = 0, lines = 0;
+        CHECK(text != NULL);
+        for (size_t i = 0; text && i < len; i++)
+            lines += text[i] == '\n';
+        CHECK_EQ_INT(30, lines);
+        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, text, len, &added));
+        CHECK_EQ_INT(30, added);
+        struct collect ca = {ctx, NULL, 0, 0, 0}, cb = {ctx, NULL, 0, 0, 0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(a, NULL, NULL, collect_one, &ca));
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(b, NULL, NULL, collect_one, &cb));
+        CHECK_EQ_INT(ca.n, cb.n);
+        for (uint32_t i = 0; i < ca.n && i < cb.n; i++)
+            if (!record_same(&ca.rec[i], &cb.rec[i]))
+                harness_fail(__FILE__, __LINE__, "record %u differs after export + import", i);
+        /* importing again adds nothing: every line is a duplicate */
+        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, text, len, &added));
+        CHECK_EQ_INT(0, added);
+        CHECK_EQ_INT(30, kiln_db_count(b, NULL, NULL));
+        /* a bad line names its line and imports nothing */
+        static const char *const bad[] = {
+            "{\"workload\": 1}",
+            "not json",
+            "[1, 2]",
+            "{\"workload\": \"w\", \"target\": \"t\", \"schedule\": \"{}\", \"prog\": null, "
+            "\"time_s\": 1, \"stddev_s\": 0, \"error\": \"exploded\", \"error_msg\": null, "
+            "\"version\": \"0.1.0\", \"machine\": \"m\", \"timestamp\": 1700000000, \"flops\": 1, "
+            "\"strategy\": \"s\"}",
+        };
+        const char *why[] = {"\"workload\" is not a string", "not a JSON object",
+                             "not a JSON object", "unknown error kind \"exploded\""};
+        for (size_t k = 0; k < KILN_COUNTOF(bad); k++) {
+            struct kiln_buf buf = {0};
+            char            msg[1024];
+            /* line 1: a new valid record, line 2: blank, line 3: the bad one */
+            struct kiln_record rec = rand_record(ctx, &r, "new", "t");
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(a, &rec));
+            FILE *g = fopen(jl, "w");
+            if (g) {
+                struct collect one = {ctx, NULL, 0, 0, 0};
+                kiln_db_each(a, "new", "t", collect_one, &one);
+                kiln_db_export_jsonl(a, g);
+                fclose(g);
+            }
+            free(text);
+            text = read_file(jl, &len);
+            /* keep only the last (new) line */
+            size_t start = len >= 2 ? len - 2 : 0;
+            while (start > 0 && text[start - 1] != '\n')
+                start--;
+            kiln_buf_printf(ctx, &buf, "%.*s\n\r\n%s\n", (int)(len - start), text + start, bad[k]);
+            kiln_ctx_error_clear(ctx);
+            CHECK_EQ_INT(KILN_ERR_INVALID, kiln_db_import_jsonl(b, buf.data, buf.len, &added));
+            CHECK_EQ_INT(0, added);
+            db_error(ctx, msg, sizeof msg);
+            if (!strstr(msg, "line 4:") || !strstr(msg, why[k]))
+                harness_fail(__FILE__, __LINE__, "bad line %zu: message '%s'", k, msg);
+            CHECK_EQ_INT(4, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->loc.line : 0);
+            CHECK_EQ_INT(30, kiln_db_count(b, NULL, NULL)); /* all or nothing */
+            kiln_ctx_error_clear(ctx);
+        }
+        free(text);
+    }
+    kiln_db_close(a);
+    kiln_db_close(b);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+static void
+test_db_bad_files(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    char            path[128], msg[1024], cmd[512];
+    struct kiln_db *db = NULL;
+    /* garbage: a clean error, and the file is left as it was */
+    snprintf(path, sizeof path, "%s/garbage.db", e.tmp);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; f && i < 4096; i++)
+        fputc((i * 7919) & 0xff, f);
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_db_open(ctx, path, &db));
+    CHECK(db == NULL);
+    db_error(ctx, msg, sizeof msg);
+    printf("  %s\n", msg);
+    CHECK(strstr(msg, "not a kiln records database") != NULL);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 4096);
+    kiln_ctx_error_clear(ctx);
+    /* another application's SQLite file */
+    snprintf(path, sizeof path, "%s/other.db", e.tmp);
+    snprintf(cmd, sizeof cmd, "%s/b.db", e.tmp);
+    struct kiln_db *k = open_db(ctx, cmd);
+    if (k) { /* make a foreign database by hand through a kiln one's SQLite: simplest is the
+              * sqlite3 API itself */
+        kiln_db_close(k);
+    }
+    {
+        sqlite3 *s;
+        CHECK(sqlite3_open(path, &s) == SQLITE_OK);
+        CHECK(sqlite3_exec(s, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", 0, 0, 0) == SQLITE_OK);
+        sqlite3_close(s);
+    }
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_db_open(ctx, path, &db));
+    db_error(ctx, msg, sizeof msg);
+    printf("  %s\n", msg);
+    CHECK(strstr(msg, "SQLite database but not a kiln") != NULL);
+    kiln_ctx_error_clear(ctx);
+    /* a newer schema */
+    {
+        sqlite3 *s;
+        CHECK(sqlite3_open(cmd, &s) == SQLITE_OK);
+        CHECK(sqlite3_exec(s, "INSERT INTO kiln_schema VALUES(99);", 0, 0, 0) == SQLITE_OK);
+        sqlite3_close(s);
+    }
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_db_open(ctx, cmd, &db));
+    db_error(ctx, msg, sizeof msg);
+    printf("  %s\n", msg);
+    CHECK(strstr(msg, "version 99") != NULL);
+    kiln_ctx_error_clear(ctx);
+    /* a directory, and a path in a missing directory */
+    CHECK(kiln_db_open(ctx, e.tmp, &db) != KILN_OK);
+    kiln_ctx_error_clear(ctx);
+    snprintf(path, sizeof path, "%s/no/such/dir.db", e.tmp);
+    CHECK(kiln_db_open(ctx, path, &db) != KILN_OK);
+    db_error(ctx, msg, sizeof msg);
+    printf("  %s\n", msg);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
 static const struct test tests[] = {
     {"valid_and_illegal_schedules", test_valid_and_illegal_schedules},
     {"planted_faults", test_planted_faults},
     {"planted_faults_default_schedule_reference", test_planted_faults_default_schedule_reference},
     {"parallel_after_openmp_in_parent", test_parallel_after_openmp_in_parent},
     {"bad_options", test_bad_options},
+    {"db_add_best_each_count", test_db_add_best_each_count},
+    {"db_killed_writer", test_db_killed_writer},
+    {"db_export_import", test_db_export_import},
+    {"db_bad_files", test_db_bad_files},
 };
 
 int
