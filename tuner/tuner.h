@@ -202,7 +202,7 @@ struct kiln_measure_opts {
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
     bool     overlap;       /* keep building while a candidate is timed: faster, but the builds
                              * share the cores with the timing; default true only above 2 cores */
-    double ref_max_flops;   /* reference interpreter up to this many flops (default 2e8),
+    double ref_max_flops;   /* reference interpreter up to this many flops (default 1e8),
                              * else the default schedule compiled is the reference */
     const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
     const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */

@@ -364,6 +364,47 @@ test_parallel_after_openmp_in_parent(void)
     env_fini(&e);
 }
 
+/* Builds overlapping the timings, and a build past its deadline. */
+static void
+test_overlap_and_build_timeout(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx                *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph       *g = PARSE(ctx, mm_src);
+    struct kiln_measure_opts o;
+    quick_opts(&o, &e);
+    o.overlap = true;
+    o.build_workers = 2;
+    struct kiln_measurer *m = g ? new_measurer(ctx, g, &o) : NULL;
+    if (m) {
+        enum { N = 6 };
+        struct kiln_measure_input  in[N];
+        struct kiln_measure_result r[N];
+        for (uint32_t i = 0; i < N; i++)
+            in[i] = (struct kiln_measure_input){good_scheds[i % 3], true, NULL};
+        CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, N, r));
+        for (uint32_t i = 0; i < N; i++)
+            check_ok(&r[i], o.repeat);
+        kiln_measurer_free(m);
+        o.build_timeout_s = 1e-3;
+        m = new_measurer(ctx, g, &o);
+        if (m) {
+            CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, 2, r));
+            for (uint32_t i = 0; i < 2; i++) {
+                print_result("build past its deadline", &r[i]);
+                CHECK_EQ_INT(KILN_MEASURE_TIMEOUT, r[i].error);
+                CHECK(strstr(r[i].msg, "build") != NULL);
+            }
+        }
+        kiln_measurer_free(m);
+        CHECK_EQ_INT(0, count_measure_dirs(e.tmp));
+    }
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
 static void
 test_bad_options(void)
 {
@@ -683,8 +724,6 @@ test_db_export_import(void)
             CHECK_EQ_INT(KILN_OK, kiln_db_add(a, &rec));
             FILE *g = fopen(jl, "w");
             if (g) {
-                struct collect one = {ctx, NULL, 0, 0, 0};
-                kiln_db_each(a, "new", "t", collect_one, &one);
                 kiln_db_export_jsonl(a, g);
                 fclose(g);
             }
@@ -740,11 +779,8 @@ test_db_bad_files(void)
     /* another application's SQLite file */
     snprintf(path, sizeof path, "%s/other.db", e.tmp);
     snprintf(cmd, sizeof cmd, "%s/b.db", e.tmp);
-    struct kiln_db *k = open_db(ctx, cmd);
-    if (k) { /* make a foreign database by hand through a kiln one's SQLite: simplest is the
-              * sqlite3 API itself */
-        kiln_db_close(k);
-    }
+    struct kiln_db *k = open_db(ctx, cmd); /* a kiln database, for the newer-schema case */
+    kiln_db_close(k);
     {
         sqlite3 *s;
         CHECK(sqlite3_open(path, &s) == SQLITE_OK);
@@ -784,6 +820,7 @@ static const struct test tests[] = {
     {"planted_faults", test_planted_faults},
     {"planted_faults_default_schedule_reference", test_planted_faults_default_schedule_reference},
     {"parallel_after_openmp_in_parent", test_parallel_after_openmp_in_parent},
+    {"overlap_and_build_timeout", test_overlap_and_build_timeout},
     {"bad_options", test_bad_options},
     {"db_add_best_each_count", test_db_add_best_each_count},
     {"db_killed_writer", test_db_killed_writer},
