@@ -63,13 +63,13 @@ enum kiln_knob_kind {
 };
 
 enum kiln_knob_role { /* what a knob means: mutation weights and Droplet neighbours use it */
-                      KILN_KNOB_TILE,
-                      KILN_KNOB_UNROLL,
-                      KILN_KNOB_PARALLEL,
-                      KILN_KNOB_VECTORIZE,
-                      KILN_KNOB_LOCATION,
-                      KILN_KNOB_LAYOUT,
-                      KILN_KNOB_OTHER,
+    KILN_KNOB_TILE,
+    KILN_KNOB_UNROLL,
+    KILN_KNOB_PARALLEL,
+    KILN_KNOB_VECTORIZE,
+    KILN_KNOB_LOCATION,
+    KILN_KNOB_LAYOUT,
+    KILN_KNOB_OTHER,
 };
 
 struct kiln_knob {
@@ -103,8 +103,8 @@ struct kiln_prog {
 /* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
 struct kiln_hw {
     int num_cores;
-    int vector_lanes; /* f32 lanes of the widest vector register */
-    int cache_line;   /* bytes */
+    int vector_lanes;  /* f32 lanes of the widest vector register */
+    int cache_line;    /* bytes */
     int l1_bytes, l2_bytes;
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);

@@ -3,7 +3,8 @@
  * the measurement's real path (runner process, dlopen, kiln_call, check) meets every way a
  * candidate can fail: 0 none, 1 one wrong element, 2 an element never written, 3 SIGSEGV,
  * 4 an endless loop, 5 exit(3), 6 abort(), 7 a failed huge allocation (KILN_ABI_ERR_NOMEM),
- * 8 SIGILL. Built by the test with
+ * 8 SIGILL, 9 an allocation of 9/10 of the physical memory, never touched (the runner's
+ * address-space limit makes it fail: KILN_ABI_ERR_NOMEM). Built by the test with
  *
  *     cc -shared -fPIC -fopenmp -Iinclude -DBAD=n bad_module.c \
  *        -Wl,--whole-archive libkiln_rt.a -Wl,--no-whole-archive -o bad.so */
@@ -11,6 +12,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #ifndef BAD
 #define BAD 0
@@ -44,8 +46,11 @@ kernel(void *const *data)
         exit(3);
     if (BAD == 6)
         abort();
-    if (BAD == 7) {
-        void *p = kiln_rt_alloc((int64_t)1 << 50);
+    if (BAD == 7 || BAD == 9) {
+        int64_t big = (int64_t)1 << 50;
+        if (BAD == 9)
+            big = (int64_t)sysconf(_SC_PHYS_PAGES) / 10 * 9 * (int64_t)sysconf(_SC_PAGESIZE);
+        void *p = kiln_rt_alloc(big);
         if (!p)
             return KILN_ABI_ERR_NOMEM;
         kiln_rt_free(p);
