@@ -643,12 +643,13 @@ measure_batch(struct kiln_measurer *m, const struct kiln_measure_input *in, uint
             snprintf(so[i], sizeof so[i], "%s/c%llu.so", m->dir, (unsigned long long)m->seq++);
         }
     }
-    char sr[16], sw[16], sm[32], sf[4], sth[16];
+    char sr[16], sw[16], sm[32], sf[4], sth[16], sb[32];
     snprintf(sr, sizeof sr, "%u", capture ? 0 : m->o.repeat);
     snprintf(sw, sizeof sw, "%u", capture ? 0 : m->o.warmup);
     snprintf(sm, sizeof sm, "%.0f", capture ? 0 : ceil(m->o.min_repeat_ms));
     snprintf(sf, sizeof sf, "%d", m->o.flush_cache && !capture);
     snprintf(sth, sizeof sth, "%d", m->threads);
+    snprintf(sb, sizeof sb, "%.0f", floor(m->o.run_timeout_s * 800));
 
     uint32_t done = 0, next_build = 0, next_run;
     while (done < n) {
@@ -684,7 +685,7 @@ measure_batch(struct kiln_measurer *m, const struct kiln_measure_input *in, uint
             uint32_t s = 0;
             while (jobs[s].active)
                 s++;
-            const char *argv[] = {m->runner, m->job, so[next_run], sr, sw, sm, sf, sth, NULL};
+            const char *argv[] = {m->runner, m->job, so[next_run], sr, sw, sm, sf, sth, sb, NULL};
             st = start_job(m, &jobs[s], JOB_RUN, next_run, &in[next_run], so[next_run], argv);
             if (st != KILN_OK)
                 goto out;

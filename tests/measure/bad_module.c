@@ -4,7 +4,8 @@
  * candidate can fail: 0 none, 1 one wrong element, 2 an element never written, 3 SIGSEGV,
  * 4 an endless loop, 5 exit(3), 6 abort(), 7 a failed huge allocation (KILN_ABI_ERR_NOMEM),
  * 8 SIGILL, 9 an allocation of 9/10 of the physical memory, never touched (the runner's
- * address-space limit makes it fail: KILN_ABI_ERR_NOMEM). Built by the test with
+ * address-space limit makes it fail: KILN_ABI_ERR_NOMEM), 10 correct but 0.5 s per call. Built by
+ * the test with
  *
  *     cc -shared -fPIC -fopenmp -Iinclude -DBAD=n bad_module.c \
  *        -Wl,--whole-archive libkiln_rt.a -Wl,--no-whole-archive -o bad.so */
@@ -12,6 +13,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef BAD
@@ -44,6 +46,10 @@ kernel(void *const *data)
             ;
     if (BAD == 5)
         exit(3);
+    if (BAD == 10) {
+        struct timespec ts = {0, 500000000};
+        nanosleep(&ts, NULL);
+    }
     if (BAD == 6)
         abort();
     if (BAD == 7 || BAD == 9) {

@@ -8,8 +8,9 @@
  * MIN_REPEAT_MS milliseconds have passed (at least once) and records the mean time per call.
  * With FLUSH, a buffer twice the size of the last-level cache is written before every call and
  * only the call itself is timed. The reply holds the median and the standard deviation of the
- * repeats. The process's address space is limited to 3/4 of the physical memory (except under
- * sanitizers). */
+ * repeats. BUDGET_MS (80% of the run timeout) bounds the warm-up and the repeats: a kernel too
+ * slow for all of them within it gets fewer (at least one), not a timeout. The process's address
+ * space is limited to 3/4 of the physical memory (except under sanitizers). */
 #include "runner.h"
 
 #include "kiln_abi.h"
@@ -118,11 +119,14 @@ main(int argc, char **argv)
     out_fd = dup(1);
     if (out_fd < 0 || dup2(2, 1) < 0)
         return 3;
-    if (argc != 8)
+    double start = now();
+    if (argc != 9)
         fail(KILN_RUNNER_SETUP, "usage: kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS "
-                                "FLUSH THREADS");
+                                "FLUSH THREADS BUDGET_MS");
     long repeat = arg_long(argv[3]), warmup = arg_long(argv[4]), min_ms = arg_long(argv[5]);
     long flush = arg_long(argv[6]), threads = arg_long(argv[7]);
+    /* past this, no further warm-up call or repeat is started (one repeat always is) */
+    double soft_end = start + 1e-3 * (double)arg_long(argv[8]);
 
 #if !defined(RUNNER_SANITIZED)
     /* A candidate that allocates more than 3/4 of the memory gets NULL (its kernel then
@@ -200,7 +204,9 @@ main(int argc, char **argv)
     free(job);
 
     char    err[512] = "";
+    double  t_first = now();
     int32_t st = call(args, (int32_t)jh.nt, err, sizeof err);
+    double  est = now() - t_first; /* what one more call is expected to cost */
     if (st != KILN_ABI_OK) {
         reply.abi_status = st;
         fail(KILN_RUNNER_CALL, "%s", err[0] ? err : "kiln_call failed");
@@ -229,14 +235,17 @@ main(int argc, char **argv)
         if (!fbuf)
             fail(KILN_RUNNER_SETUP, "cannot allocate the cache flushing buffer");
     }
-    for (long w = 0; w < warmup; w++)
+    for (long w = 0; w < warmup && now() + est < soft_end; w++)
         call(args, (int32_t)jh.nt, NULL, 0);
     double *times = calloc((size_t)repeat + 1, sizeof *times);
     if (!times)
         fail(KILN_RUNNER_SETUP, "out of memory");
     volatile unsigned char sink = 0;
+    long                   done = 0;
     for (long r = 0; r < repeat; r++) {
-        double   spent = 0, goal = (double)min_ms * 1e-3;
+        double spent = 0, goal = (double)min_ms * 1e-3;
+        if (r > 0 && now() + (goal > est ? goal : est) > soft_end)
+            break; /* a slow kernel: fewer repeats rather than a timeout */
         uint32_t calls = 0;
         if (fbuf) {
             do {
@@ -256,11 +265,14 @@ main(int argc, char **argv)
             } while (spent < goal);
         }
         times[r] = spent / calls;
+        est = times[r];
+        done = r + 1;
         reply.ncalls = calls;
         if (r < KILN_RUNNER_MAX_TIMES)
             reply.times[r] = times[r];
     }
     (void)sink;
+    repeat = done;
     reply.nrepeat = (uint32_t)repeat;
     if (repeat > 0) {
         double mean = 0, var = 0;

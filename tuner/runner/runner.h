@@ -7,7 +7,7 @@
  * process that has run any OpenMP region (XGBoost training does) hangs in its first parallel
  * loop. A fresh program has a fresh OpenMP.
  *
- *     kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS FLUSH THREADS
+ *     kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS FLUSH THREADS BUDGET_MS
  *
  * JOB is a file written once per measurer: struct kiln_runner_job, then nt int64 byte sizes
  * (the graph's arguments then its outputs, kiln_call order), then the arguments' bytes
