@@ -35,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -385,7 +388,9 @@ start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
         return KILN_FAIL(m->ctx, KILN_ERR_BACKEND, "measure", "pipe: %s", strerror(errno));
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
     fflush(NULL); /* nothing buffered is written twice */
+    pid_t parent = getpid();
     pid_t pid = fork();
+    (void)parent;
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
@@ -393,6 +398,12 @@ start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
     }
     if (pid == 0) {
         setpgid(0, 0); /* killing the group also kills what the worker started (the linker) */
+#if defined(__linux__)
+        /* a tuner killed mid-batch takes its workers along (an endless loop would outlive it) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+#endif
         close(fds[0]);
         int log = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (log >= 0) {

@@ -321,6 +321,81 @@ test_planted_faults_default_schedule_reference(void)
     run_faults(false);
 }
 
+/* Number of processes whose command line mentions s. */
+static int
+count_procs_with(const char *s)
+{
+    DIR *d = opendir("/proc");
+    int  n = 0;
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], buf[8192];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (buf[i] == 0)
+                buf[i] = ' ';
+        buf[len] = 0;
+        n += strstr(buf, s) != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A tuner killed while a candidate loops forever takes the runner with it. */
+static void
+test_killed_tuner_leaves_no_worker(void)
+{
+    struct env e;
+    char       so[PATH_MAX + 16];
+    if (!env_init(&e))
+        return;
+    if (!build_bad(&e, 4, so, sizeof so)) {
+        env_fini(&e);
+        return;
+    }
+    fflush(NULL);
+    pid_t tuner = fork();
+    if (tuner == 0) {
+        kiln_ctx                *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph       *g = PARSE(ctx, mm_src);
+        struct kiln_measure_opts o;
+        quick_opts(&o, &e);
+        o.run_timeout_s = 60;
+        struct kiln_measurer      *m = g ? new_measurer(ctx, g, &o) : NULL;
+        struct kiln_measure_input  in = {NULL, true, so};
+        struct kiln_measure_result r;
+        if (m)
+            kiln_measure(m, &in, 1, &r);
+        _exit(1);
+    }
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) { /* wait for the runner (up to 10 s) */
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        seen = count_procs_with(e.tmp) >= 1; /* the runner's command line names e.tmp */
+    }
+    CHECK(seen);
+    kill(tuner, SIGKILL);
+    waitpid(tuner, NULL, 0);
+    int left = -1;
+    for (int i = 0; i < 40 && left != 0; i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        left = count_procs_with(e.tmp);
+    }
+    CHECK_EQ_INT(0, left);
+    env_fini(&e);
+}
+
 /* The tuner process has run OpenMP regions (XGBoost does) before it measures: the runner must
  * still run parallel kernels (a forked child of such a process hangs in GNU OpenMP). */
 static void
@@ -830,6 +905,7 @@ static const struct test tests[] = {
     {"planted_faults_default_schedule_reference", test_planted_faults_default_schedule_reference},
     {"parallel_after_openmp_in_parent", test_parallel_after_openmp_in_parent},
     {"overlap_and_build_timeout", test_overlap_and_build_timeout},
+    {"killed_tuner_leaves_no_worker", test_killed_tuner_leaves_no_worker},
     {"bad_options", test_bad_options},
     {"db_add_best_each_count", test_db_add_best_each_count},
     {"db_killed_writer", test_db_killed_writer},
