@@ -448,9 +448,9 @@ test_parallel_after_openmp_in_parent(void)
     env_fini(&e);
 }
 
-/* Builds overlapping the timings, and a build past its deadline. */
+/* Builds overlapping the timings, cache flushing, and a build past its deadline. */
 static void
-test_overlap_and_build_timeout(void)
+test_overlap_flush_build_timeout(void)
 {
     struct env e;
     if (!env_init(&e))
@@ -472,6 +472,18 @@ test_overlap_and_build_timeout(void)
         for (uint32_t i = 0; i < N; i++)
             check_ok(&r[i], o.repeat);
         kiln_measurer_free(m);
+        /* cache flushing before every call */
+        o.flush_cache = true;
+        m = new_measurer(ctx, g, &o);
+        if (m) {
+            CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, 2, r));
+            for (uint32_t i = 0; i < 2; i++) {
+                print_result("flushing caches", &r[i]);
+                check_ok(&r[i], o.repeat);
+            }
+        }
+        kiln_measurer_free(m);
+        o.flush_cache = false;
         o.build_timeout_s = 1e-3;
         m = new_measurer(ctx, g, &o);
         if (m) {
@@ -904,7 +916,7 @@ static const struct test tests[] = {
     {"planted_faults", test_planted_faults},
     {"planted_faults_default_schedule_reference", test_planted_faults_default_schedule_reference},
     {"parallel_after_openmp_in_parent", test_parallel_after_openmp_in_parent},
-    {"overlap_and_build_timeout", test_overlap_and_build_timeout},
+    {"overlap_flush_build_timeout", test_overlap_flush_build_timeout},
     {"killed_tuner_leaves_no_worker", test_killed_tuner_leaves_no_worker},
     {"bad_options", test_bad_options},
     {"db_add_best_each_count", test_db_add_best_each_count},
