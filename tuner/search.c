@@ -492,7 +492,7 @@ kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog 
             scratch_end(ctx, sc);
             /* check the first programs of each sketch and every program that may be a new best
              * (the measurer checks every candidate it is asked to: cheap next to timing) */
-            in[k] = (struct kiln_measure_input){js[k], true};
+            in[k] = (struct kiln_measure_input){.schedule_json = js[k], .check = true};
         }
         enum kiln_status st = kiln_measure(T->meas, in, m, res);
         for (uint32_t k = 0; k < m && st == KILN_OK; k++) {

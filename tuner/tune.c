@@ -440,7 +440,7 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
 static enum kiln_status
 measure_default(struct tsession *S, struct ttask *T)
 {
-    struct kiln_measure_input  in = {"{\"steps\": []}", true};
+    struct kiln_measure_input  in = {.schedule_json = "{\"steps\": []}", .check = true};
     struct kiln_measure_result r;
     KILN_TRY(kiln_measure(T->meas, &in, 1, &r));
     if (r.error == KILN_MEASURE_OK)

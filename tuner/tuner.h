@@ -179,33 +179,44 @@ bool             kiln_cm_trained(const struct kiln_cost_model *m);
 
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
- * a wrong answer is recorded as an error and never harms the tuner. */
+ * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
+ * (lower + compile to a shared object in a private temporary directory); every run is a fresh
+ * kiln_measure_runner process (fork + exec, tuner/runner/), one at a time. tuner/README.md
+ * describes the process model, the timeouts and the correctness check. */
 enum kiln_measure_error {
     KILN_MEASURE_OK,
     KILN_MEASURE_LOWER,   /* the schedule did not lower (message says why) */
     KILN_MEASURE_COMPILE, /* code generation failed */
-    KILN_MEASURE_CRASH,   /* the worker died by a signal */
+    KILN_MEASURE_CRASH,   /* the worker died by a signal (or exited without a result) */
     KILN_MEASURE_TIMEOUT, /* build or run exceeded its time limit */
-    KILN_MEASURE_WRONG,   /* outputs differ from the reference */
-    KILN_MEASURE_RUNTIME, /* the kernel returned an error */
+    KILN_MEASURE_WRONG,   /* outputs differ from the reference, or were not all written */
+    KILN_MEASURE_RUNTIME, /* the kernel returned an error, or the object did not load */
     KILN_MEASURE_COUNT
 };
-extern const char *const kiln_measure_error_name[KILN_MEASURE_COUNT];
+extern const char *const kiln_measure_error_name[KILN_MEASURE_COUNT]; /* "ok", "lower", ... */
 
 struct kiln_measure_opts {
     uint32_t repeat;        /* timed repeats (median taken), default 5 */
     double   min_repeat_ms; /* each repeat runs the kernel enough times to last this, default 20 */
     uint32_t warmup;        /* untimed calls first, default 1 */
-    bool     flush_cache;   /* write a large buffer before every call */
-    double   build_timeout_s, run_timeout_s; /* defaults 30, 10 */
+    bool     flush_cache;   /* write a large buffer before every call (only the call is timed) */
+    double   build_timeout_s, run_timeout_s; /* defaults 30, 10; run = one candidate's whole run */
     int      threads;                        /* threads of parallel loops; 0 = target cores */
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
+    bool     overlap;       /* keep building while a candidate is timed: faster, but the builds
+                             * share the cores with the timing; default true only above 2 cores */
+    double ref_max_flops;   /* reference interpreter up to this many flops (default 1e8),
+                             * else the default schedule compiled is the reference */
+    const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
+    const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
 
 struct kiln_measure_input {
-    const char *schedule_json; /* for the task graph of the batch */
+    const char *schedule_json; /* for the task graph of the batch (NULL = default schedule) */
     bool        check;         /* compare the outputs with the reference */
+    const char *so_path;       /* NULL; else a shared object built elsewhere for this graph, run
+                                * instead of building schedule_json (tests plant faulty ones) */
 };
 
 struct kiln_measure_result {
@@ -215,6 +226,7 @@ struct kiln_measure_result {
     uint32_t nrepeat;
     double   times[16]; /* the repeats (first 16) */
     double   build_s;   /* wall time spent building */
+    double   max_err;   /* checked: max |out - ref| / max |ref| (0 when not checked) */
     char     msg[512];  /* error message */
 };
 
@@ -225,13 +237,19 @@ enum kiln_status kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_target *t, const struct kiln_measure_opts *o,
                                    uint64_t seed, struct kiln_measurer **out);
 void             kiln_measurer_free(struct kiln_measurer *m);
+/* "interpreter" or "default schedule": where the reference outputs came from. */
+const char *kiln_measurer_reference(const struct kiln_measurer *m);
 /* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner
  * itself (fork, temp files); every candidate's failure is in its result. */
 enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in,
                               uint32_t n, struct kiln_measure_result *results);
 
 /* ---- records database (tuner/db.c) ----
- * SQLite: one row per measured program, committed as soon as it is measured. */
+ * SQLite: one row per measured program, committed as soon as it is measured (WAL journal,
+ * synchronous NORMAL: a killed tuner loses at most the record in flight). The schema and the
+ * JSON-lines format are described in tuner/README.md. */
+#define KILN_DB_SCHEMA_VERSION 1
+
 struct kiln_record {
     const char *workload; /* task key */
     const char *target;   /* canonical target string */
@@ -241,31 +259,39 @@ struct kiln_record {
     double      stddev_s;
     uint8_t     error;     /* enum kiln_measure_error */
     const char *error_msg; /* may be NULL */
-    const char *version;   /* kiln version */
-    const char *machine;   /* machine description */
-    int64_t     timestamp; /* unix seconds */
+    const char *version;   /* kiln version; NULL on add = KILN_VERSION */
+    const char *machine;   /* machine description; NULL on add = kiln_machine_desc() */
+    int64_t     timestamp; /* unix seconds; 0 on add = now */
     double      flops;     /* of the task */
-    const char *strategy;  /* "ansor", "droplet", "default", ... */
+    const char *strategy;  /* "ansor", "droplet", "default", ...; NULL on add = "" */
 };
 struct kiln_db;
+/* Opens (creating if missing) a records database. Errors: a file that is not SQLite or is an
+ * SQLite database of something else (KILN_ERR_INVALID, the file is left untouched), a schema
+ * newer than KILN_DB_SCHEMA_VERSION (KILN_ERR_UNSUPPORTED), SQLite's own (KILN_ERR_BACKEND). */
 enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out);
-void             kiln_db_close(struct kiln_db *db);
+void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
+/* Appends r (committed before returning); workload, target and schedule are required. */
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
 bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
                   struct kiln_record *out);
-/* Every record of workload/target in insertion order (errors included); fn returns false to
- * stop. Strings are valid during the call only. */
+/* Every record of workload/target in insertion order (errors included; NULL = any workload /
+ * any target); fn returns false to stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
                               bool (*fn)(void *ud, const struct kiln_record *r), void *ud);
 /* workload == NULL / target == NULL: all. */
-uint32_t         kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
+uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
+/* One JSON object per line, in insertion order (format: tuner/README.md). */
 enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
-/* Imports every line of text; lines already present (same workload, target, schedule, time,
- * timestamp) are skipped. Bad lines are errors naming the line. */
+/* Imports every line of text in one transaction; lines already present (same workload,
+ * target, schedule, time, timestamp) are skipped. A bad line is an error naming the line
+ * (KILN_ERR_INVALID, location line set) and nothing is imported. *added (may be NULL) receives
+ * the number of records added. */
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
                                       uint32_t *added);
-/* The machine description stored with records ("x86_64 rocketlake 2 cores"). */
+/* The machine description stored with records ("x86_64 Intel(R) Xeon(R) ... 2 cores":
+ * uname's machine, /proc/cpuinfo's model name, online cores), ctx-owned. */
 const char *kiln_machine_desc(kiln_ctx *ctx);
 
 /* ---- tuning (tuner/search.c: evolutionary and Droplet search; tuner/tune.c: the driver and
