@@ -231,7 +231,8 @@ add_like(struct extract *E, uint32_t t, enum kiln_tensor_kind kind)
 
 /* Builds the subgraph of the ops of group grp (ops[0..nops) in graph order). */
 static enum kiln_status
-extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **out)
+extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **out,
+        uint32_t **tensors)
 {
     kiln_ctx                *ctx = P->ctx;
     const struct kiln_graph *g = P->g;
@@ -284,7 +285,14 @@ extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **
             KILN_TRY(kiln_graph_mark_output(E.sub, E.map[t]));
     }
     KILN_TRY(kiln_graph_verify(E.sub));
+    uint32_t *inv = kiln_arena_alloc(ctx, sizeof(uint32_t) * (E.sub->ntensor + 1));
+    if (!inv)
+        return ctx->err.status;
+    for (uint32_t t = 0; t < g->ntensor; t++)
+        if (E.map[t] != KILN_NONE)
+            inv[E.map[t]] = t;
     *out = E.sub;
+    *tensors = inv;
     return KILN_OK;
 }
 
@@ -323,7 +331,8 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
         if (!nops)
             continue; /* merged away */
         struct kiln_graph *sub = NULL;
-        KILN_TRY(extract(&P, ops, nops, &sub));
+        uint32_t          *tens = NULL;
+        KILN_TRY(extract(&P, ops, nops, &sub, &tens));
         uint64_t  h = task_hash(sub);
         uint32_t *inst = kiln_arena_alloc(ctx, sizeof(uint32_t) * nops);
         if (!inst)
@@ -346,12 +355,17 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
             }
         }
         uint32_t **ni = kiln_arena_alloc(ctx, sizeof(uint32_t *) * (t->ninst + 1));
-        if (!ni)
+        uint32_t **nt = kiln_arena_alloc(ctx, sizeof(uint32_t *) * (t->ninst + 1));
+        if (!ni || !nt)
             return ctx->err.status;
-        if (t->ninst)
+        if (t->ninst) {
             memcpy(ni, t->inst_ops, sizeof(uint32_t *) * t->ninst);
-        ni[t->ninst++] = inst;
+            memcpy(nt, t->inst_tensors, sizeof(uint32_t *) * t->ninst);
+        }
+        ni[t->ninst] = inst;
+        nt[t->ninst++] = tens;
         t->inst_ops = ni;
+        t->inst_tensors = nt;
         t->weight = t->ninst;
     }
     return KILN_OK;
@@ -361,8 +375,7 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
 
 /* The occurrence's name for stage `name` of the task: a task tensor's name maps to the
  * occurrence's tensor; a derived stage ("C.local", "B.pack") maps its longest matching
- * tensor prefix. Argument tensors keep their names only if they are the same tensor; they are
- * mapped through the op that reads them. Returns 0 when the name is not the task's. */
+ * tensor prefix (inputs included: "B.pack"). Names that are not the task's stay. */
 static uint32_t
 rename_one(kiln_ctx *ctx, const uint32_t *from, const uint32_t *to, uint32_t n, uint32_t name)
 {
@@ -386,38 +399,6 @@ rename_one(kiln_ctx *ctx, const uint32_t *from, const uint32_t *to, uint32_t n, 
     return kiln_sym_cstr(ctx, buf);
 }
 
-struct arg_pair {
-    uint32_t from, to;
-};
-
-static bool
-pair_loads(const kiln_ctx *ctx, kiln_expr a, kiln_expr b, uint32_t *from, uint32_t *to, uint32_t *n,
-           uint32_t cap, const struct kiln_graph *tg, const struct kiln_graph *whole)
-{
-    /* walk both bodies in lockstep: same structure, loads of corresponding tensors */
-    const struct kiln_node *na = kiln_node_get(ctx, a), *nb = kiln_node_get(ctx, b);
-    if (na->op != nb->op)
-        return false;
-    if (na->op == KILN_OP_LOAD) {
-        uint32_t fa = tg->tensor[(uint32_t)na->imm].name;
-        uint32_t tb = whole->tensor[(uint32_t)nb->imm].name;
-        bool     seen = false;
-        for (uint32_t i = 0; i < *n; i++)
-            seen |= from[i] == fa;
-        if (!seen && *n < cap) {
-            from[*n] = fa;
-            to[*n] = tb;
-            (*n)++;
-        }
-    }
-    for (int k = 0; k < kiln_op_arity[na->op] && k < 3; k++)
-        if (na->kid[k] && nb->kid[k]
-            && !pair_loads(ctx, (kiln_expr){na->kid[k]}, (kiln_expr){nb->kid[k]}, from, to, n, cap,
-                           tg, whole))
-            return false;
-    return true;
-}
-
 enum kiln_status
 kiln_task_rename(kiln_ctx *ctx, const struct kiln_graph *whole, const struct kiln_task *t,
                  uint32_t inst, const struct kiln_schedule *s, struct kiln_schedule *out)
@@ -425,23 +406,14 @@ kiln_task_rename(kiln_ctx *ctx, const struct kiln_graph *whole, const struct kil
     if (!kiln_ok(ctx))
         return ctx->err.status;
     KILN_ENSURE(ctx, inst < t->ninst);
-    uint32_t  cap = t->g->ntensor + 1, n = 0;
-    uint32_t *from = kiln_arena_alloc(ctx, sizeof(uint32_t) * cap);
-    uint32_t *to = kiln_arena_alloc(ctx, sizeof(uint32_t) * cap);
+    uint32_t  n = t->g->ntensor;
+    uint32_t *from = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 1));
+    uint32_t *to = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 1));
     if (!from || !to)
         return ctx->err.status;
-    for (uint32_t o = 0; o < t->g->nop; o++) {
-        const struct kiln_opdef *a = &t->g->op[o];
-        const struct kiln_opdef *b = &whole->op[t->inst_ops[inst][o]];
-        if (n < cap) {
-            from[n] = t->g->tensor[a->out].name;
-            to[n] = whole->tensor[b->out].name;
-            n++;
-        }
-        if (!pair_loads(ctx, a->body, b->body, from, to, &n, cap, t->g, whole))
-            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "tune",
-                             "task %s occurrence %u does not match the task's structure", t->key,
-                             inst);
+    for (uint32_t i = 0; i < n; i++) {
+        from[i] = t->g->tensor[i].name;
+        to[i] = whole->tensor[t->inst_tensors[inst][i]].name;
     }
     for (uint32_t i = 0; i < s->nstep; i++) {
         struct kiln_step st = s->step[i];

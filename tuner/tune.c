@@ -94,6 +94,21 @@ seen_add(struct ttask *T, uint64_t h)
     return true;
 }
 
+/* JSON text on one line: newlines and the indentation after them dropped (kiln's JSON has no
+ * newline inside strings). */
+static void
+json_line(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '\n') {
+            while (s[1] == ' ')
+                s++;
+            continue;
+        }
+        fputc(*s, f);
+    }
+}
+
 static void
 json_str(FILE *f, const char *s)
 {
@@ -116,9 +131,16 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
                   const char *strategy, bool store)
 {
     kiln_ctx *ctx = T->ctx;
-    if (!KILN_VEC_PUSH(ctx, T->m, T->nm, T->capm, (struct tprog){0}))
-        return ctx->err.status;
-    struct tprog *q = &T->m[T->nm - 1];
+    if (T->nm == T->capm) {
+        uint32_t      ncap = T->capm ? T->capm * 2 : 64;
+        struct tprog *nm = realloc(T->m, sizeof *nm * ncap);
+        if (!nm)
+            return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+        T->m = nm;
+        T->capm = ncap;
+    }
+    struct tprog *q = &T->m[T->nm++];
+    memset(q, 0, sizeof *q);
     q->time_s = r->error == KILN_MEASURE_OK ? r->time_s : 0;
     q->stddev_s = r->stddev_s;
     q->nrepeat = r->nrepeat;
@@ -165,7 +187,9 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
                 q->time_s > 0 ? T->t->flops / q->time_s * 1e-9 : 0, best,
                 kiln_measure_error_name[q->error]);
         json_str(f, r->error != KILN_MEASURE_OK ? r->msg : "");
-        fprintf(f, ", \"schedule\": %s}\n", schedule_json ? schedule_json : "null");
+        fputs(", \"schedule\": ", f);
+        json_line(f, schedule_json ? schedule_json : "null");
+        fputs("}\n", f);
         fflush(f);
     }
     if (T->curve) {
@@ -238,10 +262,15 @@ task_best(const struct ttask *T)
 static void
 push_hist(struct ttask *T)
 {
-    double b = task_best(T);
-    if (KILN_VEC_PUSH(T->ctx, T->hist, T->nhist, T->caphist, b))
-        return;
-    kiln_ctx_error_clear(T->ctx);
+    if (T->nhist == T->caphist) {
+        uint32_t ncap = T->caphist ? T->caphist * 2 : 64;
+        double  *nh = realloc(T->hist, sizeof *nh * ncap);
+        if (!nh)
+            return; /* the scheduler then sees a shorter history */
+        T->hist = nh;
+        T->caphist = ncap;
+    }
+    T->hist[T->nhist++] = task_best(T);
 }
 
 /* The task scheduler: index of the task to tune next, or -1 when all are done. */
@@ -355,8 +384,8 @@ free_tasks(struct ttask *T, uint32_t n)
     for (uint32_t i = 0; T && i < n; i++) {
         for (uint32_t k = 0; k < T[i].nm; k++)
             kiln_feat_free(&T[i].m[k].feat);
-        kiln_mem_free(T[i].ctx, T[i].m, sizeof(struct tprog) * T[i].capm);
-        kiln_mem_free(T[i].ctx, T[i].hist, sizeof(double) * T[i].caphist);
+        free(T[i].m);
+        free(T[i].hist);
         free(T[i].seen);
         kiln_measurer_free(T[i].meas);
         kiln_cm_free(T[i].cm);

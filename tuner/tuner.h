@@ -35,6 +35,7 @@ struct kiln_task {
     uint32_t           weight;   /* occurrences in the whole graph */
     uint32_t           ninst;    /* == weight */
     uint32_t         **inst_ops; /* per occurrence: the whole graph's op ids, in task op order */
+    uint32_t **inst_tensors;     /* per occurrence: the whole graph's tensor for each task tensor */
 };
 
 struct kiln_tasks {
