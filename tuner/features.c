@@ -664,8 +664,12 @@ count(struct fx *X, uint32_t e, int depth)
         return count(X, a, depth + 1);
     case KILN_OP_ADD:
     case KILN_OP_SUB:
+        /* a product feeding a sum is a multiply-add, however the sum is associated (the
+         * simplifier orders terms by structural hash, which depends on variable names) */
         count_op(X, F_FLOAT_ADDSUB, F_INT_ADDSUB, dt);
-        if (is_mul(X, a) || is_mul(X, b))
+        if (is_mul(X, a))
+            count_op(X, F_FLOAT_MAD, F_INT_MAD, dt);
+        if (is_mul(X, b))
             count_op(X, F_FLOAT_MAD, F_INT_MAD, dt);
         break;
     case KILN_OP_MUL:
@@ -1244,4 +1248,23 @@ kiln_feat_free(struct kiln_feat *f)
     free(f->row);
     f->row = NULL;
     f->nrow = 0;
+}
+
+enum kiln_status
+kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s,
+                    const struct kiln_hw *hw, struct kiln_feat *out)
+{
+    if (!out)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "features", "no output given");
+    out->row = NULL;
+    out->nrow = 0;
+    struct kiln_arena_mark am = kiln_arena_mark(ctx);
+    uint32_t               em = kiln_expr_mark(ctx);
+    struct kiln_func      *f;
+    enum kiln_status       st = kiln_lower(ctx, g, s, &f);
+    if (st == KILN_OK)
+        st = kiln_features_extract(ctx, f, hw, out);
+    kiln_expr_rollback(ctx, em);
+    kiln_arena_rewind(ctx, am);
+    return st;
 }

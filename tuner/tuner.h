@@ -157,6 +157,13 @@ struct kiln_feat {
 enum kiln_status kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f,
                                        const struct kiln_hw *hw, struct kiln_feat *out);
 void             kiln_feat_free(struct kiln_feat *f);
+/* Lowers g under s (kiln_lower) and extracts the features of the result, then releases what
+ * lowering allocated in the arena and interned as expressions, so scoring thousands of
+ * candidates does not grow the context. A schedule that does not lower returns kiln_lower's
+ * error (recorded in ctx) and an empty *out. */
+enum kiln_status kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g,
+                                     const struct kiln_schedule *s, const struct kiln_hw *hw,
+                                     struct kiln_feat *out);
 const char      *kiln_feat_name(uint32_t i); /* for dumps and tests */
 
 /* ---- cost model (tuner/xgb.c) ----

@@ -102,6 +102,12 @@ BUF(struct kiln_func *f, const char *name, int64_t n, enum kiln_scope sc)
     return kiln_func_add_buffer(f, name, KILN_DTYPE_F32, 1, &n, sc, KILN_NONE);
 }
 
+static const struct kiln_hw test_hw = {.num_cores = 2,
+                                       .vector_lanes = 16,
+                                       .cache_line = 64,
+                                       .l1_bytes = 48 * 1024,
+                                       .l2_bytes = 1280 * 1024};
+
 static bool
 extract(kiln_ctx *ctx, struct kiln_func *f, struct kiln_feat *F)
 {
@@ -109,12 +115,7 @@ extract(kiln_ctx *ctx, struct kiln_func *f, struct kiln_feat *F)
         report(ctx, "verify");
         return false;
     }
-    struct kiln_hw hw = {.num_cores = 2,
-                         .vector_lanes = 16,
-                         .cache_line = 64,
-                         .l1_bytes = 48 * 1024,
-                         .l2_bytes = 1280 * 1024};
-    if (kiln_features_extract(ctx, f, &hw, F) != KILN_OK) {
+    if (kiln_features_extract(ctx, f, &test_hw, F) != KILN_OK) {
         report(ctx, "kiln_features_extract");
         return false;
     }
@@ -1060,6 +1061,48 @@ test_feat_lowered_matmul(void)
     kiln_ctx_free(ctx);
 }
 
+/* kiln_features_lower gives what lowering and extracting by hand gives, and leaves the
+ * context's expression table and arena as they were. */
+static void
+test_feat_lower_helper(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = PARSE(ctx, conv_kg);
+    struct kiln_schedule s = {0};
+    struct kiln_rng      r = kiln_rng_new(opt_seed());
+    struct sbuf          b;
+    for (int k = 0; g && k < 8; k++) {
+        conv_schedule(&r, &b);
+        s.nstep = 0;
+        if (kiln_sched_from_json(ctx, b.s, b.n, &s) != KILN_OK) {
+            report(ctx, b.s);
+            break;
+        }
+        uint32_t         nnode = ctx->nnode;
+        struct kiln_feat A = {0}, B = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_features_lower(ctx, g, &s, &test_hw, &A));
+        CHECK_EQ_INT(nnode, ctx->nnode);
+        struct kiln_func *f;
+        if (kiln_lower(ctx, g, &s, &f) == KILN_OK && extract(ctx, f, &B)) {
+            CHECK_EQ_INT(B.nrow, A.nrow);
+            CHECK(A.nrow > 0 && A.row && B.row
+                  && !memcmp(A.row, B.row, sizeof(float) * KILN_FEAT_DIM * A.nrow));
+        }
+        kiln_feat_free(&A);
+        kiln_feat_free(&B);
+    }
+    /* a schedule that does not lower: lowering's error, no rows */
+    const char *bad = "{\"steps\": [{\"op\": \"vectorize\", \"stage\": \"y\", \"iter\": \"co\"}]}";
+    struct kiln_feat F = {0};
+    s.nstep = 0;
+    if (g && kiln_sched_from_json(ctx, bad, strlen(bad), &s) == KILN_OK) {
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_features_lower(ctx, g, &s, NULL, &F));
+        CHECK(F.row == NULL && F.nrow == 0);
+        CHECK(strstr(kiln_ctx_error(ctx)->msg, "vectorize") != NULL);
+    }
+    kiln_ctx_free(ctx);
+}
+
 static void
 cleanup(void)
 {
@@ -1088,6 +1131,7 @@ main(int argc, char **argv)
         {"feat_stride_unroll_alloc", test_feat_stride_unroll_alloc},
         {"feat_names_and_errors", test_feat_names_and_errors},
         {"feat_lowered_matmul", test_feat_lowered_matmul},
+        {"feat_lower_helper", test_feat_lower_helper},
         {"cm_errors", test_cm_errors},
         {"cm_deterministic", test_cm_deterministic},
         {"cm_rank_correlation", test_cm_rank_correlation},
