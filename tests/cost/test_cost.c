@@ -1008,6 +1008,21 @@ test_cm_train_time(void)
     printf("trained on %u programs (%u rows) in %.3f s, %u rounds kept (pack-sum, 1 thread)\n", n,
            rows, t, kiln_cm_rounds(m));
     CHECK(t < 20); /* 2 s on a quiet machine; sanitizer builds are slower */
+    /* scoring a population of 2,048 candidates (the search's unit of work) */
+    uint32_t          np = 2048;
+    struct kiln_feat *pop = malloc(sizeof *pop * np);
+    double           *score = malloc(sizeof(double) * np);
+    for (uint32_t i = 0; i < np; i++)
+        pop[i] = D.p[kiln_rng_below(&r, D.n)].feat;
+    t0 = now();
+    CHECK_EQ_INT(KILN_OK, kiln_cm_predict(m, pop, np, score));
+    printf("scored %u programs in %.1f ms\n", np, (now() - t0) * 1e3);
+    uint32_t finite = 0;
+    for (uint32_t i = 0; i < np; i++)
+        finite += isfinite(score[i]);
+    CHECK_EQ_INT(np, finite);
+    free(pop);
+    free(score);
     kiln_cm_free(m);
     kiln_ctx_free(ctx);
     free(F);
