@@ -161,22 +161,55 @@ struct kiln_feat {
 enum kiln_status kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f,
                                        const struct kiln_hw *hw, struct kiln_feat *out);
 void             kiln_feat_free(struct kiln_feat *f);
+/* Lowers g under s (kiln_lower) and extracts the features of the result, then releases what
+ * lowering allocated in the arena and interned as expressions, so scoring thousands of
+ * candidates does not grow the context. A schedule that does not lower returns kiln_lower's
+ * error (recorded in ctx) and an empty *out. */
+enum kiln_status kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g,
+                                     const struct kiln_schedule *s, const struct kiln_hw *hw,
+                                     struct kiln_feat *out);
 const char      *kiln_feat_name(uint32_t i); /* for dumps and tests */
 
 /* ---- cost model (tuner/xgb.c) ----
  * Gradient-boosted trees (XGBoost C API) over the per-store rows; a program's score is the sum
  * over its rows (Ansor's pack-sum), trained on normalised throughput (best time of the task /
- * time; 0 for errors). */
+ * time; 0 for errors). The alternative objective ranks mean-pooled program rows pairwise. */
+enum kiln_cm_objective {
+    KILN_CM_PACK_SUM, /* per-row regression, program = sum of rows, loss weighted by y */
+    KILN_CM_RANK,     /* one row per program (mean of its rows), XGBoost rank:pairwise */
+};
+struct kiln_cm_params {
+    uint8_t  objective;      /* enum kiln_cm_objective; default KILN_CM_PACK_SUM */
+    uint32_t max_rounds;     /* boosting rounds at most; default 300 */
+    uint32_t patience;       /* stop after this many rounds without a better training
+                              * pack-sum RMSE (pack-sum only); default 30 */
+    int    max_depth;        /* default 10 */
+    double eta;              /* default 0.2 */
+    double gamma;            /* default 0.001 */
+    double min_child_weight; /* default 0 */
+    int    nthread;          /* XGBoost threads; default 1 */
+};
+void kiln_cm_params_default(struct kiln_cm_params *p);
+
 struct kiln_cost_model;
+/* NULL on OOM (error recorded). Parameters: the defaults. */
 struct kiln_cost_model *kiln_cm_new(kiln_ctx *ctx, uint64_t seed);
 void                    kiln_cm_free(struct kiln_cost_model *m);
-/* Retrains from scratch on n programs (feats[i], throughput y[i] in [0, 1]). */
+/* Takes effect at the next training; KILN_ERR_INVALID for out-of-range values. */
+enum kiln_status kiln_cm_set_params(struct kiln_cost_model *m, const struct kiln_cm_params *p);
+/* Retrains from scratch on n programs (feats[i], throughput y[i] in [0, 1]). n == 0, a
+ * non-finite or negative y, or no feature row at all are KILN_ERR_INVALID; XGBoost's errors
+ * are KILN_ERR_BACKEND. On failure the previous model stays. Deterministic for a given seed,
+ * data and nthread. */
 enum kiln_status kiln_cm_train(struct kiln_cost_model *m, const struct kiln_feat *feats,
                                const double *y, uint32_t n);
-/* Predicted scores (higher = faster); before any training: all 0. */
+/* Predicted scores (higher = faster); before any training: all 0; a program without rows
+ * scores 0. n == 0 does nothing. */
 enum kiln_status kiln_cm_predict(struct kiln_cost_model *m, const struct kiln_feat *feats,
                                  uint32_t n, double *score);
 bool             kiln_cm_trained(const struct kiln_cost_model *m);
+/* Boosting rounds the last training kept (after early stopping); 0 before training. */
+uint32_t kiln_cm_rounds(const struct kiln_cost_model *m);
 
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
