@@ -474,7 +474,15 @@ measure_default(struct tsession *S, struct ttask *T)
     KILN_TRY(kiln_measure(T->meas, &in, 1, &r));
     if (r.error == KILN_MEASURE_OK)
         T->default_s = r.time_s;
-    return kiln_ttask_record(S, T, NULL, in.schedule_json, &r, "default", true);
+    KILN_TRY(kiln_ttask_record(S, T, NULL, in.schedule_json, &r, "default", true));
+    for (uint32_t i = 0; T->index == 0 && i < S->o->nplant; i++) {
+        struct kiln_measure_input pin = {.check = true, .so_path = S->o->plant[i]};
+        char                      js[600];
+        snprintf(js, sizeof js, "{\"steps\": [], \"planted\": \"%.500s\"}", S->o->plant[i]);
+        KILN_TRY(kiln_measure(T->meas, &pin, 1, &r));
+        KILN_TRY(kiln_ttask_record(S, T, NULL, js, &r, "planted", true));
+    }
+    return KILN_OK;
 }
 
 enum kiln_status

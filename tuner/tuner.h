@@ -357,6 +357,10 @@ struct kiln_tune_opts {
     void (*progress)(void *ud, const struct kiln_tune_progress *p);
     void         *progress_ud;
     volatile int *stop; /* nonzero: stop after the measurement in flight */
+    /* For tests: shared objects measured, as if the search had produced them, right after the
+     * default schedule of the first task (they must implement that task's graph). */
+    const char *const *plant;
+    uint32_t           nplant;
 };
 void kiln_tune_opts_default(struct kiln_tune_opts *o);
 

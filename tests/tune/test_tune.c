@@ -5,6 +5,7 @@
  * moves by. Seeds are printed by the harness; timings are compared only as "tuned beats the
  * default loop nest", which holds by a wide margin on any machine. */
 #include "../../tuner/search.h"
+#include "../abi/so_build.h"
 #include "../harness.h"
 
 #include <math.h>
@@ -14,6 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+SO_BUILD_LSAN_SUPPRESSIONS
 
 static const char block_kg[] = "input x: f32[1, 8, 6, 6]\n"
                                "weight w1: f32[8, 8, 3, 3]\n"
@@ -357,6 +360,103 @@ test_resume_after_kill(void)
     free(db);
 }
 
+struct planted_ud {
+    uint32_t planted, planted_err, valid;
+    bool     planted_best;
+    double   best_valid;
+};
+
+static bool
+planted_cb(void *ud, const struct kiln_record *r)
+{
+    struct planted_ud *p = ud;
+    if (r->strategy && !strcmp(r->strategy, "planted")) {
+        p->planted++;
+        p->planted_err += r->error != KILN_MEASURE_OK;
+    } else if (r->error == KILN_MEASURE_OK) {
+        p->valid++;
+    }
+    return true;
+}
+
+/* Candidates that compute a wrong answer (and would be the fastest by far), crash or hang are
+ * measured among the tuner's own: the tuner survives them, records their errors, and never
+ * picks one as the best. They are hand-written modules (tests/measure/bad_module.c) planted
+ * through the tuner's test hook, so they take the real measurement path. */
+static void
+test_planted_faults_never_chosen(void)
+{
+    char build[PATH_MAX], tmp[64] = "/tmp/kiln-test-tune-XXXXXX", log[128], so[3][128];
+    if (!so_build_dir(build, sizeof build) || !mkdtemp(tmp)) {
+        harness_fail(__FILE__, __LINE__, "no build or temporary directory");
+        return;
+    }
+    snprintf(log, sizeof log, "%s/log", tmp);
+    const int bad[3] = {1, 3, 4}; /* wrong element, SIGSEGV, endless loop */
+    for (int i = 0; i < 3; i++) {
+        char cmd[PATH_MAX * 2 + 512];
+        snprintf(so[i], sizeof so[i], "%s/bad%d.so", tmp, bad[i]);
+        snprintf(cmd, sizeof cmd,
+                 SO_BUILD_CC " -std=c11 -O1 -shared -fPIC -fopenmp" SO_BUILD_SAN
+                             " -Iinclude -DBAD=%d tests/measure/bad_module.c -Wl,--whole-archive "
+                             "'%s/libkiln_rt.a' -Wl,--no-whole-archive -o '%s'",
+                 bad[i], build, so[i]);
+        if (so_build_run(cmd, log) != 0) {
+            so_build_dump(log);
+            harness_fail(__FILE__, __LINE__, "cannot build %s", so[i]);
+            return;
+        }
+    }
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    const char        *kg = "input a: f32[5, 7]\nweight b: f32[7, 3]\n"
+                            "C[i, j] += a[i, k] * b[k, j]\noutput C\n";
+    struct kiln_graph *g = PARSE(ctx, kg);
+    char               db[200];
+    snprintf(db, sizeof db, "%s/planted.db", tmp);
+    if (g) {
+        const char           *plant[3] = {so[0], so[1], so[2]};
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, 16);
+        o.measure.run_timeout_s = 2;
+        o.plant = plant;
+        o.nplant = 3;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        struct kiln_db *d;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        struct kiln_target t;
+        CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+        const char       *tgt = kiln_cg_target_str(ctx, &t);
+        struct kiln_tasks T;
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        struct planted_ud p = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, tgt, planted_cb, &p));
+        struct kiln_record best;
+        CHECK(kiln_db_best(d, T.task[0].key, tgt, &best));
+        kiln_db_close(d);
+        printf("  %u planted candidates, %u recorded as errors; %u valid programs; best %.2f us "
+               "(%s)\n",
+               p.planted, p.planted_err, p.valid, best.time_s * 1e6, best.strategy);
+        CHECK_EQ_INT(3, p.planted);
+        CHECK_EQ_INT(3, p.planted_err);
+        CHECK(p.valid >= 8);
+        CHECK(!strstr(best.schedule, "planted"));
+        CHECK(strcmp(best.strategy, "planted"));
+        /* and the tuned schedule compiles to the right answer */
+        struct kiln_schedule s = {0};
+        uint32_t             ntuned = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(KILN_OK, kiln_tuned_schedule(ctx, g, d, tgt, &s, &ntuned));
+        kiln_db_close(d);
+        CHECK_EQ_INT(1, ntuned);
+        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+    }
+    kiln_ctx_free(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmp);
+}
+
 static void
 test_welch(void)
 {
@@ -380,6 +480,7 @@ static const struct test tests[] = {
     {"tune_conv", test_tune_conv},
     {"tune_droplet_only", test_tune_droplet_only},
     {"resume_after_kill", test_resume_after_kill},
+    {"planted_faults_never_chosen", test_planted_faults_never_chosen},
 };
 
 int
