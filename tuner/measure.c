@@ -984,6 +984,13 @@ kiln_measurer_reference(const struct kiln_measurer *m)
 }
 
 void
+kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds)
+{
+    if (m && seconds > 0)
+        m->o.run_timeout_s = seconds;
+}
+
+void
 kiln_measurer_free(struct kiln_measurer *m)
 {
     if (!m)

@@ -531,6 +531,12 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
                 continue;
             }
         }
+        /* a candidate about 10x slower than the best is hopeless: its check call, warm-up and
+         * first repeat alone would take 30x the best time, so stop it there */
+        double best = task_best(t), limit = o->measure.run_timeout_s;
+        if (best > 0)
+            limit = fmin(limit, fmax(1.0, 30 * best));
+        kiln_measurer_set_run_timeout(t->meas, limit);
         if (o->strategy == KILN_STRATEGY_ANSOR_DROPLET && t->phase == TPHASE_ANSOR
             && t->trials >= o->droplet_after)
             t->phase = TPHASE_DROPLET;

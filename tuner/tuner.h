@@ -271,6 +271,9 @@ enum kiln_status kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_target *t, const struct kiln_measure_opts *o,
                                    uint64_t seed, struct kiln_measurer **out);
 void             kiln_measurer_free(struct kiln_measurer *m);
+/* Changes the run timeout of later measurements (the tuner tightens it to a multiple of the
+ * best time found, so hopeless candidates cost little). */
+void kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds);
 /* "interpreter" or "default schedule": where the reference outputs came from. */
 const char *kiln_measurer_reference(const struct kiln_measurer *m);
 /* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner
