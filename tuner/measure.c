@@ -876,7 +876,12 @@ make_reference(struct kiln_measurer *m, uint64_t seed)
         m->ref_kind = "default schedule";
         struct kiln_measure_input  in = {NULL, false, NULL};
         struct kiln_measure_result r;
+        /* the default loop nest of a large graph is slow (a naive 2048^3 matmul takes tens of
+         * seconds): it runs once, under a generous limit */
+        double run_limit = m->o.run_timeout_s;
+        m->o.run_timeout_s = fmax(run_limit, 900);
         st = measure_batch(m, &in, 1, &r, true);
+        m->o.run_timeout_s = run_limit;
         if (st == KILN_OK && r.error != KILN_MEASURE_OK)
             st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
                            "the default schedule, the reference of this graph, failed (%s): %s",
