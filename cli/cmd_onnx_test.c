@@ -156,6 +156,8 @@ buf_alloc(struct buf *b, const struct kiln_module_arg *a)
 
 /* ---- one test ---- */
 
+#define MAX_BOUND 16
+
 struct test {
     const char         *dir, *name;
     const struct opts  *o;
@@ -164,6 +166,11 @@ struct test {
     struct kiln_module *mod;
     struct buf         *bufs;
     uint32_t            nargs;
+    /* graph inputs bound to data set 0's values (read as shapes): input_K.pb index and value */
+    uint32_t                 nbound;
+    uint32_t                 bound_k[MAX_BOUND];
+    struct kiln_onnx_tensor  bound[MAX_BOUND];
+    struct kiln_onnx_binding bind[MAX_BOUND];
 };
 
 enum verdict { PASS, FAIL, SKIP };
@@ -236,10 +243,34 @@ same_shape(const struct kiln_onnx_tensor *v, const struct kiln_module_arg *a)
     return true;
 }
 
+static bool
+is_bound(const struct test *t, uint32_t k)
+{
+    for (uint32_t b = 0; b < t->nbound; b++)
+        if (t->bound_k[b] == k)
+            return true;
+    return false;
+}
+
 static enum verdict
 run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *weights)
 {
     char path[4200];
+    for (uint32_t b = 0; b < t->nbound; b++) { /* bound inputs must not change between sets */
+        struct kiln_onnx_tensor v;
+        snprintf(path, sizeof path, "%s/input_%u.pb", set, t->bound_k[b]);
+        if (!read_tensor(t, path, &v))
+            return FAIL;
+        if (v.numel != t->bound[b].numel
+            || memcmp(v.values, t->bound[b].values, sizeof(double) * (size_t)v.numel)) {
+            snprintf(
+                t->why, sizeof t->why,
+                "%.800s: bound input %.100s differs from test_data_set_0's (kiln compiles for one "
+                "value)",
+                path, t->bind[b].name);
+            return SKIP;
+        }
+    }
     for (uint32_t i = 0, k = 0; i < t->nargs; i++) {
         struct kiln_module_arg a;
         kiln_module_arg(t->mod, i, &a);
@@ -248,6 +279,8 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
         const double *vals = NULL;
         if (a.role == KILN_ARG_INPUT) {
             struct kiln_onnx_tensor v;
+            while (is_bound(t, k))
+                k++;
             snprintf(path, sizeof path, "%s/input_%u.pb", set, k++);
             if (!read_tensor(t, path, &v))
                 return FAIL;
@@ -315,6 +348,37 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
     return PASS;
 }
 
+/* The model reads a runtime input as a shape: bind every named int64 input of
+ * test_data_set_0 to its value (ONNX's node tests pass shapes, axes and pads as inputs). False
+ * when there is nothing to bind. */
+static bool
+bind_shape_inputs(struct test *t)
+{
+    char path[4200];
+    t->nbound = 0;
+    for (uint32_t k = 0; t->nbound < MAX_BOUND; k++) {
+        snprintf(path, sizeof path, "%s/test_data_set_0/input_%u.pb", t->dir, k);
+        if (!is_file(path))
+            break;
+        struct kiln_onnx_tensor v;
+        size_t                  len;
+        char                   *data = cli_read_file(path, &len);
+        if (!data)
+            break;
+        enum kiln_status st = kiln_onnx_tensor_decode(t->ctx, data, len, path, &v);
+        free(data);
+        if (st != KILN_OK)
+            break;
+        if (v.dtype == KILN_DTYPE_I64 && v.name[0]) { /* shapes are int64 in ONNX */
+            t->bound_k[t->nbound] = k;
+            t->bound[t->nbound] = v;
+            t->bind[t->nbound] = (struct kiln_onnx_binding){v.name, &t->bound[t->nbound]};
+            t->nbound++;
+        }
+    }
+    return t->nbound > 0;
+}
+
 static enum verdict
 run_test(struct test *t, unsigned idx)
 {
@@ -327,6 +391,17 @@ run_test(struct test *t, unsigned idx)
     struct kiln_graph   *g = NULL;
     const double *const *weights = NULL;
     enum kiln_status     st = kiln_graph_import_onnx(t->ctx, data, len, path, &g, &weights);
+    if (st == KILN_ERR_UNSUPPORTED && strstr(kiln_ctx_error(t->ctx)->msg, "dynamic shape: input")) {
+        enum verdict v = ctx_verdict(t);
+        kiln_ctx_error_clear(t->ctx);
+        if (!bind_shape_inputs(t)) {
+            free(data);
+            return v;
+        }
+        kiln_ctx_error_clear(t->ctx);
+        st =
+            kiln_graph_import_onnx_bound(t->ctx, data, len, path, t->bind, t->nbound, &g, &weights);
+    }
     free(data);
     if (st != KILN_OK)
         return ctx_verdict(t);
@@ -410,8 +485,12 @@ one(const char *dir, const struct opts *o, struct counts *c, unsigned idx)
     switch (v) {
     case PASS:
         c->pass++;
-        if (!o->quiet)
-            printf("PASS %s (%.2f s)\n", name, secs);
+        if (!o->quiet) {
+            printf("PASS %s (%.2f s", name, secs);
+            for (uint32_t b = 0; b < t.nbound; b++)
+                printf("%s%s", b ? ", " : "; bound to test_data_set_0's values: ", t.bind[b].name);
+            printf(")\n");
+        }
         break;
     case FAIL:
         c->fail++;

@@ -578,7 +578,8 @@ imp_gelu(struct imp *m)
     return set_output(m, 0, lib1(m, "gelu", out0(m), tensor_of(m, x), &as));
 }
 
-/* Clip: max(min(x, hi), lo) with bounds from attributes (opset < 11) or constant inputs. */
+/* Clip: max(min(x, hi), lo) with bounds from attributes (opset < 11) or inputs (constants are
+ * folded into scalar weights, runtime inputs are read as rank-0 tensors). */
 static enum kiln_status
 imp_clip(struct imp *m)
 {
@@ -588,32 +589,30 @@ imp_clip(struct imp *m)
     if (!x)
         return m->ctx->err.status;
     enum kiln_dtype dt = vdtype(m, x);
-    bool            has_lo = false, has_hi = false;
-    double          lo = 0, hi = 0;
+    uint32_t        bound[2] = {KILN_NONE, KILN_NONE}; /* lo, hi */
+    const char     *o = out0(m);
     if (m->opset < 11) {
-        has_lo = attr(m, "min") != NULL;
-        has_hi = attr(m, "max") != NULL;
-        lo = attr_float(m, "min", 0);
-        hi = attr_float(m, "max", 0);
+        if (attr(m, "min"))
+            bound[0] = scalar(m, suffixed(m, o, "min"), attr_float(m, "min", 0), dt);
+        if (attr(m, "max"))
+            bound[1] = scalar(m, suffixed(m, o, "max"), attr_float(m, "max", 0), dt);
     } else {
-        struct value *b[2] = {opt_input(m, 1), opt_input(m, 2)};
-        for (int i = 0; i < 2; i++) {
-            if (!b[i])
+        for (uint32_t i = 0; i < 2; i++) {
+            struct value *b = opt_input(m, i + 1);
+            if (!b)
                 continue;
-            if (!b[i]->is_const || b[i]->c.numel != 1)
-                return UNSUP(m, "input %d ('%s') must be a constant scalar", i + 1, b[i]->name);
-            *(i ? &hi : &lo) = b[i]->c.data[0];
-            *(i ? &has_hi : &has_lo) = true;
+            if (vrank(m, b) > 1 || (vrank(m, b) == 1 && vshape(m, b)[0] != 1))
+                return BAD(m, "input %u ('%s') must be a scalar", i + 1, b->name);
+            bound[i] = tensor_of(m, b);
         }
     }
     uint32_t t = tensor_of(m, x);
-    if (has_hi)
-        t = lib2(m, "minimum", has_lo ? suffixed(m, out0(m), "hi") : out0(m), t,
-                 scalar(m, suffixed(m, out0(m), "max"), hi, dt));
-    if (has_lo)
-        t = lib2(m, "maximum", out0(m), t, scalar(m, suffixed(m, out0(m), "min"), lo, dt));
-    if (!has_lo && !has_hi)
-        t = reshape(m, out0(m), t, vrank(m, x), vshape(m, x));
+    if (bound[1] != KILN_NONE)
+        t = lib2(m, "minimum", bound[0] != KILN_NONE ? suffixed(m, o, "hi") : o, t, bound[1]);
+    if (bound[0] != KILN_NONE)
+        t = lib2(m, "maximum", o, t, bound[0]);
+    if (bound[0] == KILN_NONE && bound[1] == KILN_NONE)
+        t = reshape(m, o, t, vrank(m, x), vshape(m, x));
     return set_output(m, 0, t);
 }
 
@@ -802,6 +801,30 @@ read_window(struct imp *m, uint32_t nsp, const int64_t *in, const int64_t *kshap
         UNSUP(m, "auto_pad '%s' is not supported", ap);
         return false;
     }
+    int64_t  os[4];
+    uint32_t nos;
+    bool     has_os;
+    if (!attr_ints(m, "output_shape", os, &nos, 4, &has_os))
+        return false;
+    if (has_os) {
+        /* ConvTranspose: the pads that give this output shape (ONNX's formula) */
+        if (nos == nsp + 2)
+            memmove(os, os + 2, sizeof(int64_t) * nsp);
+        else if (nos != nsp) {
+            BAD(m, "output_shape has %u entries; %u expected", nos, nsp);
+            return false;
+        }
+        bool upper = !strcmp(ap, "SAME_UPPER");
+        for (uint32_t i = 0; i < nsp; i++) {
+            int64_t total = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 - os[i];
+            if (total < 0) {
+                op[i] -= total;
+                total = 0;
+            }
+            p[i] = upper ? total / 2 : total - total / 2;
+            p[i + nsp] = upper ? total - total / 2 : total / 2;
+        }
+    }
     memset(w, 0, sizeof *w);
     w->nsp = nsp;
     /* 2-D view: a 1-D window is [1, k] */
@@ -855,8 +878,6 @@ imp_conv(struct imp *m, bool transpose)
     if (!known_attrs(m, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
                      transpose ? "output_padding" : NULL, "output_shape", NULL))
         return m->ctx->err.status;
-    if (attr(m, "output_shape"))
-        return UNSUP(m, "attribute 'output_shape' is not supported (give pads instead)");
     struct value *x = input(m, 0), *w = x ? input(m, 1) : NULL, *b = opt_input(m, 2);
     if (!w || !spatial_rank(m, x))
         return m->ctx->err.status;
@@ -1107,7 +1128,7 @@ imp_identity(struct imp *m)
 static enum kiln_status
 imp_dropout(struct imp *m)
 {
-    if (!known_attrs(m, "ratio", "seed", "is_test", NULL) || !single_output(m))
+    if (!known_attrs(m, "ratio", "seed", "is_test", NULL))
         return m->ctx->err.status;
     if (m->opset >= 12) {
         struct value *tm = opt_input(m, 2);
@@ -1117,6 +1138,22 @@ imp_dropout(struct imp *m)
     struct value *x = input(m, 0);
     if (!x)
         return m->ctx->err.status;
+    if (m->node->n_output > 1 && m->node->output[1] && *m->node->output[1]) {
+        /* the mask: all true at inference (opset >= 10 types it bool) */
+        if (m->opset < 10)
+            return UNSUP(m, "the mask output before opset 10 is not supported");
+        struct frontend_const c = {.dtype = KILN_DTYPE_BOOL, .ndim = vrank(m, x)};
+        memcpy(c.shape, vshape(m, x), sizeof(int64_t) * c.ndim);
+        c.numel = 1;
+        for (uint32_t i = 0; i < c.ndim; i++)
+            c.numel *= c.shape[i];
+        c.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)c.numel);
+        if (!c.data)
+            return m->ctx->err.status;
+        for (int64_t i = 0; i < c.numel; i++)
+            c.data[i] = 1;
+        KILN_TRY(set_const_output(m, 1, &c));
+    }
     return set_output(m, 0, reshape(m, out0(m), tensor_of(m, x), vrank(m, x), vshape(m, x)));
 }
 
@@ -1263,6 +1300,21 @@ imp_slice(struct imp *m)
         ax[i] = a;
         if (!nsp)
             sp[i] = 1;
+        /* ONNX's clamping, to refuse an empty result here (kiln has no empty tensors) */
+        int64_t b0 = st[i] < 0 ? st[i] + dim : st[i], b1 = en[i] < 0 ? en[i] + dim : en[i];
+        bool    empty;
+        if (step > 0) {
+            b0 = b0 < 0 ? 0 : b0 > dim ? dim : b0;
+            b1 = b1 < 0 ? 0 : b1 > dim ? dim : b1;
+            empty = b1 <= b0;
+        } else {
+            b0 = b0 < 0 ? 0 : b0 > dim - 1 ? dim - 1 : b0;
+            b1 = b1 < -1 ? -1 : b1 > dim - 1 ? dim - 1 : b1;
+            empty = b1 >= b0;
+        }
+        if (empty)
+            return UNSUP(m, "the slice of axis %lld is empty; kiln has no empty tensors",
+                         (long long)a);
     }
     struct attrs as = {0};
     at_ints(m, &as, "starts", st, ns);
@@ -1555,8 +1607,43 @@ graph_output(struct imp *m, const Onnx__ValueInfoProto *vi)
     return kiln_graph_mark_output(m->g, t);
 }
 
+/* Binds graph inputs to constant values (kiln_graph_import_onnx_bound). */
 static enum kiln_status
-import_model(struct imp *m, const Onnx__ModelProto *mp)
+bind_inputs(struct imp *m, const Onnx__GraphProto *gp, const struct kiln_onnx_binding *bind,
+            uint32_t nbind)
+{
+    for (uint32_t i = 0; i < nbind; i++) {
+        const char                    *nm = bind[i].name ? bind[i].name : "";
+        const struct kiln_onnx_tensor *v = bind[i].value;
+        bool                           found = false;
+        for (size_t k = 0; k < gp->n_input && !found; k++)
+            found = gp->input[k]->name && !strcmp(gp->input[k]->name, nm);
+        if (!found || find_value(m, nm))
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "binding '%s': no graph input (that is not an initializer) has "
+                             "this name",
+                             nm);
+        if (!v || v->ndim < 0 || v->ndim > KILN_MAX_DIMS || v->numel < 1 || !v->values)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx", "binding '%s': no value", nm);
+        struct value *val = new_value(m, nm);
+        if (!val)
+            return m->ctx->err.status;
+        val->is_const = true;
+        val->c.dtype = v->dtype;
+        val->c.ndim = (uint32_t)v->ndim;
+        memcpy(val->c.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+        val->c.numel = v->numel;
+        val->c.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)v->numel);
+        if (!val->c.data)
+            return m->ctx->err.status;
+        memcpy(val->c.data, v->values, sizeof(double) * (size_t)v->numel);
+    }
+    return KILN_OK;
+}
+
+static enum kiln_status
+import_model(struct imp *m, const Onnx__ModelProto *mp, const struct kiln_onnx_binding *bind,
+             uint32_t nbind)
 {
     kiln_ctx *ctx = m->ctx;
     m->opset = -1;
@@ -1583,6 +1670,7 @@ import_model(struct imp *m, const Onnx__ModelProto *mp)
             return ctx->err.status;
         v->is_const = true;
     }
+    KILN_TRY(bind_inputs(m, gp, bind, nbind));
     for (size_t i = 0; i < gp->n_input; i++)
         KILN_TRY(graph_input(m, gp->input[i]));
     for (size_t i = 0; i < gp->n_node; i++) {
@@ -1611,6 +1699,14 @@ KILN_API enum kiln_status
 kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len, const char *filename,
                        struct kiln_graph **out, const double *const **weights)
 {
+    return kiln_graph_import_onnx_bound(ctx, data, len, filename, NULL, 0, out, weights);
+}
+
+KILN_API enum kiln_status
+kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const char *filename,
+                             const struct kiln_onnx_binding *bind, uint32_t nbind,
+                             struct kiln_graph **out, const double *const **weights)
+{
     *out = NULL;
     if (weights)
         *weights = NULL;
@@ -1631,7 +1727,7 @@ kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len, const char *
     enum kiln_status st = m.g ? KILN_OK : ctx->err.status;
     if (st == KILN_OK) {
         m.g->file = file;
-        st = import_model(&m, mp);
+        st = import_model(&m, mp, bind, nbind);
     }
     if (st == KILN_OK && weights) {
         uint32_t       na = m.g->narg;

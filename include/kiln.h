@@ -229,8 +229,22 @@ struct kiln_onnx_tensor {
 };
 /* Decodes a serialized TensorProto; errors as kiln_graph_import_onnx. */
 KILN_API enum kiln_status kiln_onnx_tensor_decode(kiln_ctx *ctx, const void *data, size_t len,
-                                                  const char *filename,
+                                                  const char              *filename,
                                                   struct kiln_onnx_tensor *out);
+
+/* kiln_graph_import_onnx with graph inputs bound to constant values: a bound input is not an
+ * argument of the graph; the importer reads it as it reads an initializer. This specializes a
+ * model whose shapes, axes, pads or slice bounds come from runtime inputs (the layout of many of
+ * ONNX's node tests) to given values. A binding naming no graph input is KILN_ERR_INVALID. */
+struct kiln_onnx_binding {
+    const char                    *name; /* the graph input's ONNX name */
+    const struct kiln_onnx_tensor *value;
+};
+KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len,
+                                                       const char                     *filename,
+                                                       const struct kiln_onnx_binding *bind,
+                                                       uint32_t nbind, struct kiln_graph **out,
+                                                       const double *const **weights);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/onnx.sh -- ONNX models through the command line: `kiln onnx-test` over a fixed set
 # of ONNX's own node tests (one or more per supported op; every one must PASS) with its output
-# format and exit status; a model with an unsupported op is a SKIP with the reason, a truncated
+# format and exit status, shape inputs bound to the data set's values; a model with an unsupported op is a SKIP with the reason, a truncated
 # model a FAIL, never a crash; `kiln inspect`, `kiln eval` and `kiln compile` accept .onnx files
 # (compile --save-weights writes the initializers as .npy); usage errors exit 2.
 # Skipped (exit 0 with a note) when Debian's libonnx-testdata is not installed.
@@ -30,7 +30,9 @@ test_globalaveragepool test_globalmaxpool test_identity test_leakyrelu test_logs
 test_logsoftmax_large_number test_matmul_4d test_max_int32 test_maxpool_2d_pads test_maxpool_2d_ceil
 test_maxpool_2d_dilations test_maxpool_2d_same_lower test_mul_bcast test_pow_bcast_array test_relu
 test_shape_start_1 test_sigmoid test_softmax_axis_0 test_softmax_default_axis test_sub_bcast
-test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_axis_3"
+test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_axis_3
+test_clip_splitbounds test_convtranspose_output_shape test_dropout_default_mask test_reshape_negative_dim
+test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad"
 dirs=()
 for t in $TESTS; do dirs+=("$DATA/$t"); done
 n=$(echo $TESTS | wc -w)
@@ -39,6 +41,9 @@ rc=$?
 [ "$rc" = 0 ] || fail "onnx-test over $n node tests: exit $rc: $(grep -v ^PASS "$T/out" | head -5) $(head -c 300 "$T/err")"
 tail -1 "$T/out" | grep -qx "$n passed, 0 failed, 0 skipped" || fail "summary: $(tail -1 "$T/out")"
 [ "$(grep -c '^PASS test_' "$T/out")" = "$n" ] || fail "expected $n PASS lines"
+# shapes passed as inputs are bound to the data set's values, and the PASS line says so
+grep -q "^PASS test_slice_neg_steps (.*bound to test_data_set_0's values: starts, ends, axes, steps)" \
+    "$T/out" || fail "no binding note: $(grep test_slice_neg_steps "$T/out")"
 
 # a suite directory: tests one level down, SKIP with the reason for unsupported ops
 mkdir -p "$T/suite"

@@ -441,6 +441,38 @@ test_errors(void)
     mb_output(&b, "y");
     const char *p3[] = {"node 0 'resh' (Reshape, opset 13)", "dynamic shape", "'shape'"};
     expect_error(&b, KILN_ERR_UNSUPPORTED, p3, 3, __LINE__);
+    { /* the same model with the shape input bound: a [3, 6] reshape; a wrong name is an error */
+        double                   sv[2] = {3, -1};
+        struct kiln_onnx_tensor  v = {.name = "shape",
+                                      .dtype = KILN_DTYPE_I64,
+                                      .ndim = 1,
+                                      .shape = {2},
+                                      .numel = 2,
+                                      .values = sv};
+        struct kiln_onnx_binding bind = {"shape", &v}, wrong = {"nosuch", &v};
+        size_t                   len;
+        uint8_t                 *buf = mb_pack(&b, &len);
+        kiln_ctx                *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph       *g;
+        const double *const     *w;
+        if (kiln_graph_import_onnx_bound(ctx, buf, len, "m.onnx", &bind, 1, &g, &w) != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "bound import: %s", errmsg(ctx));
+        } else {
+            struct kiln_tensor_info ti;
+            CHECK_EQ_INT(1, kiln_graph_nargs(g)); /* x only */
+            kiln_graph_tensor(g, kiln_graph_output(g, 0), &ti);
+            CHECK_EQ_INT(2, ti.ndim);
+            CHECK_EQ_INT(3, ti.shape[0]);
+            CHECK_EQ_INT(6, ti.shape[1]);
+        }
+        kiln_ctx_free(ctx);
+        ctx = kiln_ctx_new(NULL);
+        CHECK(kiln_graph_import_onnx_bound(ctx, buf, len, "m.onnx", &wrong, 1, &g, &w)
+              == KILN_ERR_INVALID);
+        CHECK_CONTAINS(errmsg(ctx), "binding 'nosuch'");
+        kiln_ctx_free(ctx);
+        free(buf);
+    }
 
     mb_init(&b, 13); /* an input nobody defines */
     mb_input(&b, "x", 4, s);
@@ -726,7 +758,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 172);
+    backend_suite("node", 188);
 }
 
 static void
