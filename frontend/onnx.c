@@ -1073,7 +1073,9 @@ imp_reshape(struct imp *m)
     }
     bool allowzero = attr_int(m, "allowzero", 0) != 0;
     for (uint32_t i = 0; i < n; i++)
-        if (sh[i] == 0 && !allowzero) {
+        if (sh[i] == 0 && allowzero)
+            return UNSUP(m, "allowzero 1 with a 0 in the shape (an empty tensor)");
+        else if (sh[i] == 0) {
             if (i >= vrank(m, x))
                 return BAD(m, "shape entry %u is 0 but the input has rank %u", i, vrank(m, x));
             sh[i] = vshape(m, x)[i];
