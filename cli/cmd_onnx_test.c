@@ -77,8 +77,51 @@ struct buf {
 static bool
 dtype_ok(enum kiln_dtype dt)
 {
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_I8
-           || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64 || dt == KILN_DTYPE_BOOL;
+    return dt != KILN_DTYPE_COUNT;
+}
+
+/* f16 bits of v (rounded to nearest even by cli_round_float, so the encoding is exact). */
+static uint16_t
+half_bits(double v)
+{
+    v = cli_round_float(v, KILN_DTYPE_F16);
+    uint16_t sign = signbit(v) ? 0x8000 : 0;
+    double   a = fabs(v);
+    if (isnan(v))
+        return 0x7e00;
+    if (isinf(a))
+        return sign | 0x7c00;
+    if (a < ldexp(1, -14)) /* subnormal: a multiple of 2^-24 */
+        return sign | (uint16_t)(a * ldexp(1, 24));
+    int    e;
+    double f = frexp(a, &e); /* a = f 2^e, f in [0.5, 1) */
+    return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((f * 2 - 1) * 1024);
+}
+
+static double
+half_value(uint16_t h)
+{
+    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t
+bf16_bits(double v)
+{
+    float    f = (float)cli_round_float(v, KILN_DTYPE_BF16);
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return isnan(f) ? 0x7fc0 : (uint16_t)(u >> 16);
+}
+
+static double
+bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float    f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 static void
@@ -104,7 +147,11 @@ put(enum kiln_dtype dt, void *data, int64_t i, double v)
         ((uint8_t *)data)[i] = v != 0;
         break;
     case KILN_DTYPE_F16:
+        ((uint16_t *)data)[i] = half_bits(v);
+        break;
     case KILN_DTYPE_BF16:
+        ((uint16_t *)data)[i] = bf16_bits(v);
+        break;
     case KILN_DTYPE_COUNT:
         break;
     }
@@ -127,7 +174,9 @@ get(enum kiln_dtype dt, const void *data, int64_t i)
     case KILN_DTYPE_BOOL:
         return ((const uint8_t *)data)[i];
     case KILN_DTYPE_F16:
+        return half_value(((const uint16_t *)data)[i]);
     case KILN_DTYPE_BF16:
+        return bf16_value(((const uint16_t *)data)[i]);
     case KILN_DTYPE_COUNT:
         break;
     }

@@ -616,6 +616,32 @@ imp_clip(struct imp *m)
     return set_output(m, 0, t);
 }
 
+/* PRelu: max(x, 0) + slope * min(x, 0), slope broadcast against x. */
+static enum kiln_status
+imp_prelu(struct imp *m)
+{
+    if (!known_attrs(m, m->opset < 7 ? "consumed_inputs" : NULL, NULL))
+        return m->ctx->err.status;
+    struct value *x = input(m, 0), *sl = x ? input(m, 1) : NULL;
+    if (!sl)
+        return m->ctx->err.status;
+    const char *o = out0(m);
+    uint32_t    tx = tensor_of(m, x), ts = tensor_of(m, sl);
+    if (m->opset < 7 && vrank(m, sl) == 1 && vrank(m, x) >= 2 && vshape(m, sl)[0] > 1
+        && vrank(m, x) > 2) { /* legacy: a per-channel slope [C] against [N, C, ...] */
+        int64_t sh[KILN_MAX_DIMS];
+        sh[0] = vshape(m, sl)[0];
+        for (uint32_t i = 1; i + 2 < vrank(m, x) + 1; i++)
+            sh[i] = 1;
+        ts = reshape(m, suffixed(m, o, "slope"), ts, vrank(m, x) - 1, sh);
+    }
+    uint32_t zero = scalar(m, suffixed(m, o, "zero"), 0, vdtype(m, x));
+    uint32_t pos = lib2(m, "maximum", suffixed(m, o, "pos"), tx, zero);
+    uint32_t neg = lib2(m, "minimum", suffixed(m, o, "neg"), tx, zero);
+    uint32_t sc = lib2(m, "mul", suffixed(m, o, "scaled"), neg, ts);
+    return set_output(m, 0, lib2(m, "add", o, pos, sc));
+}
+
 /* Sum, Max, Min: a chain of the binary op over 1 or more inputs. */
 static enum kiln_status
 imp_variadic(struct imp *m, const char *op)
@@ -1474,6 +1500,8 @@ import_node(struct imp *m)
         return imp_gelu(m);
     if (!strcmp(op, "Clip"))
         return imp_clip(m);
+    if (!strcmp(op, "PRelu"))
+        return imp_prelu(m);
     if (!strcmp(op, "MatMul"))
         return imp_matmul(m);
     if (!strcmp(op, "Gemm"))

@@ -758,13 +758,13 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 188);
+    backend_suite("node", 190);
 }
 
 static void
 test_backend_pytorch_converted(void)
 {
-    backend_suite("pytorch-converted", 56);
+    backend_suite("pytorch-converted", 62);
 }
 
 static void
