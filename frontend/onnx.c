@@ -755,6 +755,91 @@ imp_einsum(struct imp *m)
     return set_output(m, 0, lib(m, "einsum", out0(m), (uint32_t)m->node->n_input, in, &as));
 }
 
+/* ReduceSum, ReduceMean, ReduceSumSquare: an einsum over the kept labels ("abcd->ab"), a
+ * multiplication by 1/n for the mean, a reshape for keepdims. */
+static enum kiln_status
+imp_reduce(struct imp *m, int kind) /* 0 sum, 1 mean, 2 sum of squares */
+{
+    bool axes_input = (kind == 0 && m->opset >= 13) || m->opset >= 18;
+    if (!known_attrs(m, "keepdims", axes_input ? "noop_with_empty_axes" : "axes", NULL))
+        return m->ctx->err.status;
+    struct value *x = input(m, 0);
+    if (!x)
+        return m->ctx->err.status;
+    uint32_t r = vrank(m, x), na = 0;
+    int64_t  ax[KILN_MAX_DIMS];
+    if (axes_input) {
+        struct value *a = opt_input(m, 1);
+        if (a && !const_ints(m, a, 1, "axes", ax, &na, KILN_MAX_DIMS))
+            return m->ctx->err.status;
+        if (!na && attr_int(m, "noop_with_empty_axes", 0))
+            return set_output(m, 0, reshape(m, out0(m), tensor_of(m, x), r, vshape(m, x)));
+    } else if (!attr_ints(m, "axes", ax, &na, KILN_MAX_DIMS, NULL)) {
+        return m->ctx->err.status;
+    }
+    bool red[KILN_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < na; i++) {
+        int64_t a = norm_axis(ax[i], r);
+        if (a < 0 || a >= (int64_t)r)
+            return BAD(m, "axis %lld is out of range for rank %u", (long long)ax[i], r);
+        red[a] = true;
+    }
+    if (!r)
+        return UNSUP(m, "reducing a scalar is not supported");
+    char    eq[3 * KILN_MAX_DIMS + 8], *p = eq;
+    int64_t n = 1;
+    for (int pass = 0; pass < (kind == 2 ? 2 : 1); pass++) {
+        if (pass)
+            *p++ = ',';
+        for (uint32_t i = 0; i < r; i++)
+            *p++ = (char)('a' + i);
+    }
+    *p++ = '-';
+    *p++ = '>';
+    uint32_t nout = 0;
+    for (uint32_t i = 0; i < r; i++) {
+        if (na && !red[i]) {
+            *p++ = (char)('a' + i);
+            nout++;
+        } else {
+            n *= vshape(m, x)[i];
+        }
+    }
+    *p = 0;
+    enum kiln_dtype dt = vdtype(m, x);
+    bool            isf = dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
+               || dt == KILN_DTYPE_BF16;
+    if (kind == 1 && !isf)
+        return UNSUP(m, "the mean of integers is not supported");
+    bool        kd = attr_int(m, "keepdims", 1) != 0;
+    const char *o = out0(m);
+    uint32_t    tx = tensor_of(m, x);
+    if (nout == 0) {
+        /* every axis: reduce [1, numel] to [1], then reshape to [1, ..., 1] */
+        if (!kd)
+            return UNSUP(m, "reducing every axis without keepdims (a rank-0 result) is not "
+                            "supported");
+        int64_t flat[2] = {1, n};
+        tx = reshape(m, suffixed(m, o, "flat"), tx, 2, flat);
+        snprintf(eq, sizeof eq, kind == 2 ? "ab,ab->a" : "ab->a");
+    }
+    uint32_t     in[2] = {tx, tx};
+    struct attrs as = {0};
+    at_str(m, &as, "eq", kiln_arena_strdup(m->ctx, eq));
+    bool     last = kind != 1 && !kd;
+    uint32_t t = lib(m, "einsum", last ? o : suffixed(m, o, "sum"), kind == 2 ? 2 : 1, in, &as);
+    if (kind == 1)
+        t = lib2(m, "mul", kd ? suffixed(m, o, "mean") : o, t,
+                 scalar(m, suffixed(m, o, "inv_n"), 1.0 / (double)n, dt));
+    if (kd) {
+        int64_t sh[KILN_MAX_DIMS];
+        for (uint32_t i = 0; i < r; i++)
+            sh[i] = na && !red[i] ? vshape(m, x)[i] : 1;
+        t = reshape(m, o, t, r, sh);
+    }
+    return set_output(m, 0, t);
+}
+
 /* ---- convolution and pooling ---- */
 
 struct window {
@@ -1502,6 +1587,12 @@ import_node(struct imp *m)
         return imp_clip(m);
     if (!strcmp(op, "PRelu"))
         return imp_prelu(m);
+    if (!strcmp(op, "ReduceSum"))
+        return imp_reduce(m, 0);
+    if (!strcmp(op, "ReduceMean"))
+        return imp_reduce(m, 1);
+    if (!strcmp(op, "ReduceSumSquare"))
+        return imp_reduce(m, 2);
     if (!strcmp(op, "MatMul"))
         return imp_matmul(m);
     if (!strcmp(op, "Gemm"))

@@ -32,7 +32,8 @@ test_maxpool_2d_dilations test_maxpool_2d_same_lower test_mul_bcast test_pow_bca
 test_shape_start_1 test_sigmoid test_softmax_axis_0 test_softmax_default_axis test_sub_bcast
 test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_axis_3
 test_clip_splitbounds test_convtranspose_output_shape test_dropout_default_mask test_reshape_negative_dim
-test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad test_prelu_broadcast"
+test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad test_prelu_broadcast
+test_reduce_mean_default_axes_keepdims_random test_reduce_sum_square_do_not_keepdims_random test_reduce_sum_keepdims_random"
 dirs=()
 for t in $TESTS; do dirs+=("$DATA/$t"); done
 n=$(echo $TESTS | wc -w)

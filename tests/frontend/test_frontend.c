@@ -758,7 +758,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 190);
+    backend_suite("node", 207);
 }
 
 static void
@@ -770,7 +770,7 @@ test_backend_pytorch_converted(void)
 static void
 test_backend_pytorch_operator(void)
 {
-    backend_suite("pytorch-operator", 22);
+    backend_suite("pytorch-operator", 30);
 }
 
 static const struct test tests[] = {
