@@ -1816,6 +1816,29 @@ import_model(struct imp *m, const Onnx__ModelProto *mp, const struct kiln_onnx_b
     return kiln_graph_verify(m->g);
 }
 
+/* protobuf-c allocates through the context's allocator; a 16-byte header keeps the size its
+ * free needs. */
+static void *
+pb_alloc(void *ud, size_t size)
+{
+    if (size > SIZE_MAX - 16)
+        return NULL;
+    size_t *p = kiln_mem_realloc(ud, NULL, 0, size + 16);
+    if (!p)
+        return NULL;
+    p[0] = size + 16;
+    return (char *)p + 16;
+}
+
+static void
+pb_free(void *ud, void *ptr)
+{
+    if (!ptr)
+        return;
+    size_t *p = (size_t *)(void *)((char *)ptr - 16);
+    kiln_mem_free(ud, p, p[0]);
+}
+
 KILN_API enum kiln_status
 kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len, const char *filename,
                        struct kiln_graph **out, const double *const **weights)
@@ -1836,7 +1859,8 @@ kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const 
     const char *file = filename ? kiln_arena_strdup(ctx, filename) : NULL;
     if (filename && !file)
         return ctx->err.status;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, data);
+    ProtobufCAllocator pa = {pb_alloc, pb_free, ctx};
+    Onnx__ModelProto  *mp = onnx__model_proto__unpack(&pa, len, data);
     if (!mp) {
         KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
                   "not a valid ONNX model (the protobuf data is malformed or truncated)");
@@ -1863,7 +1887,7 @@ kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const 
             *weights = w;
         }
     }
-    onnx__model_proto__free_unpacked(mp, NULL);
+    onnx__model_proto__free_unpacked(mp, &pa);
     if (st != KILN_OK) {
         if (ctx->err.loc.file == NULL)
             kiln_error_set_loc(ctx, file, 0, 0);
@@ -1883,7 +1907,8 @@ kiln_onnx_tensor_decode(kiln_ctx *ctx, const void *data, size_t len, const char 
     if (!kiln_ok(ctx))
         return ctx->err.status;
     const char        *file = filename ? kiln_arena_strdup(ctx, filename) : NULL;
-    Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, len, data);
+    ProtobufCAllocator pa = {pb_alloc, pb_free, ctx};
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&pa, len, data);
     if (!t) {
         KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
                   "not a valid ONNX TensorProto (the protobuf data is malformed or truncated)");
@@ -1904,6 +1929,6 @@ kiln_onnx_tensor_decode(kiln_ctx *ctx, const void *data, size_t len, const char 
     } else {
         kiln_error_set_loc(ctx, file, 0, 0);
     }
-    onnx__tensor_proto__free_unpacked(t, NULL);
+    onnx__tensor_proto__free_unpacked(t, &pa);
     return st;
 }
