@@ -16,12 +16,13 @@
 #include <stdio.h>
 
 /* ---- subcommands (one file each) ---- */
-int cmd_inspect(int argc, char **argv); /* cli/cmd_inspect.c */
-int cmd_eval(int argc, char **argv);    /* cli/cmd_eval.c */
-int cmd_compile(int argc, char **argv); /* cli/cmd_compile.c */
-int cmd_run(int argc, char **argv);     /* cli/cmd_run.c */
-int cmd_tune(int argc, char **argv);    /* cli/cmd_tune.c */
-int cmd_records(int argc, char **argv); /* cli/cmd_records.c */
+int cmd_inspect(int argc, char **argv);   /* cli/cmd_inspect.c */
+int cmd_eval(int argc, char **argv);      /* cli/cmd_eval.c */
+int cmd_compile(int argc, char **argv);   /* cli/cmd_compile.c */
+int cmd_run(int argc, char **argv);       /* cli/cmd_run.c */
+int cmd_tune(int argc, char **argv);      /* cli/cmd_tune.c */
+int cmd_records(int argc, char **argv);   /* cli/cmd_records.c */
+int cmd_onnx_test(int argc, char **argv); /* cli/cmd_onnx_test.c */
 
 /* ---- shared helpers (cli/common.c) ---- */
 /* Prints "kiln: " and the context's formatted error to stderr; returns 1. */
@@ -36,8 +37,13 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 bool cli_is_help(const char *a);
 /* Reads a whole file (NUL-terminated, malloc'ed); NULL with errno set on failure. */
 char *cli_read_file(const char *path, size_t *len);
-/* Reads and parses a .kg file into ctx; on failure prints the error and returns NULL. */
+/* Reads and parses a .kg file, or imports an ONNX model (a path ending in .onnx), into ctx; on
+ * failure prints the error and returns NULL. */
 struct kiln_graph *cli_load_graph(kiln_ctx *ctx, const char *path);
+/* cli_load_graph, also giving an ONNX model's weights (kiln_graph_import_onnx: one pointer per
+ * argument, NULL for inputs); *weights is NULL for a .kg file. */
+struct kiln_graph *cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights);
+bool               cli_is_onnx(const char *path); /* path ends in .onnx */
 /* Parses a non-negative decimal integer (no sign, no trailing text); false if malformed. */
 bool cli_parse_u64(const char *s, uint64_t *out);
 /* "[1, 32, 28, 28]" into buf (size >= 16 suggested). */

@@ -1,26 +1,27 @@
-/* cli/cmd_compile.c -- `kiln compile FILE.kg -o OUT.so [--schedule S.json | --db FILE.db]
- * [--target T] [--print-loops] [--print-flat]`: parses the graph, reads the schedule (or takes
- * the best tuning records), and writes a shared object (or an object file when OUT ends in .o)
- * through the public compile API. */
-#include "kiln.h"
+/* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
+ * FILE.db] [--target T] [--print-loops] [--print-flat]`: parses the graph (or imports an ONNX
+ * model), reads the schedule (or takes the best tuning records), and writes a shared object (or
+ * an object file when OUT ends in .o) through the public compile API; --save-weights writes an
+ * ONNX model's weights as .npy files. */
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int cmd_compile(int argc, char **argv);
-
 static const char usage[] =
-    "usage: kiln compile FILE.kg -o OUT.so [--schedule S.json | --db FILE.db | --no-db]\n"
-    "                    [--target T] [--name NAME] [--print-loops | --print-flat]\n"
+    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
+    "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
+    "                    [--save-weights DIR]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
     "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
     "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
-    "after storage flattening and simplification.\n"
+    "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
+    "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"
     "Without --schedule, the best record of every task in the tuning records database is\n"
     "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
     "a record keep the default schedule.\n";
@@ -65,12 +66,35 @@ report(kiln_ctx *ctx)
     return 1;
 }
 
+/* Writes each weight with known values to DIR/NAME.npy. */
+static int
+save_weights(const struct kiln_graph *g, const double *const *w, const char *dir)
+{
+    if (!cli_mkdirs(dir)) {
+        fprintf(stderr, "kiln: cannot create %s\n", dir);
+        return 1;
+    }
+    for (uint32_t i = 0; w && i < kiln_graph_nargs(g); i++) {
+        if (!w[i])
+            continue;
+        struct kiln_tensor_info t;
+        char                    path[4096], err[256];
+        kiln_graph_tensor(g, kiln_graph_arg(g, i), &t);
+        snprintf(path, sizeof path, "%s/%s.npy", dir, t.name);
+        if (!npy_write_f64(path, t.ndim, t.shape, w[i], err, sizeof err)) {
+            fprintf(stderr, "kiln: %s: %s\n", path, err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int
 cmd_compile(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL;
-    const char *db = NULL;
-    int         print = 0, no_db = 0;
+    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
+               *wdir = NULL, *db = NULL;
+    int print = 0, no_db = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -78,7 +102,7 @@ cmd_compile(int argc, char **argv)
             return 0;
         }
         if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
-             || !strcmp(a, "--name") || !strcmp(a, "--db"))
+             || !strcmp(a, "--name") || !strcmp(a, "--save-weights") || !strcmp(a, "--db"))
             && i + 1 >= argc) {
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;
@@ -95,6 +119,8 @@ cmd_compile(int argc, char **argv)
             db = argv[++i];
         else if (!strcmp(a, "--no-db"))
             no_db = 1;
+        else if (!strcmp(a, "--save-weights"))
+            wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
             print = 1;
         else if (!strcmp(a, "--print-flat"))
@@ -139,11 +165,14 @@ cmd_compile(int argc, char **argv)
     struct kiln_compile_options opt = {target, sched, slen, name};
     uint32_t                    ntuned = 0, ntasks = 0;
     const char                 *loops;
+    const double *const        *weights = NULL;
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         rc = 1;
-    } else if (kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
+    } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
+                               : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
+    } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path
                && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,
                                              &ntasks)

@@ -26,10 +26,11 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln eval FILE.kg [--seed S] [--inputs DIR] [--out DIR] [--save-inputs]\n"
+    "usage: kiln eval FILE.kg|MODEL.onnx [--seed S] [--inputs DIR] [--out DIR] [--save-inputs]\n"
     "\n"
     "Evaluates the graph with the reference interpreter (double precision) and prints each\n"
-    "output's name, dtype, shape, sum, L2 norm and a 64-bit hash of its values.\n"
+    "output's name, dtype, shape, sum, L2 norm and a 64-bit hash of its values. An ONNX\n"
+    "model's weights are its initializers; only its inputs are random or read from --inputs.\n"
     "\n"
     "  --seed S       seed of the random inputs (default 0): floats uniform in [-1, 1)\n"
     "                 rounded to their dtype, integers uniform in [-4, 4], bools 0 or 1\n"
@@ -221,7 +222,8 @@ print_summary(const struct kiln_tensor_info *t, const double *v, int64_t numel)
 }
 
 static int
-run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, double **argv_, double **outv)
+run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
+    double **argv_, double **outv)
 {
     uint32_t        na = kiln_graph_nargs(g), no = kiln_graph_noutputs(g);
     struct kiln_rng r = kiln_rng_new(o->seed);
@@ -235,7 +237,9 @@ run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, double **ar
             fprintf(stderr, "kiln: out of memory for argument %s\n", t.name);
             return 1;
         }
-        if (!o->inputs)
+        if (weights && weights[i])
+            memcpy(argv_[i], weights[i], sizeof(double) * (size_t)n); /* an ONNX initializer */
+        else if (!o->inputs)
             fill_random(&r, t.dtype, argv_[i], n);
         else if (!read_arg(o->inputs, &t, argv_[i], n))
             return 1;
@@ -294,7 +298,8 @@ cmd_eval(int argc, char **argv)
         fprintf(stderr, "kiln: out of memory\n");
         return 1;
     }
-    struct kiln_graph *g = cli_load_graph(ctx, o.path);
+    const double *const *weights = NULL;
+    struct kiln_graph   *g = cli_load_model(ctx, o.path, &weights);
     if (!g) {
         kiln_ctx_free(ctx);
         return 1;
@@ -305,7 +310,7 @@ cmd_eval(int argc, char **argv)
     if (!args || !outs)
         fprintf(stderr, "kiln: out of memory\n");
     else
-        rc = run(&o, ctx, g, args, outs);
+        rc = run(&o, ctx, g, weights, args, outs);
     for (uint32_t i = 0; args && i < na; i++)
         free(args[i]);
     for (uint32_t i = 0; outs && i < no; i++)

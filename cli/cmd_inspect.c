@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln inspect FILE.kg [--json]\n"
+    "usage: kiln inspect FILE.kg|MODEL.onnx [--json]\n"
     "\n"
     "Prints one row per statement of the graph: output name, kind (library op or \"compute\"),\n"
     "output shape and dtype, FLOPs, bytes moved and parameters read; then totals, the\n"

@@ -82,9 +82,18 @@ cli_read_file(const char *path, size_t *len)
     return buf;
 }
 
-struct kiln_graph *
-cli_load_graph(kiln_ctx *ctx, const char *path)
+bool
+cli_is_onnx(const char *path)
 {
+    size_t n = strlen(path);
+    return n >= 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+struct kiln_graph *
+cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
+{
+    if (weights)
+        *weights = NULL;
     size_t len = 0;
     char  *text = cli_read_file(path, &len);
     if (!text) {
@@ -92,12 +101,21 @@ cli_load_graph(kiln_ctx *ctx, const char *path)
         return NULL;
     }
     struct kiln_graph *g = NULL;
-    if (kiln_graph_parse(ctx, text, len, path, &g) != KILN_OK) {
+    enum kiln_status   st = cli_is_onnx(path)
+                                ? kiln_graph_import_onnx(ctx, text, len, path, &g, weights)
+                                : kiln_graph_parse(ctx, text, len, path, &g);
+    if (st != KILN_OK) {
         cli_report(ctx);
         g = NULL;
     }
     free(text);
     return g;
+}
+
+struct kiln_graph *
+cli_load_graph(kiln_ctx *ctx, const char *path)
+{
+    return cli_load_model(ctx, path, NULL);
 }
 
 bool

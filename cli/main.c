@@ -19,6 +19,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "call a compiled module on random inputs, check and time it"},
     {"tune", cmd_tune, "search fast schedules and store them in a records database"},
     {"records", cmd_records, "list, export or import tuning records"},
+    {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
 };
 
 static void

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# tests/cli/onnx.sh -- ONNX models through the command line: `kiln onnx-test` over a fixed set
+# of ONNX's own node tests (one or more per supported op; every one must PASS) with its output
+# format and exit status, shape inputs bound to the data set's values; a model with an unsupported op is a SKIP with the reason, a truncated
+# model a FAIL, never a crash; `kiln inspect`, `kiln eval` and `kiln compile` accept .onnx files
+# (compile --save-weights writes the initializers as .npy); usage errors exit 2.
+# Skipped (exit 0 with a note) when Debian's libonnx-testdata is not installed.
+#   bash tests/cli/onnx.sh PATH_TO_KILN
+set -u
+KILN=${1:?usage: onnx.sh PATH_TO_KILN}
+DATA=/usr/share/libonnx-testdata/data/node
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() {
+    echo "FAIL: $*" >&2
+    fails=$((fails + 1))
+}
+if [ ! -d "$DATA" ]; then
+    echo "skip: libonnx-testdata is not installed"
+    exit 0
+fi
+
+TESTS="test_abs test_add_bcast test_averagepool_2d_pads_count_include_pad test_averagepool_1d_default
+test_basic_conv_with_padding test_conv_with_strides_and_asymmetric_padding test_conv_with_autopad_same
+test_batchnorm_epsilon test_clip_default_inbounds test_concat_3d_axis_negative_2 test_constant
+test_convtranspose_pads test_convtranspose_1d test_div_bcast test_dropout_default test_einsum_batch_matmul
+test_einsum_transpose test_flatten_negative_axis1 test_gemm_all_attributes test_gemm_transposeA
+test_globalaveragepool test_globalmaxpool test_identity test_leakyrelu test_logsoftmax_axis_1
+test_logsoftmax_large_number test_matmul_4d test_max_int32 test_maxpool_2d_pads test_maxpool_2d_ceil
+test_maxpool_2d_dilations test_maxpool_2d_same_lower test_mul_bcast test_pow_bcast_array test_relu
+test_shape_start_1 test_sigmoid test_softmax_axis_0 test_softmax_default_axis test_sub_bcast
+test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_axis_3
+test_clip_splitbounds test_convtranspose_output_shape test_dropout_default_mask test_reshape_negative_dim
+test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad test_prelu_broadcast
+test_reduce_mean_default_axes_keepdims_random test_reduce_sum_square_do_not_keepdims_random test_reduce_sum_keepdims_random"
+dirs=()
+for t in $TESTS; do dirs+=("$DATA/$t"); done
+n=$(echo $TESTS | wc -w)
+"$KILN" onnx-test "${dirs[@]}" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 0 ] || fail "onnx-test over $n node tests: exit $rc: $(grep -v ^PASS "$T/out" | head -5) $(head -c 300 "$T/err")"
+tail -1 "$T/out" | grep -qx "$n passed, 0 failed, 0 skipped" || fail "summary: $(tail -1 "$T/out")"
+[ "$(grep -c '^PASS test_' "$T/out")" = "$n" ] || fail "expected $n PASS lines"
+# shapes passed as inputs are bound to the data set's values, and the PASS line says so
+grep -q "^PASS test_slice_neg_steps (.*bound to test_data_set_0's values: starts, ends, axes, steps)" \
+    "$T/out" || fail "no binding note: $(grep test_slice_neg_steps "$T/out")"
+
+# a suite directory: tests one level down, SKIP with the reason for unsupported ops
+mkdir -p "$T/suite"
+cp -r "$DATA/test_relu" "$DATA/test_acos" "$T/suite/"
+"$KILN" onnx-test "$T/suite" >"$T/out" 2>&1 || fail "suite run failed: $(cat "$T/out")"
+grep -q "^SKIP test_acos: .*(Acos, opset [0-9]*): op Acos is not supported" "$T/out" \
+    || fail "no SKIP line for Acos: $(cat "$T/out")"
+tail -1 "$T/out" | grep -qx "1 passed, 0 failed, 1 skipped" || fail "suite summary: $(tail -1 "$T/out")"
+
+# a truncated model: FAIL with a message, exit 1
+mkdir -p "$T/bad/test_trunc"
+cp -r "$DATA/test_relu/test_data_set_0" "$T/bad/test_trunc/"
+head -c 20 "$DATA/test_relu/model.onnx" >"$T/bad/test_trunc/model.onnx"
+"$KILN" onnx-test "$T/bad/test_trunc" >"$T/out" 2>&1
+[ $? = 1 ] || fail "truncated model: want exit 1"
+grep -q "^FAIL test_trunc: .*not a valid ONNX model" "$T/out" || fail "truncated: $(cat "$T/out")"
+"$KILN" compile "$T/bad/test_trunc/model.onnx" -o "$T/x.so" 2>"$T/err"
+[ $? = 1 ] || fail "compile of a truncated model: want exit 1"
+grep -q "model.onnx: error: not a valid ONNX model" "$T/err" || fail "compile msg: $(cat "$T/err")"
+
+# a wrong expected output is a FAIL naming the element
+mkdir -p "$T/wrong/test_w"
+cp -r "$DATA/test_relu/model.onnx" "$DATA/test_relu/test_data_set_0" "$T/wrong/test_w/"
+cp "$DATA/test_abs/test_data_set_0/output_0.pb" "$T/wrong/test_w/test_data_set_0/output_0.pb"
+"$KILN" onnx-test "$T/wrong/test_w" >"$T/out" 2>&1
+[ $? = 1 ] || fail "wrong output: want exit 1"
+grep -q "^FAIL test_w: .*output .* elements differ" "$T/out" || fail "wrong output: $(cat "$T/out")"
+
+# inspect / eval / compile / run on an .onnx file
+M="$DATA/test_gemm_all_attributes/model.onnx"
+"$KILN" inspect "$M" >"$T/out" 2>&1 || fail "inspect: $(cat "$T/out")"
+grep -q "^outputs" "$T/out" || fail "inspect output: $(cat "$T/out")"
+"$KILN" eval "$M" --seed 3 >"$T/out" 2>&1 || fail "eval: $(cat "$T/out")"
+grep -q "sum=" "$T/out" || fail "eval output: $(cat "$T/out")"
+"$KILN" compile "$M" -o "$T/g.so" --save-weights "$T/w" 2>"$T/err" || fail "compile: $(cat "$T/err")"
+ls "$T/w"/*.npy >/dev/null 2>&1 || fail "--save-weights wrote no .npy"
+"$KILN" run "$T/g.so" --check >"$T/out" 2>&1 || fail "run --check: $(cat "$T/out")"
+"$KILN" run "$T/g.so" --bench --repeat 1 --min-time 0.01 >"$T/out" 2>&1 || fail "run --bench: $(cat "$T/out")"
+grep -q "per call" "$T/out" || fail "bench output: $(cat "$T/out")"
+
+# usage errors
+"$KILN" onnx-test >/dev/null 2>"$T/err"
+[ $? = 2 ] || fail "onnx-test without DIR: want exit 2"
+grep -q "missing DIR" "$T/err" || fail "usage msg: $(cat "$T/err")"
+"$KILN" onnx-test --rtol x "$DATA/test_relu" >/dev/null 2>&1
+[ $? = 2 ] || fail "--rtol x: want exit 2"
+"$KILN" onnx-test --help | grep -q "usage: kiln onnx-test" || fail "--help"
+"$KILN" onnx-test "$T/nonexistent" >/dev/null 2>"$T/err"
+[ $? = 1 ] || fail "missing dir: want exit 1"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails failure(s)"
+    exit 1
+fi
+echo "onnx.sh: all passed ($n node tests)"
