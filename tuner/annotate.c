@@ -3,6 +3,7 @@
 #include "sketch_priv.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,7 +371,8 @@ kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk, uint32_t nsk, c
     out->sketch = id;
     uint32_t i = 0;
     for (const cJSON *e = v->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble) {
+        if (!cJSON_IsNumber(e) || !(fabs(e->valuedouble) < 9e15)
+            || e->valuedouble != (double)(int64_t)e->valuedouble) {
             st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch", "program JSON: v[%u] is not an integer",
                            i);
             goto done;

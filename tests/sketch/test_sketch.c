@@ -325,58 +325,122 @@ test_programs(void)
            t_lower, t_jit, t_run);
 }
 
-/* The matmul knob values of the hand-written benchmark schedule (B in 32-wide panels, an 8x32
- * register tile through cache_write, reduction outermost in the local stage) are reachable. */
+/* Sets the knob called name (a split's lengths or a choice) of program p. */
+static void
+set_knob(const struct kiln_sketch *sk, struct kiln_prog *p, const char *name, int64_t a, int64_t b,
+         int64_t c)
+{
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        if (strcmp(k->name, name))
+            continue;
+        int64_t v[3] = {a, b, c};
+        for (uint32_t j = 0; j < (k->kind == KILN_KNOB_SPLIT ? k->nparts : 1u); j++)
+            p->v[k->slot + j] = v[j];
+        return;
+    }
+    harness_fail(__FILE__, __LINE__, "sketch %s has no knob '%s'", sk->desc, name);
+}
+
+struct knob_setting {
+    const char *name;
+    int64_t     v[3];
+};
+
+/* Program of sketch `desc` of graph `small` with the given knobs; checks that it runs right and
+ * returns its schedule for graph `big` (same definitions, larger shapes) as JSON. */
+static const char *
+bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
+           const struct knob_setting *set, uint32_t nset)
+{
+    struct kiln_target tg;
+    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10};
+    const char        *out = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        struct kiln_graph  *g = PARSE(ctx, pass ? big : small);
+        struct kiln_sketch *sk = NULL, *cw = NULL;
+        uint32_t            nsk = 0;
+        if (!g || kiln_cg_target_parse(ctx, "llvm", &tg) != KILN_OK
+            || kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            CHECK(false);
+            return NULL;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            cw = !strcmp(sk[s].desc, desc) ? &sk[s] : cw;
+        CHECK(cw != NULL);
+        if (!cw)
+            return NULL;
+        struct kiln_prog p = {.sketch = cw->id};
+        for (uint32_t i = 0; i < nset; i++)
+            set_knob(cw, &p, set[i].name, set[i].v[0], set[i].v[1], set[i].v[2]);
+        struct kiln_schedule s = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, cw, &p, &s));
+        out = sched_text(ctx, &s);
+        if (pass == 0) {
+            struct kiln_rng r = kiln_rng_new(opt_seed());
+            struct ref      R = {0};
+            if (make_ref(ctx, g, &r, &R))
+                CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like", true));
+            free_ref(&R);
+        }
+    }
+    return out;
+}
+
+/* The hand-written schedules of benchmarks/bench_cpu.c are in the search space: B packed into
+ * 32-wide panels and an 8x32 register tile through cache_write with the reduction outermost
+ * for matmul; weights packed by 16 output channels and a 14 x 16 (q x k) tile for the 3x3 conv.
+ * With KILN_SKETCH_DUMP=DIR the schedules for the benchmark's shapes are written to
+ * DIR/matmul.json and DIR/conv.json (for bench_cpu --matmul-schedule / --conv-schedule). */
+#define MATMUL_KG                                                                 \
+    "input A: f32[%d, %d]\nweight B: f32[%d, %d]\nC[i, j] += A[i, k] * B[k, j]\n" \
+    "output C\n"
+#define CONV_KG                                                                             \
+    "input x: f32[1, %d, %d, %d]\nweight w: f32[%d, %d, 3, 3]\n"                            \
+    "y[n, k, h, q] += select(h + rh >= 1 && h + rh <= %d && q + rw >= 1 && q + rw <= %d,\n" \
+    "                        x[n, c, h + rh - 1, q + rw - 1], 0.0) * w[k, c, rh, rw]\n"     \
+    "    where h < %d, q < %d\noutput y\n"
+
 static void
 test_bench_like(void)
 {
-    kiln_ctx           *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph  *g = PARSE(ctx, "input A: f32[64, 64]\nweight B: f32[64, 64]\n"
-                                        "C[i, j] += A[i, k] * B[k, j]\noutput C\n");
-    struct kiln_target  tg;
-    struct kiln_hw      hw;
-    struct kiln_sketch *sk = NULL;
-    uint32_t            nsk = 0;
-    CHECK(g && kiln_cg_target_parse(ctx, "llvm", &tg) == KILN_OK);
-    if (!g) {
-        kiln_ctx_free(ctx);
-        return;
+    kiln_ctx                 *ctx = kiln_ctx_new(NULL);
+    char                      small[256], big[256];
+    const struct knob_setting mset[] = {
+        {"C.i tile", {1, 1, 8}},      {"C.j tile", {1, 1, 32}},   {"C.k tile", {1, 0, 0}},
+        {"C vector axis", {1, 0, 0}}, {"C vectorize", {1, 0, 0}}, {"C pack", {1, 0, 0}},
+        {"C auto_unroll", {3, 0, 0}}, {"C parallel", {1, 0, 0}},
+    };
+    snprintf(small, sizeof small, MATMUL_KG, 64, 64, 64, 64);
+    snprintf(big, sizeof big, MATMUL_KG, 1024, 1024, 1024, 1024);
+    const char *ms = bench_prog(ctx, small, big, "C:tile+cache_write@2", mset, KILN_COUNTOF(mset));
+    printf("matmul schedule: %s\n", ms ? ms : "(none)");
+    CHECK(ms && strstr(ms, "\"pack\"") && strstr(ms, "\"cache_write\"")
+          && strstr(ms, "\"compute_at\""));
+    const struct knob_setting cset[] = {
+        {"y.k tile", {1, 1, 16}},     {"y.h tile", {1, 1, 1}},    {"y.q tile", {1, 1, 14}},
+        {"y.c tile", {1, 0, 0}},      {"y.rh tile", {1, 0, 0}},   {"y.rw tile", {1, 0, 0}},
+        {"y vector axis", {0, 0, 0}}, {"y vectorize", {1, 0, 0}}, {"y pack", {1, 0, 0}},
+        {"y auto_unroll", {3, 0, 0}}, {"y parallel", {1, 0, 0}},
+    };
+    char csmall[512], cbig[512];
+    snprintf(csmall, sizeof csmall, CONV_KG, 16, 14, 14, 32, 16, 14, 14, 14, 14);
+    snprintf(cbig, sizeof cbig, CONV_KG, 128, 28, 28, 128, 128, 28, 28, 28, 28);
+    const char *cs =
+        bench_prog(ctx, csmall, cbig, "y:tile+cache_write@2", cset, KILN_COUNTOF(cset));
+    printf("conv schedule: %s\n", cs ? cs : "(none)");
+    CHECK(cs && strstr(cs, "\"pack\"") && strstr(cs, "\"stage\": \"w\""));
+    const char *dir = getenv("KILN_SKETCH_DUMP");
+    for (int i = 0; dir && i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.json", dir, i ? "conv" : "matmul");
+        FILE *fp = fopen(path, "w");
+        CHECK(fp != NULL);
+        if (fp) {
+            fputs(i ? (cs ? cs : "") : (ms ? ms : ""), fp);
+            fclose(fp);
+        }
     }
-    kiln_hw_from_target(&tg, &hw);
-    hw.num_cores = 2;
-    hw.vector_lanes = 16;
-    CHECK_EQ_INT(KILN_OK, kiln_sketches_generate(ctx, g, &hw, &sk, &nsk));
-    const struct kiln_sketch *cw = NULL;
-    for (uint32_t s = 0; s < nsk; s++)
-        if (!strcmp(sk[s].desc, "C:tile+cache_write@2"))
-            cw = &sk[s];
-    CHECK(cw != NULL);
-    if (!cw) {
-        kiln_ctx_free(ctx);
-        return;
-    }
-    struct kiln_prog           p = {.sketch = cw->id};
-    const struct kiln_op_plan *op = &cw->priv->op[0];
-    int64_t *vi = &p.v[cw->knob[op->k_split[0]].slot], *vj = &p.v[cw->knob[op->k_split[1]].slot];
-    vi[0] = 1, vi[1] = 1, vi[2] = 8;        /* i: 8 rows per register tile */
-    vj[0] = 1, vj[1] = 1, vj[2] = 32;       /* j: 32 columns (two 16-lane vectors) */
-    p.v[cw->knob[op->k_split[2]].slot] = 1; /* k: whole reduction outermost */
-    p.v[cw->knob[op->k_vaxis].slot] = 1;    /* j is the vector axis */
-    p.v[cw->knob[op->k_vec].slot] = 1;
-    p.v[cw->knob[op->k_pack].slot] = 1;
-    p.v[cw->knob[op->k_unroll].slot] = 3; /* 512 */
-    p.v[cw->knob[op->k_par].slot] = 1;
-    struct kiln_schedule s = {0};
-    CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, cw, &p, &s));
-    const char *txt = sched_text(ctx, &s);
-    printf("bench-like schedule: %s\n", txt);
-    CHECK(strstr(txt, "\"pack\"") && strstr(txt, "\"cache_write\"")
-          && strstr(txt, "\"compute_at\""));
-    struct kiln_rng r = kiln_rng_new(opt_seed());
-    struct ref      R = {0};
-    if (make_ref(ctx, g, &r, &R))
-        CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like", true));
-    free_ref(&R);
     kiln_ctx_free(ctx);
 }
 
@@ -400,6 +464,35 @@ test_json_errors(void)
     for (size_t i = 0; g && i < KILN_COUNTOF(bad); i++) {
         kiln_ctx_error_clear(ctx);
         CHECK_EQ_INT(KILN_ERR_INVALID, kiln_prog_from_json(ctx, sk, nsk, bad[i], &p));
+    }
+    /* out-of-range values of the right count: a zero tile length, a huge number, a choice
+     * past its options */
+    const struct kiln_sketch *t = NULL;
+    for (uint32_t i = 0; i < nsk; i++)
+        t = !strcmp(sk[i].desc, "C:tile") ? &sk[i] : t;
+    CHECK(t != NULL);
+    for (int which = 0; t && which < 3; which++) {
+        struct kiln_rng r = kiln_rng_new(opt_seed());
+        struct kiln_buf b = {0};
+        kiln_prog_sample(t, &r, &p);
+        const struct kiln_knob *last = &t->knob[t->nknob - 1];
+        kiln_buf_puts(ctx, &b, "{\"sketch\": \"C:tile\", \"v\": [");
+        for (uint32_t v = 0; v < t->nvalues; v++) {
+            const char *num = NULL;
+            if (v == 0 && which == 0)
+                num = "0";
+            if (v == 0 && which == 1)
+                num = "1e300";
+            if (v == last->slot && which == 2)
+                num = "99";
+            if (num)
+                kiln_buf_printf(ctx, &b, "%s%s", v ? ", " : "", num);
+            else
+                kiln_buf_printf(ctx, &b, "%s%lld", v ? ", " : "", (long long)p.v[v]);
+        }
+        kiln_buf_puts(ctx, &b, "]}");
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_prog_from_json(ctx, sk, nsk, b.data, &p));
     }
     kiln_ctx_free(ctx);
 }
