@@ -422,12 +422,6 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
-static bool
-is_tile_mode(uint8_t m)
-{
-    return m == KILN_PLAN_TILE || m == KILN_PLAN_TILE_CW || m == KILN_PLAN_TILE_FUSE;
-}
-
 /* Knobs of op i under its chosen mode; false when the sketch runs out of knob slots. */
 static bool
 plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
@@ -630,9 +624,10 @@ emit_sketch(struct gen *G)
 static enum kiln_status
 enumerate(struct gen *G, uint32_t k)
 {
-    const struct kiln_graph *g = G->A->g;
-    if (G->n == G->cap || !kiln_ok(G->ctx))
+    if (!kiln_ok(G->ctx))
         return G->ctx->err.status;
+    if (G->n == G->cap)
+        return KILN_OK;
     if (k == 0)
         return emit_sketch(G);
     uint32_t i = k - 1;
@@ -648,7 +643,6 @@ enumerate(struct gen *G, uint32_t k)
         if (opt.mode == KILN_PLAN_TILE_FUSE)
             G->cur[opt.consumer].mode = KILN_PLAN_PLAIN;
     }
-    (void)g;
     return KILN_OK;
 }
 
@@ -1134,6 +1128,5 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
             break;
         }
     }
-    (void)is_tile_mode;
     return KILN_OK;
 }

@@ -4,7 +4,7 @@
  * computes on random inputs; mutation, crossover and Droplet neighbours keep programs valid;
  * programs round-trip through JSON; the rules find the expected structures (multi-level tiling
  * with cache write for matmul, consumer fusion for matmul+bias+relu, rfactor for row
- * reductions). Programs per sketch: --iters (default 2); the seed is printed. */
+ * reductions). Programs per sketch: --iters / 50 (default --iters 100); the seed is printed. */
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
 
@@ -233,7 +233,9 @@ has_sketch(const struct kiln_sketch *sk, uint32_t n, const char *frag)
 static void
 test_programs(void)
 {
-    uint64_t iters = opt_iters_or(2);
+    /* --iters N: N / 50 programs per sketch (CI's sanitizer run passes 100, like the default) */
+    uint64_t iters = opt_iters_or(100) / 50;
+    iters = iters ? iters : 1;
     for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++) {
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g = PARSE(ctx, graphs[gi][1]);
