@@ -600,19 +600,45 @@ emit_sketch(struct gen *G)
     if (!sk->priv->op)
         return ctx->err.status;
     struct kiln_buf desc = {0};
-    for (uint32_t i = 0; i < g->nop; i++) {
-        struct kiln_op_plan *p = &sk->priv->op[i];
-        p->mode = G->cur[i].mode;
-        p->level = G->cur[i].level;
-        p->rf_inner = G->cur[i].rf_inner;
-        p->consumer = G->cur[i].consumer;
-        if (!plan_knobs(ctx, G->A, sk, i, p))
-            return KILN_OK; /* out of knob slots: not a sketch */
+    struct option  *mode = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
+    if (!mode)
+        return ctx->err.status;
+    memcpy(mode, G->cur, sizeof(struct option) * g->nop);
+    /* knobs of tiled and rfactored ops first; an op that finds no knob slots left degrades to
+     * plain (and is only annotated as far as the remaining slots allow) */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < g->nop; i++) {
+            struct kiln_op_plan *p = &sk->priv->op[i];
+            uint8_t              m = mode[i].mode;
+            bool first = m == KILN_PLAN_TILE || m == KILN_PLAN_TILE_CW || m == KILN_PLAN_TILE_FUSE
+                         || m == KILN_PLAN_RFACTOR;
+            if (first != (pass == 0))
+                continue;
+            uint32_t nknob = sk->nknob, nvalues = sk->nvalues;
+            p->mode = m;
+            p->level = mode[i].level;
+            p->rf_inner = mode[i].rf_inner;
+            p->consumer = mode[i].consumer;
+            if (plan_knobs(ctx, G->A, sk, i, p))
+                continue;
+            sk->nknob = nknob;
+            sk->nvalues = nvalues;
+            if (m == KILN_PLAN_TILE_FUSE)
+                mode[p->consumer].mode = KILN_PLAN_PLAIN;
+            mode[i].mode = p->mode = KILN_PLAN_PLAIN;
+            if (pass == 0)
+                continue; /* annotated in pass 1 */
+            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = KILN_NONE;
+            for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
+                p->k_split[k] = KILN_NONE;
+        }
+    for (uint32_t i = 0; i < g->nop; i++)
         if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
-                             kiln_graph_tensor_name(g, g->op[i].out),
-                             mode_desc(ctx, g, &G->cur[i])))
+                             kiln_graph_tensor_name(g, g->op[i].out), mode_desc(ctx, g, &mode[i])))
             return ctx->err.status;
-    }
+    for (uint32_t j = 0; j < G->n; j++)
+        if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
+            return KILN_OK; /* degraded into a sketch we have */
     sk->id = G->n;
     sk->desc = desc.data ? desc.data : "";
     G->n++;

@@ -25,23 +25,23 @@ now(void)
 }
 
 static const char *const graphs[][2] = {
-    {"matmul", "input A: f32[24, 40]\nweight B: f32[40, 48]\nC[i, j] += A[i, k] * B[k, j]\n"
+    {"matmul", "input A: f32[12, 20]\nweight B: f32[20, 24]\nC[i, j] += A[i, k] * B[k, j]\n"
                "output C\n"},
-    {"matmul_bias_relu", "input A: f32[20, 36]\nweight B: f32[36, 32]\nweight b: f32[32]\n"
+    {"matmul_bias_relu", "input A: f32[10, 18]\nweight B: f32[18, 16]\nweight b: f32[16]\n"
                          "C[i, j] += A[i, k] * B[k, j]\nD = add(C, b)\nE = relu(D)\noutput E\n"},
     {"batch_matmul",
-     "input A: f32[3, 16, 20]\nweight B: f32[3, 20, 24]\nC = batch_matmul(A, B)\noutput C\n"},
-    {"conv3x3", "input x: f32[1, 8, 10, 10]\nweight w: f32[16, 8, 3, 3]\n"
+     "input A: f32[2, 8, 12]\nweight B: f32[2, 12, 16]\nC = batch_matmul(A, B)\noutput C\n"},
+    {"conv3x3", "input x: f32[1, 4, 6, 6]\nweight w: f32[8, 4, 3, 3]\n"
                 "y = conv2d(x, w, padding=1)\noutput y\n"},
-    {"conv1x1_s2", "input x: f32[2, 8, 12, 12]\nweight w: f32[16, 8, 1, 1]\n"
+    {"conv1x1_s2", "input x: f32[2, 8, 8, 8]\nweight w: f32[8, 8, 1, 1]\n"
                    "y = conv2d(x, w, stride=2)\noutput y\n"},
-    {"depthwise", "input x: f32[1, 8, 10, 10]\nweight w: f32[8, 1, 3, 3]\n"
+    {"depthwise", "input x: f32[1, 8, 6, 6]\nweight w: f32[8, 1, 3, 3]\n"
                   "y = conv2d(x, w, padding=1, groups=8)\noutput y\n"},
-    {"softmax", "input x: f32[4, 200]\ny = softmax(x, axis=-1)\noutput y\n"},
-    {"rowsum", "input x: f32[3, 300]\ns[i] += x[i, k]\noutput s\n"},
+    {"softmax", "input x: f32[4, 100]\ny = softmax(x, axis=-1)\noutput y\n"},
+    {"rowsum", "input x: f32[3, 120]\ns[i] += x[i, k]\noutput s\n"},
     {"elementwise", "input a: f32[6, 50]\ninput b: f32[6, 50]\nc = add(a, b)\nd = exp(c)\n"
                     "e = mul(d, a)\noutput e\n"},
-    {"two_anchors", "input x: f32[16, 24]\nweight w1: f32[24, 32]\nweight w2: f32[32, 8]\n"
+    {"two_anchors", "input x: f32[8, 12]\nweight w1: f32[12, 16]\nweight w2: f32[16, 8]\n"
                     "h = matmul(x, w1)\nr = relu(h)\ny = matmul(r, w2)\noutput y\n"},
 };
 
@@ -446,6 +446,64 @@ test_bench_like(void)
     kiln_ctx_free(ctx);
 }
 
+/* The example networks (whole graphs, larger than tasks): every sketch's sampled programs and
+ * a neighbour of each lower (not run: the shapes are too large for the interpreter). */
+static void
+test_examples_lower(void)
+{
+    static const char *const files[] = {"examples/attention.kg", "examples/resnet_block.kg",
+                                        "examples/depthwise_separable.kg",
+                                        "examples/canvas_kernel.kg", "examples/matmul.kg"};
+    uint64_t                 iters = opt_iters_or(100) / 50;
+    for (size_t fi = 0; fi < KILN_COUNTOF(files); fi++) {
+        size_t len = 0;
+        char  *text = read_file(files[fi], &len);
+        if (!text) {
+            harness_fail(__FILE__, __LINE__, "cannot read %s", files[fi]);
+            continue;
+        }
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(ctx, text);
+        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10};
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, nlow = 0;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), files[fi]));
+        free(text);
+        if (!g || kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            report(ctx, files[fi], "kiln_sketches_generate", NULL);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            for (uint64_t it = 0; it < (iters ? iters : 1); it++) {
+                struct kiln_prog p, nb[64];
+                kiln_prog_sample(&sk[s], &r, &p);
+                uint32_t nn = kiln_prog_neighbours(&sk[s], &p, nb, 64);
+                if (nn) { /* one neighbour, at random */
+                    nb[0] = nb[kiln_rng_below(&r, nn)];
+                    nn = 1;
+                }
+                for (uint32_t k = 0; k <= nn; k++) {
+                    struct kiln_schedule    sc = {0};
+                    struct kiln_func       *f = NULL;
+                    const struct kiln_prog *q = k < nn ? &nb[k] : &p;
+                    if (kiln_prog_schedule(ctx, g, &sk[s], q, &sc) != KILN_OK) {
+                        report(ctx, files[fi], "kiln_prog_schedule", sk[s].desc);
+                        break;
+                    }
+                    if (kiln_lower(ctx, g, &sc, &f) != KILN_OK) {
+                        report(ctx, files[fi], "kiln_lower", sched_text(ctx, &sc));
+                        break;
+                    }
+                    nlow++;
+                }
+            }
+        printf("%s: %u sketches, %u schedules lowered; first: %s\n", files[fi], nsk, nlow,
+               sk[0].desc);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* Bad program JSON gives clear errors, never a crash. */
 static void
 test_json_errors(void)
@@ -505,6 +563,7 @@ main(int argc, char **argv)
     static const struct test tests[] = {
         {"programs", test_programs},
         {"bench_like", test_bench_like},
+        {"examples_lower", test_examples_lower},
         {"json_errors", test_json_errors},
     };
     return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
