@@ -454,7 +454,7 @@ test_examples_lower(void)
     static const char *const files[] = {"examples/attention.kg", "examples/resnet_block.kg",
                                         "examples/depthwise_separable.kg",
                                         "examples/canvas_kernel.kg", "examples/matmul.kg"};
-    uint64_t                 iters = opt_iters_or(100) / 50;
+    uint64_t iters = opt_iters_or(100) / 100; /* a program and a neighbour per sketch */
     for (size_t fi = 0; fi < KILN_COUNTOF(files); fi++) {
         size_t len = 0;
         char  *text = read_file(files[fi], &len);
