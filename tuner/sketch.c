@@ -434,7 +434,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     char                      kn[160];
     kiln_sketch_axis_names(ctx, g, i, names);
-    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = KILN_NONE;
+    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
     for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
         p->k_split[k] = KILN_NONE;
     switch ((enum kiln_plan_mode)p->mode) {
@@ -628,10 +628,25 @@ emit_sketch(struct gen *G)
             mode[i].mode = p->mode = KILN_PLAN_PLAIN;
             if (pass == 0)
                 continue; /* annotated in pass 1 */
-            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = KILN_NONE;
+            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
             for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
                 p->k_split[k] = KILN_NONE;
         }
+    /* compute location of a plain op whose only reader is tiled: at root or at the reader's
+     * outermost tile */
+    for (uint32_t i = 0; i < g->nop; i++) {
+        struct kiln_op_plan *p = &sk->priv->op[i];
+        uint32_t             r = G->A->reader[i];
+        if (p->mode != KILN_PLAN_PLAIN || G->A->nreader[i] != 1 || r == KILN_NONE
+            || g->tensor[g->op[i].out].is_output
+            || (mode[r].mode != KILN_PLAN_TILE && mode[r].mode != KILN_PLAN_TILE_CW
+                && mode[r].mode != KILN_PLAN_TILE_FUSE))
+            continue;
+        char kn[160];
+        snprintf(kn, sizeof kn, "%s location", kiln_graph_tensor_name(g, g->op[i].out));
+        p->k_loc = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
+        p->reader = r;
+    }
     for (uint32_t i = 0; i < g->nop; i++)
         if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
                              kiln_graph_tensor_name(g, g->op[i].out), mode_desc(ctx, g, &mode[i])))
@@ -750,6 +765,7 @@ struct emit {
     struct kiln_schedule     *out;
     uint32_t                  packed[16];
     uint32_t                  npacked;
+    const char              **tile_stage, **tile_iter; /* per tiled op: its outermost tile */
 };
 
 static uint32_t
@@ -903,7 +919,7 @@ emit_inline_plain(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
             snprintf(vec, sizeof vec, "%.58s.1", names[last]);
         }
     }
-    int64_t par = val(E, p->k_par, 0, 0);
+    int64_t par = val(E, p->k_loc, 0, 0) ? 0 : val(E, p->k_par, 0, 0);
     if (par > nsp)
         par = nsp;
     KILN_TRY(emit_parallel(E, tn, &L, 0, (uint32_t)par, NULL));
@@ -1104,11 +1120,18 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
             snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[sorder[s]], lv);
     }
     KILN_TRY(emit_order(E, P, &PL, want));
+    char outer[KILN_SKETCH_NAME];
+    snprintf(outer, sizeof outer, "%.58s.0", names[sorder[ns - 1]]);
     if (!X && par) {
+        char parname[KILN_SKETCH_NAME];
         if (par > ns)
             par = ns;
-        KILN_TRY(emit_parallel(E, P, &PL, s0, (uint32_t)par, NULL));
+        KILN_TRY(emit_parallel(E, P, &PL, s0, (uint32_t)par, parname));
+        if (par == (int64_t)ns)
+            snprintf(outer, sizeof outer, "%s", parname);
     }
+    E->tile_stage[i] = kiln_arena_strdup(ctx, P);
+    E->tile_iter[i] = kiln_arena_strdup(ctx, outer);
     if (vec)
         KILN_TRY(step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
     if (unroll) {
@@ -1131,6 +1154,10 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
                          "program has out-of-range knob values for sketch '%s'", sk->desc);
     struct emit E = {.ctx = ctx, .g = g, .sk = sk, .p = p, .out = out};
+    E.tile_stage = kiln_arena_alloc(ctx, sizeof(char *) * (pv->nop + 1));
+    E.tile_iter = kiln_arena_alloc(ctx, sizeof(char *) * (pv->nop + 1));
+    if (!E.tile_stage || !E.tile_iter)
+        return ctx->err.status;
     for (uint32_t i = 0; i < pv->nop; i++)
         if (pv->op[i].mode == KILN_PLAN_INLINE)
             KILN_TRY(
@@ -1153,6 +1180,19 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
             KILN_TRY(emit_tile(&E, i, op));
             break;
         }
+    }
+    for (uint32_t i = 0; i < pv->nop; i++) {
+        const struct kiln_op_plan *op = &pv->op[i];
+        if (op->k_loc == KILN_NONE || !val(&E, op->k_loc, 0, 0))
+            continue;
+        if (!E.tile_stage[op->reader] || !E.tile_iter[op->reader])
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: reader of %s not tiled",
+                             kiln_graph_tensor_name(g, g->op[i].out));
+        struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = sym(&E, kiln_graph_tensor_name(g, g->op[i].out)),
+                               .target = sym(&E, E.tile_stage[op->reader]),
+                               .iter = sym(&E, E.tile_iter[op->reader])};
+        KILN_TRY(push(&E, st));
     }
     return KILN_OK;
 }

@@ -29,6 +29,8 @@ struct kiln_op_plan {
     /* knob indices, KILN_NONE when absent */
     uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE]; /* per root axis (spatial, reduction) */
     uint32_t k_vaxis, k_vec, k_unroll, k_par, k_pack;
+    uint32_t k_loc;                /* PLAIN: 0 at root, 1 at the outer tile of its tiled reader */
+    uint32_t reader;               /* PLAIN with k_loc: the tiled op reading it */
     uint8_t  vcand[KILN_MAX_DIMS]; /* spatial axes that may be the vector axis */
     uint8_t  nvcand;
     /* per spatial axis: arguments (tensor, dimension) packed when it is the vector axis */

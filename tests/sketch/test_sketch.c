@@ -41,6 +41,8 @@ static const char *const graphs[][2] = {
     {"rowsum", "input x: f32[3, 120]\ns[i] += x[i, k]\noutput s\n"},
     {"elementwise", "input a: f32[6, 50]\ninput b: f32[6, 50]\nc = add(a, b)\nd = exp(c)\n"
                     "e = mul(d, a)\noutput e\n"},
+    {"exp_matmul", "input A: f32[10, 12]\nweight B: f32[12, 16]\nE = exp(A)\n"
+                   "C = matmul(E, B)\noutput C\n"},
     {"two_anchors", "input x: f32[8, 12]\nweight w1: f32[12, 16]\nweight w2: f32[16, 8]\n"
                     "h = matmul(x, w1)\nr = relu(h)\ny = matmul(r, w2)\noutput y\n"},
 };
@@ -446,6 +448,40 @@ test_bench_like(void)
     kiln_ctx_free(ctx);
 }
 
+/* A plain producer read only by a tiled op gets a location knob; computed at the reader's
+ * outermost tile (every sketch, with and without parallel outer loops), it still computes the
+ * same. */
+static void
+test_location(void)
+{
+    kiln_ctx           *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph  *g = NULL;
+    struct kiln_target  tg;
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10};
+    struct kiln_sketch *sk = NULL;
+    uint32_t            nsk = 0;
+    struct kiln_rng     r = kiln_rng_new(opt_seed());
+    struct ref          R = {0};
+    for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++)
+        if (!strcmp(graphs[gi][0], "exp_matmul"))
+            g = PARSE(ctx, graphs[gi][1]);
+    CHECK(g && kiln_cg_target_parse(ctx, "llvm", &tg) == KILN_OK
+          && kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) == KILN_OK && make_ref(ctx, g, &r, &R));
+    for (uint32_t s = 0; g && s < nsk; s++)
+        for (int64_t par = 0; par < 3; par++) {
+            struct kiln_prog p;
+            kiln_prog_sample(&sk[s], &r, &p);
+            set_knob(&sk[s], &p, "E location", 1, 0, 0);
+            set_knob(&sk[s], &p, "C parallel", par, 0, 0);
+            struct kiln_schedule sc = {0};
+            CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, &sk[s], &p, &sc));
+            CHECK(strstr(sched_text(ctx, &sc), "\"stage\": \"E\", \"target\"") != NULL);
+            CHECK(check_prog(ctx, g, &tg, &sk[s], &p, &R, "location", par == 2));
+        }
+    free_ref(&R);
+    kiln_ctx_free(ctx);
+}
+
 /* The example networks (whole graphs, larger than tasks): every sketch's sampled programs and
  * a neighbour of each lower (not run: the shapes are too large for the interpreter). */
 static void
@@ -561,9 +597,8 @@ int
 main(int argc, char **argv)
 {
     static const struct test tests[] = {
-        {"programs", test_programs},
-        {"bench_like", test_bench_like},
-        {"examples_lower", test_examples_lower},
+        {"programs", test_programs},       {"bench_like", test_bench_like},
+        {"location", test_location},       {"examples_lower", test_examples_lower},
         {"json_errors", test_json_errors},
     };
     return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
