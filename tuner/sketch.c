@@ -655,7 +655,7 @@ emit_sketch(struct gen *G)
         if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
             return KILN_OK; /* degraded into a sketch we have */
     sk->id = G->n;
-    sk->desc = desc.data ? desc.data : "";
+    sk->desc = desc.data ? desc.data : "default";
     G->n++;
     return KILN_OK;
 }
