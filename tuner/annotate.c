@@ -128,6 +128,12 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         else
             out->v[k->slot] = (int64_t)kiln_rng_below(rng, k->nchoice ? k->nchoice : 1);
     }
+    /* the last spatial axis (contiguous in the output) is the vector axis half of the time */
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
+        const struct kiln_op_plan *op = &sk->priv->op[i];
+        if (op->k_vaxis != KILN_NONE && kiln_rng_uniform(rng) < 0.5)
+            out->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
+    }
     vector_knobs(sk, out, vec);
     for (uint32_t i = 0; i < sk->nknob; i++) {
         const struct kiln_knob *k = &sk->knob[i];
