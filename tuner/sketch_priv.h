@@ -48,7 +48,5 @@ struct kiln_sketch_priv {
 /* The iterator names passes/state.c gives op `op`'s root loops (spatial, then reduction). */
 void kiln_sketch_axis_names(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op,
                             char names[][KILN_SKETCH_NAME]);
-/* Every knob value in range (tile lengths >= 1, product <= extent, innermost <= 64). */
-bool kiln_prog_valid(const struct kiln_sketch *sk, const struct kiln_prog *p);
 
 #endif
