@@ -820,41 +820,62 @@ emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter
     return KILN_OK;
 }
 
-/* Reorders the leaves into `want` (a permutation of them): one step when it fits, else swaps. */
+/* Reorders the leaves into `want` (a permutation of them). A reorder step permutes the loops it
+ * lists among the positions they occupy, so each step applies whole cycles of the remaining
+ * permutation (at most KILN_STEP_MAXN positions; a longer cycle is shortened by a rotation). */
 static enum kiln_status
 emit_order(struct emit *E, const char *stage, struct leaves *L, char want[][KILN_SKETCH_NAME])
 {
-    bool same = true;
-    for (uint32_t i = 0; i < L->n; i++)
-        same &= !strcmp(L->name[i], want[i]);
-    if (same)
-        return KILN_OK;
-    if (L->n <= KILN_STEP_MAXN) {
-        struct kiln_step st = {
-            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)L->n};
+    for (uint32_t guard = 0; guard <= L->n; guard++) {
+        uint32_t to[64], newat[64];
+        bool     done[64] = {false}, any = false;
         for (uint32_t i = 0; i < L->n; i++) {
-            st.iters[i] = sym(E, want[i]);
-            memcpy(L->name[i], want[i], KILN_SKETCH_NAME);
+            to[i] = KILN_NONE;
+            for (uint32_t j = 0; j < L->n && to[i] == KILN_NONE; j++)
+                to[i] = strcmp(L->name[i], want[j]) ? KILN_NONE : j;
+            if (to[i] == KILN_NONE)
+                return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch",
+                                 "sketch: loop %s of %s missing from the order", L->name[i], stage);
+            done[i] = to[i] == i;
+            any |= !done[i];
         }
-        return push(E, st);
-    }
-    for (uint32_t i = 0; i < L->n; i++) {
-        if (!strcmp(L->name[i], want[i]))
-            continue;
-        uint32_t q = leaf_find(L, want[i]);
-        if (q == KILN_NONE || q < i)
-            return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: bad order for %s",
-                             stage);
-        struct kiln_step st = {.kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = 2};
-        st.iters[0] = sym(E, want[i]);
-        st.iters[1] = sym(E, L->name[i]);
+        if (!any)
+            return KILN_OK;
+        uint32_t used = 0, pos[KILN_STEP_MAXN];
+        for (uint32_t i = 0; i < L->n && used + 2 <= KILN_STEP_MAXN; i++) {
+            if (done[i])
+                continue;
+            uint32_t cyc[64], m = 0;
+            for (uint32_t c = i; !done[c] && m < 64; c = to[c]) {
+                done[c] = true;
+                cyc[m++] = c;
+            }
+            uint32_t take = m <= KILN_STEP_MAXN - used ? m : KILN_STEP_MAXN - used;
+            for (uint32_t j = 0; j < take; j++) {
+                pos[used++] = cyc[j];
+                /* the loop at cyc[j] moves to cyc[j + 1]; the last taken closes the rotation */
+                newat[j + 1 < take ? to[cyc[j]] : cyc[0]] = cyc[j];
+            }
+        }
+        for (uint32_t j = 1; j < used; j++) /* positions in increasing order */
+            for (uint32_t k = j; k > 0 && pos[k - 1] > pos[k]; k--) {
+                uint32_t t = pos[k];
+                pos[k] = pos[k - 1];
+                pos[k - 1] = t;
+            }
+        struct kiln_step st = {
+            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)used};
+        char moved[KILN_STEP_MAXN][KILN_SKETCH_NAME];
+        for (uint32_t j = 0; j < used; j++) {
+            memcpy(moved[j], L->name[newat[pos[j]]], KILN_SKETCH_NAME);
+            st.iters[j] = sym(E, moved[j]);
+        }
         KILN_TRY(push(E, st));
-        char tmp[KILN_SKETCH_NAME];
-        memcpy(tmp, L->name[i], KILN_SKETCH_NAME);
-        memcpy(L->name[i], L->name[q], KILN_SKETCH_NAME);
-        memcpy(L->name[q], tmp, KILN_SKETCH_NAME);
+        for (uint32_t j = 0; j < used; j++)
+            memcpy(L->name[pos[j]], moved[j], KILN_SKETCH_NAME);
     }
-    return KILN_OK;
+    return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: reordering %s did not converge",
+                     stage);
 }
 
 /* Fuses the n leaves starting at position pos and marks the result parallel; *name gets the

@@ -5,6 +5,7 @@
  * programs round-trip through JSON; the rules find the expected structures (multi-level tiling
  * with cache write for matmul, consumer fusion for matmul+bias+relu, rfactor for row
  * reductions). Programs per sketch: --iters / 50 (default --iters 100); the seed is printed. */
+#include "../../passes/state.h"
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
 
@@ -351,11 +352,32 @@ struct knob_setting {
     int64_t     v[3];
 };
 
+/* The loop order of stage `stage` after schedule text `sched` ("a b c"), from the schedule state
+ * itself (checks the rules' own bookkeeping of reorders, splits and fuses). */
+static const char *
+leaves_of(kiln_ctx *ctx, const struct kiln_graph *g, const char *sched, const char *stage)
+{
+    struct kiln_schedule s = {0};
+    struct kiln_state    st;
+    struct kiln_buf      b = {0};
+    if (kiln_sched_from_json(ctx, sched, strlen(sched), &s) != KILN_OK
+        || kiln_state_build(ctx, g, &s, &st) != KILN_OK)
+        return "(error)";
+    for (uint32_t i = 0; i < st.nst; i++) {
+        if (strcmp(kiln_sym_str(ctx, st.st[i].name), stage))
+            continue;
+        for (uint32_t l = 0; l < st.st[i].nleaf; l++)
+            kiln_buf_printf(ctx, &b, "%s%s", l ? " " : "",
+                            kiln_sym_str(ctx, st.st[i].it[st.st[i].leaf[l]].name));
+    }
+    return b.data ? b.data : "";
+}
+
 /* Program of sketch `desc` of graph `small` with the given knobs; checks that it runs right and
  * returns its schedule for graph `big` (same definitions, larger shapes) as JSON. */
 static const char *
 bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
-           const struct knob_setting *set, uint32_t nset)
+           const struct knob_setting *set, uint32_t nset, const char *const *order)
 {
     struct kiln_target tg;
     struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10};
@@ -380,6 +402,8 @@ bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
         struct kiln_schedule s = {0};
         CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, cw, &p, &s));
         out = sched_text(ctx, &s);
+        for (uint32_t i = 0; pass == 0 && order[i]; i += 2)
+            CHECK_EQ_STR(order[i + 1], leaves_of(ctx, g, out, order[i]));
         if (pass == 0) {
             struct kiln_rng r = kiln_rng_new(opt_seed());
             struct ref      R = {0};
@@ -417,7 +441,10 @@ test_bench_like(void)
     };
     snprintf(small, sizeof small, MATMUL_KG, 64, 64, 64, 64);
     snprintf(big, sizeof big, MATMUL_KG, 1024, 1024, 1024, 1024);
-    const char *ms = bench_prog(ctx, small, big, "C:tile+cache_write@2", mset, KILN_COUNTOF(mset));
+    static const char *const morder[] = {"C", "i.0 j.0 i.1 j.1 i.2 j.2 i.3 j.3", "C.local",
+                                         "i.0 j.0 k.0 i.1 j.1 k.1 i.2 j.2", NULL};
+    const char              *ms =
+        bench_prog(ctx, small, big, "C:tile+cache_write@2", mset, KILN_COUNTOF(mset), morder);
     printf("matmul schedule: %s\n", ms ? ms : "(none)");
     CHECK(ms && strstr(ms, "\"pack\"") && strstr(ms, "\"cache_write\"")
           && strstr(ms, "\"compute_at\""));
@@ -430,8 +457,11 @@ test_bench_like(void)
     char csmall[512], cbig[512];
     snprintf(csmall, sizeof csmall, CONV_KG, 16, 14, 14, 32, 16, 14, 14, 14, 14);
     snprintf(cbig, sizeof cbig, CONV_KG, 128, 28, 28, 128, 128, 28, 28, 28, 28);
+    static const char *const corder[] = {
+        "y", "n h.0 q.0 k.0 h.1 q.1 k.1 h.2 q.2 k.2 h.3 q.3 k.3", "y.local",
+        "n h.0 q.0 k.0 rh.0 rw.0 c.0 h.1 q.1 k.1 rh.1 rw.1 c.1 h.2 q.2 k.2", NULL};
     const char *cs =
-        bench_prog(ctx, csmall, cbig, "y:tile+cache_write@2", cset, KILN_COUNTOF(cset));
+        bench_prog(ctx, csmall, cbig, "y:tile+cache_write@2", cset, KILN_COUNTOF(cset), corder);
     printf("conv schedule: %s\n", cs ? cs : "(none)");
     CHECK(cs && strstr(cs, "\"pack\"") && strstr(cs, "\"stage\": \"w\""));
     const char *dir = getenv("KILN_SKETCH_DUMP");
