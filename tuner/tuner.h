@@ -63,13 +63,13 @@ enum kiln_knob_kind {
 };
 
 enum kiln_knob_role { /* what a knob means: mutation weights and Droplet neighbours use it */
-                      KILN_KNOB_TILE,
-                      KILN_KNOB_UNROLL,
-                      KILN_KNOB_PARALLEL,
-                      KILN_KNOB_VECTORIZE,
-                      KILN_KNOB_LOCATION,
-                      KILN_KNOB_LAYOUT,
-                      KILN_KNOB_OTHER,
+    KILN_KNOB_TILE,
+    KILN_KNOB_UNROLL,
+    KILN_KNOB_PARALLEL,
+    KILN_KNOB_VECTORIZE,
+    KILN_KNOB_LOCATION,
+    KILN_KNOB_LAYOUT,
+    KILN_KNOB_OTHER,
 };
 
 struct kiln_knob {
@@ -103,8 +103,8 @@ struct kiln_prog {
 /* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
 struct kiln_hw {
     int num_cores;
-    int vector_lanes; /* f32 lanes of the widest vector register */
-    int cache_line;   /* bytes */
+    int vector_lanes;  /* f32 lanes of the widest vector register */
+    int cache_line;    /* bytes */
     int l1_bytes, l2_bytes;
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
@@ -198,7 +198,7 @@ struct kiln_measure_opts {
     uint32_t warmup;        /* untimed calls first, default 1 */
     bool     flush_cache;   /* write a large buffer before every call */
     double   build_timeout_s, run_timeout_s; /* defaults 30, 10 */
-    int      threads;                        /* threads of parallel loops; 0 = target cores */
+    int      threads;       /* threads of parallel loops; 0 = target cores */
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
@@ -209,13 +209,13 @@ struct kiln_measure_input {
 };
 
 struct kiln_measure_result {
-    uint8_t  error;    /* enum kiln_measure_error */
-    double   time_s;   /* median of the repeats; 0 on error */
-    double   stddev_s; /* of the repeats */
+    uint8_t error;    /* enum kiln_measure_error */
+    double  time_s;   /* median of the repeats; 0 on error */
+    double  stddev_s; /* of the repeats */
     uint32_t nrepeat;
-    double   times[16]; /* the repeats (first 16) */
-    double   build_s;   /* wall time spent building */
-    char     msg[512];  /* error message */
+    double  times[16]; /* the repeats (first 16) */
+    double  build_s;   /* wall time spent building */
+    char    msg[512];  /* error message */
 };
 
 /* A measurer for one task graph: holds the reference outputs (the reference interpreter's, or
@@ -233,11 +233,11 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
 /* ---- records database (tuner/db.c) ----
  * SQLite: one row per measured program, committed as soon as it is measured. */
 struct kiln_record {
-    const char *workload; /* task key */
-    const char *target;   /* canonical target string */
-    const char *schedule; /* schedule JSON (passes/sched.c) */
-    const char *prog;     /* program JSON (kiln_prog_to_json), may be NULL */
-    double      time_s;   /* 0 on error */
+    const char *workload;  /* task key */
+    const char *target;    /* canonical target string */
+    const char *schedule;  /* schedule JSON (passes/sched.c) */
+    const char *prog;      /* program JSON (kiln_prog_to_json), may be NULL */
+    double      time_s;    /* 0 on error */
     double      stddev_s;
     uint8_t     error;     /* enum kiln_measure_error */
     const char *error_msg; /* may be NULL */
@@ -252,8 +252,8 @@ enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **
 void             kiln_db_close(struct kiln_db *db);
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
-bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
-                  struct kiln_record *out);
+bool             kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
+                              struct kiln_record *out);
 /* Every record of workload/target in insertion order (errors included); fn returns false to
  * stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
@@ -266,6 +266,6 @@ enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
                                       uint32_t *added);
 /* The machine description stored with records ("x86_64 rocketlake 2 cores"). */
-const char *kiln_machine_desc(kiln_ctx *ctx);
+const char      *kiln_machine_desc(kiln_ctx *ctx);
 
 #endif /* KILN_TUNER_H */
