@@ -20,6 +20,7 @@ int cmd_inspect(int argc, char **argv); /* cli/cmd_inspect.c */
 int cmd_eval(int argc, char **argv);    /* cli/cmd_eval.c */
 int cmd_compile(int argc, char **argv); /* cli/cmd_compile.c */
 int cmd_run(int argc, char **argv);     /* cli/cmd_run.c */
+int cmd_sample(int argc, char **argv);  /* cli/cmd_sample.c */
 
 /* ---- shared helpers (cli/common.c) ---- */
 /* Prints "kiln: " and the context's formatted error to stderr; returns 1. */

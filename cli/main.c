@@ -17,6 +17,7 @@ static const struct command commands[] = {
     {"eval", cmd_eval, "evaluate a graph with the reference interpreter"},
     {"compile", cmd_compile, "compile a graph to a shared object"},
     {"run", cmd_run, "call a compiled module on random inputs, check and time it"},
+    {"sample", cmd_sample, "sample new kernels to replace a convolution (.kg and PyTorch)"},
     /* later: tune, search */
 };
 
