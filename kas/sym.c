@@ -281,6 +281,111 @@ uses_var(const struct kas_design *d, int v)
     return false;
 }
 
+/* Depth-first enumeration of the free variables' values, pruned by integrality checks at the
+ * level where a size's last free variable gets its value. */
+#define MAX_CHECKS 64
+struct bsearch {
+    const struct kas_spec *s;
+    struct kas_design     *d;
+    struct kiln_rng       *rng;
+    int                    fv[KAS_NVAR], nfv;
+    const int64_t         *cand[KAS_NVAR];
+    int                    ncand[KAS_NVAR];
+    struct kas_mono        check[MAX_CHECKS];
+    int                    level[MAX_CHECKS], ncheck;
+    bool                   dep[KAS_MAX_NODES];
+    double                 rf, rp, f0, p0;
+    uint32_t               nfeas;
+    int64_t                best[KAS_NVAR];
+};
+
+static void
+add_check(struct bsearch *b, struct kas_mono m)
+{
+    for (int k = 0; k < b->ncheck; k++)
+        if (kas_mono_eq(b->check[k], m))
+            return;
+    int lvl = -1;
+    for (int k = 0; k < b->nfv; k++)
+        if (m.e[b->fv[k]])
+            lvl = k;
+    if (b->ncheck < MAX_CHECKS) { /* more sizes than that: the leaf's cost check still holds */
+        b->level[b->ncheck] = lvl;
+        b->check[b->ncheck++] = m;
+    }
+}
+
+static bool
+node_depends(const struct kas_design *d, int i, const int *fv, int nfv)
+{
+    const struct kas_node *n = &d->node[i];
+    for (int k = 0; k < nfv; k++) {
+        int v = fv[k];
+        if (n->m.e[v] || (v == KAS_G && n->prim == KAS_CONV && n->a == 1))
+            return true;
+        for (int j = 0; j <= n->nin; j++) {
+            const struct kas_shape *sh = j < n->nin ? &d->node[n->in[j]].out : &n->out;
+            for (int r = 0; r < sh->rank; r++)
+                if (sh->d[r].e[v])
+                    return true;
+        }
+    }
+    return false;
+}
+
+static bool
+level_ok(const struct bsearch *b, int lvl)
+{
+    for (uint32_t p = 0; p < b->s->nph; p++) {
+        int64_t vals[KAS_NVAR], v;
+        kas_design_vals(b->d, &b->s->ph[p], vals);
+        for (int k = 0; k < b->ncheck; k++)
+            if (b->level[k] == lvl && (!kas_mono_eval(b->check[k], vals, &v) || v < 1))
+                return false;
+    }
+    return true;
+}
+
+static void
+leaf(struct bsearch *b)
+{
+    const struct kas_spec *s = b->s;
+    double                 f = b->f0, pr = b->p0;
+    for (uint32_t p = 0; p < s->nph; p++) {
+        int64_t vals[KAS_NVAR];
+        kas_design_vals(b->d, &s->ph[p], vals);
+        for (int i = 1; i < b->d->nnode; i++) {
+            double nf, np;
+            if (!b->dep[i])
+                continue;
+            if (!kas_node_cost(b->d, i, vals, s->ph[p].H, s->ph[p].W, &nf, &np))
+                return;
+            f += nf;
+            pr += np;
+        }
+    }
+    if (f >= s->flops_lo * b->rf && f <= s->flops_hi * b->rf && pr >= s->params_lo * b->rp
+        && pr <= s->params_hi * b->rp) {
+        b->nfeas++;
+        if (b->nfeas == 1 || (b->rng && kiln_rng_below(b->rng, b->nfeas) == 0))
+            memcpy(b->best, b->d->val, sizeof b->best);
+    }
+}
+
+static void
+search(struct bsearch *b, int lvl)
+{
+    if (lvl == b->nfv) {
+        leaf(b);
+        return;
+    }
+    for (int c = 0; c < b->ncand[lvl]; c++) {
+        b->d->val[b->fv[lvl]] = b->cand[lvl][c];
+        if (level_ok(b, lvl))
+            search(b, lvl + 1);
+    }
+}
+
 uint32_t
 kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rng)
 {
@@ -310,36 +415,44 @@ kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng
             return 0;
         nfv++;
     }
-    double rf, rp;
-    kas_spec_ref_cost(s, &rf, &rp);
-    int      idx[KAS_NVAR] = {0};
-    uint32_t nfeas = 0;
-    int64_t  best[KAS_NVAR] = {0};
-    for (;;) {
-        for (int k = 0; k < nfv; k++)
-            d->val[fv[k]] = cand[k][idx[k]];
-        double f = 0, pr = 0, nf, np;
-        bool   ok = true;
-        for (uint32_t p = 0; ok && p < s->nph; p++) {
-            ok = kas_design_cost(d, &s->ph[p], &nf, &np);
-            f += nf;
-            pr += np;
-        }
-        if (ok && f >= s->flops_lo * rf && f <= s->flops_hi * rf && pr >= s->params_lo * rp
-            && pr <= s->params_hi * rp) {
-            nfeas++;
-            if (nfeas == 1 || (rng && kiln_rng_below(rng, nfeas) == 0))
-                memcpy(best, d->val, sizeof best);
-        }
-        int k = 0;
-        while (k < nfv && ++idx[k] == ncand[k])
-            idx[k++] = 0;
-        if (k == nfv)
-            break;
+    struct bsearch b = {.s = s, .d = d, .rng = rng, .nfv = nfv};
+    memcpy(b.fv, fv, sizeof fv);
+    memcpy(b.cand, cand, sizeof cand);
+    memcpy(b.ncand, ncand, sizeof ncand);
+    kas_spec_ref_cost(s, &b.rf, &b.rp);
+    /* sizes to check for integrality, each at the level of its last free variable */
+    for (int i = 0; i < d->nnode; i++) {
+        const struct kas_node *n = &d->node[i];
+        struct kas_mono        w[4];
+        int                    nw = kas_node_weight(d, i, w);
+        for (int k = 0; k < n->out.rank; k++)
+            add_check(&b, n->out.d[k]);
+        for (int k = 0; k < nw; k++)
+            add_check(&b, w[k]);
+        if (n->prim == KAS_CONV && n->a == 1)
+            add_check(&b, kas_mono_div(n->m, kas_mono_var(KAS_G)));
     }
-    if (nfeas)
-        memcpy(d->val, best, sizeof best);
-    return nfeas;
+    /* nodes whose cost does not depend on a free variable are counted once */
+    for (int i = 1; i < d->nnode; i++) {
+        b.dep[i] = node_depends(d, i, fv, nfv);
+        if (b.dep[i])
+            continue;
+        for (uint32_t p = 0; p < s->nph; p++) {
+            int64_t vals[KAS_NVAR];
+            double  f, pr;
+            kas_design_vals(d, &s->ph[p], vals);
+            if (!kas_node_cost(d, i, vals, s->ph[p].H, s->ph[p].W, &f, &pr))
+                return 0;
+            b.f0 += f;
+            b.p0 += pr;
+        }
+    }
+    if (!level_ok(&b, -1))
+        return 0;
+    search(&b, 0);
+    if (b.nfeas)
+        memcpy(d->val, b.best, sizeof b.best);
+    return b.nfeas;
 }
 
 void
