@@ -399,6 +399,9 @@ test_sampled_batch(void)
         seen[got++] = d.hash;
         CHECK(kas_design_filter(&s, &d));
         CHECK(kas_design_rf(&d) >= s.min_rf);
+        for (int k = 0; k + 1 < d.nnode; k++) /* no dead branches: everything feeds y */
+            CHECK(d.node[k].nuse > 0);
+        CHECK(d.node[d.nnode - 1].nuse == 0);
         double tf = 0, tp = 0;
         for (uint32_t p = 0; p < s.nph; p++) {
             /* kiln's own counts of the emitted graph, summed */
@@ -439,6 +442,8 @@ test_sampled_batch(void)
            (unsigned long long)st->illegal, (unsigned long long)st->filtered,
            (unsigned long long)st->over_budget, (unsigned long long)st->dup_hash,
            (unsigned long long)st->dup_fp);
+    /* growth is constructive: closing (almost) never fails */
+    CHECK(st->illegal * 100 <= st->attempts);
     free(seen);
     kas_sampler_free(sm);
 }
@@ -548,24 +553,38 @@ test_known_designs(void)
         CHECK(kas_design_add(&h, att2[i]) == i + 1);
     check_known("attention-like", &s, att2, 7, &h, &rng);
 
-    /* and the random sampler reaches the two-primitive designs on its own */
+    /* and random growth reaches the small designs on its own (depthwise-separable, grouped,
+     * and the bottleneck without its relus) */
     struct kas_spec s1 = s;
-    s1.max_ops = 2;
-    struct kas_design dw;
-    kas_design_init(&dw, false, 1);
-    kas_design_add(&dw, dws[0]);
-    kas_design_add(&dw, dws[1]);
-    uint64_t        want = kas_design_hash(&dw), found = 0;
-    struct kiln_rng r2 = kiln_rng_new(opt_seed());
-    uint64_t        tries = 0;
-    for (; tries < 200000 && !found; tries++) {
-        struct kas_design d;
-        if (kas_grow(&s1, &r2, &d) && kas_design_hash(&d) == want)
-            found = tries + 1;
+    s1.max_ops = 3;
+    struct kas_design want[3];
+    kas_design_init(&want[0], false, 1);
+    kas_design_add(&want[0], dws[0]);
+    kas_design_add(&want[0], dws[1]);
+    kas_design_init(&want[1], false, 1);
+    kas_design_add(&want[1], grp[0]);
+    struct kas_node bot3[] = {
+        {.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},
+        {.prim = KAS_CONV, .nin = 1, .in = {1}, .a = 0, .b = 3, .c = 3, .m = X0},
+        {.prim = KAS_FC, .nin = 1, .in = {2}, .a = 0, .m = K}};
+    kas_design_init(&want[2], false, 1);
+    kas_solver_fresh(&want[2].sol, &x0);
+    for (int i = 0; i < 3; i++)
+        kas_design_add(&want[2], bot3[i]);
+    static const char *const wname[3] = {"depthwise-separable", "grouped", "bottleneck"};
+    for (int k = 0; k < 3; k++) {
+        uint64_t        wh = kas_design_hash(&want[k]), found = 0;
+        struct kiln_rng r2 = kiln_rng_new(opt_seed() + (uint64_t)k);
+        for (uint64_t tries = 0; tries < 500000 && !found; tries++) {
+            struct kas_design d;
+            if (kas_grow(&s1, &r2, &d) && kas_design_hash(&d) == wh)
+                found = tries + 1;
+        }
+        printf("  %s found by random growth after %llu designs\n", wname[k],
+               (unsigned long long)found);
+        if (!found)
+            harness_fail(__FILE__, __LINE__, "%s not found by random growth", wname[k]);
     }
-    printf("  depthwise-separable found by random growth after %llu designs\n",
-           (unsigned long long)found);
-    CHECK(found > 0);
 }
 
 /* Structurally different, functionally equal designs share a fingerprint; others do not. */

@@ -150,7 +150,7 @@ def main():
         print("skip: no kiln binary at %s" % a.kiln)
         return 77
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
-    n = a.n or max(4, int(os.environ.get("KILN_ITERS", "25")))
+    n = a.n or max(4, int(os.environ.get("KILN_ITERS", "15")))
     print("seed %d (replay with --seed %d)" % (seed, seed))
     torch.set_default_dtype(torch.float64)
     stats = {"interp": 0, "compiled": 0}
