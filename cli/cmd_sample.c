@@ -14,7 +14,7 @@
 static const char usage[] =
     "usage: kiln sample -p C,K,H,W [-p ...] [-n N] [--seed S] [--stride 1|2]\n"
     "                   [--flops LO:HI] [--params LO:HI] [--max-ops N] [--min-rf R]\n"
-    "                   [--out DIR] [--batch N] [--no-fingerprint] [--quiet]\n"
+    "                   [--out DIR] [--batch N] [--max-tries N] [--no-fingerprint] [--quiet]\n"
     "\n"
     "Samples N kernels (default 10) that replace a 3x3 convolution with C input and K output\n"
     "channels on H x W inputs (-p C,H,W means K = C), one design legal for every placeholder\n"
@@ -22,7 +22,8 @@ static const char usage[] =
     "placeholders, relative to the convolutions' (defaults 0.05:1 and 0:1). --max-ops bounds\n"
     "the primitives grown before closing (default 8), --min-rf the receptive field (default\n"
     "3). With --out DIR, writes DIR/kNNNN.py (a PyTorch nn.Module) and DIR/kNNNN_pJ.kg (the\n"
-    "kernel graph for placeholder J, batch --batch, default 1). Same seed, same kernels.\n";
+    "kernel graph for placeholder J, batch --batch, default 1). --max-tries bounds the designs\n"
+    "grown per new kernel (default 100000) before giving up. Same seed, same kernels.\n";
 
 static bool
 parse_range(const char *s, double *lo, double *hi)
@@ -89,7 +90,7 @@ cmd_sample(int argc, char **argv)
 {
     struct kas_spec s;
     kas_spec_default(&s);
-    uint64_t    n = 10, seed = 0, batch = 1, v;
+    uint64_t    n = 10, seed = 0, batch = 1, tries = 100000, v;
     const char *out = NULL;
     bool        quiet = false;
     for (int i = 1; i < argc; i++) {
@@ -116,6 +117,10 @@ cmd_sample(int argc, char **argv)
         } else if (!strcmp(a, "-n")) {
             if (!cli_parse_u64(arg, &n) || n == 0 || n > 10000000)
                 return cli_usage_error("sample", "-n must be in 1..10000000, got '%s'", arg);
+        } else if (!strcmp(a, "--max-tries")) {
+            if (!cli_parse_u64(arg, &tries) || tries == 0 || tries > UINT32_MAX)
+                return cli_usage_error("sample", "--max-tries must be in 1..%u, got '%s'",
+                                       UINT32_MAX, arg);
         } else if (!strcmp(a, "--seed")) {
             if (!cli_parse_u64(arg, &seed))
                 return cli_usage_error("sample", "--seed must be a non-negative integer");
@@ -181,13 +186,14 @@ cmd_sample(int argc, char **argv)
     for (; got < n && !rc; got++) {
         struct kas_design d;
         double            t0 = now();
-        bool              ok = kas_sampler_next(sm, &d, 1000000);
+        bool              ok = kas_sampler_next(sm, &d, (uint32_t)tries);
         tsample += now() - t0;
         if (!ok) {
             fprintf(stderr,
-                    "kiln: no further kernel after %llu: the budget or the placeholders leave "
-                    "too little room (try wider --flops/--params)\n",
-                    (unsigned long long)got);
+                    "kiln: no further kernel after %llu (%llu designs grown without a new one "
+                    "inside the budget): the budget or the placeholders leave too little room "
+                    "(try wider --flops/--params)\n",
+                    (unsigned long long)got, (unsigned long long)tries);
             rc = 1;
             break;
         }
