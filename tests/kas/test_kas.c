@@ -51,7 +51,7 @@ test_solver_systems(void)
 {
     struct kas_mono   C = kas_mono_var(KAS_C), K = kas_mono_var(KAS_K), G = kas_mono_var(KAS_G);
     struct kas_solver s = {0};
-    enum kas_var      x0, x1;
+    enum kas_var      x0 = KAS_X0, x1 = KAS_X1;
     CHECK(kas_solver_fresh(&s, &x0) && kas_solver_fresh(&s, &x1));
     struct kas_mono X0 = kas_mono_var(x0), X1 = kas_mono_var(x1);
     /* solvable: x0 * G = x1, then x1 = C  =>  x0 = C / G */
@@ -70,7 +70,7 @@ test_solver_systems(void)
     CHECK(kas_solver_unify(&e, C, C));
     /* x^2 = C has no monomial solution; x^2 = C^2 G^2 does: x = C G */
     struct kas_solver p = {0};
-    enum kas_var      y;
+    enum kas_var      y = KAS_X0;
     CHECK(kas_solver_fresh(&p, &y));
     struct kas_mono Y2 = kas_mono_mul(kas_mono_var(y), kas_mono_var(y));
     CHECK(!kas_solver_unify(&p, Y2, C));
@@ -92,7 +92,7 @@ static void
 build_fc_pair(struct kas_design *d, bool grouped)
 {
     kas_design_init(d, true, 1);
-    enum kas_var x0;
+    enum kas_var x0 = KAS_X0;
     kas_solver_fresh(&d->sol, &x0);
     struct kas_node n = {.prim = KAS_FC, .nin = 1, .a = 0, .m = kas_mono_var(x0)};
     int             i = kas_design_add(d, n);
@@ -506,7 +506,7 @@ test_known_designs(void)
     struct kiln_rng   rng = kiln_rng_new(opt_seed());
     struct kas_mono   K = kas_mono_var(KAS_K), X0 = kas_mono_var(KAS_X0);
     struct kas_design h;
-    enum kas_var      x0;
+    enum kas_var      x0 = KAS_X0;
 
     /* depthwise-separable: depthwise 3x3, then 1x1 C -> K */
     struct kas_node dws[] = {{.prim = KAS_CONV, .nin = 1, .a = 2, .b = 3, .c = 3},
