@@ -199,7 +199,13 @@ kas_emit_kg(kiln_ctx *ctx, const struct kas_design *d, const struct kas_placehol
             index_list(b, ctx, out, -1, NULL, -1, false, NULL, NULL);
             kiln_buf_printf(ctx, b, "] = %s[", x);
             index_list(b, ctx, in, -1, NULL, -1, false, NULL, NULL);
-            kiln_buf_printf(ctx, b, "] * w%d[%s]\n", i, dimvar[nd->a]);
+            kiln_buf_printf(ctx, b, "] * w%d[", i);
+            for (int k = 0, first = 1; k < in->r; k++)
+                if (nd->a & (1 << k)) {
+                    kiln_buf_printf(ctx, b, "%s%s", first ? "" : ", ", dimvar[k]);
+                    first = 0;
+                }
+            kiln_buf_puts(ctx, b, "]\n");
             break;
         case KAS_FC:
             kiln_buf_printf(ctx, b, "%s[", t);
@@ -379,8 +385,13 @@ kas_design_describe(const struct kas_design *d, char *buf, size_t size)
         case KAS_POOL:
             len += (size_t)snprintf(buf + len, size - len, "(%s%d", n->a ? "max" : "avg", n->b);
             break;
-        case KAS_UNGROUP:
         case KAS_SCALE:
+            len += (size_t)snprintf(buf + len, size - len, "(");
+            for (int k = 0; k < KAS_MAX_RANK && len < size; k++)
+                if (n->a & (1 << k))
+                    len += (size_t)snprintf(buf + len, size - len, "%d", k);
+            break;
+        case KAS_UNGROUP:
         case KAS_SOFTMAX:
             len += (size_t)snprintf(buf + len, size - len, "(%d", n->a);
             break;
@@ -439,23 +450,32 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
     kiln_buf_printf(ctx, b,
                     "\"\"\"Kernel %016llx sampled by kiln's kernel architecture search.\n\n"
                     "%s\n\nA replacement for a convolution with C input and K output channels "
-                    "(stride %d).\nInput [N, C, H, W]; output [N, K, H/%d, W/%d].\n\"\"\"\n"
+                    "(stride %d).\nInput [N, C, H, W]; output [N, K, %s].\n\"\"\"\n"
                     "import math\n\nimport torch\nimport torch.nn as nn\n"
-                    "import torch.nn.functional as F\n\n",
-                    (unsigned long long)d->hash, desc, d->stride, d->stride, d->stride);
+                    "import torch.nn.functional as F\n",
+                    (unsigned long long)d->hash, desc, d->stride,
+                    d->stride == 1 ? "H, W" : "H/2, W/2");
+    bool consts = false, unfold = false;
     for (int v = KAS_G; v < KAS_NVAR; v++)
-        if (d->val[v])
-            kiln_buf_printf(ctx, b, "%s = %lld\n", kas_var_name[v], (long long)d->val[v]);
-    kiln_buf_puts(ctx, b,
-                  "\n\ndef window(x, k, dilation, dim):\n"
-                  "    \"\"\"Sliding windows of k elements along dim (-2 height, -1 width), zero "
-                  "padded to keep\n    the size; the window index becomes a new dim just before "
-                  "the spatial dims.\"\"\"\n"
-                  "    pad = dilation * (k - 1) // 2\n"
-                  "    n = x.shape[dim]\n"
-                  "    xp = F.pad(x, (pad, pad) if dim == -1 else (0, 0, pad, pad))\n"
-                  "    return torch.stack([xp.narrow(dim, i * dilation, n) for i in range(k)], "
-                  "dim=-3)\n\n\n");
+        if (d->val[v]) {
+            kiln_buf_printf(ctx, b, "%s%s = %lld\n", consts ? "" : "\n", kas_var_name[v],
+                            (long long)d->val[v]);
+            consts = true;
+        }
+    for (int i = 1; i < d->nnode; i++)
+        unfold = unfold || d->node[i].prim == KAS_UNFOLD;
+    if (unfold)
+        kiln_buf_puts(ctx, b,
+                      "\n\ndef window(x, k, dilation, dim):\n"
+                      "    \"\"\"Sliding windows of k elements along dim (-2 height, -1 width), "
+                      "zero padded to keep\n    the size; the window index becomes a new dim just "
+                      "before the spatial dims.\"\"\"\n"
+                      "    pad = dilation * (k - 1) // 2\n"
+                      "    n = x.shape[dim]\n"
+                      "    xp = F.pad(x, (pad, pad) if dim == -1 else (0, 0, pad, pad))\n"
+                      "    return torch.stack([xp.narrow(dim, i * dilation, n) for i in "
+                      "range(k)], dim=-3)\n");
+    kiln_buf_puts(ctx, b, "\n\n");
     kiln_buf_printf(ctx, b,
                     "class %s(nn.Module):\n    def __init__(self, C, K=None):\n"
                     "        super().__init__()\n        K = C if K is None else K\n"
@@ -478,12 +498,26 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
     }
     kiln_buf_puts(ctx, b,
                   "        self.reset_parameters()\n\n    def reset_parameters(self):\n"
-                  "        for name, p in self.named_parameters():\n"
-                  "            if p.dim() == 1:\n"
-                  "                nn.init.ones_(p)  # scales start as the identity\n"
-                  "            else:\n"
-                  "                bound = 1 / math.sqrt(p[0].numel())\n"
-                  "                nn.init.uniform_(p, -bound, bound)\n\n"
+                  "        # scales start as the identity, the others like nn.Conv2d's "
+                  "weight (+-1/sqrt(fan_in))\n");
+    bool any = false;
+    for (int i = 1; i < d->nnode; i++) {
+        struct kas_mono wd[4];
+        if (!kas_node_weight(d, i, wd))
+            continue;
+        any = true;
+        if (d->node[i].prim == KAS_SCALE)
+            kiln_buf_printf(ctx, b, "        nn.init.ones_(self.w%d)\n", i);
+        else
+            kiln_buf_printf(ctx, b,
+                            "        bound = 1 / math.sqrt(self.w%d[0].numel())\n"
+                            "        nn.init.uniform_(self.w%d, -bound, bound)\n",
+                            i, i);
+    }
+    if (!any)
+        kiln_buf_puts(ctx, b, "        pass\n");
+    kiln_buf_puts(ctx, b,
+                  "\n"
                   "    def forward(self, x):\n        C, K = self.C, self.K\n"
                   "        N, H, W = x.shape[0], x.shape[2], x.shape[3]\n");
     for (int i = 1; i < d->nnode; i++) {
@@ -520,12 +554,11 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
                 kiln_buf_printf(ctx, b, ", %s.shape[-2], %s.shape[-1]", x, x);
             kiln_buf_puts(ctx, b, ")");
             break;
-        case KAS_SCALE: {
-            int trail = in->rank - 1 - nd->a + (in->spatial ? 2 : 0);
-            kiln_buf_printf(ctx, b, "%s * self.w%d", x, i);
-            if (trail)
-                kiln_buf_printf(ctx, b, ".view(-1%s)",
-                                &", 1, 1, 1, 1, 1, 1, 1"[21 - 3 * (trail > 7 ? 7 : trail)]);
+        case KAS_SCALE: { /* index the weight so it broadcasts: w[:, None, None] */
+            kiln_buf_printf(ctx, b, "%s * self.w%d[", x, i);
+            for (int k = 0; k < in->rank; k++)
+                kiln_buf_printf(ctx, b, "%s%s", k ? ", " : "", nd->a & (1 << k) ? ":" : "None");
+            kiln_buf_printf(ctx, b, "%s]", in->spatial ? ", None, None" : "");
             break;
         }
         case KAS_FC:

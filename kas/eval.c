@@ -159,14 +159,22 @@ run_node(const struct kas_node *nd, const struct tens *a, const struct tens *b, 
                 }
         break;
     }
-    case KAS_SCALE:
-        split(a, nd->a, &outer, &inner);
-        di = a->d[nd->a];
-        for (int64_t p = 0; p < outer; p++)
-            for (int64_t c = 0; c < di; c++)
-                for (int64_t q = 0; q < inner; q++)
-                    o->v[(p * di + c) * inner + q] = a->v[(p * di + c) * inner + q] * w[c];
+    case KAS_SCALE: {
+        int64_t S = a->h * a->w;
+        for (int64_t k = 0; k < a->n; k++) {
+            int64_t idx = k / S, wi = 0, ws = 1;
+            for (int j = a->r - 1; j >= 0; j--) {
+                int64_t c = idx % a->d[j];
+                idx /= a->d[j];
+                if (nd->a & (1 << j)) {
+                    wi += c * ws;
+                    ws *= a->d[j];
+                }
+            }
+            o->v[k] = a->v[k] * w[wi];
+        }
         break;
+    }
     case KAS_FC: {
         split(a, nd->a, &outer, &inner);
         di = a->d[nd->a];

@@ -70,7 +70,7 @@ enum kas_prim {
     KAS_SHIFT,   /* a: 0 = H, 1 = W; b: offset +-1 (circular) */
     KAS_GROUP,   /* a: dim i split into [m, d_i / m] (view) */
     KAS_UNGROUP, /* a: dims i, i+1 merged (view) */
-    KAS_SCALE,   /* a: dim i; learned scale w[d_i] broadcast over the rest */
+    KAS_SCALE,   /* a: mask of dims; learned scale w[chosen dims] broadcast over the rest */
     KAS_FC,      /* a: dim i replaced by m through w[m, d_i] (1x1 conv when rank 1) */
     KAS_CONV,    /* rank-1 map; b x c window; a: 0 dense, 1 G groups, 2 depthwise; m out chans */
     KAS_MIX,     /* a < b: dims i, j contracted into m at i through w[m, d_i, d_j] */

@@ -153,6 +153,9 @@ kas_node_infer(struct kas_design *d, struct kas_node *nd)
         s.rank--;
         break;
     case KAS_SCALE:
+        if (nd->a < 1 || nd->a >= (1 << r))
+            return false;
+        break;
     case KAS_SOFTMAX:
         if (i < 0 || i >= r)
             return false;
@@ -277,9 +280,13 @@ kas_node_weight(const struct kas_design *d, int i, struct kas_mono *w)
     const struct kas_node  *n = &d->node[i];
     const struct kas_shape *in = &d->node[n->in[0]].out;
     switch ((enum kas_prim)n->prim) {
-    case KAS_SCALE:
-        w[0] = in->d[n->a];
-        return 1;
+    case KAS_SCALE: {
+        int nw = 0;
+        for (int k = 0; k < in->rank && nw < 4; k++)
+            if (n->a & (1 << k))
+                w[nw++] = in->d[k];
+        return nw;
+    }
     case KAS_FC:
         w[0] = n->m;
         w[1] = in->d[n->a];

@@ -202,8 +202,12 @@ propose(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rng)
         nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
         nd.m = kas_mono_var(KAS_G);
         break;
+    case KAS_SCALE: /* one dim, or any non-empty set of dims */
+        nd.a = (int8_t)(rank == 1 || kiln_rng_below(rng, 2)
+                            ? 1 << kiln_rng_below(rng, (uint64_t)rank)
+                            : 1 + (int)kiln_rng_below(rng, (uint64_t)((1 << rank) - 1)));
+        break;
     case KAS_UNGROUP:
-    case KAS_SCALE:
     case KAS_SOFTMAX:
         nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
         break;
