@@ -381,19 +381,38 @@ kas_grow_script(const struct kas_spec *s, const struct kas_node *script, int n,
     return close_design(s, d, &rng);
 }
 
-uint64_t
-kas_design_hash(struct kas_design *d)
+/* A size with its unknowns renamed by perm (perm[u]: canonical index), or with every unknown
+ * erased when perm is NULL (their total degree kept). */
+static struct kas_mono
+rename_unknowns(struct kas_mono m, const int *perm)
 {
-    uint64_t h[KAS_MAX_NODES];
+    struct kas_mono r = m;
+    int             deg = 0;
+    for (int u = 0; u < KAS_MAX_UNKNOWN; u++) {
+        deg += m.e[KAS_X0 + u];
+        r.e[KAS_X0 + u] = 0;
+    }
+    for (int u = 0; u < KAS_MAX_UNKNOWN; u++)
+        if (perm && m.e[KAS_X0 + u])
+            r.e[KAS_X0 + perm[u]] = m.e[KAS_X0 + u];
+    if (!perm)
+        r.e[KAS_X0] = (int8_t)deg;
+    return r;
+}
+
+/* Merkle hashes of the nodes: primitive, attributes, sizes, inputs (commutative ones ordered). */
+static void
+node_hashes(const struct kas_design *d, const int *perm, uint64_t *h)
+{
     for (int i = 0; i < d->nnode; i++) {
         const struct kas_node *n = &d->node[i];
         uint64_t               x = kiln_hash_u64(KILN_HASH_SEED, n->prim);
         x = kiln_hash_u64(x, (uint64_t)(uint8_t)n->a | (uint64_t)(uint8_t)n->b << 8
                                  | (uint64_t)(uint8_t)n->c << 16 | (uint64_t)n->out.down << 24
                                  | (uint64_t)n->out.spatial << 32);
-        x = kas_mono_hash(x, n->m);
+        x = kas_mono_hash(x, rename_unknowns(n->m, perm));
         for (int k = 0; k < n->out.rank; k++)
-            x = kas_mono_hash(x, n->out.d[k]);
+            x = kas_mono_hash(x, rename_unknowns(n->out.d[k], perm));
         uint64_t a = n->nin > 0 ? h[n->in[0]] : 0, b = n->nin > 1 ? h[n->in[1]] : 0;
         if (n->prim == KAS_BINARY && n->a != KAS_SUB && a > b) {
             uint64_t t = a;
@@ -402,6 +421,46 @@ kas_design_hash(struct kas_design *d)
         }
         h[i] = kiln_hash_u64(kiln_hash_u64(x, a), b);
     }
+}
+
+/* Labels unknowns in the order a walk from the output meets them, inputs visited in the order
+ * of their unknown-blind hashes, so the labels do not depend on the order of growth. */
+static void
+label_unknowns(const struct kas_design *d, const uint64_t *blind, int i, bool *seen, int *perm,
+               int *next)
+{
+    if (seen[i])
+        return;
+    seen[i] = true;
+    const struct kas_node *n = &d->node[i];
+    for (int k = -1; k < n->out.rank; k++) {
+        struct kas_mono m = k < 0 ? n->m : n->out.d[k];
+        for (int u = 0; u < KAS_MAX_UNKNOWN; u++)
+            if (m.e[KAS_X0 + u] && perm[u] < 0)
+                perm[u] = (*next)++;
+    }
+    int first = 0;
+    if (n->nin == 2 && n->prim == KAS_BINARY && n->a != KAS_SUB
+        && blind[n->in[1]] < blind[n->in[0]])
+        first = 1;
+    for (int k = 0; k < n->nin; k++)
+        label_unknowns(d, blind, n->in[(k + first) % n->nin], seen, perm, next);
+}
+
+uint64_t
+kas_design_hash(struct kas_design *d)
+{
+    uint64_t blind[KAS_MAX_NODES], h[KAS_MAX_NODES];
+    bool     seen[KAS_MAX_NODES] = {0};
+    int      perm[KAS_MAX_UNKNOWN], next = 0;
+    for (int u = 0; u < KAS_MAX_UNKNOWN; u++)
+        perm[u] = -1;
+    node_hashes(d, NULL, blind);
+    label_unknowns(d, blind, d->nnode - 1, seen, perm, &next);
+    for (int u = 0; u < KAS_MAX_UNKNOWN; u++)
+        if (perm[u] < 0)
+            perm[u] = next++;
+    node_hashes(d, perm, h);
     d->hash = kiln_hash_u64(h[d->nnode - 1], (uint64_t)d->k_is_c | (uint64_t)d->stride << 1);
     return d->hash;
 }

@@ -619,6 +619,36 @@ test_fingerprint_duplicates(void)
     CHECK(fc != 0 && fc != fa);
 }
 
+/* The canonical hash does not depend on the order branches were grown in nor on the names
+ * of the unknowns; it does depend on the structure. */
+static void
+test_canonical_hash(void)
+{
+    struct kas_placeholder ph = {16, 24, 8, 8};
+    struct kas_spec        s = spec_of(1, &ph, 1);
+    struct kas_mono X0 = kas_mono_var(KAS_X0), X1 = kas_mono_var(KAS_X1), X2 = kas_mono_var(KAS_X2);
+    /* y = softmax(gram(q, k)) applied to v, q, k, v fc's of x; the query is grown first in a,
+     * second in b, so the size left free is x1 in a and x0 in b */
+    struct kas_node a[] = {{.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},
+                           {.prim = KAS_FC, .nin = 1, .a = 0, .m = X1},
+                           {.prim = KAS_GRAM, .nin = 2, .in = {1, 2}},
+                           {.prim = KAS_SOFTMAX, .nin = 1, .in = {3}, .a = 1},
+                           {.prim = KAS_FC, .nin = 1, .a = 0, .m = X2},
+                           {.prim = KAS_APPLY, .nin = 2, .in = {4, 5}}};
+    struct kas_node b[6], c[6];
+    memcpy(b, a, sizeof a);
+    b[2].in[0] = 2;
+    b[2].in[1] = 1;
+    memcpy(c, a, sizeof a);
+    c[3].a = 0; /* softmax over the other axis: a different design */
+    struct kas_design da, db, dc;
+    CHECK(kas_grow_script(&s, a, 6, &da) && kas_grow_script(&s, b, 6, &db)
+          && kas_grow_script(&s, c, 6, &dc));
+    CHECK(!kas_mono_eq(da.node[3].out.d[1], db.node[3].out.d[1]));
+    CHECK_EQ_INT(kas_design_hash(&da), kas_design_hash(&db));
+    CHECK(kas_design_hash(&da) != kas_design_hash(&dc));
+}
+
 static void
 test_spec_errors(void)
 {
@@ -649,6 +679,7 @@ static const struct test tests[] = {
     {"reproducible", test_reproducible},
     {"known_designs", test_known_designs},
     {"fingerprint_duplicates", test_fingerprint_duplicates},
+    {"canonical_hash", test_canonical_hash},
     {"spec_errors", test_spec_errors},
 };
 
