@@ -53,6 +53,17 @@ kas_design_rf(const struct kas_design *d)
     return h < w ? h : w;
 }
 
+/* Depthwise convolutions the closing procedure adds for a missing weight or receptive field
+ * (a k x k window adds k - 1, k <= 7). */
+static int
+rf_convs(const struct kas_spec *s, const struct kas_design *d)
+{
+    int rf = kas_design_rf(d);
+    if (rf >= s->min_rf)
+        return has_weight(d) ? 0 : 1;
+    return (s->min_rf - rf + 5) / 6;
+}
+
 /* Steps the closing procedure needs (INF_DIST if it cannot close). */
 static int
 shape_dist(const struct kas_spec *s, const struct kas_design *d)
@@ -76,9 +87,7 @@ shape_dist(const struct kas_spec *s, const struct kas_design *d)
     if (!nmaps) /* the input is read again, brought to the output's shape and merged */
         total += 1 + (s->stride > 1) + !kas_solver_can_unify(&d->sol, kas_mono_var(KAS_C), tgt);
     total += nlive - 1;
-    if (!has_weight(d) || kas_design_rf(d) < s->min_rf)
-        total += 1;
-    return total;
+    return total + rf_convs(s, d);
 }
 
 static bool
@@ -332,8 +341,10 @@ close_design(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rn
         }
     if (acc < 0 || !d->node[acc].out.spatial)
         return false;
-    if (!has_weight(d) || kas_design_rf(d) < s->min_rf) {
-        struct kas_node c = {.prim = KAS_CONV, .nin = 1, .a = 2, .b = 3, .c = 3};
+    while (!has_weight(d) || kas_design_rf(d) < s->min_rf) {
+        int need = s->min_rf - kas_design_rf(d), k = need < 2 ? 3 : need + 1 + (need % 2);
+        struct kas_node c = {.prim = KAS_CONV, .nin = 1, .a = 2};
+        c.b = c.c = (int8_t)(k > 7 ? 7 : k);
         c.in[0] = (uint8_t)acc;
         if ((acc = kas_design_add(d, c)) < 0)
             return false;

@@ -479,11 +479,11 @@ kas_spec_check(kiln_ctx *ctx, const struct kas_spec *s)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "kas", "stride must be 1 or 2, got %d", s->stride);
     for (uint32_t p = 0; p < s->nph; p++) {
         const struct kas_placeholder *ph = &s->ph[p];
-        if (ph->C <= 0 || ph->K <= 0 || ph->H <= 0 || ph->W <= 0 || ph->C > 65536 || ph->K > 65536
+        if (ph->C < 2 || ph->K < 2 || ph->H <= 0 || ph->W <= 0 || ph->C > 65536 || ph->K > 65536
             || ph->H > 4096 || ph->W > 4096)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "kas",
-                             "placeholder %u: sizes C=%lld K=%lld H=%lld W=%lld must be positive "
-                             "(C, K <= 65536, H, W <= 4096)",
+                             "placeholder %u: sizes C=%lld K=%lld H=%lld W=%lld out of range (C, K "
+                             "in 2..65536, H, W in 1..4096)",
                              p + 1, (long long)ph->C, (long long)ph->K, (long long)ph->H,
                              (long long)ph->W);
         if (ph->H % s->stride || ph->W % s->stride)

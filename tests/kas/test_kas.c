@@ -472,6 +472,32 @@ test_reproducible(void)
     kas_sampler_free(c);
 }
 
+/* A large minimum receptive field is met by construction: nothing is filtered afterwards. */
+static void
+test_receptive_field(void)
+{
+    struct kas_placeholder ph[2] = {{8, 16, 8, 8}, {24, 8, 4, 4}};
+    struct kas_spec        s = spec_of(2, ph, 2);
+    s.min_rf = 13;
+    s.max_ops = 10;
+    s.flops_hi = s.params_hi = 100;
+    struct kas_sampler *sm = kas_sampler_new(&s, opt_seed());
+    struct kiln_rng     rng = kiln_rng_new(opt_seed());
+    uint64_t            n = opt_iters_or(2000) / 10 + 5;
+    for (uint64_t i = 0; i < n; i++) {
+        struct kas_design d;
+        if (!kas_sampler_next(sm, &d, 1000)) {
+            harness_fail(__FILE__, __LINE__, "sampler stalled");
+            break;
+        }
+        CHECK(kas_design_rf(&d) >= 13);
+        if (i % 10 == 0)
+            check_against_kiln(&d, &ph[i / 10 % 2], &rng);
+    }
+    CHECK_EQ_INT(0, kas_sampler_stats(sm)->filtered);
+    kas_sampler_free(sm);
+}
+
 /* ---- known designs are in the space ---- */
 
 static void
@@ -677,6 +703,7 @@ static const struct test tests[] = {
     {"primitives_against_kiln", test_primitives_against_kiln},
     {"sampled_batch", test_sampled_batch},
     {"reproducible", test_reproducible},
+    {"receptive_field", test_receptive_field},
     {"known_designs", test_known_designs},
     {"fingerprint_duplicates", test_fingerprint_duplicates},
     {"canonical_hash", test_canonical_hash},
