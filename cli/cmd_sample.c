@@ -209,10 +209,9 @@ cmd_sample(int argc, char **argv)
             kas_design_describe(&d, desc, sizeof desc);
             printf("k%04llu %016llx flops %.3f params %.3f  %s", (unsigned long long)got + 1,
                    (unsigned long long)d.hash, f / rf, p / rp, desc);
-            for (int vv = KAS_G; vv < KAS_NVAR; vv++)
-                if (d.val[vv])
-                    printf(" %s=%lld", kas_var_name[vv], (long long)d.val[vv]);
-            printf("\n");
+            char vals[256];
+            kas_design_values(&d, false, vals, sizeof vals);
+            printf("%s%s\n", vals[0] ? " " : "", vals);
         }
         if (!out)
             continue;

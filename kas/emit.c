@@ -118,8 +118,11 @@ kas_emit_kg(kiln_ctx *ctx, const struct kas_design *d, const struct kas_placehol
                     (long long)ph->C, (long long)vals[KAS_K], (long long)ph->H, (long long)ph->W,
                     d->stride);
     for (int v = KAS_G; v < KAS_NVAR; v++)
-        if (d->val[v])
-            kiln_buf_printf(ctx, b, " %s=%lld", kas_var_name[v], (long long)d->val[v]);
+        if (d->val[v].num) {
+            char m[64];
+            kas_mono_print(d->val[v], false, m, sizeof m);
+            kiln_buf_printf(ctx, b, " %s=%s=%lld", kas_var_name[v], m, (long long)vals[v]);
+        }
     kiln_buf_puts(ctx, b, "\ninput x: f32");
     shape_list(b, ctx, batch, &c[0]);
     kiln_buf_puts(ctx, b, "\n");
@@ -419,6 +422,27 @@ kas_design_describe(const struct kas_design *d, char *buf, size_t size)
 
 /* ---- PyTorch ---- */
 
+static bool
+is_constant(struct kas_mono m)
+{
+    for (int v = 0; v < KAS_NVAR; v++)
+        if (m.e[v])
+            return false;
+    return true;
+}
+
+/* Free sizes relative to C or K, computed where C and K are known. */
+static void
+py_relative_sizes(struct kiln_buf *b, kiln_ctx *ctx, const struct kas_design *d)
+{
+    for (int v = KAS_G; v < KAS_NVAR; v++)
+        if (d->val[v].num && !is_constant(d->val[v])) {
+            char m[64];
+            kas_mono_print(d->val[v], true, m, sizeof m);
+            kiln_buf_printf(ctx, b, "        %s = %s\n", kas_var_name[v], m);
+        }
+}
+
 static void
 py_size(struct kiln_buf *b, kiln_ctx *ctx, struct kas_mono m)
 {
@@ -457,9 +481,9 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
                     d->stride == 1 ? "H, W" : "H/2, W/2");
     bool consts = false, unfold = false;
     for (int v = KAS_G; v < KAS_NVAR; v++)
-        if (d->val[v]) {
-            kiln_buf_printf(ctx, b, "%s%s = %lld\n", consts ? "" : "\n", kas_var_name[v],
-                            (long long)d->val[v]);
+        if (d->val[v].num && is_constant(d->val[v])) {
+            kiln_buf_printf(ctx, b, "%s%s = %d\n", consts ? "" : "\n", kas_var_name[v],
+                            d->val[v].num);
             consts = true;
         }
     for (int i = 1; i < d->nnode; i++)
@@ -483,6 +507,7 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
                     name);
     if (d->k_is_c)
         kiln_buf_puts(ctx, b, "        assert K == C, \"this kernel was sampled for K = C\"\n");
+    py_relative_sizes(b, ctx, d);
     for (int i = 1; i < d->nnode; i++) {
         struct kas_mono wd[4];
         int             nw = kas_node_weight(d, i, wd);
@@ -520,6 +545,7 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
                   "\n"
                   "    def forward(self, x):\n        C, K = self.C, self.K\n"
                   "        N, H, W = x.shape[0], x.shape[2], x.shape[3]\n");
+    py_relative_sizes(b, ctx, d);
     for (int i = 1; i < d->nnode; i++) {
         const struct kas_node  *nd = &d->node[i];
         const struct kas_shape *in = &d->node[nd->in[0]].out;

@@ -427,6 +427,18 @@ uint64_t
 kas_design_fingerprint(const struct kas_design *d)
 {
     static const int64_t trial[3][4] = {{8, 2, 4, 12}, {16, 4, 8, 24}, {12, 2, 6, 24}};
+    /* big enough for every tap of the design's windows to land inside for some pixel:
+     * half its local receptive field plus two, at least 8 */
+    int reach = 1;
+    for (int i = 0; i < d->nnode; i++) {
+        const struct kas_node *n = &d->node[i];
+        if (n->rf_h < 255 && n->rf_h > reach)
+            reach = n->rf_h;
+        if (n->rf_w < 255 && n->rf_w > reach)
+            reach = n->rf_w;
+    }
+    int64_t spatial = (reach - 1) / 2 + 2;
+    spatial = spatial < 8 ? 8 : spatial > 24 ? 24 : spatial + (spatial & 1);
     for (int tr = 0; tr < 3; tr++) {
         int64_t vals[KAS_NVAR];
         vals[KAS_C] = trial[tr][0];
@@ -434,7 +446,7 @@ kas_design_fingerprint(const struct kas_design *d)
         vals[KAS_G] = trial[tr][1];
         for (int u = KAS_X0; u < KAS_NVAR; u++)
             vals[u] = trial[tr][2];
-        int64_t H = 8, W = 8, n = vals[KAS_C] * H * W;
+        int64_t H = spatial, W = spatial, n = vals[KAS_C] * H * W;
         int64_t no = vals[KAS_K] * (H / d->stride) * (W / d->stride);
         double *x = malloc(sizeof(double) * (size_t)(n + no));
         if (!x)

@@ -130,9 +130,11 @@ struct kas_design {
     struct kas_solver sol;
     bool              k_is_c; /* every placeholder has K = C: K is written C */
     uint8_t           stride;
-    int64_t           val[KAS_NVAR]; /* G and free unknowns, set by the budget solver */
-    uint64_t          hash;          /* canonical structural hash */
-    uint64_t          fingerprint;   /* outputs on fixed random inputs (0 = not evaluated) */
+    /* G and the free unknowns, set by the budget solver: each a constant or a monomial in C
+     * and K (x0 = C/4: the same ratio at every placeholder); num 0 = unset */
+    struct kas_mono val[KAS_NVAR];
+    uint64_t        hash;        /* canonical structural hash */
+    uint64_t        fingerprint; /* outputs on fixed random inputs (0 = not evaluated) */
 };
 
 /* Applies the shape rule of `nd` (prim, attributes, inputs already set) to d's nodes; false if
@@ -180,10 +182,17 @@ enum kiln_status kas_spec_check(kiln_ctx *ctx, const struct kas_spec *s);
 void kas_spec_ref_cost(const struct kas_spec *s, double *flops, double *params);
 
 /* Budget solver: enumerates every assignment of G and of the free unknowns over the candidate
- * sizes, keeps those that make every size of every placeholder a positive integer and put the
- * summed FLOPs and parameters inside the spec's ranges, and picks one of them uniformly with
- * rng (NULL: the first). Returns the number of feasible assignments (0: none; d->val unset). */
+ * values (kas_budget_candidates), keeps those that make every size of every placeholder a positive
+ * integer and put the summed FLOPs and parameters inside the spec's ranges, and picks one of them
+ * uniformly with rng (NULL: the first). Returns the number of feasible assignments (0: none; d->val
+ * unset). */
 uint32_t kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rng);
+/* The values the budget solver tries for free variable v (G: constants dividing every C and K;
+ * unknowns: constants 2..512 and C or K times 1/8..4); returns how many (<= cap) went to out. */
+uint32_t kas_budget_candidates(const struct kas_spec *s, const struct kas_design *d, enum kas_var v,
+                               struct kas_mono *out, uint32_t cap);
+/* "x0=C/4 G=8": the free variables' values (empty when there are none). */
+void kas_design_values(const struct kas_design *d, bool py, char *buf, size_t size);
 
 struct kas_stats {
     uint64_t attempts; /* designs grown */

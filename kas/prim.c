@@ -324,9 +324,12 @@ kas_node_weight(const struct kas_design *d, int i, struct kas_mono *w)
 void
 kas_design_vals(const struct kas_design *d, const struct kas_placeholder *ph, int64_t *vals)
 {
-    memcpy(vals, d->val, sizeof(int64_t) * KAS_NVAR);
+    memset(vals, 0, sizeof(int64_t) * KAS_NVAR);
     vals[KAS_C] = ph->C;
     vals[KAS_K] = d->k_is_c ? ph->C : ph->K;
+    for (int v = KAS_G; v < KAS_NVAR; v++) /* values are monomials in C and K only */
+        if (d->val[v].num && !kas_mono_eval(d->val[v], vals, &vals[v]))
+            vals[v] = 0;
 }
 
 /* Elements of a shape at vals; false when a size is not a positive integer. */

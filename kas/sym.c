@@ -109,6 +109,16 @@ kas_mono_is_one(struct kas_mono a)
     return kas_mono_eq(a, kas_mono_const(1));
 }
 
+static inline bool
+mul_overflows(int64_t a, int64_t b, int64_t *out)
+{
+#if defined(__GNUC__)
+    return __builtin_mul_overflow(a, b, out);
+#else
+    return kiln_mul_overflows(a, b, out);
+#endif
+}
+
 bool
 kas_mono_eval(struct kas_mono m, const int64_t *vals, int64_t *out)
 {
@@ -121,7 +131,7 @@ kas_mono_eval(struct kas_mono m, const int64_t *vals, int64_t *out)
             return false;
         int64_t *acc = e > 0 ? &n : &dn;
         for (int k = 0; k < (e > 0 ? e : -e); k++)
-            if (kiln_mul_overflows(*acc, vals[v], acc))
+            if (mul_overflows(*acc, vals[v], acc))
                 return false;
     }
     if (n % dn)
@@ -250,9 +260,51 @@ kas_solver_unify(struct kas_solver *s, struct kas_mono a, struct kas_mono b)
 
 /* ---- budget solver ---- */
 
-static const int64_t unk_cand[] = {2,  3,  4,  6,   8,   12,  16,  24, 32,
-                                   48, 64, 96, 128, 192, 256, 384, 512};
-static const int64_t g_cand[] = {2, 4, 8, 16, 32};
+static const int32_t unk_cand[] = {2, 4, 8, 16, 32, 64, 128, 256, 512};
+static const int32_t g_cand[] = {2, 4, 8, 16, 32};
+#define MAX_CAND 40
+
+uint32_t
+kas_budget_candidates(const struct kas_spec *s, const struct kas_design *d, enum kas_var v,
+                      struct kas_mono *out, uint32_t cap)
+{
+    uint32_t n = 0;
+    if (v == KAS_G) {
+        int64_t gmax = 0; /* G must divide every C and K */
+        for (uint32_t p = 0; p < s->nph; p++)
+            gmax = gcd64(gmax, gcd64(s->ph[p].C, s->ph[p].K));
+        for (size_t k = 0; k < KILN_COUNTOF(g_cand) && n < cap; k++)
+            if (gmax % g_cand[k] == 0)
+                out[n++] = kas_mono_const(g_cand[k]);
+        return n;
+    }
+    if (v < KAS_X0)
+        return 0;
+    for (size_t k = 0; k < KILN_COUNTOF(unk_cand) && n < cap; k++)
+        out[n++] = kas_mono_const(unk_cand[k]);
+    /* relative sizes: C (or K) times 1/8, 1/4, 1/2, 1, 2, 4 */
+    for (int base = KAS_C; base <= (d->k_is_c ? KAS_C : KAS_K); base++)
+        for (int e = -3; e <= 2 && n < cap; e++) {
+            struct kas_mono m = kas_mono_var((enum kas_var)base);
+            out[n++] = e < 0 ? kas_mono_div(m, kas_mono_const(1 << -e))
+                             : kas_mono_mul(m, kas_mono_const(1 << e));
+        }
+    return n;
+}
+
+void
+kas_design_values(const struct kas_design *d, bool py, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int v = KAS_G; v < KAS_NVAR && len < size; v++)
+        if (d->val[v].num) {
+            char m[64];
+            kas_mono_print(d->val[v], py, m, sizeof m);
+            len += (size_t)snprintf(buf + len, size - len, "%s%s=%s", len ? " " : "",
+                                    kas_var_name[v], m);
+        }
+}
 
 void
 kas_spec_ref_cost(const struct kas_spec *s, double *flops, double *params)
@@ -289,14 +341,14 @@ struct bsearch {
     struct kas_design     *d;
     struct kiln_rng       *rng;
     int                    fv[KAS_NVAR], nfv;
-    const int64_t         *cand[KAS_NVAR];
+    struct kas_mono        cand[KAS_NVAR][MAX_CAND];
     int                    ncand[KAS_NVAR];
     struct kas_mono        check[MAX_CHECKS];
     int                    level[MAX_CHECKS], ncheck;
     bool                   dep[KAS_MAX_NODES];
     double                 rf, rp, f0, p0;
     uint32_t               nfeas;
-    int64_t                best[KAS_NVAR];
+    struct kas_mono        best[KAS_NVAR];
 };
 
 static void
@@ -363,6 +415,8 @@ leaf(struct bsearch *b)
             f += nf;
             pr += np;
         }
+        if (f > s->flops_hi * b->rf || pr > s->params_hi * b->rp) /* costs only grow */
+            return;
     }
     if (f >= s->flops_lo * b->rf && f <= s->flops_hi * b->rf && pr >= s->params_lo * b->rp
         && pr <= s->params_hi * b->rp) {
@@ -389,36 +443,26 @@ search(struct bsearch *b, int lvl)
 uint32_t
 kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rng)
 {
-    int            fv[KAS_NVAR], nfv = 0;
-    const int64_t *cand[KAS_NVAR];
-    int            ncand[KAS_NVAR];
-    int64_t        gmax = 0; /* G must divide every C and K */
-    for (uint32_t p = 0; p < s->nph; p++)
-        gmax = gcd64(gmax, gcd64(s->ph[p].C, s->ph[p].K));
+    static const struct bsearch zero;
+    struct bsearch              b = zero;
+    int                         fv[KAS_NVAR], nfv = 0;
+    b.s = s;
+    b.d = d;
+    b.rng = rng;
+    memset(d->val, 0, sizeof d->val);
     for (int v = KAS_G; v < KAS_NVAR; v++) {
         if (v >= KAS_X0 && (v - KAS_X0 >= d->sol.nunk || d->sol.solved[v - KAS_X0]))
             continue;
         if (!uses_var(d, v))
             continue;
         fv[nfv] = v;
-        if (v == KAS_G) {
-            cand[nfv] = g_cand;
-            int n = 0;
-            while (n < (int)KILN_COUNTOF(g_cand) && gmax % g_cand[n] == 0)
-                n++;
-            ncand[nfv] = n;
-        } else {
-            cand[nfv] = unk_cand;
-            ncand[nfv] = (int)KILN_COUNTOF(unk_cand);
-        }
-        if (!ncand[nfv])
+        b.ncand[nfv] = (int)kas_budget_candidates(s, d, (enum kas_var)v, b.cand[nfv], MAX_CAND);
+        if (!b.ncand[nfv])
             return 0;
         nfv++;
     }
-    struct bsearch b = {.s = s, .d = d, .rng = rng, .nfv = nfv};
+    b.nfv = nfv;
     memcpy(b.fv, fv, sizeof fv);
-    memcpy(b.cand, cand, sizeof cand);
-    memcpy(b.ncand, ncand, sizeof ncand);
     kas_spec_ref_cost(s, &b.rf, &b.rp);
     /* sizes to check for integrality, each at the level of its last free variable */
     for (int i = 0; i < d->nnode; i++) {

@@ -11,6 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool
+is_const(struct kas_mono m)
+{
+    for (int v = 0; v < KAS_NVAR; v++)
+        if (m.e[v])
+            return false;
+    return m.den == 1;
+}
+
 static struct kas_spec
 spec_of(int n, const struct kas_placeholder *ph, int stride)
 {
@@ -130,16 +139,25 @@ test_budget_solver(void)
     build_fc_pair(&d, false);
     double rf, rp;
     kas_spec_ref_cost(&s, &rf, &rp);
-    /* brute force over every x0 in 1..1024 */
-    uint32_t             brute = 0;
-    static const int64_t cand[] = {2,  3,  4,  6,   8,   12,  16,  24, 32,
-                                   48, 64, 96, 128, 192, 256, 384, 512};
-    for (size_t k = 0; k < KILN_COUNTOF(cand); k++) {
+    /* brute force over the candidate values (constants and multiples of C), evaluated here */
+    uint32_t        brute = 0, ncand, nrel = 0;
+    struct kas_mono cand[64];
+    ncand = kas_budget_candidates(&s, &d, KAS_X0, cand, 64);
+    CHECK(ncand > 10);
+    for (uint32_t k = 0; k < ncand; k++) {
         double p = 0;
-        for (int i = 0; i < 3; i++)
-            p += 2.0 * (double)ph[i].C * (double)cand[k];
-        brute += p >= 0.1 * rp && p <= 0.3 * rp;
+        bool   integral = true;
+        for (int i = 0; i < 3; i++) {
+            double x = (double)cand[k].num / cand[k].den;
+            for (int e = 0; e < cand[k].e[KAS_C]; e++)
+                x *= (double)ph[i].C;
+            integral = integral && x == (double)(int64_t)x && x >= 2;
+            p += 2.0 * (double)ph[i].C * x;
+        }
+        nrel += !is_const(cand[k]);
+        brute += integral && p >= 0.1 * rp && p <= 0.3 * rp;
     }
+    CHECK(nrel > 0);
     struct kiln_rng rng = kiln_rng_new(opt_seed());
     uint32_t        n = kas_budget_solve(&s, &d, &rng);
     CHECK(n > 0);
@@ -157,7 +175,7 @@ test_budget_solver(void)
     struct kas_design dg;
     build_fc_pair(&dg, true);
     CHECK(kas_budget_solve(&s2, &dg, &rng) > 0);
-    CHECK(dg.val[KAS_G] >= 2 && 16 % dg.val[KAS_G] == 0);
+    CHECK(is_const(dg.val[KAS_G]) && dg.val[KAS_G].num >= 2 && 16 % dg.val[KAS_G].num == 0);
     for (int i = 0; i < 2; i++)
         CHECK(kas_design_cost(&dg, &ph2[i], &f, &p));
     /* unsatisfiable: C = 50 and 49 share no G; and a range nothing meets */
@@ -463,7 +481,8 @@ test_reproducible(void)
         CHECK(kas_sampler_next(a, &da, 1000) && kas_sampler_next(b, &db, 1000));
         CHECK(kas_sampler_next(c, &dc, 1000));
         CHECK(da.hash == db.hash && da.fingerprint == db.fingerprint);
-        CHECK(!memcmp(da.val, db.val, sizeof da.val));
+        for (int v = 0; v < KAS_NVAR; v++)
+            CHECK(kas_mono_eq(da.val[v], db.val[v]));
         same_c += da.hash == dc.hash;
     }
     CHECK(same_c < 50);
