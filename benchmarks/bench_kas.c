@@ -55,10 +55,11 @@ main(int argc, char **argv)
         kiln_ctx_free(ctx);
         return 2;
     }
-    kiln_ctx_free(ctx);
-    struct kas_sampler *sm = kas_sampler_new(&s, seed);
-    if (!sm)
+    struct kas_sampler *sm = kas_sampler_new(ctx, &s, seed);
+    if (!sm) {
+        kiln_ctx_free(ctx);
         return 1;
+    }
     struct kas_design d;
     uint64_t          n = 0;
     double            t0 = now(), t = t0;
@@ -78,5 +79,6 @@ main(int argc, char **argv)
            (unsigned long long)st->filtered, (unsigned long long)st->dup_hash,
            (unsigned long long)st->over_budget, (unsigned long long)st->dup_fp);
     kas_sampler_free(sm);
+    kiln_ctx_free(ctx);
     return 0;
 }

@@ -174,10 +174,11 @@ cmd_sample(int argc, char **argv)
         kiln_ctx_free(ctx);
         return 1;
     }
-    struct kas_sampler *sm = kas_sampler_new(&s, seed);
+    struct kas_sampler *sm = kas_sampler_new(ctx, &s, seed);
     if (!sm) {
+        int rc = cli_report(ctx);
         kiln_ctx_free(ctx);
-        return 1;
+        return rc;
     }
     double rf, rp, tsample = 0;
     kas_spec_ref_cost(&s, &rf, &rp);

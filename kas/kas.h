@@ -204,8 +204,10 @@ struct kas_stats {
     uint64_t accepted;
 };
 
-struct kas_sampler; /* sampler state: spec, rng, seen hashes; malloc'ed */
-struct kas_sampler *kas_sampler_new(const struct kas_spec *s, uint64_t seed);
+struct kas_sampler; /* sampler state: spec, rng, seen hashes; in ctx's allocator */
+/* NULL on OOM (error recorded); the sampler uses ctx's allocator and must be freed (with
+ * kas_sampler_free) before ctx. */
+struct kas_sampler *kas_sampler_new(kiln_ctx *ctx, const struct kas_spec *s, uint64_t seed);
 void                kas_sampler_free(struct kas_sampler *sm);
 /* Grows designs until one is legal, inside budget, filtered and new; false after max_tries. */
 bool kas_sampler_next(struct kas_sampler *sm, struct kas_design *out, uint32_t max_tries);

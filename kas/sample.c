@@ -493,19 +493,23 @@ kas_design_filter(const struct kas_spec *s, const struct kas_design *d)
 
 /* ---- the sampler ---- */
 
+/* Open-addressing sets of 64-bit keys in the context's allocator. */
 struct hset {
     uint64_t *key;
     uint32_t  cap, n;
 };
 
 static bool
-hset_add(struct hset *s, uint64_t k) /* true when new; k != 0 */
+hset_add(kiln_ctx *ctx, struct hset *s, uint64_t k) /* true when new; k != 0 */
 {
     if (2 * (s->n + 1) > s->cap) {
         uint32_t  ncap = s->cap ? 2 * s->cap : 1024;
-        uint64_t *nk = calloc(ncap, sizeof *nk);
-        if (!nk)
+        uint64_t *nk = kiln_mem_realloc(ctx, NULL, 0, sizeof *nk * ncap);
+        if (!nk) { /* cannot remember it: count it as new rather than fail the sample */
+            KILN_FAIL(ctx, KILN_ERR_NOMEM, "kas", "out of memory for the duplicate sets");
             return true;
+        }
+        memset(nk, 0, sizeof *nk * ncap);
         for (uint32_t i = 0; i < s->cap; i++)
             if (s->key[i]) {
                 uint32_t j = (uint32_t)kiln_mix64(s->key[i]) & (ncap - 1);
@@ -513,7 +517,7 @@ hset_add(struct hset *s, uint64_t k) /* true when new; k != 0 */
                     j = (j + 1) & (ncap - 1);
                 nk[j] = s->key[i];
             }
-        free(s->key);
+        kiln_mem_free(ctx, s->key, sizeof *s->key * s->cap);
         s->key = nk;
         s->cap = ncap;
     }
@@ -527,6 +531,7 @@ hset_add(struct hset *s, uint64_t k) /* true when new; k != 0 */
 }
 
 struct kas_sampler {
+    kiln_ctx        *ctx;
     struct kas_spec  spec;
     struct kiln_rng  rng;
     struct kas_stats st;
@@ -534,11 +539,15 @@ struct kas_sampler {
 };
 
 struct kas_sampler *
-kas_sampler_new(const struct kas_spec *s, uint64_t seed)
+kas_sampler_new(kiln_ctx *ctx, const struct kas_spec *s, uint64_t seed)
 {
-    struct kas_sampler *sm = calloc(1, sizeof *sm);
-    if (!sm)
+    struct kas_sampler *sm = kiln_mem_realloc(ctx, NULL, 0, sizeof *sm);
+    if (!sm) {
+        KILN_FAIL(ctx, KILN_ERR_NOMEM, "kas", "out of memory for the sampler");
         return NULL;
+    }
+    memset(sm, 0, sizeof *sm);
+    sm->ctx = ctx;
     sm->spec = *s;
     sm->rng = kiln_rng_new(seed);
     return sm;
@@ -549,9 +558,10 @@ kas_sampler_free(struct kas_sampler *sm)
 {
     if (!sm)
         return;
-    free(sm->hashes.key);
-    free(sm->fps.key);
-    free(sm);
+    kiln_ctx *ctx = sm->ctx;
+    kiln_mem_free(ctx, sm->hashes.key, sizeof *sm->hashes.key * sm->hashes.cap);
+    kiln_mem_free(ctx, sm->fps.key, sizeof *sm->fps.key * sm->fps.cap);
+    kiln_mem_free(ctx, sm, sizeof *sm);
 }
 
 const struct kas_stats *
@@ -573,7 +583,7 @@ kas_sampler_next(struct kas_sampler *sm, struct kas_design *out, uint32_t max_tr
             sm->st.filtered++;
             continue;
         }
-        if (!hset_add(&sm->hashes, kas_design_hash(out) | 1)) {
+        if (!hset_add(sm->ctx, &sm->hashes, kas_design_hash(out) | 1)) {
             sm->st.dup_hash++;
             continue;
         }
@@ -582,7 +592,7 @@ kas_sampler_next(struct kas_sampler *sm, struct kas_design *out, uint32_t max_tr
             continue;
         }
         out->fingerprint = sm->spec.no_fingerprint ? 0 : kas_design_fingerprint(out);
-        if (out->fingerprint && !hset_add(&sm->fps, out->fingerprint)) {
+        if (out->fingerprint && !hset_add(sm->ctx, &sm->fps, out->fingerprint)) {
             sm->st.dup_fp++;
             continue;
         }

@@ -400,7 +400,8 @@ test_sampled_batch(void)
     s.flops_hi = 0.8;
     s.params_hi = 0.8;
     uint64_t            n = opt_iters_or(2000);
-    struct kas_sampler *sm = kas_sampler_new(&s, opt_seed());
+    kiln_ctx           *sctx = kiln_ctx_new(NULL);
+    struct kas_sampler *sm = kas_sampler_new(sctx, &s, opt_seed());
     struct kiln_rng     rng = kiln_rng_new(opt_seed() + 1);
     double              rf, rp;
     kas_spec_ref_cost(&s, &rf, &rp);
@@ -467,14 +468,17 @@ test_sampled_batch(void)
     CHECK(st->illegal * 100 <= st->attempts);
     free(seen);
     kas_sampler_free(sm);
+    kiln_ctx_free(sctx);
 }
 
 static void
 test_reproducible(void)
 {
     struct kas_spec     s = spec_of(3, net, 1);
-    struct kas_sampler *a = kas_sampler_new(&s, opt_seed()), *b = kas_sampler_new(&s, opt_seed());
-    struct kas_sampler *c = kas_sampler_new(&s, opt_seed() + 1);
+    kiln_ctx           *sctx = kiln_ctx_new(NULL);
+    struct kas_sampler *a = kas_sampler_new(sctx, &s, opt_seed()),
+                       *b = kas_sampler_new(sctx, &s, opt_seed());
+    struct kas_sampler *c = kas_sampler_new(sctx, &s, opt_seed() + 1);
     int                 same_c = 0;
     for (int i = 0; i < 50; i++) {
         struct kas_design da, db, dc;
@@ -489,6 +493,7 @@ test_reproducible(void)
     kas_sampler_free(a);
     kas_sampler_free(b);
     kas_sampler_free(c);
+    kiln_ctx_free(sctx);
 }
 
 /* A large minimum receptive field is met by construction: nothing is filtered afterwards. */
@@ -500,7 +505,8 @@ test_receptive_field(void)
     s.min_rf = 13;
     s.max_ops = 10;
     s.flops_hi = s.params_hi = 100;
-    struct kas_sampler *sm = kas_sampler_new(&s, opt_seed());
+    kiln_ctx           *sctx = kiln_ctx_new(NULL);
+    struct kas_sampler *sm = kas_sampler_new(sctx, &s, opt_seed());
     struct kiln_rng     rng = kiln_rng_new(opt_seed());
     uint64_t            n = opt_iters_or(2000) / 10 + 5;
     for (uint64_t i = 0; i < n; i++) {
@@ -515,6 +521,7 @@ test_receptive_field(void)
     }
     CHECK_EQ_INT(0, kas_sampler_stats(sm)->filtered);
     kas_sampler_free(sm);
+    kiln_ctx_free(sctx);
 }
 
 /* ---- known designs are in the space ---- */
