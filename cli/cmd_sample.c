@@ -14,7 +14,8 @@
 static const char usage[] =
     "usage: kiln sample -p C,K,H,W [-p ...] [-n N] [--seed S] [--stride 1|2]\n"
     "                   [--flops LO:HI] [--params LO:HI] [--max-ops N] [--min-rf R]\n"
-    "                   [--out DIR] [--batch N] [--max-tries N] [--no-fingerprint] [--quiet]\n"
+    "                   [--out DIR] [--batch N] [--max-tries N] [--no-fingerprint]\n"
+    "                   [--quiet | --json]\n"
     "\n"
     "Samples N kernels (default 10) that replace a 3x3 convolution with C input and K output\n"
     "channels on H x W inputs (-p C,H,W means K = C), one design legal for every placeholder\n"
@@ -23,7 +24,8 @@ static const char usage[] =
     "the primitives grown before closing (default 8), --min-rf the receptive field (default\n"
     "3). With --out DIR, writes DIR/kNNNN.py (a PyTorch nn.Module) and DIR/kNNNN_pJ.kg (the\n"
     "kernel graph for placeholder J, batch --batch, default 1). --max-tries bounds the designs\n"
-    "grown per new kernel (default 100000) before giving up. Same seed, same kernels.\n";
+    "grown per new kernel (default 100000) before giving up. --json prints one JSON object per\n"
+    "kernel instead of a line of text. Same seed, same kernels.\n";
 
 static bool
 parse_range(const char *s, double *lo, double *hi)
@@ -77,6 +79,45 @@ write_text(const char *path, const char *text, size_t len)
     return fclose(f) == 0 && ok;
 }
 
+/* {"kernel": 1, "hash": "...", "flops": 0.12, "params": 0.1, "design": "...",
+ *  "values": {"x0": "C/4"}, "ops": 3, "py": "DIR/k0001.py", "kg": ["DIR/k0001_p1.kg"]} */
+static void
+print_json(const struct kas_design *d, uint64_t k, double f, double p, const char *out,
+           const struct kas_spec *s)
+{
+    char desc[1024];
+    kas_design_describe(d, desc, sizeof desc);
+    printf("{\"kernel\": %llu, \"hash\": \"%016llx\", \"flops\": %.6g, \"params\": %.6g, "
+           "\"ops\": %d, \"design\": ",
+           (unsigned long long)k, (unsigned long long)d->hash, f, p, d->nnode - 1);
+    cli_json_string(stdout, desc);
+    printf(", \"values\": {");
+    const char *sep = "";
+    for (int v = KAS_G; v < KAS_NVAR; v++)
+        if (d->val[v].num) {
+            char m[64];
+            kas_mono_print(d->val[v], false, m, sizeof m);
+            printf("%s\"%s\": ", sep, kas_var_name[v]);
+            cli_json_string(stdout, m);
+            sep = ", ";
+        }
+    printf("}");
+    if (out) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/k%04llu.py", out, (unsigned long long)k);
+        printf(", \"py\": ");
+        cli_json_string(stdout, path);
+        printf(", \"kg\": [");
+        for (uint32_t j = 0; j < s->nph; j++) {
+            snprintf(path, sizeof path, "%s/k%04llu_p%u.kg", out, (unsigned long long)k, j + 1);
+            printf("%s", j ? ", " : "");
+            cli_json_string(stdout, path);
+        }
+        printf("]");
+    }
+    printf("}\n");
+}
+
 static double
 now(void)
 {
@@ -92,7 +133,7 @@ cmd_sample(int argc, char **argv)
     kas_spec_default(&s);
     uint64_t    n = 10, seed = 0, batch = 1, tries = 100000, v;
     const char *out = NULL;
-    bool        quiet = false;
+    bool        quiet = false, json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *arg = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a)) {
@@ -154,6 +195,9 @@ cmd_sample(int argc, char **argv)
         } else if (!strcmp(a, "--quiet")) {
             quiet = true;
             continue;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
         } else {
             return cli_usage_error("sample", "unknown argument '%s'", a);
         }
@@ -205,7 +249,9 @@ cmd_sample(int argc, char **argv)
             f += fj;
             p += pj;
         }
-        if (!quiet) {
+        if (json) {
+            print_json(&d, got + 1, f / rf, p / rp, out, &s);
+        } else if (!quiet) {
             char desc[1024];
             kas_design_describe(&d, desc, sizeof desc);
             printf("k%04llu %016llx flops %.3f params %.3f  %s", (unsigned long long)got + 1,

@@ -55,6 +55,9 @@ for k in 1 2 3 4 5; do
     done
 done
 grep -q 'class Kernel(nn.Module)' "$T/k/k0001.py" || fail "k0001.py has no Kernel module"
+# --json: one object per kernel, naming its files
+expect 0 out '^\{"kernel": 1, "hash": "[0-9a-f]{16}", "flops": ' -- "$KILN" sample -p 8,8,8 -n 2 --json --out "$T/j"
+[ "$(grep -c '"kg": \[' "$T/out")" = 2 ] || fail "--json lines lack their files: $(cat "$T/out")"
 # same seed, same kernels
 "$KILN" sample -p 8,12,8,8 -p 16,24,4,4 -n 5 --seed 4 >"$T/a" 2>/dev/null
 "$KILN" sample -p 8,12,8,8 -p 16,24,4,4 -n 5 --seed 4 >"$T/b" 2>/dev/null
