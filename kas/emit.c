@@ -246,7 +246,11 @@ kas_emit_kg(kiln_ctx *ctx, const struct kas_design *d, const struct kas_placehol
             kiln_buf_printf(ctx, b, "%s[n, p, q] += %s[n, p, h, w] * %s[n, q, h, w]\n", t, x, x2);
             break;
         case KAS_APPLY:
-            kiln_buf_printf(ctx, b, "%s[n, p, h, w] += %s[n, p, q] * %s[n, q, h, w]\n", t, x, x2);
+            if (c[nd->in[1]].sp)
+                kiln_buf_printf(ctx, b, "%s[n, p, h, w] += %s[n, p, q] * %s[n, q, h, w]\n", t, x,
+                                x2);
+            else
+                kiln_buf_printf(ctx, b, "%s[n, p, r] += %s[n, p, q] * %s[n, q, r]\n", t, x, x2);
             break;
         case KAS_BINARY: {
             const struct cdims *i2 = &c[nd->in[1]];
@@ -616,7 +620,9 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
             kiln_buf_printf(ctx, b, "torch.einsum(\"nahw,nbhw->nab\", %s, %s)", x, x2);
             break;
         case KAS_APPLY:
-            kiln_buf_printf(ctx, b, "torch.einsum(\"nab,nbhw->nahw\", %s, %s)", x, x2);
+            kiln_buf_printf(ctx, b, "torch.einsum(\"%s\", %s, %s)",
+                            d->node[nd->in[1]].out.spatial ? "nab,nbhw->nahw" : "nab,nbc->nac", x,
+                            x2);
             break;
         case KAS_BINARY: {
             const struct kas_shape *i2 = &d->node[nd->in[1]].out;

@@ -225,7 +225,7 @@ run_node(const struct kas_node *nd, const struct tens *a, const struct tens *b, 
         break;
     }
     case KAS_APPLY: {
-        int64_t A = a->d[0], B = a->d[1], S = b->h * b->w;
+        int64_t A = a->d[0], B = a->d[1], S = b->n / B; /* h*w of a map, c of a matrix */
         for (int64_t i = 0; i < A; i++)
             for (int64_t q = 0; q < S; q++) {
                 double s = 0;

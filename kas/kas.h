@@ -75,7 +75,7 @@ enum kas_prim {
     KAS_CONV,    /* rank-1 map; b x c window; a: 0 dense, 1 G groups, 2 depthwise; m out chans */
     KAS_MIX,     /* a < b: dims i, j contracted into m at i through w[m, d_i, d_j] */
     KAS_GRAM,    /* data x data: A[a,h,w], B[b,h,w] -> [a, b] summed over h, w */
-    KAS_APPLY,   /* data x data: M[a, b], V[b,h,w] -> [a, h, w] */
+    KAS_APPLY,   /* data x data: M[a,b] V[b,h,w] -> [a,h,w]; M[a,b] V[b,c] -> [a,c] */
     KAS_BINARY,  /* a: enum kas_binop; equal shapes, or a map and a matrix broadcast over h, w */
     KAS_FOLD,    /* a: dim i (KAS_DIM_SPATIAL = h and w); b: enum kas_fold */
     KAS_UNARY,   /* a: enum kas_unop */

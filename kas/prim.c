@@ -199,8 +199,8 @@ kas_node_infer(struct kas_design *d, struct kas_node *nd)
         s.d[1] = B->out.d[0];
         nd->rf_h = nd->rf_w = RF_CAP;
         break;
-    case KAS_APPLY:
-        if (!B || s.spatial || r != 2 || !B->out.spatial || B->out.rank != 1)
+    case KAS_APPLY: /* M[a, b] times a map [b] or a matrix [b, c] */
+        if (!B || s.spatial || r != 2 || B->out.rank != (B->out.spatial ? 1 : 2))
             return false;
         if (!kas_solver_unify(&d->sol, s.d[1], B->out.d[0]))
             return false;
