@@ -13,14 +13,15 @@
 
 static const char usage[] =
     "usage: kiln sample -p C,K,H,W [-p ...] [-n N] [--seed S] [--stride 1|2]\n"
-    "                   [--flops LO:HI] [--params LO:HI] [--max-ops N] [--min-rf R]\n"
+    "                   [--flops LO:HI] [--params LO:HI] [--ref-k K] [--max-ops N] [--min-rf R]\n"
     "                   [--out DIR] [--batch N] [--max-tries N] [--no-fingerprint]\n"
     "                   [--quiet | --json]\n"
     "\n"
     "Samples N kernels (default 10) that replace a 3x3 convolution with C input and K output\n"
     "channels on H x W inputs (-p C,H,W means K = C), one design legal for every placeholder\n"
     "given. --flops and --params bound the kernel's FLOPs and parameters, summed over the\n"
-    "placeholders, relative to the convolutions' (defaults 0.05:1 and 0:1). --max-ops bounds\n"
+    "placeholders, relative to the convolutions' (defaults 0.05:1 and 0:1; --ref-k 1, 5 or 7\n"
+    "for a 1x1, 5x5 or 7x7 convolution instead of 3x3). --max-ops bounds\n"
     "the primitives grown before closing (default 8), --min-rf the receptive field (default\n"
     "3). With --out DIR, writes DIR/kNNNN.py (a PyTorch nn.Module) and DIR/kNNNN_pJ.kg (the\n"
     "kernel graph for placeholder J, batch --batch, default 1). --max-tries bounds the designs\n"
