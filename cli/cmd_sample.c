@@ -144,7 +144,8 @@ cmd_sample(int argc, char **argv)
         bool takes = !strcmp(a, "-p") || !strcmp(a, "--placeholder") || !strcmp(a, "-n")
                      || !strcmp(a, "--seed") || !strcmp(a, "--stride") || !strcmp(a, "--flops")
                      || !strcmp(a, "--params") || !strcmp(a, "--max-ops") || !strcmp(a, "--min-rf")
-                     || !strcmp(a, "--out") || !strcmp(a, "--batch");
+                     || !strcmp(a, "--out") || !strcmp(a, "--batch") || !strcmp(a, "--max-tries")
+                     || !strcmp(a, "--ref-k");
         if (takes && !arg)
             return cli_usage_error("sample", "%s needs a value", a);
         if (!strcmp(a, "-p") || !strcmp(a, "--placeholder")) {
@@ -167,7 +168,7 @@ cmd_sample(int argc, char **argv)
             if (!cli_parse_u64(arg, &seed))
                 return cli_usage_error("sample", "--seed must be a non-negative integer");
         } else if (!strcmp(a, "--stride") || !strcmp(a, "--max-ops") || !strcmp(a, "--min-rf")
-                   || !strcmp(a, "--batch")) {
+                   || !strcmp(a, "--batch") || !strcmp(a, "--ref-k")) {
             if (!cli_parse_u64(arg, &v) || v > 4096)
                 return cli_usage_error("sample",
                                        "%s must be a small non-negative integer, got "
@@ -179,6 +180,8 @@ cmd_sample(int argc, char **argv)
                 s.max_ops = (int)v;
             else if (!strcmp(a, "--min-rf"))
                 s.min_rf = (int)v;
+            else if (!strcmp(a, "--ref-k"))
+                s.ref_k = (int)v;
             else if (v == 0)
                 return cli_usage_error("sample", "--batch must be positive");
             else

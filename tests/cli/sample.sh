@@ -43,6 +43,9 @@ expect 2 err "unknown argument '--frob'" -- "$KILN" sample -p 8,8,8 --frob
 expect 1 err 'must be divisible by stride 2' -- "$KILN" sample -p 8,7,8 --stride 2
 expect 1 err 'stride must be 1 or 2' -- "$KILN" sample -p 8,8,8 --stride 3
 expect 1 err 'max ops must be in' -- "$KILN" sample -p 8,8,8 --max-ops 0
+expect 1 err 'reference window must be 1, 3, 5 or 7' -- "$KILN" sample -p 8,8,8 --ref-k 4
+expect 2 err '--max-tries needs a value' -- "$KILN" sample -p 8,8,8 --max-tries
+expect 2 err '--ref-k needs a value' -- "$KILN" sample -p 8,8,8 --ref-k
 expect 1 err 'no further kernel' -- "$KILN" sample -p 8,8,8 --flops 0:0.000001 -n 1 --max-tries 2000
 
 # a run: one line per kernel, throughput on stderr, files kiln reads back
