@@ -9,8 +9,7 @@
  *
  * usage: bench_cpu [--reps N] [--rounds R] [--only matmul|conv] [--matmul-schedule S.json]
  *                  [--conv-schedule S.json]   (try other schedules against the same references) */
-#include "kiln.h"
-#include "kiln_abi.h"
+#include "kernel.h"
 #include "ref.h"
 
 #include <dlfcn.h>
@@ -19,89 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-struct kernel {
-    void                   *so;
-    kiln_call_fn            call;
-    kiln_set_num_threads_fn threads;
-    DLTensor                t[3];
-    int64_t                 shape[3][4];
-};
-
-static int
-die(kiln_ctx *ctx, const char *what)
-{
-    char msg[1024];
-    kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
-    fprintf(stderr, "bench_cpu: %s: %s\n", what, msg);
-    if (kiln_ctx_error(ctx) && kiln_ctx_error(ctx)->detail)
-        fprintf(stderr, "%s\n", kiln_ctx_error(ctx)->detail);
-    return 1;
-}
-
-static int
-build(const char *name, const char *kg, const char *sched, struct kernel *k)
-{
-    kiln_ctx          *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph *g;
-    char               path[256];
-    snprintf(path, sizeof path, "/tmp/kiln_bench_%s_%d.so", name, (int)getpid());
-    struct kiln_compile_options opt = {NULL, sched, sched ? strlen(sched) : 0, name};
-    if (kiln_graph_parse(ctx, kg, strlen(kg), name, &g) != KILN_OK)
-        return die(ctx, "parse");
-    if (kiln_graph_compile(ctx, g, &opt, path) != KILN_OK)
-        return die(ctx, "compile");
-    kiln_ctx_free(ctx);
-    k->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    unlink(path);
-    if (!k->so) {
-        fprintf(stderr, "bench_cpu: dlopen: %s\n", dlerror());
-        return 1;
-    }
-    k->call = (kiln_call_fn)(uintptr_t)dlsym(k->so, "kiln_call");
-    k->threads = (kiln_set_num_threads_fn)(uintptr_t)dlsym(k->so, "kiln_set_num_threads");
-    return !k->call || !k->threads;
-}
-
-static void
-tensor(struct kernel *k, int i, float *data, int ndim, const int64_t *shape)
-{
-    memcpy(k->shape[i], shape, sizeof(int64_t) * (size_t)ndim);
-    k->t[i] = (DLTensor){data, {kDLCPU, 0}, ndim, {kDLFloat, 32, 1}, k->shape[i], NULL, 0};
-}
-
-static void
-run_kernel(void *ud)
-{
-    struct kernel *k = ud;
-    DLTensor      *args[3] = {&k->t[0], &k->t[1], &k->t[2]};
-    char           err[256];
-    if (k->call(args, 3, err, sizeof err) != KILN_ABI_OK) {
-        fprintf(stderr, "bench_cpu: kiln_call: %s\n", err);
-        exit(1);
-    }
-}
-
-static float *
-randv(size_t n, unsigned seed)
-{
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    srand(seed);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
-    return p;
-}
-
-static double
-max_rel_err(const float *a, const float *b, size_t n)
-{
-    double m = 0, s = 0;
-    for (size_t i = 0; i < n; i++)
-        s = fmax(s, fabs(b[i]));
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i] - b[i]) / (s + 1e-30));
-    return m;
-}
 
 static double
 min3(double a, double b, double c)
@@ -154,24 +70,25 @@ bench_matmul(int reps, int rounds)
 {
     const int     n = 1024;
     const int64_t sh[2] = {n, n};
-    float        *A = randv((size_t)n * n, 1), *B = randv((size_t)n * n, 2);
-    float        *C = randv((size_t)n * n, 3), *R = randv((size_t)n * n, 4);
+    float        *A = bench_randv((size_t)n * n, 1), *B = bench_randv((size_t)n * n, 2);
+    float        *C = bench_randv((size_t)n * n, 3), *R = bench_randv((size_t)n * n, 4);
     struct kernel k = {0};
-    if (build("matmul", matmul_kg, matmul_override ? matmul_override : matmul_sched, &k))
+    if (kernel_build("matmul", matmul_kg, matmul_override ? matmul_override : matmul_sched, NULL,
+                     &k))
         return 1;
-    tensor(&k, 0, A, 2, sh);
-    tensor(&k, 1, B, 2, sh);
-    tensor(&k, 2, C, 2, sh);
+    kernel_tensor(&k, 0, A, 2, sh);
+    kernel_tensor(&k, 1, B, 2, sh);
+    kernel_tensor(&k, 2, C, 2, sh);
     double flop = 2.0 * n * n * n;
     for (int th = 1; th <= 2; th++) {
         bench_set_threads(th);
         k.threads(th);
-        run_kernel(&k);
+        kernel_run(&k);
         ref_blas_sgemm(n, n, n, A, B, R, 1);
-        double err = max_rel_err(C, R, (size_t)n * n);
+        double err = bench_max_rel_err(C, R, (size_t)n * n);
         double tk = 1e9, tb = 1e9, td = 1e9;
         for (int r = 0; r < rounds; r++) {
-            tk = fmin(tk, bench_median(run_kernel, &k, 1, reps));
+            tk = fmin(tk, bench_median(kernel_run, &k, 1, reps));
             tb = fmin(tb, ref_blas_sgemm(n, n, n, A, B, R, reps));
             td = fmin(td, ref_dnnl_matmul(n, n, n, A, B, R, reps));
         }
@@ -217,23 +134,24 @@ bench_conv(int reps, int rounds)
 {
     const int64_t sx[4] = {1, 128, 28, 28}, sw[4] = {128, 128, 3, 3};
     size_t        nx = 128 * 28 * 28, nw = 128 * 128 * 9;
-    float        *x = randv(nx, 5), *w = randv(nw, 6), *y = randv(nx, 7), *r = randv(nx, 8);
+    float        *x = bench_randv(nx, 5), *w = bench_randv(nw, 6), *y = bench_randv(nx, 7),
+          *r = bench_randv(nx, 8);
     struct kernel k = {0};
-    if (build("conv", conv_kg, conv_override ? conv_override : conv_sched, &k))
+    if (kernel_build("conv", conv_kg, conv_override ? conv_override : conv_sched, NULL, &k))
         return 1;
-    tensor(&k, 0, x, 4, sx);
-    tensor(&k, 1, w, 4, sw);
-    tensor(&k, 2, y, 4, sx);
+    kernel_tensor(&k, 0, x, 4, sx);
+    kernel_tensor(&k, 1, w, 4, sw);
+    kernel_tensor(&k, 2, y, 4, sx);
     double flop = 2.0 * 128 * 128 * 9 * 28 * 28;
     for (int th = 1; th <= 2; th++) {
         bench_set_threads(th);
         k.threads(th);
-        run_kernel(&k);
+        kernel_run(&k);
         ref_dnnl_conv(1, 128, 28, 28, 128, 3, 3, 1, 1, 1, x, w, r, 1);
-        double err = max_rel_err(y, r, nx);
+        double err = bench_max_rel_err(y, r, nx);
         double tk = 1e9, td = 1e9;
         for (int i = 0; i < rounds; i++) {
-            tk = fmin(tk, bench_median(run_kernel, &k, 2, reps));
+            tk = fmin(tk, bench_median(kernel_run, &k, 2, reps));
             td = fmin(td, ref_dnnl_conv(1, 128, 28, 28, 128, 3, 3, 1, 1, 1, x, w, r, reps));
         }
         printf("conv3x3 128x28  threads %d  kiln %7.1f GFLOP/s  oneDNN %7.1f  kiln/oneDNN %.2f  "

@@ -20,6 +20,8 @@ int cmd_inspect(int argc, char **argv);   /* cli/cmd_inspect.c */
 int cmd_eval(int argc, char **argv);      /* cli/cmd_eval.c */
 int cmd_compile(int argc, char **argv);   /* cli/cmd_compile.c */
 int cmd_run(int argc, char **argv);       /* cli/cmd_run.c */
+int cmd_tune(int argc, char **argv);      /* cli/cmd_tune.c */
+int cmd_records(int argc, char **argv);   /* cli/cmd_records.c */
 int cmd_onnx_test(int argc, char **argv); /* cli/cmd_onnx_test.c */
 
 /* ---- shared helpers (cli/common.c) ---- */

@@ -1,15 +1,18 @@
-/* cli/cmd_compile.c -- `kiln compile FILE.kg -o OUT.so [--schedule S.json] [--target T]
- * [--print-loops] [--print-flat]`: parses the graph (or imports an ONNX model), reads the
- * schedule, and writes a shared object (or an object file when OUT ends in .o) through the
- * public compile API; --save-weights writes an ONNX model's weights as .npy files. */
+/* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
+ * FILE.db] [--target T] [--print-loops] [--print-flat] [--save-weights DIR]`: parses the graph (or
+ * imports an ONNX model), reads the schedule (or takes the best tuning records), and writes a
+ * shared object (or an object file when OUT ends in .o) through the public compile API;
+ * --save-weights writes an ONNX model's weights as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
-    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json] [--target T]\n"
+    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so\n"
+    "                    [--schedule S.json | --db FILE.db | --no-db] [--target T]\n"
     "                    [--name NAME] [--print-loops | --print-flat] [--save-weights DIR]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
@@ -17,8 +20,12 @@ static const char usage[] =
     "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
     "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
-    "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
-    "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n";
+    "after storage flattening and simplification.\n"
+    "Without --schedule, the best record of every task in the tuning records database is\n"
+    "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
+    "a record keep the default schedule.\n"
+    "For an ONNX model, --save-weights DIR writes every weight (initializer) to DIR/NAME.npy\n"
+    "(float64), NAME as in the module's metadata.\n";
 
 static char *
 slurp(const char *path, size_t *len)
@@ -86,9 +93,9 @@ save_weights(const struct kiln_graph *g, const double *const *w, const char *dir
 int
 cmd_compile(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
-               *wdir = NULL;
-    int print = 0;
+    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL;
+    const char *db = NULL, *wdir = NULL;
+    int         print = 0, no_db = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -96,7 +103,7 @@ cmd_compile(int argc, char **argv)
             return 0;
         }
         if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
-             || !strcmp(a, "--name") || !strcmp(a, "--save-weights"))
+             || !strcmp(a, "--name") || !strcmp(a, "--db") || !strcmp(a, "--save-weights"))
             && i + 1 >= argc) {
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;
@@ -109,6 +116,10 @@ cmd_compile(int argc, char **argv)
             target = argv[++i];
         else if (!strcmp(a, "--name"))
             name = argv[++i];
+        else if (!strcmp(a, "--db"))
+            db = argv[++i];
+        else if (!strcmp(a, "--no-db"))
+            no_db = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -129,6 +140,14 @@ cmd_compile(int argc, char **argv)
         fprintf(stderr, "kiln compile: %s\n%s", in ? "missing -o OUT" : "missing FILE.kg", usage);
         return 2;
     }
+    if (sched_path && db) {
+        fprintf(stderr, "kiln compile: --schedule and --db are exclusive\n%s", usage);
+        return 2;
+    }
+    if (!db && !sched_path && !no_db && access("kiln.db", R_OK) == 0)
+        db = "kiln.db";
+    if (no_db)
+        db = NULL;
     size_t len, slen = 0;
     char  *text = slurp(in, &len);
     if (!text) {
@@ -145,6 +164,7 @@ cmd_compile(int argc, char **argv)
     struct kiln_graph          *g;
     int                         rc = 0;
     struct kiln_compile_options opt = {target, sched, slen, name};
+    uint32_t                    ntuned = 0, ntasks = 0;
     const char                 *loops;
     const double *const        *weights = NULL;
     if (!ctx) {
@@ -154,20 +174,32 @@ cmd_compile(int argc, char **argv)
                                : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
-    } else if (print) {
-        if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
-            rc = report(ctx);
-        else
-            fputs(loops, stdout);
-    } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
-        if (sched_path && kiln_ctx_error(ctx)
-            && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
-            fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
-            rc = 1;
-        } else {
-            rc = report(ctx);
+    } else if (db && !sched_path
+               && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,
+                                             &ntasks)
+                   != KILN_OK)) {
+        rc = report(ctx);
+    } else {
+        if (db && !sched_path)
+            opt.schedule_len = strlen(opt.schedule_json);
+        if (print) {
+            if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
+                rc = report(ctx);
+            else
+                fputs(loops, stdout);
+        } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
+            if (sched_path && kiln_ctx_error(ctx)
+                && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
+                fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
+                rc = 1;
+            } else {
+                rc = report(ctx);
+            }
         }
     }
+    if (!rc && db && !print)
+        fprintf(stderr, "kiln compile: %u of %u tasks tuned (records from %s)\n", ntuned, ntasks,
+                db);
     kiln_ctx_free(ctx);
     free(sched);
     free(text);

@@ -17,8 +17,9 @@ static const struct command commands[] = {
     {"eval", cmd_eval, "evaluate a graph with the reference interpreter"},
     {"compile", cmd_compile, "compile a graph to a shared object"},
     {"run", cmd_run, "call a compiled module on random inputs, check and time it"},
+    {"tune", cmd_tune, "search fast schedules and store them in a records database"},
+    {"records", cmd_records, "list, export or import tuning records"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
-    /* later: tune, search */
 };
 
 static void

@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -245,6 +246,91 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
                                                        const struct kiln_onnx_binding *bind,
                                                        uint32_t nbind, struct kiln_graph **out,
                                                        const double *const **weights);
+
+/* ---- autotuning and records (tuner/) ----
+ * kiln_graph_tune partitions the graph into tasks and searches schedules for each (sketch
+ * rules, evolutionary search guided by an XGBoost cost model, then Droplet coordinate descent),
+ * measuring candidates in worker processes and storing every measurement in a SQLite records
+ * database as soon as it is made. A run interrupted (stop flag, Ctrl-C, kill) resumes from the
+ * database: `trials` counts the records already there. kiln_graph_compile_tuned compiles with
+ * the best record of every task.
+ *
+ *     struct kiln_tune_params p = {.db_path = "mm.db", .trials = 200};
+ *     if (kiln_graph_tune(ctx, g, &p) != KILN_OK) ...
+ *     if (kiln_graph_compile_tuned(ctx, g, NULL, "mm.db", "mm.so", NULL) != KILN_OK) ...
+ */
+struct kiln_tune_task_status {
+    const char *key;    /* workload key: the task's structural hash, 16 hex digits */
+    double      flops;  /* of one occurrence */
+    uint32_t    weight; /* occurrences in the graph */
+    uint32_t    trials; /* measured programs, errors included */
+    uint32_t    errors; /* programs that failed: did not build, crashed, hung, wrong answer */
+    double      best_s; /* best time, 0 = nothing valid measured yet */
+    const char *phase;  /* "ansor", "droplet", "done" */
+};
+
+struct kiln_tune_progress {
+    uint32_t                            trials_done, trials_total, ntask;
+    const struct kiln_tune_task_status *task;
+    double est_latency_s; /* sum over tasks of weight x best time (default schedule if none) */
+    double elapsed_s, eta_s;
+};
+
+struct kiln_tune_params {      /* zero fields take the defaults given */
+    const char *target;        /* NULL = host */
+    const char *db_path;       /* required; created if absent */
+    uint32_t    trials;        /* measured programs over all tasks, database included: 1000 */
+    const char *strategy;      /* "ansor+droplet" (default), "ansor", "droplet" */
+    uint32_t    droplet_after; /* programs of a task measured before Droplet starts: 300 */
+    uint32_t    batch;         /* programs measured per round: 16 */
+    uint32_t    population;    /* evolutionary population: 256 */
+    uint64_t    seed;          /* 0 = 1 */
+    uint32_t    repeat;        /* timed repeats per program (median): 5 */
+    double      min_repeat_ms; /* each repeat lasts at least this: 20 */
+    double      run_timeout_s; /* a candidate running longer is killed: 10 */
+    int         threads;       /* threads of parallel loops while measuring; 0 = all cores */
+    int         flush_cache;   /* nonzero: flush caches before every timed call */
+    uint32_t    build_workers; /* candidates compiled in parallel: 0 = cores */
+    FILE       *log;           /* a JSON line per measurement, or NULL */
+    const char *curve_dir;     /* tuning curves (CSV per task, curves.svg), or NULL */
+    void (*progress)(void *ud, const struct kiln_tune_progress *p);
+    void         *progress_ud;
+    volatile int *stop; /* set nonzero (e.g. from a signal handler) to stop early */
+};
+KILN_API enum kiln_status kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g,
+                                          const struct kiln_tune_params *params);
+/* Compiles g like kiln_graph_compile with, for every task, the schedule of its best record in
+ * db_path for the target (opt->schedule_json is ignored). *ntuned (if not NULL) receives the
+ * number of tasks that had a record; the others keep the default schedule. */
+KILN_API enum kiln_status kiln_graph_compile_tuned(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                   const struct kiln_compile_options *opt,
+                                                   const char *db_path, const char *path,
+                                                   uint32_t *ntuned);
+/* The tuned whole-graph schedule as JSON (ctx-owned); *ntuned and *ntasks may be NULL. */
+KILN_API enum kiln_status kiln_graph_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                    const char *db_path, const char *target,
+                                                    const char **json, uint32_t *ntuned,
+                                                    uint32_t *ntasks);
+
+/* One workload/target pair of a records database: its best valid record and counts. */
+struct kiln_record_summary {
+    const char *workload, *target;
+    uint32_t    records, errors;
+    double      best_s, flops; /* best_s 0 when no record is valid */
+    const char *schedule;      /* of the best record */
+    const char *strategy, *machine, *version;
+    int64_t     timestamp;
+};
+/* Calls fn for every workload/target pair (strings valid during the call). */
+KILN_API enum kiln_status
+kiln_records_list(kiln_ctx *ctx, const char                                       *db_path,
+                  void (*fn)(void *ud, const struct kiln_record_summary *s), void *ud);
+/* Writes every record as one JSON object per line. */
+KILN_API enum kiln_status kiln_records_export(kiln_ctx *ctx, const char *db_path,
+                                              const char *jsonl_path);
+/* Adds the records of a JSON-lines file (records already present are skipped). */
+KILN_API enum kiln_status kiln_records_import(kiln_ctx *ctx, const char *db_path,
+                                              const char *jsonl_path, uint32_t *added);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its

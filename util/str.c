@@ -84,6 +84,24 @@ kiln_sym_str(const kiln_ctx *ctx, uint32_t id)
     return id && id < ctx->nsym ? ctx->sym[id].s : "";
 }
 
+uint32_t
+kiln_sym_mark(const kiln_ctx *ctx)
+{
+    return ctx->nsym;
+}
+
+void
+kiln_sym_rollback(kiln_ctx *ctx, uint32_t mark)
+{
+    /* chains are newest first, so the newest symbol is always at the head of its bucket */
+    while (mark >= 1 && ctx->nsym > mark) {
+        uint32_t         id = --ctx->nsym;
+        struct kiln_sym *y = &ctx->sym[id];
+        ctx->symbucket[y->hash & ctx->symmask] = y->next;
+        kiln_mem_free(ctx, (void *)y->s, y->len + 1);
+    }
+}
+
 void
 kiln_sym_fini(kiln_ctx *ctx)
 {

@@ -111,6 +111,10 @@ uint32_t    kiln_sym(kiln_ctx *ctx, const char *s, size_t len); /* 0 on OOM (err
 uint32_t    kiln_sym_cstr(kiln_ctx *ctx, const char *s);
 const char *kiln_sym_str(const kiln_ctx *ctx, uint32_t id);
 void        kiln_sym_fini(kiln_ctx *ctx); /* frees the tables (kiln_ctx_free) */
+/* Forgets every symbol interned after the mark (the tuner's per-candidate scratch work: fresh
+ * loop-variable names would otherwise accumulate). Nothing may still name those symbols. */
+uint32_t kiln_sym_mark(const kiln_ctx *ctx);
+void     kiln_sym_rollback(kiln_ctx *ctx, uint32_t mark);
 
 /* ---- hashing: stable, machine-independent 64-bit ---- */
 uint64_t kiln_hash_bytes(uint64_t h, const void *p, size_t n); /* FNV-1a then mixed */

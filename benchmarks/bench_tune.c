@@ -1,0 +1,284 @@
+/* benchmarks/bench_tune.c -- kiln's autotuner against the libraries a user would pick instead,
+ * in one run: each workload is tuned by kiln (records kept in a database, so a second run
+ * resumes instead of starting over), compiled with its best records, checked against the
+ * reference library's output and timed next to oneDNN (its best layout, weights reordered
+ * ahead of time) and, for matmul, OpenBLAS, at 1 and 2 threads, batch 1, fp32.
+ *
+ * Workloads: matmul 1024^3 and 2048^3; ResNet-18's 3x3 convolutions at 56^2 (64 ch), 28^2
+ * (128), 14^2 (256), 7^2 (512); its 1x1 stride-2 projection (128 -> 256, 28^2 -> 14^2); a
+ * depthwise 3x3 (C=256, 28^2). It prints the geometric mean of kiln/oneDNN time ratios.
+ *
+ * With --compare it also tunes every workload twice more in separate databases, Ansor alone
+ * for the full budget and Ansor+Droplet with Droplet starting after --droplet-after trials,
+ * and prints each one's best time: the tuning-efficiency comparison Droplet search is about.
+ *
+ * usage: bench_tune [--trials N] [--db FILE] [--only NAME] [--reps N] [--rounds R] [--compare]
+ *                   [--droplet-after N] [--threads-tune N] */
+#include "kernel.h"
+#include "ref.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct workload {
+    const char *name;
+    int         matmul; /* M = N = K = size */
+    int         size;
+    int         C, H, K, R, stride, pad, groups; /* convolution */
+};
+
+static const struct workload workloads[] = {
+    {"matmul1024", 1, 1024, 0, 0, 0, 0, 0, 0, 0},
+    {"matmul2048", 1, 2048, 0, 0, 0, 0, 0, 0, 0},
+    {"conv3x3_56", 0, 0, 64, 56, 64, 3, 1, 1, 1},
+    {"conv3x3_28", 0, 0, 128, 28, 128, 3, 1, 1, 1},
+    {"conv3x3_14", 0, 0, 256, 14, 256, 3, 1, 1, 1},
+    {"conv3x3_7", 0, 0, 512, 7, 512, 3, 1, 1, 1},
+    {"conv1x1_s2", 0, 0, 128, 28, 256, 1, 2, 0, 1},
+    {"depthwise3x3", 0, 0, 256, 28, 256, 3, 1, 1, 256},
+};
+
+static void
+graph_text(const struct workload *w, char *buf, size_t n)
+{
+    if (w->matmul) {
+        snprintf(buf, n,
+                 "input A: f32[%d, %d]\nweight B: f32[%d, %d]\nC[i, j] += A[i, k] * B[k, j]\n"
+                 "output C\n",
+                 w->size, w->size, w->size, w->size);
+        return;
+    }
+    snprintf(buf, n,
+             "input x: f32[1, %d, %d, %d]\nweight w: f32[%d, %d, %d, %d]\n"
+             "y = conv2d(x, w, stride=%d, padding=%d, groups=%d)\noutput y\n",
+             w->C, w->H, w->H, w->K, w->C / w->groups, w->R, w->R, w->stride, w->pad, w->groups);
+}
+
+static double
+flops_of(const struct workload *w)
+{
+    if (w->matmul)
+        return 2.0 * w->size * (double)w->size * w->size;
+    int oh = (w->H + 2 * w->pad - w->R) / w->stride + 1;
+    return 2.0 * w->K * (double)(w->C / w->groups) * w->R * w->R * oh * oh;
+}
+
+struct opts {
+    uint32_t    trials, droplet_after;
+    const char *db;
+    int         reps, rounds, threads_tune;
+    bool        compare;
+};
+
+static void
+progress(void *ud, const struct kiln_tune_progress *p)
+{
+    const char *name = ud;
+    if (p->trials_done % 50 && p->trials_done != p->trials_total)
+        return;
+    fprintf(stderr, "  [%s] trials %u/%u best %.1f us  elapsed %.0f s\n", name, p->trials_done,
+            p->trials_total, p->ntask ? p->task[0].best_s * 1e6 : 0, p->elapsed_s);
+}
+
+static int
+tune(const struct workload *w, const char *kg, const char *db, uint32_t trials,
+     const char *strategy, uint32_t droplet_after, int threads)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g;
+    if (kiln_graph_parse(ctx, kg, strlen(kg), w->name, &g) != KILN_OK) {
+        kiln_ctx_free(ctx);
+        return 1;
+    }
+    struct kiln_tune_params p = {.db_path = db,
+                                 .trials = trials,
+                                 .strategy = strategy,
+                                 .droplet_after = droplet_after,
+                                 .threads = threads,
+                                 .build_workers = 1,
+                                 .progress = progress,
+                                 .progress_ud = (void *)w->name};
+    int                     rc = kiln_graph_tune(ctx, g, &p) != KILN_OK;
+    if (rc) {
+        char msg[1024];
+        kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+        fprintf(stderr, "bench_tune: %s: %s\n", w->name, msg);
+    }
+    kiln_ctx_free(ctx);
+    return rc;
+}
+
+struct best {
+    double   best_s;
+    uint32_t n;
+};
+
+static void
+best_of(void *ud, const struct kiln_record_summary *s)
+{
+    struct best *b = ud;
+    if (s->best_s > 0 && (b->best_s == 0 || s->best_s < b->best_s))
+        b->best_s = s->best_s;
+    b->n += s->records;
+}
+
+static double
+db_best(const char *db)
+{
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    struct best b = {0, 0};
+    kiln_records_list(ctx, db, best_of, &b);
+    kiln_ctx_free(ctx);
+    return b.best_s;
+}
+
+static int
+run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
+{
+    char kg[512];
+    graph_text(w, kg, sizeof kg);
+    if (tune(w, kg, o->db, o->trials, NULL, o->droplet_after, o->threads_tune))
+        return 1;
+    struct kernel k;
+    if (kernel_build(w->name, kg, NULL, o->db, &k))
+        return 1;
+    double flop = flops_of(w);
+    int    rc = 0;
+    if (w->matmul) {
+        int           n = w->size;
+        const int64_t sh[2] = {n, n};
+        float        *A = bench_randv((size_t)n * n, 1), *B = bench_randv((size_t)n * n, 2);
+        float        *C = bench_randv((size_t)n * n, 3), *R = bench_randv((size_t)n * n, 4);
+        kernel_tensor(&k, 0, A, 2, sh);
+        kernel_tensor(&k, 1, B, 2, sh);
+        kernel_tensor(&k, 2, C, 2, sh);
+        for (int th = 1; th <= 2; th++) {
+            bench_set_threads(th);
+            k.threads(th);
+            kernel_run(&k);
+            ref_blas_sgemm(n, n, n, A, B, R, 1);
+            double err = bench_max_rel_err(C, R, (size_t)n * n);
+            double tk = 1e9, tb = 1e9, td = 1e9;
+            for (int r = 0; r < o->rounds; r++) {
+                tk = fmin(tk, bench_median(kernel_run, &k, 1, o->reps));
+                tb = fmin(tb, ref_blas_sgemm(n, n, n, A, B, R, o->reps));
+                td = fmin(td, ref_dnnl_matmul(n, n, n, A, B, R, o->reps));
+            }
+            printf("%-13s threads %d  kiln %7.1f GFLOP/s  oneDNN %7.1f  OpenBLAS %7.1f  "
+                   "kiln/oneDNN %.2f  kiln/OpenBLAS %.2f  (err %.1e)\n",
+                   w->name, th, flop / tk * 1e-9, flop / td * 1e-9, flop / tb * 1e-9, td / tk,
+                   tb / tk, err);
+            ratio_dnnl[th - 1] = tk / td;
+            rc |= err > 1e-4;
+        }
+        free(A), free(B), free(C), free(R);
+    } else {
+        int           oh = (w->H + 2 * w->pad - w->R) / w->stride + 1;
+        const int64_t sx[4] = {1, w->C, w->H, w->H}, sw[4] = {w->K, w->C / w->groups, w->R, w->R},
+                      sy[4] = {1, w->K, oh, oh};
+        size_t nx = (size_t)w->C * w->H * w->H,
+               nw = (size_t)w->K * (w->C / w->groups) * w->R * w->R, ny = (size_t)w->K * oh * oh;
+        float *x = bench_randv(nx, 5), *wt = bench_randv(nw, 6), *y = bench_randv(ny, 7),
+              *r = bench_randv(ny, 8);
+        kernel_tensor(&k, 0, x, 4, sx);
+        kernel_tensor(&k, 1, wt, 4, sw);
+        kernel_tensor(&k, 2, y, 4, sy);
+        for (int th = 1; th <= 2; th++) {
+            bench_set_threads(th);
+            k.threads(th);
+            kernel_run(&k);
+            ref_dnnl_conv(1, w->C, w->H, w->H, w->K, w->R, w->R, w->stride, w->pad, w->groups, x,
+                          wt, r, 1);
+            double err = bench_max_rel_err(y, r, ny);
+            double tk = 1e9, td = 1e9;
+            for (int i = 0; i < o->rounds; i++) {
+                tk = fmin(tk, bench_median(kernel_run, &k, 2, o->reps));
+                td = fmin(td, ref_dnnl_conv(1, w->C, w->H, w->H, w->K, w->R, w->R, w->stride,
+                                            w->pad, w->groups, x, wt, r, o->reps));
+            }
+            printf("%-13s threads %d  kiln %7.1f GFLOP/s  oneDNN %7.1f  kiln/oneDNN %.2f  "
+                   "(err %.1e)\n",
+                   w->name, th, flop / tk * 1e-9, flop / td * 1e-9, td / tk, err);
+            ratio_dnnl[th - 1] = tk / td;
+            rc |= err > 1e-4;
+        }
+        free(x), free(wt), free(y), free(r);
+    }
+    if (o->compare) {
+        char da[512], dd[512];
+        snprintf(da, sizeof da, "%s.ansor.db", o->db);
+        snprintf(dd, sizeof dd, "%s.droplet.db", o->db);
+        rc |= tune(w, kg, da, o->trials, "ansor", 0, o->threads_tune);
+        rc |= tune(w, kg, dd, o->droplet_after, "ansor+droplet", o->droplet_after / 2,
+                   o->threads_tune);
+        double ta = db_best(da), td = db_best(dd);
+        printf("%-13s tuning efficiency: Ansor alone after %u trials %.1f GFLOP/s; "
+               "Ansor+Droplet after %u trials %.1f GFLOP/s (%.2fx)\n",
+               w->name, o->trials, ta > 0 ? flop / ta * 1e-9 : 0, o->droplet_after,
+               td > 0 ? flop / td * 1e-9 : 0, ta > 0 && td > 0 ? ta / td : 0);
+    }
+    dlclose(k.so);
+    fflush(stdout);
+    return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false};
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool        v = i + 1 < argc;
+        if (!strcmp(a, "--trials") && v)
+            o.trials = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--droplet-after") && v)
+            o.droplet_after = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--db") && v)
+            o.db = argv[++i];
+        else if (!strcmp(a, "--only") && v)
+            only = argv[++i];
+        else if (!strcmp(a, "--reps") && v)
+            o.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--rounds") && v)
+            o.rounds = atoi(argv[++i]);
+        else if (!strcmp(a, "--threads-tune") && v)
+            o.threads_tune = atoi(argv[++i]);
+        else if (!strcmp(a, "--compare"))
+            o.compare = true;
+        else {
+            fprintf(stderr, "usage: bench_tune [--trials N] [--db FILE] [--only NAME[,NAME]] "
+                            "[--reps N] [--rounds R] [--compare] [--droplet-after N] "
+                            "[--threads-tune N]\n");
+            return 2;
+        }
+    }
+    if (!o.trials || o.reps < 1 || o.rounds < 1 || o.threads_tune < 1)
+        return 2;
+    double   logsum[2] = {0, 0};
+    uint32_t n = 0;
+    int      rc = 0;
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        const struct workload *w = &workloads[i];
+        if (only && !strstr(only, w->name))
+            continue;
+        double r[2] = {1, 1};
+        if (run(w, &o, r)) {
+            rc = 1;
+            continue;
+        }
+        logsum[0] += log(r[0]);
+        logsum[1] += log(r[1]);
+        n++;
+    }
+    if (n)
+        printf("geometric mean time ratio kiln/oneDNN over %u workloads: %.2f (1 thread), %.2f "
+               "(2 threads)  (goal <= 1.0)\n",
+               n, exp(logsum[0] / n), exp(logsum[1] / n));
+    return rc;
+}

@@ -1,0 +1,226 @@
+/* cli/cmd_tune.c -- `kiln tune FILE.kg --trials N --db FILE.db [--target T] [--strategy S] ...`:
+ * tunes every task of the graph through the public API (kiln_graph_tune), printing a live
+ * progress line; Ctrl-C (SIGINT/SIGTERM) stops after the measurement in flight, and a later
+ * run with the same database continues where it stopped. */
+#include "cli.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: kiln tune FILE.kg [--trials N] [--db FILE.db] [--target T]\n"
+    "                 [--strategy ansor+droplet|ansor|droplet] [--droplet-after N]\n"
+    "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
+    "                 [--timeout S] [--threads N] [--flush-cache] [--build-workers N]\n"
+    "                 [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
+    "\n"
+    "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
+    "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
+    "the records database (default kiln.db). --trials (default 1000) counts the records already\n"
+    "in the database, so an interrupted run resumes where it stopped. --strategy picks the\n"
+    "search: Ansor then Droplet after --droplet-after programs of a task (default 300), Ansor\n"
+    "alone, or Droplet alone. Candidates are measured in worker processes: --repeat timed\n"
+    "repeats (median) of at least --min-repeat-ms each, killed after --timeout seconds,\n"
+    "outputs checked against the reference. --log streams one JSON line per measurement;\n"
+    "--curves writes a CSV tuning curve per task and curves.svg. `kiln compile FILE.kg --db\n"
+    "FILE.db` then applies the best records.\n";
+
+static volatile int stop_flag;
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+struct prog_ui {
+    bool quiet, tty;
+};
+
+static void
+fmt_time(char *buf, size_t n, double s)
+{
+    if (s >= 3600)
+        snprintf(buf, n, "%d:%02d:%02d", (int)(s / 3600), (int)fmod(s / 60, 60), (int)fmod(s, 60));
+    else
+        snprintf(buf, n, "%d:%02d", (int)(s / 60), (int)fmod(s, 60));
+}
+
+static void
+progress(void *ud, const struct kiln_tune_progress *p)
+{
+    struct prog_ui *ui = ud;
+    if (ui->quiet)
+        return;
+    char el[32], eta[32], lat[64];
+    fmt_time(el, sizeof el, p->elapsed_s);
+    fmt_time(eta, sizeof eta, p->eta_s);
+    if (p->est_latency_s >= 1e-3)
+        snprintf(lat, sizeof lat, "%.3f ms", p->est_latency_s * 1e3);
+    else
+        snprintf(lat, sizeof lat, "%.1f us", p->est_latency_s * 1e6);
+    fprintf(stderr, "%strials %u/%u  latency %s  elapsed %s  ETA %s  |", ui->tty ? "\r\033[K" : "",
+            p->trials_done, p->trials_total, lat, el, eta);
+    for (uint32_t i = 0; i < p->ntask && i < 8; i++) {
+        const struct kiln_tune_task_status *t = &p->task[i];
+        fprintf(stderr, " t%u %.1f GFLOP/s %s", i,
+                t->best_s > 0 ? t->flops / t->best_s * 1e-9 : 0.0, t->phase);
+    }
+    if (p->ntask > 8)
+        fprintf(stderr, " ... (%u tasks)", p->ntask);
+    fputs(ui->tty ? "" : "\n", stderr);
+    fflush(stderr);
+}
+
+static bool
+num(const char *cmd, const char *opt, const char *v, uint64_t *out)
+{
+    if (!cli_parse_u64(v, out)) {
+        cli_usage_error(cmd, "%s needs a non-negative integer, got '%s'", opt, v);
+        return false;
+    }
+    return true;
+}
+
+static bool
+real(const char *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    *out = strtod(v, &end);
+    if (!*v || *end || !(*out > 0) || !isfinite(*out)) {
+        cli_usage_error(cmd, "%s needs a positive number, got '%s'", opt, v);
+        return false;
+    }
+    return true;
+}
+
+int
+cmd_tune(int argc, char **argv)
+{
+    struct kiln_tune_params p = {0};
+    struct prog_ui          ui = {false, isatty(2) != 0};
+    const char             *in = NULL, *log_path = NULL;
+    p.db_path = "kiln.db";
+    static const char *const valued[] = {
+        "--trials",  "--db",         "--target",        "--strategy", "--droplet-after",
+        "--batch",   "--population", "--seed",          "--repeat",   "--min-repeat-ms",
+        "--timeout", "--threads",    "--build-workers", "--log",      "--curves"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        uint64_t    v = 0;
+        double      d = 0;
+        if (cli_is_help(a)) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        bool needs = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            needs |= !strcmp(a, valued[k]);
+        if (needs && i + 1 >= argc)
+            return cli_usage_error("tune", "%s needs a value", a);
+        const char *val = needs ? argv[++i] : NULL;
+        if (!strcmp(a, "--trials")) {
+            if (!num("tune", a, val, &v) || !v || v > UINT32_MAX)
+                return v ? 2 : cli_usage_error("tune", "--trials must be at least 1");
+            p.trials = (uint32_t)v;
+        } else if (!strcmp(a, "--db")) {
+            p.db_path = val;
+        } else if (!strcmp(a, "--target")) {
+            p.target = val;
+        } else if (!strcmp(a, "--strategy")) {
+            if (strcmp(val, "ansor+droplet") && strcmp(val, "ansor") && strcmp(val, "droplet"))
+                return cli_usage_error("tune",
+                                       "unknown strategy '%s' (ansor+droplet, ansor, "
+                                       "droplet)",
+                                       val);
+            p.strategy = val;
+        } else if (!strcmp(a, "--droplet-after")) {
+            if (!num("tune", a, val, &v) || v > UINT32_MAX)
+                return 2;
+            p.droplet_after = v ? (uint32_t)v : 1;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "--population") || !strcmp(a, "--repeat")
+                   || !strcmp(a, "--threads") || !strcmp(a, "--build-workers")) {
+            if (!num("tune", a, val, &v) || !v || v > 1u << 20)
+                return v ? 2 : cli_usage_error("tune", "%s must be at least 1", a);
+            if (!strcmp(a, "--batch"))
+                p.batch = (uint32_t)v;
+            else if (!strcmp(a, "--population"))
+                p.population = (uint32_t)v;
+            else if (!strcmp(a, "--repeat"))
+                p.repeat = (uint32_t)v;
+            else if (!strcmp(a, "--threads"))
+                p.threads = (int)v;
+            else
+                p.build_workers = (uint32_t)v;
+        } else if (!strcmp(a, "--seed")) {
+            if (!num("tune", a, val, &v))
+                return 2;
+            p.seed = v;
+        } else if (!strcmp(a, "--min-repeat-ms")) {
+            if (!real("tune", a, val, &d))
+                return 2;
+            p.min_repeat_ms = d;
+        } else if (!strcmp(a, "--timeout")) {
+            if (!real("tune", a, val, &d))
+                return 2;
+            p.run_timeout_s = d;
+        } else if (!strcmp(a, "--log")) {
+            log_path = val;
+        } else if (!strcmp(a, "--curves")) {
+            p.curve_dir = val;
+        } else if (!strcmp(a, "--flush-cache")) {
+            p.flush_cache = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            ui.quiet = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("tune", "unknown option %s", a);
+        } else if (!in) {
+            in = a;
+        } else {
+            return cli_usage_error("tune", "more than one input file (%s, %s)", in, a);
+        }
+    }
+    if (!in)
+        return cli_usage_error("tune", "missing FILE.kg");
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    if (!ctx) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return 1;
+    }
+    struct kiln_graph *g = cli_load_graph(ctx, in);
+    if (!g) {
+        kiln_ctx_free(ctx);
+        return 1;
+    }
+    FILE *log = NULL;
+    if (log_path && !(log = fopen(log_path, "a"))) {
+        fprintf(stderr, "kiln: cannot write %s\n", log_path);
+        kiln_ctx_free(ctx);
+        return 1;
+    }
+    p.log = log;
+    p.progress = progress;
+    p.progress_ud = &ui;
+    p.stop = &stop_flag;
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int rc = kiln_graph_tune(ctx, g, &p) == KILN_OK ? 0 : 1;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (!ui.quiet && ui.tty)
+        fputc('\n', stderr);
+    if (rc)
+        cli_report(ctx);
+    else if (stop_flag)
+        fprintf(stderr, "kiln tune: stopped; every finished measurement is in %s\n", p.db_path);
+    if (log)
+        fclose(log);
+    kiln_ctx_free(ctx);
+    return rc ? rc : stop_flag ? 130 : 0;
+}

@@ -1,0 +1,500 @@
+/* tests/tune/test_tune.c -- the tuning driver end to end: task partitioning and deduplication,
+ * whole-graph schedules made of task records (checked against the reference interpreter),
+ * small-budget tuning of a matmul and a convolution that must beat the default schedule, each
+ * search strategy, resuming after a kill without losing a record, and the Welch test Droplet
+ * moves by. Seeds are printed by the harness; timings are compared only as "tuned beats the
+ * default loop nest", which holds by a wide margin on any machine. */
+#include "../../tuner/search.h"
+#include "../abi/so_build.h"
+#include "../harness.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+SO_BUILD_LSAN_SUPPRESSIONS
+
+/* Trials per tuning run: enough for a tuned program to beat the default loop nest by far; fewer
+ * under the sanitizers, where every compile and every step of the search is several times
+ * slower. */
+#if defined(SO_BUILD_ASAN)
+#define TRIALS 16
+#else
+#define TRIALS 32
+#endif
+
+static const char block_kg[] = "input x: f32[1, 8, 6, 6]\n"
+                               "weight w1: f32[8, 8, 3, 3]\n"
+                               "weight w2: f32[8, 8, 3, 3]\n"
+                               "weight w3: f32[8, 8, 3, 3]\n"
+                               "weight g: f32[8]\n"
+                               "ga = abs(g)\n"
+                               "gr = reshape(ga, shape=[8, 1, 1])\n"
+                               "c1 = conv2d(x, w1, padding=1)\n"
+                               "r1 = relu(c1)\n"
+                               "c2 = conv2d(r1, w2, padding=1)\n"
+                               "r2 = relu(c2)\n"
+                               "c3 = conv2d(r2, w3, padding=1)\n"
+                               "s = add(c3, x)\n"
+                               "m = mul(s, gr)\n"
+                               "y = softmax(m, axis=1)\n"
+                               "output y\n";
+
+static char *
+tmp_path(const char *suffix)
+{
+    char *p = malloc(256);
+    snprintf(p, 256, "%s/kiln_tune_test_%d_%ld_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), (long)rand(), suffix);
+    return p;
+}
+
+static void
+test_tasks_partition(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, block_kg);
+    if (!g) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    struct kiln_tasks T;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    /* conv+relu twice (one task, weight 2), conv3+add+mul (abs and reshape inline into it), and
+     * the softmax */
+    CHECK_EQ_INT(3, T.n);
+    double   flops = 0, whole = 0;
+    uint32_t covered = 0;
+    for (uint32_t i = 0; i < T.n; i++) {
+        CHECK_EQ_INT(KILN_OK, kiln_graph_verify(T.task[i].g));
+        CHECK_EQ_INT(T.task[i].ninst, T.task[i].weight);
+        CHECK_EQ_INT(16, strlen(T.task[i].key));
+        flops += T.task[i].flops * T.task[i].weight;
+        covered += T.task[i].g->nop * T.task[i].weight;
+    }
+    for (uint32_t o = 0; o < g->nop; o++) {
+        struct kiln_stats st;
+        kiln_op_stats(g, o, &st);
+        whole += st.flops;
+    }
+    CHECK_EQ_INT(g->nop, covered); /* every op in exactly one occurrence */
+    CHECK_NEAR(whole, flops, 1e-12);
+    CHECK_EQ_INT(2, T.task[0].weight);
+    CHECK_EQ_INT(2, T.task[0].g->nop);
+    CHECK(kiln_op_has_reuse(T.task[0].g, 0));
+    CHECK(!kiln_op_has_reuse(T.task[0].g, 1));
+    CHECK_EQ_INT(1, T.task[1].weight);
+    kiln_ctx_free(ctx);
+}
+
+/* The renamed schedule of a task's second occurrence names the occurrence's tensors. */
+static void
+test_task_rename(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, block_kg);
+    if (!g) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    struct kiln_tasks T;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    const char          *js = "{\"steps\": [{\"op\": \"cache_write\", \"stage\": \"c1\"}, "
+                              "{\"op\": \"compute_inline\", \"stage\": \"c1\"}]}";
+    struct kiln_schedule s = {0}, r = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, js, strlen(js), &s));
+    CHECK_EQ_INT(KILN_OK, kiln_task_rename(ctx, g, &T.task[0], 1, &s, &r));
+    CHECK_EQ_INT(2, r.nstep);
+    CHECK_EQ_STR("c2", kiln_sym_str(ctx, r.step[0].stage));
+    kiln_ctx_free(ctx);
+}
+
+/* max relative error of f(g under s) against the reference interpreter on random inputs */
+static double
+check_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s,
+               uint64_t seed)
+{
+    struct kiln_func *f;
+    if (kiln_lower(ctx, g, s, &f) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "lower: %s", kiln_ctx_error(ctx)->msg);
+        return INFINITY;
+    }
+    struct kiln_rng rng = kiln_rng_new(seed);
+    double        **vals = calloc(g->ntensor, sizeof *vals);
+    double        **bufs = calloc(f->nparam, sizeof *bufs);
+    for (uint32_t t = 0; t < g->ntensor; t++) {
+        int64_t n = kiln_tensor_numel(&g->tensor[t]);
+        vals[t] = calloc((size_t)n, sizeof(double));
+        if (g->tensor[t].kind != KILN_TENSOR_OP)
+            for (int64_t i = 0; i < n; i++)
+                vals[t][i] = (double)(float)(kiln_rng_uniform(&rng) * 2 - 1);
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_ir_eval(ctx, g, vals));
+    for (uint32_t p = 0; p < f->nparam; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        int64_t                   n = kiln_tensor_numel(&g->tensor[b->tensor]);
+        bufs[p] = calloc((size_t)n, sizeof(double));
+        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
+            memcpy(bufs[p], vals[b->tensor], sizeof(double) * (size_t)n);
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, true, bufs));
+    double err = 0;
+    for (uint32_t p = 0; p < f->nparam; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
+            continue;
+        int64_t n = kiln_tensor_numel(&g->tensor[b->tensor]);
+        double  scale = 1e-30;
+        for (int64_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs(vals[b->tensor][i]));
+        for (int64_t i = 0; i < n; i++)
+            err = fmax(err, fabs(bufs[p][i] - vals[b->tensor][i]) / scale);
+    }
+    for (uint32_t t = 0; t < g->ntensor; t++)
+        free(vals[t]);
+    for (uint32_t p = 0; p < f->nparam; p++)
+        free(bufs[p]);
+    free(vals);
+    free(bufs);
+    return err;
+}
+
+static uint32_t
+db_count(const char *path)
+{
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_db *db;
+    uint32_t        n = 0;
+    if (kiln_db_open(ctx, path, &db) == KILN_OK) {
+        n = kiln_db_count(db, NULL, NULL);
+        kiln_db_close(db);
+    }
+    kiln_ctx_free(ctx);
+    return n;
+}
+
+static void
+quick_opts(struct kiln_tune_opts *o, const char *db, uint32_t trials)
+{
+    kiln_tune_opts_default(o);
+    o->db_path = db;
+    o->trials = trials;
+    o->batch = 8;
+    o->population = 64;
+    o->generations = 2;
+    o->seed = opt_seed();
+    o->measure.repeat = 3;
+    o->measure.min_repeat_ms = 2;
+    o->measure.run_timeout_s = 5;
+}
+
+/* Tunes the whole block with a small budget, then checks the whole-graph schedule made of the
+ * best records: every task tuned, and the result equals the interpreter's. */
+static void
+test_tuned_schedule_whole_graph(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, block_kg);
+    char              *db = tmp_path("block.db");
+    if (!g)
+        goto out;
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, 24);
+    o.batch = 4; /* every task gets rounds */
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    struct kiln_db *d;
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    struct kiln_schedule s = {0};
+    uint32_t             ntuned = 0;
+    struct kiln_target   t;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    CHECK_EQ_INT(KILN_OK, kiln_tuned_schedule(ctx, g, d, kiln_cg_target_str(ctx, &t), &s, &ntuned));
+    kiln_db_close(d);
+    CHECK_EQ_INT(3, ntuned);
+    CHECK(s.nstep > 0);
+    double err = check_schedule(ctx, g, &s, opt_seed());
+    printf("  whole-graph tuned schedule: %u steps, max rel err %.2e\n", s.nstep, err);
+    CHECK(err < 1e-5);
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
+struct best_ud {
+    double   best, dflt;
+    uint32_t n, errors;
+};
+
+static bool
+best_cb(void *ud, const struct kiln_record *r)
+{
+    struct best_ud *b = ud;
+    b->n++;
+    if (r->error) {
+        b->errors++;
+        return true;
+    }
+    if (r->strategy && !strcmp(r->strategy, "default"))
+        b->dflt = r->time_s;
+    else if (r->time_s > 0 && (b->best == 0 || r->time_s < b->best))
+        b->best = r->time_s;
+    return true;
+}
+
+static void
+tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_strategy strat)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, kg);
+    char              *db = tmp_path("beat.db");
+    if (!g)
+        goto out;
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, trials);
+    o.strategy = strat;
+    o.droplet_after = trials / 2;
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    struct kiln_tasks T;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    CHECK_EQ_INT(1, T.n);
+    struct kiln_db *d;
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    struct kiln_target t;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    struct best_ud b = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
+    kiln_db_close(d);
+    printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx)\n", name,
+           kiln_strategy_name[strat], b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
+           b.best > 0 ? b.dflt / b.best : 0);
+    CHECK(b.n <= trials);
+    CHECK(b.dflt > 0 && b.best > 0);
+    CHECK(b.best < b.dflt / 1.5);
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_tune_matmul(void)
+{
+    tune_beats_default("matmul 128^3",
+                       "input a: f32[128, 128]\nweight b: f32[128, 128]\n"
+                       "c[i, j] += a[i, k] * b[k, j]\noutput c\n",
+                       TRIALS, KILN_STRATEGY_ANSOR_DROPLET);
+}
+
+static void
+test_tune_conv(void)
+{
+    tune_beats_default("conv3x3 16x14x14",
+                       "input x: f32[1, 16, 14, 14]\nweight w: f32[16, 16, 3, 3]\n"
+                       "y = conv2d(x, w, padding=1)\nz = relu(y)\noutput z\n",
+                       TRIALS, KILN_STRATEGY_ANSOR);
+}
+
+static void
+test_tune_droplet_only(void)
+{
+    tune_beats_default("matmul 96x64x80",
+                       "input a: f32[96, 80]\nweight b: f32[80, 64]\n"
+                       "c[i, j] += a[i, k] * b[k, j]\noutput c\n",
+                       TRIALS, KILN_STRATEGY_DROPLET);
+}
+
+/* A tuner killed mid-run loses no committed record, and the next run continues to exactly the
+ * requested total. */
+static void
+test_resume_after_kill(void)
+{
+    const char *kg = "input a: f32[64, 64]\nweight b: f32[64, 64]\n"
+                     "c[i, j] += a[i, k] * b[k, j]\noutput c\n";
+    char       *db = tmp_path("resume.db");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        if (kiln_graph_parse(ctx, kg, strlen(kg), "resume", &g) != KILN_OK)
+            _exit(3);
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, 1000);
+        kiln_tune(ctx, g, &o);
+        _exit(0);
+    }
+    uint32_t n = 0;
+    for (int i = 0; i < 600 && n < 10; i++) { /* up to 60 s */
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        n = db_count(db);
+    }
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    uint32_t before = db_count(db);
+    printf("  killed the tuner after %u records\n", before);
+    CHECK(before >= 10);
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, kg);
+    if (g) {
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, before + 6);
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        CHECK_EQ_INT(before + 6, db_count(db));
+        /* the default schedule was measured once, before the kill, and not again */
+        struct kiln_db *d;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        struct kiln_tasks T;
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        struct kiln_target t;
+        CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+        struct best_ud b = {0};
+        CHECK_EQ_INT(KILN_OK,
+                     kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
+        kiln_db_close(d);
+        CHECK_EQ_INT(before + 6, b.n);
+    }
+    kiln_ctx_free(ctx);
+    char wal[300];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    unlink(wal);
+    snprintf(wal, sizeof wal, "%s-shm", db);
+    unlink(wal);
+    unlink(db);
+    free(db);
+}
+
+struct planted_ud {
+    uint32_t planted, planted_err, valid;
+    bool     planted_best;
+    double   best_valid;
+};
+
+static bool
+planted_cb(void *ud, const struct kiln_record *r)
+{
+    struct planted_ud *p = ud;
+    if (r->strategy && !strcmp(r->strategy, "planted")) {
+        p->planted++;
+        p->planted_err += r->error != KILN_MEASURE_OK;
+    } else if (r->error == KILN_MEASURE_OK) {
+        p->valid++;
+    }
+    return true;
+}
+
+/* Candidates that compute a wrong answer (and would be the fastest by far), crash or hang are
+ * measured among the tuner's own: the tuner survives them, records their errors, and never
+ * picks one as the best. They are hand-written modules (tests/measure/bad_module.c) planted
+ * through the tuner's test hook, so they take the real measurement path. */
+static void
+test_planted_faults_never_chosen(void)
+{
+    char build[PATH_MAX], tmp[64] = "/tmp/kiln-test-tune-XXXXXX", log[128], so[3][128];
+    if (!so_build_dir(build, sizeof build) || !mkdtemp(tmp)) {
+        harness_fail(__FILE__, __LINE__, "no build or temporary directory");
+        return;
+    }
+    snprintf(log, sizeof log, "%s/log", tmp);
+    const int bad[3] = {1, 3, 4}; /* wrong element, SIGSEGV, endless loop */
+    for (int i = 0; i < 3; i++) {
+        char cmd[PATH_MAX * 2 + 512];
+        snprintf(so[i], sizeof so[i], "%s/bad%d.so", tmp, bad[i]);
+        snprintf(cmd, sizeof cmd,
+                 SO_BUILD_CC " -std=c11 -O1 -shared -fPIC -fopenmp" SO_BUILD_SAN
+                             " -Iinclude -DBAD=%d tests/measure/bad_module.c -Wl,--whole-archive "
+                             "'%s/libkiln_rt.a' -Wl,--no-whole-archive -o '%s'",
+                 bad[i], build, so[i]);
+        if (so_build_run(cmd, log) != 0) {
+            so_build_dump(log);
+            harness_fail(__FILE__, __LINE__, "cannot build %s", so[i]);
+            return;
+        }
+    }
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    const char        *kg = "input a: f32[5, 7]\nweight b: f32[7, 3]\n"
+                            "C[i, j] += a[i, k] * b[k, j]\noutput C\n";
+    struct kiln_graph *g = PARSE(ctx, kg);
+    char               db[200];
+    snprintf(db, sizeof db, "%s/planted.db", tmp);
+    if (g) {
+        const char           *plant[3] = {so[0], so[1], so[2]};
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, 16);
+        o.measure.run_timeout_s = 2;
+        o.plant = plant;
+        o.nplant = 3;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        struct kiln_db *d;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        struct kiln_target t;
+        CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+        const char       *tgt = kiln_cg_target_str(ctx, &t);
+        struct kiln_tasks T;
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        struct planted_ud p = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, tgt, planted_cb, &p));
+        struct kiln_record best;
+        CHECK(kiln_db_best(d, T.task[0].key, tgt, &best));
+        kiln_db_close(d);
+        printf("  %u planted candidates, %u recorded as errors; %u valid programs; best %.2f us "
+               "(%s)\n",
+               p.planted, p.planted_err, p.valid, best.time_s * 1e6, best.strategy);
+        CHECK_EQ_INT(3, p.planted);
+        CHECK_EQ_INT(3, p.planted_err);
+        CHECK(p.valid >= 8);
+        CHECK(!strstr(best.schedule, "planted"));
+        CHECK(strcmp(best.strategy, "planted"));
+        /* and the tuned schedule compiles to the right answer */
+        struct kiln_schedule s = {0};
+        uint32_t             ntuned = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(KILN_OK, kiln_tuned_schedule(ctx, g, d, tgt, &s, &ntuned));
+        kiln_db_close(d);
+        CHECK_EQ_INT(1, ntuned);
+        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+    }
+    kiln_ctx_free(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmp);
+}
+
+static void
+test_welch(void)
+{
+    /* identical samples: no evidence either way */
+    CHECK_NEAR(0.5, kiln_welch_p(1.0, 0.1, 5, 1.0, 0.1, 5), 1e-9);
+    /* 10 standard errors apart: certain */
+    CHECK(kiln_welch_p(0.9, 0.01, 5, 1.0, 0.01, 5) < 1e-4);
+    /* the wrong direction */
+    CHECK(kiln_welch_p(1.1, 0.01, 5, 1.0, 0.01, 5) > 0.99);
+    /* equal spreads, 5 repeats each: df = 8, whose one-sided 5% point of Student's t is 1.860 */
+    double se = 0.1 / sqrt(2.5); /* sqrt(s^2/5 + s^2/5) with s = 0.1 */
+    CHECK_NEAR(0.05, kiln_welch_p(1.0 - 1.860 * se, 0.1, 5, 1.0, 0.1, 5), 0.003);
+}
+
+static const struct test tests[] = {
+    {"tasks_partition", test_tasks_partition},
+    {"task_rename", test_task_rename},
+    {"welch", test_welch},
+    {"tuned_schedule_whole_graph", test_tuned_schedule_whole_graph},
+    {"tune_matmul", test_tune_matmul},
+    {"tune_conv", test_tune_conv},
+    {"tune_droplet_only", test_tune_droplet_only},
+    {"resume_after_kill", test_resume_after_kill},
+    {"planted_faults_never_chosen", test_planted_faults_never_chosen},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}

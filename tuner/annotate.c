@@ -1,0 +1,386 @@
+/* tuner/annotate.c -- programs of a sketch: random annotation (sampling knob values), validity,
+ * mutation, crossover, Droplet neighbours, hashing and JSON. */
+#include "sketch_priv.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Divisors of n in increasing order (at most max of them). */
+static uint32_t
+divisors(int64_t n, int64_t *out, uint32_t max)
+{
+    uint32_t lo = 0, hi = 0;
+    int64_t  big[256];
+    for (int64_t d = 1; d * d <= n && lo < max && hi < KILN_COUNTOF(big); d++)
+        if (n % d == 0) {
+            out[lo++] = d;
+            if (d != n / d)
+                big[hi++] = n / d;
+        }
+    while (hi > 0 && lo < max)
+        out[lo++] = big[--hi];
+    return lo;
+}
+
+static int64_t
+pick(struct kiln_rng *r, const int64_t *v, uint32_t n)
+{
+    return v[kiln_rng_below(r, n)];
+}
+
+/* nparts inner lengths (outer to inner) of an extent: usually a factorisation (the product
+ * divides the extent), the innermost at most KILN_MAX_INNER and, for a vector axis, preferring
+ * multiples of the vector lanes. */
+static void
+sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, bool vec, int64_t *out)
+{
+    int64_t rem = extent, d[512], f[512];
+    if (kiln_rng_uniform(r) < 0.85) {
+        for (uint32_t j = nparts; j-- > 0;) {
+            uint32_t nd = divisors(rem, d, KILN_COUNTOF(d)), nf = 0;
+            if (j + 1 == nparts) {
+                for (uint32_t i = 0; i < nd; i++)
+                    if (d[i] <= KILN_MAX_INNER && (!vec || d[i] % lanes == 0))
+                        f[nf++] = d[i];
+                if (nf == 0 || !vec || kiln_rng_uniform(r) < 0.3) {
+                    nf = 0;
+                    for (uint32_t i = 0; i < nd; i++)
+                        if (d[i] <= KILN_MAX_INNER)
+                            f[nf++] = d[i];
+                }
+            } else {
+                memcpy(f, d, sizeof(int64_t) * nd);
+                nf = nd;
+            }
+            out[j] = nf ? pick(r, f, nf) : 1;
+            rem /= out[j];
+        }
+        return;
+    }
+    for (uint32_t j = nparts; j-- > 0;) {
+        int64_t max = rem < 1 ? 1 : rem;
+        if (j + 1 == nparts && max > KILN_MAX_INNER)
+            max = KILN_MAX_INNER;
+        out[j] = 1 + (int64_t)kiln_rng_below(r, (uint64_t)max);
+        rem /= out[j];
+    }
+}
+
+static bool
+split_ok(const struct kiln_knob *k, const int64_t *v)
+{
+    int64_t prod = 1;
+    for (uint32_t j = 0; j < k->nparts; j++)
+        if (v[j] < 1 || kiln_mul_overflows(prod, v[j], &prod) || prod > k->extent)
+            return false;
+    return k->nparts == 0 || v[k->nparts - 1] <= KILN_MAX_INNER;
+}
+
+bool
+kiln_prog_valid(const struct kiln_sketch *sk, const struct kiln_prog *p)
+{
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        const int64_t          *v = &p->v[k->slot];
+        if (k->kind == KILN_KNOB_SPLIT ? !split_ok(k, v) : (v[0] < 0 || v[0] >= k->nchoice))
+            return false;
+    }
+    return true;
+}
+
+/* Which split knobs belong to the vector axis under p's choices. */
+static void
+vector_knobs(const struct kiln_sketch *sk, const struct kiln_prog *p, bool *vec)
+{
+    const struct kiln_sketch_priv *pv = sk->priv;
+    memset(vec, 0, sizeof(bool) * KILN_MAX_KNOBS);
+    for (uint32_t i = 0; pv && i < pv->nop; i++) {
+        const struct kiln_op_plan *op = &pv->op[i];
+        uint32_t                   k = KILN_NONE;
+        if (op->nvcand)
+            k = op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0
+                                                               : p->v[sk->knob[op->k_vaxis].slot]]];
+        else if (op->mode == KILN_PLAN_PLAIN || (op->mode == KILN_PLAN_RFACTOR && op->rf_inner))
+            for (uint32_t a = 0; a < KILN_MAX_DIMS + KILN_MAX_REDUCE; a++)
+                if (op->k_split[a] != KILN_NONE)
+                    k = op->k_split[a];
+        if (k != KILN_NONE && k < KILN_MAX_KNOBS)
+            vec[k] = true;
+    }
+}
+
+void
+kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sketch = sk->id;
+    int  lanes = sk->priv && sk->priv->lanes > 0 ? sk->priv->lanes : 4;
+    bool vec[KILN_MAX_KNOBS];
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        if (k->kind != KILN_KNOB_CHOICE)
+            continue;
+        /* vectorising is nearly always right: on with probability 0.9 */
+        if (k->role == KILN_KNOB_VECTORIZE && k->nchoice == 2)
+            out->v[k->slot] = kiln_rng_uniform(rng) < 0.9;
+        else
+            out->v[k->slot] = (int64_t)kiln_rng_below(rng, k->nchoice ? k->nchoice : 1);
+    }
+    vector_knobs(sk, out, vec);
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        if (k->kind == KILN_KNOB_SPLIT)
+            sample_split(rng, k->extent, k->nparts, lanes, vec[i], &out->v[k->slot]);
+    }
+}
+
+static const double role_weight[] = {
+    [KILN_KNOB_TILE] = 0.90,      [KILN_KNOB_UNROLL] = 0.04,   [KILN_KNOB_PARALLEL] = 0.01,
+    [KILN_KNOB_VECTORIZE] = 0.02, [KILN_KNOB_LOCATION] = 0.05, [KILN_KNOB_LAYOUT] = 0.02,
+    [KILN_KNOB_OTHER] = 0.01,
+};
+
+/* Moves a factor between two parts of a factorisation (outer part included). */
+static bool
+mutate_split(const struct kiln_knob *k, struct kiln_rng *r, int lanes, bool vec, int64_t *v)
+{
+    int64_t len[KILN_SPLIT_MAX + 1], prod = 1;
+    for (uint32_t j = 0; j < k->nparts; j++)
+        prod *= v[j];
+    if (k->extent % prod != 0) {
+        int64_t old[KILN_SPLIT_MAX];
+        memcpy(old, v, sizeof(int64_t) * k->nparts);
+        sample_split(r, k->extent, k->nparts, lanes, vec, v);
+        return memcmp(old, v, sizeof(int64_t) * k->nparts) != 0;
+    }
+    len[0] = k->extent / prod;
+    for (uint32_t j = 0; j < k->nparts; j++)
+        len[j + 1] = v[j];
+    uint32_t n = k->nparts + 1u;
+    for (int tries = 0; tries < 16; tries++) {
+        uint32_t src = (uint32_t)kiln_rng_below(r, n), dst = (uint32_t)kiln_rng_below(r, n);
+        if (src == dst || len[src] == 1)
+            continue;
+        int64_t  d[512];
+        uint32_t nd = divisors(len[src], d, KILN_COUNTOF(d));
+        if (nd < 2)
+            continue;
+        int64_t f = d[1 + kiln_rng_below(r, nd - 1)];
+        if (dst == n - 1 && len[dst] * f > KILN_MAX_INNER)
+            continue;
+        len[src] /= f;
+        len[dst] *= f;
+        for (uint32_t j = 0; j < k->nparts; j++)
+            v[j] = len[j + 1];
+        return true;
+    }
+    return false;
+}
+
+bool
+kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p)
+{
+    int    lanes = sk->priv && sk->priv->lanes > 0 ? sk->priv->lanes : 4;
+    double total = 0;
+    bool   present[KILN_KNOB_OTHER + 1] = {false};
+    for (uint32_t i = 0; i < sk->nknob; i++)
+        if (sk->knob[i].kind == KILN_KNOB_SPLIT || sk->knob[i].nchoice > 1)
+            present[sk->knob[i].role] = true;
+    for (uint32_t r = 0; r <= KILN_KNOB_OTHER; r++)
+        total += present[r] ? role_weight[r] : 0;
+    if (total <= 0)
+        return false;
+    for (int tries = 0; tries < 8; tries++) {
+        double   u = kiln_rng_uniform(rng) * total;
+        uint32_t role = 0;
+        for (role = 0; role < KILN_KNOB_OTHER; role++) {
+            if (present[role] && u < role_weight[role])
+                break;
+            u -= present[role] ? role_weight[role] : 0;
+        }
+        uint32_t cand[KILN_MAX_KNOBS], nc = 0;
+        for (uint32_t i = 0; i < sk->nknob; i++)
+            if (sk->knob[i].role == role
+                && (sk->knob[i].kind == KILN_KNOB_SPLIT || sk->knob[i].nchoice > 1))
+                cand[nc++] = i;
+        if (nc == 0)
+            continue;
+        const struct kiln_knob *k = &sk->knob[cand[kiln_rng_below(rng, nc)]];
+        int64_t                *v = &p->v[k->slot];
+        if (k->kind == KILN_KNOB_CHOICE) {
+            int64_t nv = (int64_t)kiln_rng_below(rng, k->nchoice - 1);
+            v[0] = nv >= v[0] ? nv + 1 : nv;
+            return true;
+        }
+        bool vec[KILN_MAX_KNOBS];
+        vector_knobs(sk, p, vec);
+        if (mutate_split(k, rng, lanes, vec[k - sk->knob], v))
+            return true;
+    }
+    return false;
+}
+
+void
+kiln_prog_crossover(const struct kiln_sketch *sk, struct kiln_rng *rng, const struct kiln_prog *a,
+                    const struct kiln_prog *b, struct kiln_prog *out)
+{
+    *out = *a;
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        uint32_t                w = k->kind == KILN_KNOB_SPLIT ? k->nparts : 1;
+        if (kiln_rng_below(rng, 2))
+            memcpy(&out->v[k->slot], &b->v[k->slot], sizeof(int64_t) * w);
+    }
+}
+
+static int64_t
+next_divisor(int64_t n, int64_t cur, int dir)
+{
+    if (dir > 0) {
+        for (int64_t d = cur + 1; d <= n; d++)
+            if (n % d == 0)
+                return d;
+        return 0;
+    }
+    for (int64_t d = cur - 1; d >= 1; d--)
+        if (n % d == 0)
+            return d;
+    return 0;
+}
+
+static bool
+emit_neighbour(const struct kiln_sketch *sk, const struct kiln_prog *p, struct kiln_prog *out,
+               uint32_t max, uint32_t *n, const struct kiln_prog *q)
+{
+    if (*n >= max)
+        return false;
+    if (!kiln_prog_valid(sk, q))
+        return true;
+    for (uint32_t i = 0; i < *n; i++)
+        if (!memcmp(out[i].v, q->v, sizeof(int64_t) * sk->nvalues))
+            return true;
+    if (!memcmp(p->v, q->v, sizeof(int64_t) * sk->nvalues))
+        return true;
+    out[(*n)++] = *q;
+    return true;
+}
+
+uint32_t
+kiln_prog_neighbours(const struct kiln_sketch *sk, const struct kiln_prog *p, struct kiln_prog *out,
+                     uint32_t max)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        if (k->kind == KILN_KNOB_CHOICE) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+                struct kiln_prog q = *p;
+                q.v[k->slot] += dir;
+                if (!emit_neighbour(sk, p, out, max, &n, &q))
+                    return n;
+            }
+            continue;
+        }
+        for (uint32_t j = 0; j < k->nparts; j++)
+            for (int dir = -1; dir <= 1; dir += 2) {
+                struct kiln_prog q = *p;
+                int64_t         *v = &q.v[k->slot];
+                int64_t          nv = next_divisor(k->extent, v[j], dir);
+                if (nv == 0)
+                    continue;
+                v[j] = nv;
+                /* keep the product within the extent: shrink the other parts, outermost
+                 * first, to their next smaller divisors */
+                for (uint32_t o = 0; o < k->nparts && !split_ok(k, v); o++) {
+                    while (o != j && v[o] > 1 && !split_ok(k, v))
+                        v[o] = next_divisor(k->extent, v[o], -1);
+                }
+                if (!emit_neighbour(sk, p, out, max, &n, &q))
+                    return n;
+            }
+    }
+    return n;
+}
+
+uint64_t
+kiln_prog_hash(const struct kiln_sketch *sk, const struct kiln_prog *p)
+{
+    uint64_t h = kiln_hash_str(KILN_HASH_SEED, sk->desc);
+    for (uint32_t i = 0; i < sk->nvalues; i++)
+        h = kiln_hash_u64(h, (uint64_t)p->v[i]);
+    return h;
+}
+
+enum kiln_status
+kiln_prog_to_json(kiln_ctx *ctx, const struct kiln_sketch *sk, const struct kiln_prog *p,
+                  struct kiln_buf *out)
+{
+    if (!kiln_buf_puts(ctx, out, "{\"sketch\": "))
+        return ctx->err.status;
+    cJSON *s = cJSON_CreateString(sk->desc);
+    char  *txt = s ? cJSON_PrintUnformatted(s) : NULL;
+    cJSON_Delete(s);
+    if (!txt)
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "sketch", "out of memory printing a program");
+    bool ok = kiln_buf_puts(ctx, out, txt) && kiln_buf_puts(ctx, out, ", \"v\": [");
+    free(txt);
+    for (uint32_t i = 0; ok && i < sk->nvalues; i++)
+        ok = kiln_buf_printf(ctx, out, "%s%lld", i ? ", " : "", (long long)p->v[i]);
+    ok = ok && kiln_buf_puts(ctx, out, "]}");
+    return ok ? KILN_OK : ctx->err.status;
+}
+
+enum kiln_status
+kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk, uint32_t nsk, const char *json,
+                    struct kiln_prog *out)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_Parse(json ? json : "");
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return KILN_FAIL(
+            ctx, KILN_ERR_INVALID, "sketch",
+            "program JSON: not a JSON object (expected {\"sketch\": ..., \"v\": [...]})");
+    }
+    const cJSON     *s = cJSON_GetObjectItemCaseSensitive(root, "sketch");
+    const cJSON     *v = cJSON_GetObjectItemCaseSensitive(root, "v");
+    enum kiln_status st = KILN_OK;
+    uint32_t         id = KILN_NONE;
+    if (!cJSON_IsString(s)) {
+        st =
+            KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch", "program JSON: \"sketch\" must be a string");
+        goto done;
+    }
+    for (uint32_t i = 0; i < nsk && id == KILN_NONE; i++)
+        if (!strcmp(sk[i].desc, s->valuestring))
+            id = i;
+    if (id == KILN_NONE) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                       "program JSON: no sketch \"%s\" among the %u of this task", s->valuestring,
+                       nsk);
+        goto done;
+    }
+    if (!cJSON_IsArray(v) || (uint32_t)cJSON_GetArraySize(v) != sk[id].nvalues) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                       "program JSON: \"v\" must be an array of %u integers for sketch \"%s\"",
+                       sk[id].nvalues, sk[id].desc);
+        goto done;
+    }
+    out->sketch = id;
+    uint32_t i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble) {
+            st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch", "program JSON: v[%u] is not an integer",
+                           i);
+            goto done;
+        }
+        out->v[i] = (int64_t)e->valuedouble;
+    }
+    if (!kiln_prog_valid(&sk[id], out))
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                       "program JSON: knob values out of range for sketch \"%s\"", sk[id].desc);
+done:
+    cJSON_Delete(root);
+    return st;
+}

@@ -1,0 +1,299 @@
+/* tuner/runner/main.c -- kiln_measure_runner: loads one generated shared object, calls it once
+ * on the job's inputs (the call whose outputs are checked), then times it, and reports on its
+ * standard output (protocol: runner.h). It is started by tuner/measure.c with fork + exec, one
+ * process per candidate, and may be killed at any moment: it owns no file and leaves nothing
+ * behind. Standalone: libc and libdl only (the object brings its own OpenMP).
+ *
+ * Timing: WARMUP untimed calls, then REPEAT repeats; each repeat calls the kernel until
+ * MIN_REPEAT_MS milliseconds have passed (at least once) and records the mean time per call.
+ * With FLUSH, a buffer twice the size of the last-level cache is written before every call and
+ * only the call itself is timed; MIN_REPEAT_MS then counts wall time, flushes included. The reply
+ * holds the median and the standard deviation of the repeats. BUDGET_MS (80% of the run timeout)
+ * bounds the warm-up and the repeats: a kernel too slow for all of them within it gets fewer (at
+ * least one), not a timeout. The process's address space is limited to 3/4 of the physical memory
+ * (except under sanitizers). */
+#include "runner.h"
+
+#include "kiln_abi.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RUNNER_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RUNNER_SANITIZED 1
+#endif
+
+static struct kiln_runner_reply reply;
+static int                      out_fd = 1;
+
+static void
+put(const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(out_fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(4);
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Sends a reply without outputs and exits. */
+static void fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void
+fail(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reply.msg, sizeof reply.msg, fmt, ap);
+    va_end(ap);
+    reply.status = status;
+    reply.out_bytes = 0;
+    put(&reply, sizeof reply);
+    _exit(0);
+}
+
+static double
+now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static long
+arg_long(const char *s)
+{
+    char *end;
+    long  v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v < 0)
+        fail(KILN_RUNNER_SETUP, "bad runner argument '%s'", s);
+    return v;
+}
+
+static unsigned char *
+read_job(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail(KILN_RUNNER_SETUP, "cannot open the job file %s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0)
+        fail(KILN_RUNNER_SETUP, "cannot seek in %s", path);
+    long n = ftell(f);
+    rewind(f);
+    unsigned char *p = n > 0 ? malloc((size_t)n) : NULL;
+    if (!p || fread(p, 1, (size_t)n, f) != (size_t)n)
+        fail(KILN_RUNNER_SETUP, "cannot read the job file %s", path);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+int
+main(int argc, char **argv)
+{
+    memcpy(reply.magic, KILN_RUNNER_REPLY_MAGIC, 8);
+    /* The reply goes to the original stdout; whatever the kernel prints goes to stderr. */
+    out_fd = dup(1);
+    if (out_fd < 0 || dup2(2, 1) < 0)
+        return 3;
+    double start = now();
+    if (argc != 9)
+        fail(KILN_RUNNER_SETUP, "usage: kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS "
+                                "FLUSH THREADS BUDGET_MS");
+    long repeat = arg_long(argv[3]), warmup = arg_long(argv[4]), min_ms = arg_long(argv[5]);
+    long flush = arg_long(argv[6]), threads = arg_long(argv[7]);
+    /* past this, no further warm-up call or repeat is started (one repeat always is) */
+    double soft_end = start + 1e-3 * (double)arg_long(argv[8]);
+
+#if !defined(RUNNER_SANITIZED)
+    /* A candidate that allocates more than 3/4 of the memory gets NULL (its kernel then
+     * returns KILN_ABI_ERR_NOMEM) instead of pushing the machine into swap or the OOM killer.
+     * Not under sanitizers: they reserve terabytes of address space for their shadow. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)pages / 4 * 3 * (rlim_t)page;
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#endif
+    size_t                 jlen;
+    unsigned char         *job = read_job(argv[1], &jlen);
+    struct kiln_runner_job jh;
+    if (jlen < sizeof jh)
+        fail(KILN_RUNNER_SETUP, "the job file is truncated");
+    memcpy(&jh, job, sizeof jh);
+    if (memcmp(jh.magic, KILN_RUNNER_JOB_MAGIC, 8) || jh.nt == 0 || jh.nt > 4096 || jh.nin > jh.nt
+        || jlen < sizeof jh + 8 * (size_t)jh.nt)
+        fail(KILN_RUNNER_SETUP, "the job file is not a kiln measurement job");
+    int64_t *bytes = malloc(8 * (size_t)jh.nt);
+    if (!bytes)
+        fail(KILN_RUNNER_SETUP, "out of memory");
+    memcpy(bytes, job + sizeof jh, 8 * (size_t)jh.nt);
+
+    void *so = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!so)
+        fail(KILN_RUNNER_LOAD, "dlopen: %s", dlerror());
+    const struct kiln_abi_desc *desc = dlsym(so, "kiln_desc");
+    kiln_call_fn                call = (kiln_call_fn)dlsym(so, "kiln_call");
+    kiln_set_num_threads_fn     set_threads =
+        (kiln_set_num_threads_fn)dlsym(so, "kiln_set_num_threads");
+    if (!desc || !call)
+        fail(KILN_RUNNER_LOAD, "%s is not a kiln module (no kiln_desc or kiln_call)", argv[2]);
+    if (desc->nargs != (int32_t)jh.nt)
+        fail(KILN_RUNNER_LOAD, "the module takes %d tensors, the task has %u", desc->nargs, jh.nt);
+    if (set_threads)
+        set_threads((int32_t)threads);
+
+    DLTensor  *t = calloc(jh.nt, sizeof *t);
+    DLTensor **args = calloc(jh.nt, sizeof *args);
+    if (!t || !args)
+        fail(KILN_RUNNER_SETUP, "out of memory");
+    size_t   off = sizeof jh + 8 * (size_t)jh.nt;
+    uint64_t out_total = 0;
+    for (uint32_t i = 0; i < jh.nt; i++) {
+        const struct kiln_abi_arg *a = &desc->args[i];
+        int64_t                    numel = 1;
+        for (int32_t d = 0; d < a->ndim; d++)
+            numel *= a->shape[d];
+        int64_t want = numel * ((a->bits * a->lanes + 7) / 8);
+        if (want != bytes[i])
+            fail(KILN_RUNNER_LOAD, "argument %u (%s) has %lld bytes, the task's has %lld", i,
+                 a->name ? a->name : "?", (long long)want, (long long)bytes[i]);
+        size_t align = a->align > 64 ? a->align : 64;
+        size_t size = ((size_t)bytes[i] + align - 1) / align * align;
+        void  *p = aligned_alloc(align, size ? size : align);
+        if (!p)
+            fail(KILN_RUNNER_SETUP, "cannot allocate %lld bytes", (long long)bytes[i]);
+        if (i < jh.nin) {
+            if (off + (size_t)bytes[i] > jlen)
+                fail(KILN_RUNNER_SETUP, "the job file is truncated");
+            memcpy(p, job + off, (size_t)bytes[i]);
+            off += (size_t)bytes[i];
+        } else {
+            /* NaN in every float element (0xff bytes are a NaN of any width); 0xa5 else */
+            memset(p, a->code == kDLFloat || a->code == kDLBfloat ? 0xff : 0xa5, (size_t)bytes[i]);
+            out_total += (uint64_t)bytes[i];
+        }
+        t[i] = (DLTensor){
+            p, {kDLCPU, 0}, a->ndim, {a->code, a->bits, a->lanes}, (int64_t *)a->shape, NULL, 0};
+        args[i] = &t[i];
+    }
+    free(job);
+
+    char    err[512] = "";
+    double  t_first = now();
+    int32_t st = call(args, (int32_t)jh.nt, err, sizeof err);
+    double  est = now() - t_first; /* what one more call is expected to cost */
+    if (st != KILN_ABI_OK) {
+        reply.abi_status = st;
+        fail(KILN_RUNNER_CALL, "%s", err[0] ? err : "kiln_call failed");
+    }
+    /* What is checked is the first call's outputs: keep them before timing overwrites them. */
+    unsigned char *first = malloc(out_total ? (size_t)out_total : 1);
+    if (!first)
+        fail(KILN_RUNNER_SETUP, "out of memory");
+    size_t o = 0;
+    for (uint32_t i = jh.nin; i < jh.nt; i++) {
+        memcpy(first + o, t[i].data, (size_t)bytes[i]);
+        o += (size_t)bytes[i];
+    }
+
+    /* Cache flushing buffer: twice the last-level cache (at least 8 MiB). */
+    unsigned char *fbuf = NULL;
+    size_t         fsize = 0;
+    if (flush) {
+        long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        if (llc <= 0)
+            llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        fsize = 2 * (size_t)(llc > 0 ? llc : (16 << 20));
+        if (fsize < (8u << 20))
+            fsize = 8u << 20;
+        fbuf = malloc(fsize);
+        if (!fbuf)
+            fail(KILN_RUNNER_SETUP, "cannot allocate the cache flushing buffer");
+    }
+    for (long w = 0; w < warmup && now() + est < soft_end; w++)
+        call(args, (int32_t)jh.nt, NULL, 0);
+    double *times = calloc((size_t)repeat + 1, sizeof *times);
+    if (!times)
+        fail(KILN_RUNNER_SETUP, "out of memory");
+    volatile unsigned char sink = 0;
+    long                   done = 0;
+    for (long r = 0; r < repeat; r++) {
+        double spent = 0, goal = (double)min_ms * 1e-3;
+        if (r > 0 && now() + (goal > est ? goal : est) > soft_end)
+            break; /* a slow kernel: fewer repeats rather than a timeout */
+        uint32_t calls = 0;
+        if (fbuf) {
+            /* only the calls are timed; the repeat ends after goal of wall time, flushes
+             * included (a tiny kernel would otherwise need thousands of flushes) */
+            double wall0 = now();
+            do {
+                memset(fbuf, (int)(calls + (uint32_t)r), fsize);
+                sink = fbuf[fsize / 2];
+                double t0 = now();
+                call(args, (int32_t)jh.nt, NULL, 0);
+                spent += now() - t0;
+                calls++;
+            } while (now() - wall0 < goal);
+        } else {
+            double t0 = now();
+            do {
+                call(args, (int32_t)jh.nt, NULL, 0);
+                calls++;
+                spent = now() - t0;
+            } while (spent < goal);
+        }
+        times[r] = spent / calls;
+        est = times[r];
+        done = r + 1;
+        reply.ncalls = calls;
+        if (r < KILN_RUNNER_MAX_TIMES)
+            reply.times[r] = times[r];
+    }
+    (void)sink;
+    repeat = done;
+    reply.nrepeat = (uint32_t)repeat;
+    if (repeat > 0) {
+        double mean = 0, var = 0;
+        for (long r = 0; r < repeat; r++)
+            mean += times[r];
+        mean /= (double)repeat;
+        for (long r = 0; r < repeat; r++)
+            var += (times[r] - mean) * (times[r] - mean);
+        reply.stddev_s = repeat > 1 ? sqrt(var / (double)(repeat - 1)) : 0;
+        qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+        reply.median_s =
+            repeat % 2 ? times[repeat / 2] : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+    }
+    reply.status = KILN_RUNNER_OK;
+    reply.out_bytes = out_total;
+    put(&reply, sizeof reply);
+    put(first, (size_t)out_total);
+    /* _exit: no atexit handlers, no leak check of buffers the OS takes back anyway */
+    _exit(0);
+}

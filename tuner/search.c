@@ -1,0 +1,509 @@
+/* tuner/search.c -- the two searches over a task's programs.
+ *
+ * Evolutionary search (Ansor): a population sampled from the sketches plus the best measured
+ * programs is scored by the cost model; for a few generations, parents are drawn in proportion
+ * to their score and mutated (or crossed over with a second parent of the same sketch); the
+ * best unmeasured programs seen across generations, with an epsilon share of fresh random ones,
+ * are measured. Before the model has data the batch is random.
+ *
+ * Droplet search (coordinate descent): from the best measured program, every neighbour that
+ * differs in one knob by one step is measured; the search moves to the best neighbour when it
+ * is faster by a statistically significant margin (one-sided Welch t-test over the repeats,
+ * p <= 0.05, and at least 1% faster), and stops when none is.
+ *
+ * Scoring lowers every candidate and extracts its features inside a scratch scope (arena,
+ * expression and symbol marks rolled back), so a long search does not grow the context. */
+#include "search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DROPLET_MIN_GAIN 0.01
+#define DROPLET_P        0.05
+#define REINJECT_SHARE   0.2
+#define MUTATE_P         0.85
+#define MAX_NEIGHBOURS   256
+
+/* ---- scratch scopes ---- */
+
+struct scratch {
+    struct kiln_arena_mark arena;
+    uint32_t               expr, sym;
+};
+
+static struct scratch
+scratch_begin(kiln_ctx *ctx)
+{
+    return (struct scratch){kiln_arena_mark(ctx), kiln_expr_mark(ctx), kiln_sym_mark(ctx)};
+}
+
+static void
+scratch_end(kiln_ctx *ctx, struct scratch s)
+{
+    kiln_ctx_error_clear(ctx);
+    kiln_expr_rollback(ctx, s.expr);
+    kiln_sym_rollback(ctx, s.sym);
+    kiln_arena_rewind(ctx, s.arena);
+}
+
+/* Features of program p (malloc'ed rows survive the scope). false when it does not lower. */
+static bool
+prog_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
+{
+    kiln_ctx            *ctx = T->ctx;
+    struct scratch       sc = scratch_begin(ctx);
+    struct kiln_schedule s = {0};
+    struct kiln_func    *f = NULL;
+    memset(out, 0, sizeof *out);
+    bool ok = kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
+              && kiln_lower(ctx, T->t->g, &s, &f) == KILN_OK
+              && kiln_features_extract(ctx, f, T->hw, out) == KILN_OK;
+    if (!ok)
+        kiln_feat_free(out);
+    scratch_end(ctx, sc);
+    return ok;
+}
+
+/* ---- candidates ---- */
+
+struct cand {
+    struct kiln_prog p;
+    uint64_t         h;
+    double           score;
+};
+
+struct pool { /* the best unmeasured candidates seen, unique by hash */
+    struct cand *c;
+    uint32_t     n, cap;
+};
+
+static bool
+pool_has(const struct pool *P, uint64_t h)
+{
+    for (uint32_t i = 0; i < P->n; i++)
+        if (P->c[i].h == h)
+            return true;
+    return false;
+}
+
+static void
+pool_offer(struct pool *P, const struct cand *c)
+{
+    if (pool_has(P, c->h))
+        return;
+    if (P->n < P->cap) {
+        P->c[P->n++] = *c;
+        return;
+    }
+    uint32_t worst = 0;
+    for (uint32_t i = 1; i < P->n; i++)
+        if (P->c[i].score < P->c[worst].score)
+            worst = i;
+    if (c->score > P->c[worst].score)
+        P->c[worst] = *c;
+}
+
+static int
+cand_cmp_desc(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return (x->score < y->score) - (x->score > y->score);
+}
+
+static void
+random_prog(struct ttask *T, struct kiln_prog *p)
+{
+    uint32_t sk = (uint32_t)kiln_rng_below(&T->rng, T->nsk);
+    kiln_prog_sample(&T->sk[sk], &T->rng, p);
+    p->sketch = sk;
+}
+
+/* Scores n candidates with the cost model; candidates that do not lower score -inf. */
+static enum kiln_status
+score(struct ttask *T, struct cand *c, uint32_t n)
+{
+    kiln_ctx         *ctx = T->ctx;
+    struct kiln_feat *f = calloc(n ? n : 1, sizeof *f);
+    double           *sc = calloc(n ? n : 1, sizeof *sc);
+    bool             *ok = calloc(n ? n : 1, sizeof *ok);
+    enum kiln_status  st = KILN_OK;
+    if (!f || !sc || !ok) {
+        st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory scoring candidates");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ok[i] = prog_features(T, &c[i].p, &f[i]);
+    st = kiln_cm_predict(T->cm, f, n, sc);
+    for (uint32_t i = 0; i < n; i++)
+        c[i].score = ok[i] && st == KILN_OK ? sc[i] : -INFINITY;
+out:
+    for (uint32_t i = 0; f && i < n; i++)
+        kiln_feat_free(&f[i]);
+    free(f);
+    free(sc);
+    free(ok);
+    return st;
+}
+
+/* Roulette-wheel selection over scores shifted to be positive. */
+static uint32_t
+select_parent(struct ttask *T, const struct cand *c, uint32_t n, double lo, double total)
+{
+    double x = kiln_rng_uniform(&T->rng) * total;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(c[i].score))
+            continue;
+        x -= c[i].score - lo + 1e-9;
+        if (x <= 0)
+            return i;
+    }
+    return (uint32_t)kiln_rng_below(&T->rng, n);
+}
+
+static int
+tprog_cmp_time(const void *a, const void *b, void *ud)
+{
+    const struct tprog *m = ud;
+    const struct tprog *x = &m[*(const uint32_t *)a], *y = &m[*(const uint32_t *)b];
+    return (x->time_s > y->time_s) - (x->time_s < y->time_s);
+}
+
+/* Indices of valid measured programs with a program, fastest first (at most max). */
+static uint32_t
+best_measured(const struct ttask *T, uint32_t *idx, uint32_t max)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < T->nm; i++)
+        if (T->m[i].has_prog && T->m[i].error == KILN_MEASURE_OK && T->m[i].time_s > 0)
+            idx[n++] = i;
+    /* insertion sort: n is at most a few thousand and this runs once per round */
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && tprog_cmp_time(&idx[j], &idx[j - 1], T->m) < 0; j--) {
+            uint32_t t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    return n < max ? n : max;
+}
+
+static enum kiln_status
+train(struct ttask *T)
+{
+    uint32_t n = 0;
+    double   best = INFINITY;
+    for (uint32_t i = 0; i < T->nm; i++)
+        if (T->m[i].feat.nrow && T->m[i].error == KILN_MEASURE_OK && T->m[i].time_s > 0)
+            best = fmin(best, T->m[i].time_s);
+    struct kiln_feat *f = calloc(T->nm + 1, sizeof *f);
+    double           *y = calloc(T->nm + 1, sizeof *y);
+    enum kiln_status  st = KILN_OK;
+    if (!f || !y) {
+        free(f);
+        free(y);
+        return KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory training the model");
+    }
+    for (uint32_t i = 0; i < T->nm; i++) {
+        if (!T->m[i].feat.nrow)
+            continue;
+        f[n] = T->m[i].feat; /* shallow: rows stay owned by the task */
+        y[n] = T->m[i].error == KILN_MEASURE_OK && T->m[i].time_s > 0 && isfinite(best)
+                   ? best / T->m[i].time_s
+                   : 0;
+        n++;
+    }
+    if (n >= 8)
+        st = kiln_cm_train(T->cm, f, y, n);
+    if (st == KILN_OK)
+        T->trained_at = T->nm;
+    free(f);
+    free(y);
+    return st;
+}
+
+static bool
+batch_has(const struct kiln_prog *b, const uint64_t *bh, uint32_t nb, uint64_t h)
+{
+    (void)b;
+    for (uint32_t i = 0; i < nb; i++)
+        if (bh[i] == h)
+            return true;
+    return false;
+}
+
+enum kiln_status
+kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_t *done)
+{
+    const struct kiln_tune_opts *o = S->o;
+    kiln_ctx                    *ctx = T->ctx;
+    uint32_t                     popn = o->population ? o->population : 256;
+    struct kiln_prog            *batch = calloc(n + 1, sizeof *batch);
+    uint64_t                    *bh = calloc(n + 1, sizeof *bh);
+    struct cand                 *pop = calloc(popn, sizeof *pop);
+    struct cand                 *next = calloc(popn, sizeof *next);
+    uint32_t                    *idx = calloc(T->nm + 1, sizeof *idx);
+    struct pool                  P = {calloc(n * 2 + 1, sizeof(struct cand)), 0, n * 2};
+    uint32_t                     nb = 0;
+    enum kiln_status             st = KILN_OK;
+    *done = 0;
+    if (!batch || !bh || !pop || !next || !idx || !P.c) {
+        st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory in the evolutionary search");
+        goto out;
+    }
+    if (T->nm > T->trained_at || !kiln_cm_trained(T->cm))
+        if ((st = train(T)) != KILN_OK)
+            goto out;
+    uint32_t neps = (uint32_t)ceil(n * (o->eps_random > 0 ? o->eps_random : 0));
+    if (kiln_cm_trained(T->cm)) {
+        /* initial population: the best measured, then random samples */
+        uint32_t np = best_measured(T, idx, (uint32_t)(popn * REINJECT_SHARE));
+        for (uint32_t i = 0; i < popn; i++) {
+            if (i < np)
+                pop[i].p = T->m[idx[i]].p;
+            else
+                random_prog(T, &pop[i].p);
+        }
+        uint32_t gens = o->generations ? o->generations : 4;
+        for (uint32_t gen = 0; gen <= gens; gen++) {
+            if ((st = score(T, pop, popn)) != KILN_OK)
+                goto out;
+            double lo = INFINITY, total = 0;
+            for (uint32_t i = 0; i < popn; i++) {
+                pop[i].h = kiln_prog_hash(&T->sk[pop[i].p.sketch], &pop[i].p);
+                if (isfinite(pop[i].score)) {
+                    lo = fmin(lo, pop[i].score);
+                    if (!kiln_ttask_seen(T, pop[i].h))
+                        pool_offer(&P, &pop[i]);
+                }
+            }
+            if (gen == gens || !isfinite(lo))
+                break;
+            for (uint32_t i = 0; i < popn; i++)
+                if (isfinite(pop[i].score))
+                    total += pop[i].score - lo + 1e-9;
+            for (uint32_t i = 0; i < popn; i++) {
+                const struct cand *a = &pop[select_parent(T, pop, popn, lo, total)];
+                next[i].p = a->p;
+                const struct kiln_sketch *sk = &T->sk[a->p.sketch];
+                if (kiln_rng_uniform(&T->rng) < MUTATE_P) {
+                    kiln_prog_mutate(sk, &T->rng, &next[i].p);
+                } else {
+                    const struct cand *b = &pop[select_parent(T, pop, popn, lo, total)];
+                    if (b->p.sketch == a->p.sketch)
+                        kiln_prog_crossover(sk, &T->rng, &a->p, &b->p, &next[i].p);
+                    else
+                        kiln_prog_mutate(sk, &T->rng, &next[i].p);
+                }
+            }
+            struct cand *tmp = pop;
+            pop = next;
+            next = tmp;
+        }
+        qsort(P.c, P.n, sizeof *P.c, cand_cmp_desc);
+        for (uint32_t i = 0; i < P.n && nb + neps < n; i++) {
+            if (batch_has(batch, bh, nb, P.c[i].h))
+                continue;
+            batch[nb] = P.c[i].p;
+            bh[nb++] = P.c[i].h;
+        }
+    }
+    /* fill up with random programs (all of the batch before the model has data) */
+    for (uint32_t tries = 0; nb < n && tries < 64 * n; tries++) {
+        struct kiln_prog p;
+        random_prog(T, &p);
+        uint64_t h = kiln_prog_hash(&T->sk[p.sketch], &p);
+        if (kiln_ttask_seen(T, h) || batch_has(batch, bh, nb, h))
+            continue;
+        batch[nb] = p;
+        bh[nb++] = h;
+    }
+    st = kiln_search_measure(S, T, batch, nb, "ansor", done);
+out:
+    free(batch);
+    free(bh);
+    free(pop);
+    free(next);
+    free(idx);
+    free(P.c);
+    return st;
+}
+
+/* ---- Droplet ---- */
+
+/* Regularised incomplete beta function I_x(a, b) by its continued fraction (Lentz). */
+static double
+betacf(double a, double b, double x)
+{
+    const double tiny = 1e-300;
+    double       c = 1, d = 1 - (a + b) * x / (a + 1);
+    d = fabs(d) < tiny ? tiny : d;
+    d = 1 / d;
+    double h = d;
+    for (int m = 1; m <= 200; m++) {
+        double m2 = 2.0 * m, aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+        d = 1 + aa * d;
+        d = fabs(d) < tiny ? tiny : d;
+        c = 1 + aa / c;
+        c = fabs(c) < tiny ? tiny : c;
+        d = 1 / d;
+        h *= d * c;
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+        d = 1 + aa * d;
+        d = fabs(d) < tiny ? tiny : d;
+        c = 1 + aa / c;
+        c = fabs(c) < tiny ? tiny : c;
+        d = 1 / d;
+        double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-12)
+            break;
+    }
+    return h;
+}
+
+static double
+ibeta(double a, double b, double x)
+{
+    if (x <= 0)
+        return 0;
+    if (x >= 1)
+        return 1;
+    double lbt = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log(1 - x);
+    if (x < (a + 1) / (a + b + 2))
+        return exp(lbt) * betacf(a, b, x) / a;
+    return 1 - exp(lbt) * betacf(b, a, 1 - x) / b;
+}
+
+double
+kiln_welch_p(double ma, double sa, uint32_t na, double mb, double sb, uint32_t nb)
+{
+    if (na < 2 || nb < 2) /* no spread known: require the minimum gain only */
+        return ma < mb ? 0 : 1;
+    double va = sa * sa / na, vb = sb * sb / nb;
+    if (va + vb <= 0)
+        return ma < mb ? 0 : 1;
+    double t = (mb - ma) / sqrt(va + vb);
+    double df = (va + vb) * (va + vb) / (va * va / (na - 1) + vb * vb / (nb - 1));
+    double tail = 0.5 * ibeta(df / 2, 0.5, df / (df + t * t)); /* P(T > |t|) */
+    return t > 0 ? tail : 1 - tail;
+}
+
+enum kiln_status
+kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_t *done)
+{
+    *done = 0;
+    if (T->center_m < 0) {
+        if (T->best < 0 || !T->m[T->best].has_prog) {
+            /* nothing to start from yet: a random batch */
+            return kiln_search_ansor_round(S, T, n, done);
+        }
+        T->center_m = T->best;
+        T->center = T->m[T->best].p;
+    }
+    struct kiln_prog *nb = calloc(MAX_NEIGHBOURS, sizeof *nb);
+    uint64_t         *nh = calloc(MAX_NEIGHBOURS, sizeof *nh);
+    struct kiln_prog *todo = calloc(MAX_NEIGHBOURS, sizeof *todo);
+    if (!nb || !nh || !todo) {
+        free(nb);
+        free(nh);
+        free(todo);
+        return KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory in Droplet search");
+    }
+    const struct kiln_sketch *sk = &T->sk[T->center.sketch];
+    uint32_t                  cnt = kiln_prog_neighbours(sk, &T->center, nb, MAX_NEIGHBOURS);
+    uint32_t                  k = 0, left = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        nh[i] = kiln_prog_hash(sk, &nb[i]);
+        bool dup = kiln_ttask_seen(T, nh[i]);
+        for (uint32_t j = 0; j < i && !dup; j++)
+            dup = nh[j] == nh[i];
+        if (dup)
+            continue;
+        if (k < n)
+            todo[k++] = nb[i];
+        else
+            left++;
+    }
+    enum kiln_status st = k ? kiln_search_measure(S, T, todo, k, "droplet", done) : KILN_OK;
+    free(todo);
+    if (st != KILN_OK || left || (S->o->stop && *S->o->stop)) {
+        free(nb);
+        free(nh);
+        return st; /* more neighbours of this point to measure next round */
+    }
+    T->droplet_rounds++;
+    /* every neighbour of the centre is measured: move to the best if significantly better */
+    const struct tprog *c = &T->m[T->center_m];
+    int32_t             move = -1;
+    for (uint32_t i = 0; i < T->nm; i++) {
+        const struct tprog *q = &T->m[i];
+        if (q->error != KILN_MEASURE_OK || !q->has_prog || q->p.sketch != T->center.sketch
+            || q->time_s <= 0 || q->time_s >= c->time_s * (1 - DROPLET_MIN_GAIN))
+            continue;
+        uint64_t h = kiln_prog_hash(sk, &q->p);
+        bool     is_nb = false;
+        for (uint32_t j = 0; j < cnt && !is_nb; j++)
+            is_nb = nh[j] == h;
+        if (!is_nb)
+            continue;
+        if (kiln_welch_p(q->time_s, q->stddev_s, q->nrepeat, c->time_s, c->stddev_s, c->nrepeat)
+            > DROPLET_P)
+            continue;
+        if (move < 0 || q->time_s < T->m[move].time_s)
+            move = (int32_t)i;
+    }
+    free(nb);
+    free(nh);
+    if (move < 0) {
+        T->phase = TPHASE_DONE;
+        return KILN_OK;
+    }
+    T->center_m = move;
+    T->center = T->m[move].p;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog *progs, uint32_t n,
+                    const char *strategy, uint32_t *done)
+{
+    kiln_ctx *ctx = T->ctx;
+    uint32_t  chunk = S->o->measure.build_workers ? S->o->measure.build_workers : 2;
+    *done = 0;
+    for (uint32_t i0 = 0; i0 < n; i0 += chunk) {
+        uint32_t                   m = n - i0 < chunk ? n - i0 : chunk;
+        struct kiln_measure_input  in[16];
+        struct kiln_measure_result res[16];
+        char                      *js[16] = {0};
+        if (m > 16)
+            m = 16;
+        if (S->o->stop && *S->o->stop)
+            return KILN_OK;
+        for (uint32_t k = 0; k < m; k++) {
+            struct scratch          sc = scratch_begin(ctx);
+            struct kiln_schedule    s = {0};
+            struct kiln_buf         b = {0};
+            const struct kiln_prog *p = &progs[i0 + k];
+            if (kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
+                && kiln_sched_to_json(ctx, &s, &b) == KILN_OK)
+                js[k] = strdup(b.data);
+            else
+                js[k] = strdup("{\"steps\": []}");
+            scratch_end(ctx, sc);
+            /* check the first programs of each sketch and every program that may be a new best
+             * (the measurer checks every candidate it is asked to: cheap next to timing) */
+            in[k] = (struct kiln_measure_input){.schedule_json = js[k], .check = true};
+        }
+        enum kiln_status st = kiln_measure(T->meas, in, m, res);
+        for (uint32_t k = 0; k < m && st == KILN_OK; k++) {
+            st = kiln_ttask_record(S, T, &progs[i0 + k], js[k], &res[k], strategy, true);
+            if (st == KILN_OK)
+                (*done)++;
+        }
+        for (uint32_t k = 0; k < m; k++)
+            free(js[k]);
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}

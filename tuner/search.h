@@ -1,0 +1,86 @@
+/* tuner/search.h -- private to tuner/search.c and tuner/tune.c: the state of one task while it
+ * is tuned. */
+#ifndef KILN_TUNER_SEARCH_H
+#define KILN_TUNER_SEARCH_H
+
+#include "tuner.h"
+
+/* One measured program. */
+struct tprog {
+    struct kiln_prog p;
+    bool             has_prog; /* false for records without a program (imported schedules) */
+    struct kiln_feat feat;     /* nrow == 0 when the program did not lower */
+    double           time_s, stddev_s;
+    uint32_t         nrepeat;
+    uint8_t          error; /* enum kiln_measure_error */
+};
+
+enum tphase {
+    TPHASE_ANSOR,
+    TPHASE_DROPLET,
+    TPHASE_DONE,
+};
+
+struct ttask {
+    struct kiln_task            *t;
+    uint32_t                     index;
+    kiln_ctx                    *ctx;
+    const struct kiln_hw        *hw;
+    const char                  *target; /* canonical string */
+    struct kiln_sketch          *sk;
+    uint32_t                     nsk;
+    struct kiln_measurer        *meas;
+    struct kiln_cost_model      *cm;
+    struct tprog                *m;
+    uint32_t                     nm, capm;
+    uint64_t                    *seen; /* open-addressing set of measured program hashes */
+    uint32_t                     capseen, nseen;
+    int32_t                      best;   /* index in m, -1 = none */
+    uint32_t                     trials; /* records of this task, errors included */
+    uint32_t                     errors;
+    uint32_t                     trained_at; /* nm when the model was last trained */
+    enum tphase                  phase;
+    struct kiln_prog             center; /* Droplet: the current point */
+    int32_t                      center_m;
+    uint32_t                     droplet_rounds;
+    double                       default_s; /* the default schedule's time, 0 = unknown */
+    double                      *hist;      /* best time after each round (task scheduler) */
+    uint32_t                     nhist, caphist;
+    struct kiln_rng              rng;
+    struct kiln_tune_task_status status;
+    FILE                        *curve; /* CSV, or NULL */
+};
+
+/* The tuning session: what a round needs besides its task. */
+struct tsession {
+    kiln_ctx                    *ctx;
+    const struct kiln_tune_opts *o;
+    struct kiln_db              *db;
+    const char                  *target;
+    uint32_t                     trials_done;
+    double                       t0;
+};
+
+/* Adds a measured program to the task (features computed here when prog is given), updating
+ * the best; writes the record to the database, the log and the curve. */
+enum kiln_status kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
+                                   const char *schedule_json, const struct kiln_measure_result *r,
+                                   const char *strategy, bool store);
+bool             kiln_ttask_seen(const struct ttask *T, uint64_t h);
+
+/* One round of evolutionary search: picks up to n unmeasured programs, measures and records
+ * them. Returns the number measured in *done. */
+enum kiln_status kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n,
+                                         uint32_t *done);
+/* One round of Droplet search from the current point; sets T->phase to TPHASE_DONE when no
+ * neighbour improves significantly. */
+enum kiln_status kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n,
+                                           uint32_t *done);
+/* Measures programs progs[0..n) (unmeasured, distinct) of T and records them. */
+enum kiln_status kiln_search_measure(struct tsession *S, struct ttask *T,
+                                     const struct kiln_prog *progs, uint32_t n,
+                                     const char *strategy, uint32_t *done);
+/* One-sided Welch t-test: probability that a mean as low as ma arises if ma >= mb. */
+double kiln_welch_p(double ma, double sa, uint32_t na, double mb, double sb, uint32_t nb);
+
+#endif

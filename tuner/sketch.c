@@ -1,0 +1,1139 @@
+/* tuner/sketch.c -- the search space: sketch rules (which ops are inlined, tiled, cached, fused,
+ * rfactored) decided by analysing compute definitions, and the knobs each sketch leaves free
+ * (tile lengths, vector axis, packing, unroll step, parallel depth, vectorisation).
+ * kiln_prog_schedule turns a sketch plus knob values into ordinary schedule steps; sampling,
+ * mutation, crossover and Droplet neighbours live in tuner/annotate.c. */
+#include "sketch_priv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const int64_t kiln_unroll_steps[KILN_UNROLL_NSTEPS] = {0, 16, 64, 512};
+
+void
+kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
+{
+    hw->vector_lanes = t && t->vector_bits >= 64 ? t->vector_bits / 32 : 4;
+    hw->num_cores = t && t->num_cores > 0 ? t->num_cores : 1;
+    hw->cache_line = 64;
+    hw->l1_bytes = 48 << 10;
+    hw->l2_bytes = 1280 << 10;
+}
+
+/* ---- analysis of compute definitions ---- */
+
+struct loads {
+    const kiln_ctx *ctx;
+    kiln_expr       l[64];
+    uint32_t        n;
+    bool            overflow;
+};
+
+static bool
+collect_load(void *ud, kiln_expr load)
+{
+    struct loads *L = ud;
+    if (L->n == KILN_COUNTOF(L->l)) {
+        L->overflow = true;
+        return false;
+    }
+    L->l[L->n++] = load;
+    return true;
+}
+
+static void
+loads_of(const kiln_ctx *ctx, kiln_expr e, struct loads *L)
+{
+    L->ctx = ctx;
+    L->n = 0;
+    L->overflow = false;
+    kiln_expr_visit_loads(ctx, e, collect_load, L);
+}
+
+struct find_var {
+    const kiln_ctx *ctx;
+    int64_t         key;
+    bool            found, expensive;
+};
+
+static bool
+find_var_visit(void *ud, kiln_expr node)
+{
+    struct find_var        *F = ud;
+    const struct kiln_node *n = kiln_node_get(F->ctx, node);
+    if (n->op == KILN_OP_VAR && n->imm == F->key)
+        F->found = true;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_POW:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+        F->expensive = true;
+        break;
+    case KILN_OP_NIL:
+    case KILN_OP_INT:
+    case KILN_OP_FLOAT:
+    case KILN_OP_VAR:
+    case KILN_OP_LIST:
+    case KILN_OP_LOAD:
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+    case KILN_OP_MUL:
+    case KILN_OP_DIV:
+    case KILN_OP_FLOORDIV:
+    case KILN_OP_FLOORMOD:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_NOT:
+    case KILN_OP_SELECT:
+    case KILN_OP_CAST:
+    case KILN_OP_NEG:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_COUNT:
+        break;
+    }
+    return true;
+}
+
+static bool
+mentions_axis(const kiln_ctx *ctx, kiln_expr e, uint32_t k)
+{
+    struct find_var F = {ctx, kiln_var_key(KILN_VAR_AXIS, k), false, false};
+    kiln_expr_visit_nodes(ctx, e, find_var_visit, &F);
+    return F.found;
+}
+
+static bool
+has_expensive(const kiln_ctx *ctx, kiln_expr e)
+{
+    struct find_var F = {ctx, -1, false, false};
+    kiln_expr_visit_nodes(ctx, e, find_var_visit, &F);
+    return F.expensive;
+}
+
+/* Axis index of e when e is exactly a spatial variable, else -1. */
+static int
+plain_axis(const kiln_ctx *ctx, kiln_expr e)
+{
+    const struct kiln_node *n = kiln_node_get(ctx, e);
+    if (n->op == KILN_OP_VAR && kiln_var_kind_of(n->imm) == KILN_VAR_AXIS)
+        return (int)kiln_var_index(n->imm);
+    return -1;
+}
+
+/* A constant, a spatial variable, or a spatial variable plus/minus a constant. */
+static bool
+simple_index(const kiln_ctx *ctx, kiln_expr e)
+{
+    const struct kiln_node *n = kiln_node_get(ctx, e);
+    int64_t                 c;
+    if (n->op == KILN_OP_INT || plain_axis(ctx, e) >= 0)
+        return true;
+    if (n->op == KILN_OP_ADD || n->op == KILN_OP_SUB)
+        return plain_axis(ctx, (kiln_expr){n->kid[0]}) >= 0
+               && kiln_expr_is_int(ctx, (kiln_expr){n->kid[1]}, &c);
+    return false;
+}
+
+struct ana {
+    kiln_ctx                *ctx;
+    const struct kiln_graph *g;
+    const struct kiln_hw    *hw;
+    kiln_expr               *eff;     /* per op: body with inlined producers substituted */
+    bool                    *inl;     /* per op: strictly inlineable (inlined in every sketch) */
+    uint32_t                *nreader; /* per op: non-inlined ops reading its tensor */
+    uint32_t                *reader;  /* per op: the last such reader */
+    bool                    *mlt;     /* per op: needs multi-level tiling */
+};
+
+struct inline_map {
+    struct ana *A;
+};
+
+static kiln_expr
+inline_map_load(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx)
+{
+    struct ana             *A = ud;
+    const struct kiln_node *nd = kiln_node_get(A->ctx, load);
+    uint32_t                t = (uint32_t)nd->imm;
+    enum kiln_dtype         dt = (enum kiln_dtype)nd->dtype;
+    uint32_t                op = A->g->tensor[t].op;
+    if (A->g->tensor[t].kind == KILN_TENSOR_OP && op != KILN_NONE && A->inl[op])
+        return kiln_expr_subst(A->ctx, A->eff[op], idx, n, NULL, 0);
+    return kiln_load(A->ctx, t, dt, n, idx);
+}
+
+static bool
+strictly_inlineable(const struct ana *A, uint32_t i)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_opdef  *op = &A->g->op[i];
+    const struct kiln_tensor *t = &A->g->tensor[op->out];
+    if (op->nred || t->is_output || has_expensive(ctx, op->body))
+        return false;
+    struct loads L;
+    loads_of(ctx, op->body, &L);
+    if (L.overflow)
+        return false;
+    for (uint32_t j = 0; j < L.n; j++)
+        for (uint32_t d = 0; d < kiln_load_nidx(ctx, L.l[j]); d++)
+            if (!simple_index(ctx, kiln_load_idx(ctx, L.l[j], d)))
+                return false;
+    return true;
+}
+
+/* Ansor's needs_multi_level_tiling: the number of tensors read for which some output axis of
+ * extent > 1 is absent from every index of their loads is >= 2, or >= 1 with a reduction. */
+static bool
+needs_mlt(const struct ana *A, uint32_t i)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_opdef  *op = &A->g->op[i];
+    const struct kiln_tensor *out = &A->g->tensor[op->out];
+    struct loads              L;
+    loads_of(ctx, A->eff[i], &L);
+    uint32_t seen[64], nseen = 0, count = 0;
+    for (uint32_t j = 0; j < L.n; j++) {
+        uint32_t t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
+        bool     dup = false;
+        for (uint32_t s = 0; s < nseen; s++)
+            dup |= seen[s] == t;
+        if (dup)
+            continue;
+        seen[nseen++] = t;
+        bool missing = false;
+        for (uint32_t k = 0; k < out->ndim && !missing; k++) {
+            if (out->shape[k] <= 1)
+                continue;
+            bool used = false;
+            for (uint32_t m = j; m < L.n && !used; m++) {
+                if ((uint32_t)kiln_node_get(ctx, L.l[m])->imm != t)
+                    continue;
+                for (uint32_t d = 0; d < kiln_load_nidx(ctx, L.l[m]) && !used; d++)
+                    used = mentions_axis(ctx, kiln_load_idx(ctx, L.l[m], d), k);
+            }
+            missing = !used;
+        }
+        count += missing;
+    }
+    return count >= 2 || (count >= 1 && op->nred > 0);
+}
+
+static void
+space_reduce_len(const struct kiln_graph *g, uint32_t i, double *space, double *red)
+{
+    const struct kiln_opdef *op = &g->op[i];
+    *space = (double)kiln_tensor_numel(&g->tensor[op->out]);
+    *red = 1;
+    for (uint32_t r = 0; r < op->nred; r++)
+        *red *= (double)op->rext[r];
+}
+
+/* Ansor's NeedsRfactor. */
+static bool
+needs_rfactor(const struct ana *A, uint32_t i)
+{
+    double space, red;
+    space_reduce_len(A->g, i, &space, &red);
+    if (A->g->op[i].nred == 0 || red <= 1)
+        return false;
+    if (A->mlt[i])
+        return !(space > red || space > A->hw->num_cores * 16.0);
+    return red > A->hw->num_cores;
+}
+
+/* The one elementwise consumer op i's tensor may be computed at (reading it at exactly the
+ * output's indices), or KILN_NONE. */
+static uint32_t
+fusible_consumer(const struct ana *A, uint32_t i)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_graph  *g = A->g;
+    const struct kiln_tensor *t = &g->tensor[g->op[i].out];
+    if (t->is_output || A->nreader[i] != 1)
+        return KILN_NONE;
+    uint32_t                  c = A->reader[i];
+    const struct kiln_opdef  *cop = &g->op[c];
+    const struct kiln_tensor *ct = &g->tensor[cop->out];
+    if (cop->nred || A->mlt[c] || ct->ndim != t->ndim)
+        return KILN_NONE;
+    for (uint32_t d = 0; d < t->ndim; d++)
+        if (ct->shape[d] != t->shape[d])
+            return KILN_NONE;
+    struct loads L;
+    loads_of(ctx, A->eff[c], &L);
+    if (L.overflow)
+        return KILN_NONE;
+    for (uint32_t j = 0; j < L.n; j++) {
+        if ((uint32_t)kiln_node_get(ctx, L.l[j])->imm != g->op[i].out)
+            continue;
+        for (uint32_t d = 0; d < t->ndim; d++)
+            if (plain_axis(ctx, kiln_load_idx(ctx, L.l[j], d)) != (int)d)
+                return KILN_NONE;
+    }
+    return c;
+}
+
+static enum kiln_status
+analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, struct ana *A)
+{
+    uint32_t n = g->nop + 1;
+    *A = (struct ana){.ctx = ctx, .g = g, .hw = hw};
+    A->eff = kiln_arena_alloc(ctx, sizeof(kiln_expr) * n);
+    A->inl = kiln_arena_alloc(ctx, sizeof(bool) * n);
+    A->nreader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
+    A->reader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
+    A->mlt = kiln_arena_alloc(ctx, sizeof(bool) * n);
+    if (!A->eff || !A->inl || !A->nreader || !A->reader || !A->mlt)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < g->nop; i++) {
+        A->inl[i] = strictly_inlineable(A, i);
+        A->eff[i] = kiln_expr_map_loads(ctx, g->op[i].body, inline_map_load, A);
+        if (!A->eff[i].id)
+            return ctx->err.status;
+    }
+    for (uint32_t i = 0; i < g->nop; i++) {
+        A->reader[i] = KILN_NONE;
+        if (A->inl[i])
+            continue;
+        struct loads L;
+        loads_of(ctx, A->eff[i], &L);
+        uint32_t done[64], ndone = 0;
+        for (uint32_t j = 0; j < L.n; j++) {
+            uint32_t t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
+            uint32_t p = g->tensor[t].op;
+            bool     dup = false;
+            for (uint32_t s = 0; s < ndone; s++)
+                dup |= done[s] == t;
+            if (dup || g->tensor[t].kind != KILN_TENSOR_OP || p == KILN_NONE)
+                continue;
+            done[ndone++] = t;
+            A->nreader[p]++;
+            A->reader[p] = i;
+        }
+        if (L.overflow) /* be conservative: nothing it reads can be fused */
+            for (uint32_t p = 0; p < i; p++)
+                A->nreader[p] += 2;
+    }
+    for (uint32_t i = 0; i < g->nop; i++)
+        A->mlt[i] = !A->inl[i] && needs_mlt(A, i);
+    return KILN_OK;
+}
+
+/* ---- names of stages and iterators (as passes/state.c makes them) ---- */
+
+void
+kiln_sketch_axis_names(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op,
+                       char names[][KILN_SKETCH_NAME])
+{
+    const struct kiln_opdef  *o = &g->op[op];
+    const struct kiln_tensor *t = &g->tensor[o->out];
+    for (uint32_t k = 0; k < (uint32_t)t->ndim + o->nred; k++) {
+        bool     red = k >= t->ndim;
+        uint32_t nm = red ? o->rname[k - t->ndim] : o->axname[k];
+        char     base[KILN_SKETCH_NAME];
+        if (nm)
+            snprintf(base, sizeof base, "%s", kiln_sym_str(ctx, nm));
+        else
+            snprintf(base, sizeof base, red ? "r%u" : "i%u", red ? k - t->ndim : k);
+        snprintf(names[k], KILN_SKETCH_NAME, "%s", base);
+        for (int s = 1; s < 100; s++) {
+            bool clash = false;
+            for (uint32_t j = 0; j < k; j++)
+                clash |= !strcmp(names[j], names[k]);
+            if (!clash)
+                break;
+            snprintf(names[k], KILN_SKETCH_NAME, "%.50s_%d", base, s);
+        }
+    }
+}
+
+/* ---- sketch construction ---- */
+
+static uint32_t
+add_knob(kiln_ctx *ctx, struct kiln_sketch *sk, enum kiln_knob_kind kind, enum kiln_knob_role role,
+         uint32_t nparts, int64_t extent, uint32_t nchoice, const char *name)
+{
+    uint32_t width = kind == KILN_KNOB_SPLIT ? nparts : 1;
+    if (sk->nknob == KILN_MAX_KNOBS || sk->nvalues + width > KILN_MAX_VALUES)
+        return KILN_NONE;
+    struct kiln_knob *k = &sk->knob[sk->nknob];
+    *k = (struct kiln_knob){.kind = (uint8_t)kind,
+                            .role = (uint8_t)role,
+                            .nparts = (uint8_t)(kind == KILN_KNOB_SPLIT ? nparts : 0),
+                            .slot = sk->nvalues,
+                            .extent = extent,
+                            .nchoice = nchoice,
+                            .name = kiln_arena_strdup(ctx, name)};
+    sk->nvalues += width;
+    return sk->nknob++;
+}
+
+/* Argument tensors read by op i with one index exactly the spatial axis k on a dimension that
+ * is not contiguous along the reduction (not the last dimension, or read by a reduction on
+ * another dimension): packing them into blocks along that dimension makes the vector tile of
+ * k contiguous for every reduction step. */
+static void
+pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan *p)
+{
+    const kiln_ctx          *ctx = A->ctx;
+    const struct kiln_graph *g = A->g;
+    struct loads             L;
+    loads_of(ctx, A->eff[i], &L);
+    p->npack[k] = 0;
+    for (uint32_t j = 0; j < L.n; j++) {
+        uint32_t                  t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
+        const struct kiln_tensor *tt = &g->tensor[t];
+        if (tt->kind == KILN_TENSOR_OP || tt->ndim < 2 || tt->ndim >= KILN_MAX_DIMS)
+            continue;
+        for (uint32_t d = 0; d < tt->ndim; d++) {
+            if (plain_axis(ctx, kiln_load_idx(ctx, L.l[j], d)) != (int)k)
+                continue;
+            bool reduce_elsewhere = false;
+            for (uint32_t e = 0; e < tt->ndim; e++) {
+                kiln_expr ix = kiln_load_idx(ctx, L.l[j], e);
+                for (uint32_t r = 0; r < g->op[i].nred && e != d; r++) {
+                    struct find_var F = {ctx, kiln_var_key(KILN_VAR_REDUCE, r), false, false};
+                    kiln_expr_visit_nodes(ctx, ix, find_var_visit, &F);
+                    reduce_elsewhere |= F.found;
+                }
+            }
+            if (d + 1 == tt->ndim && !reduce_elsewhere)
+                continue;
+            bool dup = false;
+            for (uint32_t q = 0; q < p->npack[k]; q++)
+                dup |= p->pack_t[k][q] == t;
+            if (!dup && p->npack[k] < KILN_COUNTOF(p->pack_t[k])) {
+                p->pack_t[k][p->npack[k]] = t;
+                p->pack_d[k][p->npack[k]++] = (uint8_t)d;
+            }
+        }
+    }
+}
+
+static bool
+is_tile_mode(uint8_t m)
+{
+    return m == KILN_PLAN_TILE || m == KILN_PLAN_TILE_CW || m == KILN_PLAN_TILE_FUSE;
+}
+
+/* Knobs of op i under its chosen mode; false when the sketch runs out of knob slots. */
+static bool
+plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
+           struct kiln_op_plan *p)
+{
+    const struct kiln_graph  *g = A->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    char                      kn[160];
+    kiln_sketch_axis_names(ctx, g, i, names);
+    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = KILN_NONE;
+    for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
+        p->k_split[k] = KILN_NONE;
+    switch ((enum kiln_plan_mode)p->mode) {
+    case KILN_PLAN_INLINE:
+    case KILN_PLAN_CONSUMER:
+        return true;
+    case KILN_PLAN_PLAIN: {
+        if (t->ndim == 0)
+            return true;
+        uint32_t last = t->ndim - 1u;
+        if (op->nred == 0 && t->shape[last] > 1) {
+            snprintf(kn, sizeof kn, "%s.%s vector tile", tn, names[last]);
+            p->k_split[last] =
+                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, t->shape[last], 0, kn);
+            snprintf(kn, sizeof kn, "%s vectorize", tn);
+            p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+            if (p->k_split[last] == KILN_NONE || p->k_vec == KILN_NONE)
+                return false;
+        }
+        if (A->hw->num_cores > 1) {
+            snprintf(kn, sizeof kn, "%s parallel", tn);
+            p->k_par = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
+                                (uint32_t)t->ndim + 1, kn);
+            if (p->k_par == KILN_NONE)
+                return false;
+        }
+        return true;
+    }
+    case KILN_PLAN_RFACTOR: {
+        int64_t R = 1;
+        for (uint32_t r = 0; r < op->nred; r++)
+            R *= op->rext[r];
+        snprintf(kn, sizeof kn, "%s reduction tile", tn);
+        p->k_split[t->ndim] = add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, R, 0, kn);
+        if (p->k_split[t->ndim] == KILN_NONE)
+            return false;
+        if (p->rf_inner) {
+            snprintf(kn, sizeof kn, "%s.rf vectorize", tn);
+            p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+            if (p->k_vec == KILN_NONE)
+                return false;
+        }
+        if (A->hw->num_cores > 1) {
+            snprintf(kn, sizeof kn, "%s.rf parallel", tn);
+            p->k_par = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
+                                (uint32_t)t->ndim + 1u + !p->rf_inner, kn);
+            if (p->k_par == KILN_NONE)
+                return false;
+        }
+        return true;
+    }
+    case KILN_PLAN_TILE:
+    case KILN_PLAN_TILE_CW:
+    case KILN_PLAN_TILE_FUSE: {
+        uint32_t nsplit = 0;
+        p->nvcand = 0;
+        for (uint32_t k = 0; k < t->ndim; k++) {
+            if (t->shape[k] <= 1)
+                continue;
+            snprintf(kn, sizeof kn, "%s.%s tile", tn, names[k]);
+            p->k_split[k] =
+                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 3, t->shape[k], 0, kn);
+            if (p->k_split[k] == KILN_NONE)
+                return false;
+            p->vcand[p->nvcand++] = (uint8_t)k;
+            nsplit++;
+            pack_candidates(A, i, k, p);
+        }
+        for (uint32_t r = 0; r < op->nred; r++) {
+            if (op->rext[r] <= 1)
+                continue;
+            snprintf(kn, sizeof kn, "%s.%s tile", tn, names[t->ndim + r]);
+            p->k_split[t->ndim + r] =
+                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, op->rext[r], 0, kn);
+            if (p->k_split[t->ndim + r] == KILN_NONE)
+                return false;
+        }
+        if (p->nvcand > 1) {
+            snprintf(kn, sizeof kn, "%s vector axis", tn);
+            p->k_vaxis = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, p->nvcand, kn);
+            if (p->k_vaxis == KILN_NONE)
+                return false;
+        }
+        bool any_pack = false;
+        for (uint32_t c = 0; c < p->nvcand; c++)
+            any_pack |= p->npack[p->vcand[c]] > 0;
+        if (any_pack) {
+            snprintf(kn, sizeof kn, "%s pack", tn);
+            p->k_pack = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
+        }
+        snprintf(kn, sizeof kn, "%s vectorize", tn);
+        p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+        snprintf(kn, sizeof kn, "%s auto_unroll", tn);
+        p->k_unroll =
+            add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_UNROLL, 0, 0, KILN_UNROLL_NSTEPS, kn);
+        if (A->hw->num_cores > 1 && nsplit) {
+            snprintf(kn, sizeof kn, "%s parallel", tn);
+            p->k_par =
+                add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, nsplit + 1, kn);
+        }
+        return (!any_pack || p->k_pack != KILN_NONE) && p->k_vec != KILN_NONE
+               && p->k_unroll != KILN_NONE
+               && (A->hw->num_cores <= 1 || !nsplit || p->k_par != KILN_NONE);
+    }
+    }
+    return false;
+}
+
+struct option {
+    uint8_t  mode, level, rf_inner;
+    uint32_t consumer;
+};
+
+struct gen {
+    kiln_ctx           *ctx;
+    const struct ana   *A;
+    struct option     **opts; /* per op */
+    uint32_t           *nopt;
+    struct option      *cur; /* per op: chosen */
+    struct kiln_sketch *out;
+    uint32_t            n, cap;
+};
+
+static const char *
+mode_desc(kiln_ctx *ctx, const struct kiln_graph *g, const struct option *o)
+{
+    switch ((enum kiln_plan_mode)o->mode) {
+    case KILN_PLAN_PLAIN:
+        return "plain";
+    case KILN_PLAN_INLINE:
+        return "inline";
+    case KILN_PLAN_CONSUMER:
+        return "consumer";
+    case KILN_PLAN_TILE:
+        return "tile";
+    case KILN_PLAN_TILE_CW:
+        return o->level == 1 ? "tile+cache_write@1" : "tile+cache_write@2";
+    case KILN_PLAN_TILE_FUSE:
+        return kiln_arena_printf(ctx, "tile+fuse(%s)@%u",
+                                 kiln_graph_tensor_name(g, g->op[o->consumer].out), o->level);
+    case KILN_PLAN_RFACTOR:
+        return o->rf_inner ? "rfactor-inner" : "rfactor-outer";
+    }
+    return "?";
+}
+
+static enum kiln_status
+emit_sketch(struct gen *G)
+{
+    kiln_ctx                *ctx = G->ctx;
+    const struct kiln_graph *g = G->A->g;
+    if (G->n == G->cap)
+        return KILN_OK;
+    struct kiln_sketch *sk = &G->out[G->n];
+    memset(sk, 0, sizeof *sk);
+    sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
+    if (!sk->priv)
+        return ctx->err.status;
+    sk->priv->nop = g->nop;
+    sk->priv->lanes = G->A->hw->vector_lanes;
+    sk->priv->cores = G->A->hw->num_cores;
+    sk->priv->op = kiln_arena_alloc(ctx, sizeof(struct kiln_op_plan) * (g->nop + 1));
+    if (!sk->priv->op)
+        return ctx->err.status;
+    struct kiln_buf desc = {0};
+    for (uint32_t i = 0; i < g->nop; i++) {
+        struct kiln_op_plan *p = &sk->priv->op[i];
+        p->mode = G->cur[i].mode;
+        p->level = G->cur[i].level;
+        p->rf_inner = G->cur[i].rf_inner;
+        p->consumer = G->cur[i].consumer;
+        if (!plan_knobs(ctx, G->A, sk, i, p))
+            return KILN_OK; /* out of knob slots: not a sketch */
+        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
+                             kiln_graph_tensor_name(g, g->op[i].out),
+                             mode_desc(ctx, g, &G->cur[i])))
+            return ctx->err.status;
+    }
+    sk->id = G->n;
+    sk->desc = desc.data ? desc.data : "";
+    G->n++;
+    return KILN_OK;
+}
+
+/* Cartesian product of the per-op options, ops in reverse order (consumers first, as Ansor
+ * applies its rules), capped at G->cap sketches. */
+static enum kiln_status
+enumerate(struct gen *G, uint32_t k)
+{
+    const struct kiln_graph *g = G->A->g;
+    if (G->n == G->cap || !kiln_ok(G->ctx))
+        return G->ctx->err.status;
+    if (k == 0)
+        return emit_sketch(G);
+    uint32_t i = k - 1;
+    for (uint32_t o = 0; o < G->nopt[i]; o++) {
+        struct option opt = G->opts[i][o];
+        if (opt.mode == KILN_PLAN_TILE_FUSE) {
+            if (G->cur[opt.consumer].mode != KILN_PLAN_PLAIN)
+                continue;
+            G->cur[opt.consumer].mode = KILN_PLAN_CONSUMER;
+        }
+        G->cur[i] = opt;
+        KILN_TRY(enumerate(G, k - 1));
+        if (opt.mode == KILN_PLAN_TILE_FUSE)
+            G->cur[opt.consumer].mode = KILN_PLAN_PLAIN;
+    }
+    (void)g;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw,
+                       struct kiln_sketch **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    KILN_TRY(kiln_graph_verify(g));
+    struct ana A;
+    KILN_TRY(analyse(ctx, g, hw, &A));
+    struct gen G = {.ctx = ctx, .A = &A, .cap = KILN_MAX_SKETCHES};
+    G.opts = kiln_arena_alloc(ctx, sizeof(*G.opts) * (g->nop + 1));
+    G.nopt = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
+    G.cur = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
+    G.out = kiln_arena_alloc(ctx, sizeof(struct kiln_sketch) * (G.cap + 1));
+    if (!G.opts || !G.nopt || !G.cur || !G.out)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < g->nop; i++) {
+        struct option *o = kiln_arena_alloc(ctx, sizeof(struct option) * 8);
+        uint32_t       no = 0;
+        if (!o)
+            return ctx->err.status;
+        struct option base = {.mode = KILN_PLAN_PLAIN, .consumer = KILN_NONE};
+        if (A.inl[i]) {
+            o[no] = base;
+            o[no++].mode = KILN_PLAN_INLINE;
+        } else if (A.mlt[i]) {
+            uint32_t c = fusible_consumer(&A, i);
+            for (uint8_t lv = 1; lv <= 2; lv++) {
+                o[no] = base;
+                o[no].mode = c != KILN_NONE ? KILN_PLAN_TILE_FUSE : KILN_PLAN_TILE_CW;
+                o[no].consumer = c;
+                o[no++].level = lv;
+            }
+            o[no] = base;
+            o[no++].mode = KILN_PLAN_TILE;
+        } else {
+            o[no++] = base;
+        }
+        if (!A.inl[i] && needs_rfactor(&A, i))
+            for (uint8_t in = 0; in < 2; in++) {
+                o[no] = base;
+                o[no].mode = KILN_PLAN_RFACTOR;
+                o[no++].rf_inner = (uint8_t)!in;
+            }
+        G.opts[i] = o;
+        G.nopt[i] = no;
+    }
+    KILN_TRY(enumerate(&G, g->nop));
+    if (G.n == 0) { /* nothing fitted: the default schedule */
+        struct kiln_sketch *sk = &G.out[0];
+        memset(sk, 0, sizeof *sk);
+        sk->desc = "default";
+        sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
+        if (!sk->priv)
+            return ctx->err.status;
+        sk->priv->nop = 0;
+        G.n = 1;
+    }
+    *out = G.out;
+    *n = G.n;
+    return KILN_OK;
+}
+
+/* ---- programs to schedules ---- */
+
+struct leaves {
+    char     name[64][KILN_SKETCH_NAME];
+    uint32_t n;
+};
+
+struct emit {
+    kiln_ctx                 *ctx;
+    const struct kiln_graph  *g;
+    const struct kiln_sketch *sk;
+    const struct kiln_prog   *p;
+    struct kiln_schedule     *out;
+    uint32_t                  packed[16];
+    uint32_t                  npacked;
+};
+
+static uint32_t
+sym(struct emit *E, const char *s)
+{
+    return kiln_sym_cstr(E->ctx, s);
+}
+
+static enum kiln_status
+push(struct emit *E, struct kiln_step st)
+{
+    return kiln_sched_push(E->ctx, E->out, st);
+}
+
+static enum kiln_status
+step1(struct emit *E, enum kiln_step_kind kind, const char *stage, const char *iter)
+{
+    struct kiln_step st = {.kind = (uint8_t)kind, .stage = sym(E, stage)};
+    if (iter)
+        st.iter = sym(E, iter);
+    return push(E, st);
+}
+
+static uint32_t
+leaf_find(const struct leaves *L, const char *name)
+{
+    for (uint32_t i = 0; i < L->n; i++)
+        if (!strcmp(L->name[i], name))
+            return i;
+    return KILN_NONE;
+}
+
+static enum kiln_status
+emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter, uint32_t nf,
+           const int64_t *f)
+{
+    uint32_t pos = leaf_find(L, iter);
+    if (pos == KILN_NONE || L->n + nf > KILN_COUNTOF(L->name))
+        return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: no loop %s in %s", iter,
+                         stage);
+    struct kiln_step st = {
+        .kind = KILN_STEP_SPLIT, .stage = sym(E, stage), .iter = sym(E, iter), .n = (uint8_t)nf};
+    for (uint32_t j = 0; j < nf; j++)
+        st.factors[j] = f[j];
+    KILN_TRY(push(E, st));
+    char base[KILN_SKETCH_NAME];
+    snprintf(base, sizeof base, "%s", iter);
+    memmove(&L->name[pos + nf + 1], &L->name[pos + 1], sizeof(L->name[0]) * (L->n - pos - 1));
+    for (uint32_t j = 0; j <= nf; j++)
+        snprintf(L->name[pos + j], KILN_SKETCH_NAME, "%.58s.%u", base, j);
+    L->n += nf;
+    return KILN_OK;
+}
+
+/* Reorders the leaves into `want` (a permutation of them): one step when it fits, else swaps. */
+static enum kiln_status
+emit_order(struct emit *E, const char *stage, struct leaves *L, char want[][KILN_SKETCH_NAME])
+{
+    bool same = true;
+    for (uint32_t i = 0; i < L->n; i++)
+        same &= !strcmp(L->name[i], want[i]);
+    if (same)
+        return KILN_OK;
+    if (L->n <= KILN_STEP_MAXN) {
+        struct kiln_step st = {
+            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)L->n};
+        for (uint32_t i = 0; i < L->n; i++) {
+            st.iters[i] = sym(E, want[i]);
+            memcpy(L->name[i], want[i], KILN_SKETCH_NAME);
+        }
+        return push(E, st);
+    }
+    for (uint32_t i = 0; i < L->n; i++) {
+        if (!strcmp(L->name[i], want[i]))
+            continue;
+        uint32_t q = leaf_find(L, want[i]);
+        if (q == KILN_NONE || q < i)
+            return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: bad order for %s",
+                             stage);
+        struct kiln_step st = {.kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = 2};
+        st.iters[0] = sym(E, want[i]);
+        st.iters[1] = sym(E, L->name[i]);
+        KILN_TRY(push(E, st));
+        char tmp[KILN_SKETCH_NAME];
+        memcpy(tmp, L->name[i], KILN_SKETCH_NAME);
+        memcpy(L->name[i], L->name[q], KILN_SKETCH_NAME);
+        memcpy(L->name[q], tmp, KILN_SKETCH_NAME);
+    }
+    return KILN_OK;
+}
+
+/* Fuses the n leaves starting at position pos and marks the result parallel; *name gets the
+ * parallel loop's name. */
+static enum kiln_status
+emit_parallel(struct emit *E, const char *stage, struct leaves *L, uint32_t pos, uint32_t n,
+              char *name)
+{
+    if (n == 0)
+        return KILN_OK;
+    if (n > KILN_STEP_MAXN)
+        n = KILN_STEP_MAXN;
+    if (n > 1) {
+        struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = sym(E, stage), .n = (uint8_t)n};
+        char             fused[256] = "";
+        for (uint32_t j = 0; j < n; j++) {
+            st.iters[j] = sym(E, L->name[pos + j]);
+            if (strlen(fused) + strlen(L->name[pos + j]) + 2 < sizeof fused) {
+                strcat(fused, j ? "@" : "");
+                strcat(fused, L->name[pos + j]);
+            }
+        }
+        KILN_TRY(push(E, st));
+        if (strlen(fused) >= KILN_SKETCH_NAME)
+            return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: fused name too long");
+        snprintf(L->name[pos], KILN_SKETCH_NAME, "%s", fused);
+        memmove(&L->name[pos + 1], &L->name[pos + n], sizeof(L->name[0]) * (L->n - pos - n));
+        L->n -= n - 1;
+    }
+    if (name)
+        snprintf(name, KILN_SKETCH_NAME, "%s", L->name[pos]);
+    return step1(E, KILN_STEP_PARALLEL, stage, L->name[pos]);
+}
+
+static int64_t
+val(const struct emit *E, uint32_t knob, uint32_t part, int64_t dflt)
+{
+    if (knob == KILN_NONE)
+        return dflt;
+    return E->p->v[E->sk->knob[knob].slot + part];
+}
+
+static enum kiln_status
+emit_inline_plain(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
+{
+    const struct kiln_graph  *g = E->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    struct leaves             L = {.n = 0};
+    kiln_sketch_axis_names(E->ctx, g, i, names);
+    for (uint32_t k = 0; k < (uint32_t)t->ndim + op->nred; k++)
+        memcpy(L.name[L.n++], names[k], KILN_SKETCH_NAME);
+    uint32_t nsp = t->ndim;
+    char     vec[KILN_SKETCH_NAME] = "";
+    if (p->k_vec != KILN_NONE && t->ndim) {
+        uint32_t last = t->ndim - 1u;
+        int64_t  f = val(E, p->k_split[last], 0, 1);
+        if (val(E, p->k_vec, 0, 0) && f >= 2) {
+            KILN_TRY(emit_split(E, tn, &L, names[last], 1, &f));
+            snprintf(vec, sizeof vec, "%.58s.1", names[last]);
+        }
+    }
+    int64_t par = val(E, p->k_par, 0, 0);
+    if (par > nsp)
+        par = nsp;
+    KILN_TRY(emit_parallel(E, tn, &L, 0, (uint32_t)par, NULL));
+    if (vec[0])
+        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, tn, vec));
+    return KILN_OK;
+}
+
+static enum kiln_status
+emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
+{
+    const struct kiln_graph  *g = E->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    struct leaves             L = {.n = 0};
+    kiln_sketch_axis_names(E->ctx, g, i, names);
+    for (uint32_t k = 0; k < (uint32_t)t->ndim + op->nred; k++)
+        memcpy(L.name[L.n++], names[k], KILN_SKETCH_NAME);
+    char r[KILN_SKETCH_NAME];
+    snprintf(r, sizeof r, "%s", names[t->ndim]);
+    if (op->nred > 1) {
+        struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = sym(E, tn), .n = op->nred};
+        char             fused[256] = "";
+        for (uint32_t j = 0; j < op->nred; j++) {
+            st.iters[j] = sym(E, names[t->ndim + j]);
+            strcat(fused, j ? "@" : "");
+            strncat(fused, names[t->ndim + j], KILN_SKETCH_NAME);
+        }
+        KILN_TRY(push(E, st));
+        if (strlen(fused) + 3 >= KILN_SKETCH_NAME)
+            return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: fused name too long");
+        snprintf(r, sizeof r, "%s", fused);
+        L.n = t->ndim;
+        memcpy(L.name[L.n++], r, KILN_SKETCH_NAME);
+    }
+    int64_t f = val(E, p->k_split[t->ndim], 0, 1);
+    KILN_TRY(emit_split(E, tn, &L, r, 1, &f));
+    char rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME], rf[KILN_SKETCH_NAME];
+    snprintf(rout, sizeof rout, "%.58s.0", r);
+    snprintf(rin, sizeof rin, "%.58s.1", r);
+    KILN_TRY(step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
+    snprintf(rf, sizeof rf, "%.58s.rf", tn);
+    /* tn.rf: spatial axes, the rfactored part (spatial), the other part (reduction) */
+    struct leaves R = {.n = 0};
+    for (uint32_t k = 0; k < t->ndim; k++)
+        memcpy(R.name[R.n++], names[k], KILN_SKETCH_NAME);
+    memcpy(R.name[R.n++], p->rf_inner ? rin : rout, KILN_SKETCH_NAME);
+    memcpy(R.name[R.n++], p->rf_inner ? rout : rin, KILN_SKETCH_NAME);
+    uint32_t nsp = t->ndim + (p->rf_inner ? 0u : 1u);
+    if (p->rf_inner) {
+        char want[64][KILN_SKETCH_NAME];
+        memcpy(want, R.name, sizeof(R.name[0]) * R.n);
+        memcpy(want[t->ndim], rout, KILN_SKETCH_NAME);
+        memcpy(want[t->ndim + 1], rin, KILN_SKETCH_NAME);
+        KILN_TRY(emit_order(E, rf, &R, want));
+    }
+    int64_t par = val(E, p->k_par, 0, 0);
+    if (par > nsp)
+        par = nsp;
+    KILN_TRY(emit_parallel(E, rf, &R, 0, (uint32_t)par, NULL));
+    if (p->rf_inner && val(E, p->k_vec, 0, 0) && f >= 2)
+        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, rf, rin));
+    return KILN_OK;
+}
+
+/* Multi-level tiling SSRSRS of op i: with cache write (tn.local computed at a tile of tn), with
+ * a fused consumer (op i computed at a tile of its consumer), or alone. */
+static enum kiln_status
+emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
+{
+    kiln_ctx                 *ctx = E->ctx;
+    const struct kiln_graph  *g = E->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    kiln_sketch_axis_names(ctx, g, i, names);
+    uint32_t nd = t->ndim, nr = op->nred;
+    int64_t  l[KILN_MAX_DIMS][3], rl[KILN_MAX_REDUCE];
+    for (uint32_t k = 0; k < nd; k++)
+        for (uint32_t j = 0; j < 3; j++)
+            l[k][j] = val(E, p->k_split[k], j, 1);
+    for (uint32_t r = 0; r < nr; r++)
+        rl[r] = val(E, p->k_split[nd + r], 0, 1);
+    uint32_t v = p->nvcand ? p->vcand[val(E, p->k_vaxis, 0, 0)] : 0;
+    bool     vec = val(E, p->k_vec, 0, 0) && p->nvcand && l[v][2] >= 2;
+    int64_t  unroll = kiln_unroll_steps[val(E, p->k_unroll, 0, 0)];
+    int64_t  par = val(E, p->k_par, 0, 0);
+    /* spatial axes in loop order within a level: split ones, the vector axis last */
+    uint32_t sorder[KILN_MAX_DIMS], ns = 0;
+    for (uint32_t k = 0; k < nd; k++)
+        if (p->k_split[k] != KILN_NONE && k != v)
+            sorder[ns++] = k;
+    if (p->nvcand)
+        sorder[ns++] = v;
+    /* packing of arguments read with a stride along the vector axis */
+    if (p->nvcand && val(E, p->k_pack, 0, 0) && l[v][2] >= 2) {
+        for (uint32_t q = 0; q < p->npack[v]; q++) {
+            uint32_t                  pt = p->pack_t[v][q], d = p->pack_d[v][q];
+            const struct kiln_tensor *tt = &g->tensor[pt];
+            bool                      done = false;
+            for (uint32_t j = 0; j < E->npacked; j++)
+                done |= E->packed[j] == pt;
+            if (done || E->npacked == KILN_COUNTOF(E->packed) || l[v][2] > tt->shape[d])
+                continue;
+            E->packed[E->npacked++] = pt;
+            const char      *an = kiln_graph_tensor_name(g, pt);
+            struct kiln_step st = {.kind = KILN_STEP_PACK,
+                                   .stage = sym(E, an),
+                                   .value = d,
+                                   .n = 2,
+                                   .factors = {l[v][2], 0}};
+            KILN_TRY(push(E, st));
+            char ps[KILN_SKETCH_NAME + 8], it[16];
+            snprintf(ps, sizeof ps, "%.58s.pack", an);
+            int64_t outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
+            if (E->sk->priv->cores > 1 && outer0 > 1)
+                KILN_TRY(step1(E, KILN_STEP_PARALLEL, ps, "i0"));
+            snprintf(it, sizeof it, "i%u", (unsigned)tt->ndim);
+            KILN_TRY(step1(E, KILN_STEP_VECTORIZE, ps, it));
+        }
+    }
+    const char *P = tn, *X = NULL; /* producer (tiled SSRSRS) and consumer stage */
+    char        local[KILN_SKETCH_NAME + 8];
+    char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    if (p->mode == KILN_PLAN_TILE_CW) {
+        KILN_TRY(step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
+        snprintf(local, sizeof local, "%.58s.local", tn);
+        P = local;
+        X = tn;
+        memcpy(xnames, names, sizeof names);
+    } else if (p->mode == KILN_PLAN_TILE_FUSE) {
+        X = kiln_graph_tensor_name(g, g->op[p->consumer].out);
+        kiln_sketch_axis_names(ctx, g, p->consumer, xnames);
+    }
+    char want[64][KILN_SKETCH_NAME];
+    if (X) {
+        /* consumer: S0 S1 S2 S3 over the split axes, unsplit axes outermost */
+        struct leaves XL = {.n = 0};
+        for (uint32_t k = 0; k < nd; k++)
+            memcpy(XL.name[XL.n++], xnames[k], KILN_SKETCH_NAME);
+        for (uint32_t s = 0; s < ns; s++)
+            KILN_TRY(emit_split(E, X, &XL, xnames[sorder[s]], 3, l[sorder[s]]));
+        uint32_t nw = 0;
+        for (uint32_t k = 0; k < nd; k++)
+            if (p->k_split[k] == KILN_NONE)
+                memcpy(want[nw++], xnames[k], KILN_SKETCH_NAME);
+        uint32_t s0 = nw;
+        for (uint32_t lv = 0; lv < 4; lv++)
+            for (uint32_t s = 0; s < ns; s++)
+                snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", xnames[sorder[s]], lv);
+        KILN_TRY(emit_order(E, X, &XL, want));
+        char at[KILN_SKETCH_NAME], parname[KILN_SKETCH_NAME] = "";
+        if (par > ns)
+            par = ns;
+        KILN_TRY(emit_parallel(E, X, &XL, s0, (uint32_t)par, parname));
+        /* level 1: after the last S0 loop (the fused parallel loop when it took them all) */
+        if (p->level == 1 && par == (int64_t)ns && par > 0)
+            snprintf(at, sizeof at, "%s", parname);
+        else
+            snprintf(at, sizeof at, "%.58s.%u", xnames[sorder[ns - 1]], p->level == 1 ? 0u : 1u);
+        if (vec)
+            KILN_TRY(step1(E, KILN_STEP_VECTORIZE, X, XL.name[XL.n - 1]));
+        struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = sym(E, P),
+                               .target = sym(E, X),
+                               .iter = sym(E, at)};
+        KILN_TRY(push(E, st));
+    }
+    /* producer: S R S R S below the attach point (or S S R S R S alone) */
+    uint32_t      nlev = X ? 3 : 4;
+    struct leaves PL = {.n = 0};
+    for (uint32_t k = 0; k < nd + nr; k++)
+        memcpy(PL.name[PL.n++], names[k], KILN_SKETCH_NAME);
+    for (uint32_t s = 0; s < ns; s++)
+        KILN_TRY(emit_split(E, P, &PL, names[sorder[s]], nlev - 1, &l[sorder[s]][4 - nlev]));
+    for (uint32_t r = 0; r < nr; r++)
+        if (p->k_split[nd + r] != KILN_NONE)
+            KILN_TRY(emit_split(E, P, &PL, names[nd + r], 1, &rl[r]));
+    uint32_t nw = 0;
+    for (uint32_t k = 0; k < nd; k++)
+        if (p->k_split[k] == KILN_NONE)
+            memcpy(want[nw++], names[k], KILN_SKETCH_NAME);
+    uint32_t s0 = nw;
+    for (uint32_t lv = 0; lv < nlev; lv++) {
+        if (lv == nlev - 2 || lv == nlev - 1) {
+            uint32_t rp = lv == nlev - 2 ? 0 : 1;
+            for (uint32_t r = 0; r < nr; r++) {
+                if (p->k_split[nd + r] != KILN_NONE)
+                    snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[nd + r], rp);
+                else if (rp == 0)
+                    memcpy(want[nw++], names[nd + r], KILN_SKETCH_NAME);
+            }
+        }
+        for (uint32_t s = 0; s < ns; s++)
+            snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[sorder[s]], lv);
+    }
+    KILN_TRY(emit_order(E, P, &PL, want));
+    if (!X && par) {
+        if (par > ns)
+            par = ns;
+        KILN_TRY(emit_parallel(E, P, &PL, s0, (uint32_t)par, NULL));
+    }
+    if (vec)
+        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
+    if (unroll) {
+        struct kiln_step st = {.kind = KILN_STEP_AUTO_UNROLL, .stage = sym(E, P), .value = unroll};
+        KILN_TRY(push(E, st));
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sketch *sk,
+                   const struct kiln_prog *p, struct kiln_schedule *out)
+{
+    const struct kiln_sketch_priv *pv = sk->priv;
+    if (!pv || (pv->nop && pv->nop != g->nop))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                         "sketch '%s' was made for a graph of %u ops, not %u", sk->desc,
+                         pv ? pv->nop : 0, g->nop);
+    if (!kiln_prog_valid(sk, p))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                         "program has out-of-range knob values for sketch '%s'", sk->desc);
+    struct emit E = {.ctx = ctx, .g = g, .sk = sk, .p = p, .out = out};
+    for (uint32_t i = 0; i < pv->nop; i++)
+        if (pv->op[i].mode == KILN_PLAN_INLINE)
+            KILN_TRY(
+                step1(&E, KILN_STEP_COMPUTE_INLINE, kiln_graph_tensor_name(g, g->op[i].out), NULL));
+    for (uint32_t i = 0; i < pv->nop; i++) {
+        const struct kiln_op_plan *op = &pv->op[i];
+        switch ((enum kiln_plan_mode)op->mode) {
+        case KILN_PLAN_INLINE:
+        case KILN_PLAN_CONSUMER:
+            break;
+        case KILN_PLAN_PLAIN:
+            KILN_TRY(emit_inline_plain(&E, i, op));
+            break;
+        case KILN_PLAN_RFACTOR:
+            KILN_TRY(emit_rfactor(&E, i, op));
+            break;
+        case KILN_PLAN_TILE:
+        case KILN_PLAN_TILE_CW:
+        case KILN_PLAN_TILE_FUSE:
+            KILN_TRY(emit_tile(&E, i, op));
+            break;
+        }
+    }
+    (void)is_tile_mode;
+    return KILN_OK;
+}

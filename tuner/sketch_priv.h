@@ -1,0 +1,52 @@
+/* tuner/sketch_priv.h -- private to tuner/sketch.c and tuner/annotate.c: what a sketch decided
+ * for every op of its task graph, and where each op's knobs are. */
+#ifndef KILN_TUNER_SKETCH_PRIV_H
+#define KILN_TUNER_SKETCH_PRIV_H
+
+#include "tuner.h"
+
+#define KILN_MAX_SKETCHES  32 /* per task graph */
+#define KILN_SKETCH_NAME   64 /* longest iterator name the rules handle */
+#define KILN_UNROLL_NSTEPS 4
+#define KILN_MAX_INNER     64                               /* longest innermost tile */
+extern const int64_t kiln_unroll_steps[KILN_UNROLL_NSTEPS]; /* 0, 16, 64, 512 */
+
+enum kiln_plan_mode {
+    KILN_PLAN_PLAIN,     /* at root: parallel outer loops, vectorised inner split */
+    KILN_PLAN_INLINE,    /* compute_inline */
+    KILN_PLAN_CONSUMER,  /* tiled by its producer's TILE_FUSE */
+    KILN_PLAN_TILE,      /* multi-level tiling SSRSRS, alone */
+    KILN_PLAN_TILE_CW,   /* SSRSRS on T.local computed at a tile of T (cache write) */
+    KILN_PLAN_TILE_FUSE, /* SSRSRS on T computed at a tile of its elementwise consumer */
+    KILN_PLAN_RFACTOR,   /* reductions fused, split, rfactored */
+};
+
+struct kiln_op_plan {
+    uint8_t  mode;     /* enum kiln_plan_mode */
+    uint8_t  level;    /* TILE_CW / TILE_FUSE: attached after spatial level 1 (S0) or 2 (S1) */
+    uint8_t  rf_inner; /* RFACTOR: the inner part becomes T.rf's extra (vector) axis */
+    uint32_t consumer; /* TILE_FUSE: the consumer op */
+    /* knob indices, KILN_NONE when absent */
+    uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE]; /* per root axis (spatial, reduction) */
+    uint32_t k_vaxis, k_vec, k_unroll, k_par, k_pack;
+    uint8_t  vcand[KILN_MAX_DIMS]; /* spatial axes that may be the vector axis */
+    uint8_t  nvcand;
+    /* per spatial axis: arguments (tensor, dimension) packed when it is the vector axis */
+    uint32_t pack_t[KILN_MAX_DIMS][4];
+    uint8_t  pack_d[KILN_MAX_DIMS][4];
+    uint8_t  npack[KILN_MAX_DIMS];
+};
+
+struct kiln_sketch_priv {
+    uint32_t             nop; /* 0: the default schedule */
+    struct kiln_op_plan *op;
+    int                  lanes, cores;
+};
+
+/* The iterator names passes/state.c gives op `op`'s root loops (spatial, then reduction). */
+void kiln_sketch_axis_names(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op,
+                            char names[][KILN_SKETCH_NAME]);
+/* Every knob value in range (tile lengths >= 1, product <= extent, innermost <= 64). */
+bool kiln_prog_valid(const struct kiln_sketch *sk, const struct kiln_prog *p);
+
+#endif

@@ -1,0 +1,610 @@
+/* tuner/tune.c -- the tuning driver: tasks, resuming from the records database, the task
+ * scheduler, progress, logs and tuning curves; and applying the best records to a graph.
+ *
+ * Task scheduler (Ansor's gradient-based allocation): after one warm-up round per task, each
+ * round goes to the task whose expected reduction of the end-to-end latency estimate
+ * (sum over tasks of weight x best time) per trial is largest:
+ *     gain_i = w_i * (alpha * backward_i + (1 - alpha) * forward_i)
+ * with backward_i the best time's drop per round over the last `window` rounds and forward_i
+ * = best_i / trials_i, the optimistic guess that the next trials improve as much as the past
+ * ones did on average. Tasks whose Droplet search has converged are done. */
+#include "search.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define SCHED_ALPHA  0.2
+#define SCHED_WINDOW 3
+
+const char *const kiln_strategy_name[3] = {"ansor+droplet", "ansor", "droplet"};
+
+void
+kiln_tune_opts_default(struct kiln_tune_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->trials = 1000;
+    o->droplet_after = 300;
+    o->batch = 16;
+    o->population = 256;
+    o->generations = 4;
+    o->eps_random = 0.05;
+    o->seed = 1;
+    o->strategy = KILN_STRATEGY_ANSOR_DROPLET;
+    kiln_measure_opts_default(&o->measure);
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- the measured set of a task ---- */
+
+bool
+kiln_ttask_seen(const struct ttask *T, uint64_t h)
+{
+    if (!T->capseen)
+        return false;
+    h |= 1; /* 0 marks an empty slot */
+    for (uint32_t i = (uint32_t)h & (T->capseen - 1);; i = (i + 1) & (T->capseen - 1)) {
+        if (T->seen[i] == h)
+            return true;
+        if (!T->seen[i])
+            return false;
+    }
+}
+
+static bool
+seen_add(struct ttask *T, uint64_t h)
+{
+    if ((T->nseen + 1) * 2 > T->capseen) {
+        uint32_t  ncap = T->capseen ? T->capseen * 2 : 256;
+        uint64_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return false;
+        for (uint32_t i = 0; i < T->capseen; i++) {
+            uint64_t v = T->seen[i];
+            if (!v)
+                continue;
+            uint32_t j = (uint32_t)v & (ncap - 1);
+            while (ns[j])
+                j = (j + 1) & (ncap - 1);
+            ns[j] = v;
+        }
+        free(T->seen);
+        T->seen = ns;
+        T->capseen = ncap;
+    }
+    h |= 1;
+    uint32_t j = (uint32_t)h & (T->capseen - 1);
+    while (T->seen[j] && T->seen[j] != h)
+        j = (j + 1) & (T->capseen - 1);
+    if (!T->seen[j]) {
+        T->seen[j] = h;
+        T->nseen++;
+    }
+    return true;
+}
+
+/* JSON text on one line: newlines and the indentation after them dropped (kiln's JSON has no
+ * newline inside strings). */
+static void
+json_line(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '\n') {
+            while (s[1] == ' ')
+                s++;
+            continue;
+        }
+        fputc(*s, f);
+    }
+}
+
+static void
+json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+enum kiln_status
+kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
+                  const char *schedule_json, const struct kiln_measure_result *r,
+                  const char *strategy, bool store)
+{
+    kiln_ctx *ctx = T->ctx;
+    if (T->nm == T->capm) {
+        uint32_t      ncap = T->capm ? T->capm * 2 : 64;
+        struct tprog *nm = realloc(T->m, sizeof *nm * ncap);
+        if (!nm)
+            return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+        T->m = nm;
+        T->capm = ncap;
+    }
+    struct tprog *q = &T->m[T->nm++];
+    memset(q, 0, sizeof *q);
+    q->time_s = r->error == KILN_MEASURE_OK ? r->time_s : 0;
+    q->stddev_s = r->stddev_s;
+    q->nrepeat = r->nrepeat;
+    q->error = r->error;
+    const char *prog_json = NULL;
+    if (p) {
+        q->p = *p;
+        q->has_prog = true;
+        struct kiln_buf b = {0};
+        if (kiln_prog_to_json(ctx, &T->sk[p->sketch], p, &b) == KILN_OK)
+            prog_json = b.data;
+        kiln_ctx_error_clear(ctx);
+        if (!seen_add(T, kiln_prog_hash(&T->sk[p->sketch], p)))
+            return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+    }
+    T->trials++;
+    if (q->error != KILN_MEASURE_OK)
+        T->errors++;
+    else if (q->time_s > 0 && (T->best < 0 || q->time_s < T->m[T->best].time_s))
+        T->best = (int32_t)(T->nm - 1);
+    if (store) {
+        struct kiln_record rec = {.workload = T->t->key,
+                                  .target = T->target,
+                                  .schedule = schedule_json,
+                                  .prog = prog_json,
+                                  .time_s = q->time_s,
+                                  .stddev_s = q->stddev_s,
+                                  .error = q->error,
+                                  .error_msg = r->error != KILN_MEASURE_OK ? r->msg : NULL,
+                                  .version = KILN_VERSION,
+                                  .machine = kiln_machine_desc(ctx),
+                                  .timestamp = (int64_t)time(NULL),
+                                  .flops = T->t->flops,
+                                  .strategy = strategy};
+        KILN_TRY(kiln_db_add(S->db, &rec));
+        S->trials_done++;
+    }
+    double best = T->best >= 0 ? T->m[T->best].time_s : 0;
+    if (store && S->o->log) {
+        FILE *f = S->o->log;
+        fprintf(f, "{\"task\": \"%s\", \"trial\": %u, \"strategy\": \"%s\", \"time_s\": %.9g, ",
+                T->t->key, T->trials, strategy, q->time_s);
+        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"error\": \"%s\", \"msg\": ",
+                q->time_s > 0 ? T->t->flops / q->time_s * 1e-9 : 0, best,
+                kiln_measure_error_name[q->error]);
+        json_str(f, r->error != KILN_MEASURE_OK ? r->msg : "");
+        fputs(", \"schedule\": ", f);
+        json_line(f, schedule_json ? schedule_json : "null");
+        fputs("}\n", f);
+        fflush(f);
+    }
+    if (T->curve) {
+        fprintf(T->curve, "%u,%.9g,%.9g,%s,%s\n", T->trials, q->time_s, best, strategy,
+                kiln_measure_error_name[q->error]);
+        fflush(T->curve);
+    }
+    return KILN_OK;
+}
+
+/* ---- resuming ---- */
+
+struct resume {
+    struct tsession *S;
+    struct ttask    *T;
+    enum kiln_status st;
+};
+
+static bool
+resume_one(void *ud, const struct kiln_record *rec)
+{
+    struct resume             *R = ud;
+    struct ttask              *T = R->T;
+    struct kiln_prog           p;
+    bool                       has = false;
+    struct kiln_measure_result r = {
+        .error = rec->error, .time_s = rec->time_s, .stddev_s = rec->stddev_s, .nrepeat = 3};
+    if (rec->prog && kiln_prog_from_json(T->ctx, T->sk, T->nsk, rec->prog, &p) == KILN_OK)
+        has = true;
+    kiln_ctx_error_clear(T->ctx);
+    if (rec->strategy && !strcmp(rec->strategy, "default") && rec->error == KILN_MEASURE_OK)
+        T->default_s = rec->time_s;
+    R->st = kiln_ttask_record(R->S, T, has ? &p : NULL, rec->schedule, &r,
+                              rec->strategy ? rec->strategy : "", false);
+    return R->st == KILN_OK;
+}
+
+/* ---- the session ---- */
+
+static enum kiln_status
+ensure_measurer(struct tsession *S, struct ttask *T, const struct kiln_target *tgt)
+{
+    if (T->meas)
+        return KILN_OK;
+    return kiln_measurer_new(T->ctx, T->t->g, tgt, &S->o->measure, S->o->seed + T->index, &T->meas);
+}
+
+static void
+update_status(struct ttask *T)
+{
+    T->status.key = T->t->key;
+    T->status.flops = T->t->flops;
+    T->status.weight = T->t->weight;
+    T->status.trials = T->trials;
+    T->status.errors = T->errors;
+    T->status.best_s = T->best >= 0 ? T->m[T->best].time_s : 0;
+    T->status.phase = T->phase == TPHASE_ANSOR     ? "ansor"
+                      : T->phase == TPHASE_DROPLET ? "droplet"
+                                                   : "done";
+}
+
+static double
+task_best(const struct ttask *T)
+{
+    if (T->best >= 0)
+        return T->m[T->best].time_s;
+    return T->default_s;
+}
+
+static void
+push_hist(struct ttask *T)
+{
+    if (T->nhist == T->caphist) {
+        uint32_t ncap = T->caphist ? T->caphist * 2 : 64;
+        double  *nh = realloc(T->hist, sizeof *nh * ncap);
+        if (!nh)
+            return; /* the scheduler then sees a shorter history */
+        T->hist = nh;
+        T->caphist = ncap;
+    }
+    T->hist[T->nhist++] = task_best(T);
+}
+
+/* The task scheduler: index of the task to tune next, or -1 when all are done. */
+static int32_t
+pick_task(struct ttask *T, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) /* warm-up: one round each */
+        if (T[i].phase != TPHASE_DONE && T[i].nhist == 0)
+            return (int32_t)i;
+    int32_t best = -1;
+    double  bg = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (T[i].phase == TPHASE_DONE)
+            continue;
+        double cur = task_best(&T[i]);
+        double back = 0, fwd = 0;
+        if (T[i].nhist > SCHED_WINDOW && cur > 0)
+            back = (T[i].hist[T[i].nhist - 1 - SCHED_WINDOW] - cur) / SCHED_WINDOW;
+        if (T[i].trials)
+            fwd = cur / T[i].trials;
+        if (!(cur > 0))
+            fwd = 1e9; /* nothing valid yet: explore it */
+        double g = T[i].t->weight * (SCHED_ALPHA * back + (1 - SCHED_ALPHA) * fwd);
+        if (g > bg) {
+            bg = g;
+            best = (int32_t)i;
+        }
+    }
+    return best;
+}
+
+static void
+report(struct tsession *S, struct ttask *T, uint32_t n, uint32_t done_at_start)
+{
+    if (!S->o->progress)
+        return;
+    struct kiln_tune_task_status *st = calloc(n + 1, sizeof *st);
+    if (!st)
+        return;
+    double est = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        update_status(&T[i]);
+        st[i] = T[i].status;
+        est += T[i].t->weight * task_best(&T[i]);
+    }
+    uint32_t total = S->o->trials;
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < n; i++)
+        done += T[i].trials;
+    double   elapsed = now_s() - S->t0, eta = 0;
+    uint32_t now_done = S->trials_done > done_at_start ? S->trials_done - done_at_start : 0;
+    if (now_done && done < total)
+        eta = elapsed / now_done * (total - done);
+    struct kiln_tune_progress p = {done, total, n, st, est, elapsed, eta};
+    S->o->progress(S->o->progress_ud, &p);
+    free(st);
+}
+
+/* One SVG with every task's curve (best time relative to its first valid time vs trials). */
+static void
+write_plot(const char *dir, struct ttask *T, uint32_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/curves.svg", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    const int W = 720, H = 420, L = 60, B = 40;
+    uint32_t  maxt = 1;
+    for (uint32_t i = 0; i < n; i++)
+        maxt = T[i].nm > maxt ? T[i].nm : maxt;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+            "fill=\"white\"/>\n",
+            W, H);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, H - B,
+            W - 10, H - B);
+    fprintf(f, "<line x1=\"%d\" y1=\"10\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, L, H - B);
+    fprintf(f, "<text x=\"%d\" y=\"%d\">trials (max %u)</text>\n", W / 2 - 40, H - 8, maxt);
+    fprintf(f,
+            "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\">best time / first time"
+            "</text>\n",
+            H / 2 + 40, H / 2 + 40);
+    const char *col[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+    for (uint32_t i = 0; i < n; i++) {
+        double first = 0, best = INFINITY;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                col[i % 6]);
+        for (uint32_t k = 0; k < T[i].nm; k++) {
+            double t = T[i].m[k].error == KILN_MEASURE_OK ? T[i].m[k].time_s : 0;
+            if (t > 0 && first == 0)
+                first = t;
+            if (t > 0)
+                best = fmin(best, t);
+            if (first > 0)
+                fprintf(f, "%.1f,%.1f ", L + (double)(W - L - 10) * (k + 1) / maxt,
+                        10 + (double)(H - B - 10) * (1 - best / first));
+        }
+        fprintf(f, "\"/>\n<text x=\"%d\" y=\"%u\" fill=\"%s\">task %s (x%u)</text>\n", W - 220,
+                24 + 16 * i, col[i % 6], T[i].t->key, T[i].t->weight);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\">1.0</text><text x=\"%d\" y=\"%d\">0.0</text>\n</svg>\n",
+            L - 28, H - B, L - 28, 16);
+    fclose(f);
+}
+
+static void
+free_tasks(struct ttask *T, uint32_t n)
+{
+    for (uint32_t i = 0; T && i < n; i++) {
+        for (uint32_t k = 0; k < T[i].nm; k++)
+            kiln_feat_free(&T[i].m[k].feat);
+        free(T[i].m);
+        free(T[i].hist);
+        free(T[i].seen);
+        kiln_measurer_free(T[i].meas);
+        kiln_cm_free(T[i].cm);
+        if (T[i].curve)
+            fclose(T[i].curve);
+    }
+    free(T);
+}
+
+/* Features of every resumed program, so the model trains on them. */
+static void
+resume_features(struct ttask *T)
+{
+    for (uint32_t k = 0; k < T->nm; k++) {
+        struct tprog *q = &T->m[k];
+        if (!q->has_prog || q->feat.nrow)
+            continue;
+        kiln_ctx              *ctx = T->ctx;
+        struct kiln_arena_mark am = kiln_arena_mark(ctx);
+        uint32_t               em = kiln_expr_mark(ctx), sm = kiln_sym_mark(ctx);
+        struct kiln_schedule   s = {0};
+        struct kiln_func      *f;
+        if (kiln_prog_schedule(ctx, T->t->g, &T->sk[q->p.sketch], &q->p, &s) != KILN_OK
+            || kiln_lower(ctx, T->t->g, &s, &f) != KILN_OK
+            || kiln_features_extract(ctx, f, T->hw, &q->feat) != KILN_OK)
+            kiln_feat_free(&q->feat);
+        kiln_ctx_error_clear(ctx);
+        kiln_expr_rollback(ctx, em);
+        kiln_sym_rollback(ctx, sm);
+        kiln_arena_rewind(ctx, am);
+    }
+}
+
+static enum kiln_status
+setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t index,
+           const struct kiln_hw *hw)
+{
+    kiln_ctx *ctx = S->ctx;
+    T->t = task;
+    T->index = index;
+    T->ctx = ctx;
+    T->hw = hw;
+    T->target = S->target;
+    T->best = -1;
+    T->center_m = -1;
+    T->phase = S->o->strategy == KILN_STRATEGY_DROPLET ? TPHASE_DROPLET : TPHASE_ANSOR;
+    T->rng = kiln_rng_new(S->o->seed * 0x9e3779b97f4a7c15ull + task->hash);
+    KILN_TRY(kiln_sketches_generate(ctx, task->g, hw, &T->sk, &T->nsk));
+    if (!T->nsk)
+        return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "tune", "task %s has no sketch", task->key);
+    T->cm = kiln_cm_new(ctx, S->o->seed + index);
+    if (!T->cm)
+        return ctx->err.status ? ctx->err.status : KILN_ERR_NOMEM;
+    struct resume R = {S, T, KILN_OK};
+    KILN_TRY(kiln_db_each(S->db, task->key, S->target, resume_one, &R));
+    KILN_TRY(R.st);
+    resume_features(T);
+    if (S->o->curve_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/task%u_%s.csv", S->o->curve_dir, index, task->key);
+        T->curve = fopen(path, "w");
+        if (!T->curve)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
+                             strerror(errno));
+        fprintf(T->curve, "trial,time_s,best_s,strategy,error\n");
+        for (uint32_t k = 0; k < T->nm; k++) { /* the resumed history first */
+            double best = INFINITY;
+            for (uint32_t j = 0; j <= k; j++)
+                if (T->m[j].error == KILN_MEASURE_OK && T->m[j].time_s > 0)
+                    best = fmin(best, T->m[j].time_s);
+            fprintf(T->curve, "%u,%.9g,%.9g,resumed,%s\n", k + 1, T->m[k].time_s,
+                    isfinite(best) ? best : 0, kiln_measure_error_name[T->m[k].error]);
+        }
+    }
+    if (S->o->strategy == KILN_STRATEGY_ANSOR_DROPLET && T->trials >= S->o->droplet_after)
+        T->phase = TPHASE_DROPLET;
+    return KILN_OK;
+}
+
+/* The default schedule is every task's first trial: the baseline tuning must beat. */
+static enum kiln_status
+measure_default(struct tsession *S, struct ttask *T)
+{
+    struct kiln_measure_input  in = {.schedule_json = "{\"steps\": []}", .check = true};
+    struct kiln_measure_result r;
+    KILN_TRY(kiln_measure(T->meas, &in, 1, &r));
+    if (r.error == KILN_MEASURE_OK)
+        T->default_s = r.time_s;
+    KILN_TRY(kiln_ttask_record(S, T, NULL, in.schedule_json, &r, "default", true));
+    for (uint32_t i = 0; T->index == 0 && i < S->o->nplant; i++) {
+        struct kiln_measure_input pin = {.check = true, .so_path = S->o->plant[i]};
+        char                      js[600];
+        snprintf(js, sizeof js, "{\"steps\": [], \"planted\": \"%.500s\"}", S->o->plant[i]);
+        KILN_TRY(kiln_measure(T->meas, &pin, 1, &r));
+        KILN_TRY(kiln_ttask_record(S, T, NULL, js, &r, "planted", true));
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts *o)
+{
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    if (!o->db_path)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "no records database given");
+    if (o->curve_dir && mkdir(o->curve_dir, 0777) && errno != EEXIST)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot create %s: %s", o->curve_dir,
+                         strerror(errno));
+    struct kiln_target tgt;
+    struct kiln_hw     hw;
+    KILN_TRY(kiln_cg_target_parse(ctx, o->target ? o->target : "llvm", &tgt));
+    kiln_hw_from_target(&tgt, &hw);
+    struct kiln_tasks tasks;
+    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
+    struct tsession S = {ctx, o, NULL, kiln_cg_target_str(ctx, &tgt), 0, now_s()};
+    KILN_TRY(kiln_db_open(ctx, o->db_path, &S.db));
+    struct ttask    *T = calloc(tasks.n + 1, sizeof *T);
+    enum kiln_status st = T ? KILN_OK : KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+    uint32_t         nt = 0;
+    for (uint32_t i = 0; st == KILN_OK && i < tasks.n; i++, nt++)
+        st = setup_task(&S, &T[i], &tasks.task[i], i, &hw);
+    uint32_t done_at_start = 0;
+    for (uint32_t i = 0; i < nt; i++)
+        done_at_start += T[i].trials;
+    S.trials_done = done_at_start;
+    uint32_t start = done_at_start;
+    report(&S, T, nt, start);
+    while (st == KILN_OK && S.trials_done < o->trials && !(o->stop && *o->stop)) {
+        int32_t i = pick_task(T, nt);
+        if (i < 0)
+            break; /* every task converged */
+        struct ttask *t = &T[i];
+        if ((st = ensure_measurer(&S, t, &tgt)) != KILN_OK)
+            break;
+        uint32_t left = o->trials - S.trials_done, n = o->batch ? o->batch : 16, done = 0;
+        n = n < left ? n : left;
+        if (t->default_s == 0 && t->trials == 0) {
+            st = measure_default(&S, t);
+            n = n > 1 ? n - 1 : 0;
+            if (st != KILN_OK || !n) {
+                push_hist(t);
+                continue;
+            }
+        }
+        /* a candidate about 10x slower than the best is hopeless: its check call, warm-up and
+         * first repeat alone would take 30x the best time, so stop it there */
+        double best = task_best(t), limit = o->measure.run_timeout_s;
+        if (best > 0)
+            limit = fmin(limit, fmax(1.0, 30 * best));
+        kiln_measurer_set_run_timeout(t->meas, limit);
+        if (o->strategy == KILN_STRATEGY_ANSOR_DROPLET && t->phase == TPHASE_ANSOR
+            && t->trials >= o->droplet_after)
+            t->phase = TPHASE_DROPLET;
+        if (t->phase == TPHASE_DROPLET)
+            st = kiln_search_droplet_round(&S, t, n, &done);
+        else
+            st = kiln_search_ansor_round(&S, t, n, &done);
+        if (st == KILN_OK && done == 0 && t->phase != TPHASE_DONE) {
+            /* the space is exhausted: nothing new to measure */
+            t->phase = TPHASE_DONE;
+        }
+        push_hist(t);
+        report(&S, T, nt, start);
+    }
+    report(&S, T, nt, start);
+    if (o->curve_dir)
+        write_plot(o->curve_dir, T, nt);
+    free_tasks(T, nt);
+    kiln_db_close(S.db);
+    return st;
+}
+
+/* ---- applying records ---- */
+
+static bool
+lowers(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s)
+{
+    struct kiln_arena_mark am = kiln_arena_mark(ctx);
+    uint32_t               em = kiln_expr_mark(ctx);
+    struct kiln_func      *f;
+    bool                   ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
+    kiln_ctx_error_clear(ctx);
+    kiln_expr_rollback(ctx, em);
+    kiln_arena_rewind(ctx, am);
+    return ok;
+}
+
+enum kiln_status
+kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
+                    const char *target, struct kiln_schedule *out, uint32_t *ntuned)
+{
+    *ntuned = 0;
+    memset(out, 0, sizeof *out);
+    struct kiln_tasks tasks;
+    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
+    for (uint32_t i = 0; i < tasks.n; i++) {
+        struct kiln_task  *t = &tasks.task[i];
+        struct kiln_record rec;
+        if (!kiln_db_best(db, t->key, target, &rec))
+            continue;
+        struct kiln_schedule s = {0};
+        if (kiln_sched_from_json(ctx, rec.schedule, strlen(rec.schedule), &s) != KILN_OK) {
+            kiln_ctx_error_clear(ctx); /* a record this version cannot read: skip the task */
+            continue;
+        }
+        bool all = true;
+        for (uint32_t k = 0; k < t->ninst; k++) {
+            struct kiln_schedule trial = {0};
+            for (uint32_t j = 0; j < out->nstep; j++)
+                KILN_TRY(kiln_sched_push(ctx, &trial, out->step[j]));
+            KILN_TRY(kiln_task_rename(ctx, g, t, k, &s, &trial));
+            if (lowers(ctx, g, &trial))
+                *out = trial;
+            else
+                all = false; /* this occurrence keeps the default schedule */
+        }
+        if (all)
+            (*ntuned)++;
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,379 @@
+/* tuner/tuner.h -- internal: kiln's autotuner. Given a kernel graph and a target it finds fast
+ * schedules, Ansor-style, then refines them with Droplet search:
+ *
+ *   graph --tasks--> tasks --sketch rules--> sketches --random annotation--> programs
+ *   programs --features--> cost model (XGBoost) --evolutionary search--> candidates
+ *   candidates --measure (worker processes)--> records (SQLite) --retrain--> ...
+ *   best program --Droplet coordinate descent--> best schedule per task
+ *
+ * A *program* is a sketch plus values for its knobs (tile lengths, unroll step, parallel
+ * granularity, compute location, ...); kiln_prog_schedule turns it into an ordinary schedule
+ * (passes/passes.h), which is what is compiled and what the records database stores. The
+ * tuner knows no op by name: every rule is decided by analysing compute definitions.
+ *
+ * Sections below are owned by the file named in their heading. */
+#ifndef KILN_TUNER_H
+#define KILN_TUNER_H
+
+#include "../codegen/codegen.h"
+#include "../passes/passes.h"
+
+#include <stdio.h>
+
+/* ---- tasks (tuner/task.c) ----
+ * A task is a standalone subgraph: one anchor op with data reuse (a reduction that reads the
+ * same data from several output points: matmul, convolution, ...) plus the elementwise ops
+ * fused into it, or a group of ops with no anchor. Tensors it reads from outside become its
+ * inputs (weights stay weights); tensor names are kept, so a task's schedule applies to the
+ * whole graph unchanged. Identical tasks (same structure and shapes, names aside) are
+ * deduplicated: one task, weight = number of occurrences. */
+struct kiln_task {
+    struct kiln_graph *g;        /* the subgraph (ctx-owned) */
+    uint64_t           hash;     /* structural, names excluded */
+    char               key[17];  /* hash as 16 hex digits: the workload key with the target */
+    double             flops;    /* of one occurrence */
+    uint32_t           weight;   /* occurrences in the whole graph */
+    uint32_t           ninst;    /* == weight */
+    uint32_t         **inst_ops; /* per occurrence: the whole graph's op ids, in task op order */
+    uint32_t **inst_tensors;     /* per occurrence: the whole graph's tensor for each task tensor */
+};
+
+struct kiln_tasks {
+    struct kiln_task *task;
+    uint32_t          n;
+};
+
+enum kiln_status kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g,
+                                    struct kiln_tasks *out);
+/* Ansor's "needs multi-level tiling": op is a reduction and some input lacks an output axis of
+ * extent > 1 among its indices (so it is reused across that axis). */
+bool kiln_op_has_reuse(const struct kiln_graph *g, uint32_t op);
+/* The schedule of task occurrence `inst` for the whole graph: s with every stage name of the
+ * task (and the stages derived from it: "C.local", "B.pack", ...) renamed to the occurrence's
+ * tensor names. Occurrence 0 keeps the names. */
+enum kiln_status kiln_task_rename(kiln_ctx *ctx, const struct kiln_graph *whole,
+                                  const struct kiln_task *t, uint32_t inst,
+                                  const struct kiln_schedule *s, struct kiln_schedule *out);
+
+/* ---- search space: sketches and programs (tuner/sketch.c) ---- */
+#define KILN_MAX_KNOBS  48
+#define KILN_MAX_VALUES 128 /* int64 slots of one program */
+#define KILN_SPLIT_MAX  6   /* parts of one multi-level split */
+
+enum kiln_knob_kind {
+    KILN_KNOB_SPLIT,  /* nparts inner lengths (outer to inner) of an iterator of `extent`;
+                       * their product is <= extent (a non-divisor is legal: guarded) */
+    KILN_KNOB_CHOICE, /* one of nchoice options (unroll step, parallel depth, location, ...) */
+};
+
+enum kiln_knob_role { /* what a knob means: mutation weights and Droplet neighbours use it */
+                      KILN_KNOB_TILE,
+                      KILN_KNOB_UNROLL,
+                      KILN_KNOB_PARALLEL,
+                      KILN_KNOB_VECTORIZE,
+                      KILN_KNOB_LOCATION,
+                      KILN_KNOB_LAYOUT,
+                      KILN_KNOB_OTHER,
+};
+
+struct kiln_knob {
+    uint8_t     kind;   /* enum kiln_knob_kind */
+    uint8_t     role;   /* enum kiln_knob_role */
+    uint8_t     nparts; /* SPLIT: number of lengths */
+    uint32_t    slot;   /* first value slot in kiln_prog.v */
+    int64_t     extent; /* SPLIT: the iterator's extent */
+    uint32_t    nchoice;
+    const char *name; /* "C.i tile", "C auto_unroll", ... (ctx-owned) */
+};
+
+struct kiln_sketch_priv; /* the rules' private description (tuner/sketch.c) */
+
+/* A sketch: the structure shared by a family of schedules (which stages are inlined, tiled,
+ * cached, fused where), with its knobs left free. */
+struct kiln_sketch {
+    uint32_t                 id;   /* index in its task's list */
+    const char              *desc; /* rules applied, human-readable; stable across runs */
+    struct kiln_knob         knob[KILN_MAX_KNOBS];
+    uint32_t                 nknob, nvalues;
+    struct kiln_sketch_priv *priv;
+};
+
+/* A concrete program. */
+struct kiln_prog {
+    uint32_t sketch;
+    int64_t  v[KILN_MAX_VALUES];
+};
+
+/* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
+struct kiln_hw {
+    int num_cores;
+    int vector_lanes; /* f32 lanes of the widest vector register */
+    int cache_line;   /* bytes */
+    int l1_bytes, l2_bytes;
+};
+void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
+
+/* Generates the sketches of task graph g by the CPU sketch rules (always-inline, multi-level
+ * tiling "SSRSRS", tiling with consumer fusion, cache write, rfactor, skip). *out is
+ * ctx-owned. Never fails for a verified graph (at worst one sketch: the default schedule). */
+enum kiln_status kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g,
+                                        const struct kiln_hw *hw, struct kiln_sketch **out,
+                                        uint32_t *n);
+/* Random annotation: a program of sketch sk with every knob drawn at random (tile lengths from
+ * the factorisations of the extents, ...). */
+void kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out);
+/* The schedule of a program (appended to *out). Every program of a sketch must lower and
+ * compile: a failure here is a bug of the rules, reported as KILN_ERR_INTERNAL. */
+enum kiln_status kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
+                                    const struct kiln_sketch *sk, const struct kiln_prog *p,
+                                    struct kiln_schedule *out);
+/* Mutation: changes one knob chosen by role weight (tile 0.90, location 0.05, unroll 0.04,
+ * parallel 0.01, renormalised over the knobs the sketch has). Returns false if nothing could
+ * change. */
+bool kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p);
+/* Crossover of two programs of one sketch: each knob from a or b at random. */
+void kiln_prog_crossover(const struct kiln_sketch *sk, struct kiln_rng *rng,
+                         const struct kiln_prog *a, const struct kiln_prog *b,
+                         struct kiln_prog *out);
+/* Droplet neighbours: programs that differ from p in exactly one knob, moved to the next legal
+ * value up or down (a tile length to the next divisor, the next unroll step, ...). Writes at
+ * most max; returns the number written. */
+uint32_t kiln_prog_neighbours(const struct kiln_sketch *sk, const struct kiln_prog *p,
+                              struct kiln_prog *out, uint32_t max);
+uint64_t kiln_prog_hash(const struct kiln_sketch *sk, const struct kiln_prog *p);
+/* {"sketch": "<desc>", "v": [..]} -- sketches are named by desc so records survive reorderings. */
+enum kiln_status kiln_prog_to_json(kiln_ctx *ctx, const struct kiln_sketch *sk,
+                                   const struct kiln_prog *p, struct kiln_buf *out);
+enum kiln_status kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk, uint32_t nsk,
+                                     const char *json, struct kiln_prog *out);
+
+/* ---- features (tuner/features.c) ----
+ * Per-store features of a lowered, flattened loop nest in the spirit of Ansor's: arithmetic
+ * counts by kind, vectorisation/unroll/parallel annotations, per-buffer memory access features
+ * (bytes, unique bytes, reuse distance, strides, lines touched), allocation and outer-loop
+ * features. One row of KILN_FEAT_DIM floats per store statement. */
+#define KILN_FEAT_DIM 164
+
+struct kiln_feat {
+    float   *row; /* nrow * KILN_FEAT_DIM, malloc'ed */
+    uint32_t nrow;
+};
+enum kiln_status kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f,
+                                       const struct kiln_hw *hw, struct kiln_feat *out);
+void             kiln_feat_free(struct kiln_feat *f);
+/* Lowers g under s (kiln_lower) and extracts the features of the result, then releases what
+ * lowering allocated in the arena and interned as expressions, so scoring thousands of
+ * candidates does not grow the context. A schedule that does not lower returns kiln_lower's
+ * error (recorded in ctx) and an empty *out. */
+enum kiln_status kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g,
+                                     const struct kiln_schedule *s, const struct kiln_hw *hw,
+                                     struct kiln_feat *out);
+const char      *kiln_feat_name(uint32_t i); /* for dumps and tests */
+
+/* ---- cost model (tuner/xgb.c) ----
+ * Gradient-boosted trees (XGBoost C API) over the per-store rows; a program's score is the sum
+ * over its rows (Ansor's pack-sum), trained on normalised throughput (best time of the task /
+ * time; 0 for errors). The alternative objective ranks mean-pooled program rows pairwise. */
+enum kiln_cm_objective {
+    KILN_CM_PACK_SUM, /* per-row regression, program = sum of rows, loss weighted by y */
+    KILN_CM_RANK,     /* one row per program (mean of its rows), XGBoost rank:pairwise */
+};
+struct kiln_cm_params {
+    uint8_t  objective;      /* enum kiln_cm_objective; default KILN_CM_PACK_SUM */
+    uint32_t max_rounds;     /* boosting rounds at most; default 300 */
+    uint32_t patience;       /* stop after this many rounds without a better training
+                              * pack-sum RMSE (pack-sum only); default 30 */
+    int    max_depth;        /* default 10 */
+    double eta;              /* default 0.2 */
+    double gamma;            /* default 0.001 */
+    double min_child_weight; /* default 0 */
+    int    nthread;          /* XGBoost threads; default 1 */
+};
+void kiln_cm_params_default(struct kiln_cm_params *p);
+
+struct kiln_cost_model;
+/* NULL on OOM (error recorded). Parameters: the defaults. */
+struct kiln_cost_model *kiln_cm_new(kiln_ctx *ctx, uint64_t seed);
+void                    kiln_cm_free(struct kiln_cost_model *m);
+/* Takes effect at the next training; KILN_ERR_INVALID for out-of-range values. */
+enum kiln_status kiln_cm_set_params(struct kiln_cost_model *m, const struct kiln_cm_params *p);
+/* Retrains from scratch on n programs (feats[i], throughput y[i] in [0, 1]). n == 0, a
+ * non-finite or negative y, or no feature row at all are KILN_ERR_INVALID; XGBoost's errors
+ * are KILN_ERR_BACKEND. On failure the previous model stays. Deterministic for a given seed,
+ * data and nthread. */
+enum kiln_status kiln_cm_train(struct kiln_cost_model *m, const struct kiln_feat *feats,
+                               const double *y, uint32_t n);
+/* Predicted scores (higher = faster); before any training: all 0; a program without rows
+ * scores 0. n == 0 does nothing. */
+enum kiln_status kiln_cm_predict(struct kiln_cost_model *m, const struct kiln_feat *feats,
+                                 uint32_t n, double *score);
+bool             kiln_cm_trained(const struct kiln_cost_model *m);
+/* Boosting rounds the last training kept (after early stopping); 0 before training. */
+uint32_t kiln_cm_rounds(const struct kiln_cost_model *m);
+
+/* ---- measurement (tuner/measure.c) ----
+ * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
+ * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
+ * (lower + compile to a shared object in a private temporary directory); every run is a fresh
+ * kiln_measure_runner process (fork + exec, tuner/runner/), one at a time. tuner/README.md
+ * describes the process model, the timeouts and the correctness check. */
+enum kiln_measure_error {
+    KILN_MEASURE_OK,
+    KILN_MEASURE_LOWER,   /* the schedule did not lower (message says why) */
+    KILN_MEASURE_COMPILE, /* code generation failed */
+    KILN_MEASURE_CRASH,   /* the worker died by a signal (or exited without a result) */
+    KILN_MEASURE_TIMEOUT, /* build or run exceeded its time limit */
+    KILN_MEASURE_WRONG,   /* outputs differ from the reference, or were not all written */
+    KILN_MEASURE_RUNTIME, /* the kernel returned an error, or the object did not load */
+    KILN_MEASURE_COUNT
+};
+extern const char *const kiln_measure_error_name[KILN_MEASURE_COUNT]; /* "ok", "lower", ... */
+
+struct kiln_measure_opts {
+    uint32_t repeat;        /* timed repeats (median taken), default 5 */
+    double   min_repeat_ms; /* each repeat runs the kernel enough times to last this, default 20 */
+    uint32_t warmup;        /* untimed calls first, default 1 */
+    bool     flush_cache;   /* write a large buffer before every call (only the call is timed) */
+    double   build_timeout_s, run_timeout_s; /* defaults 30, 10; run = one candidate's whole run */
+    int      threads;                        /* threads of parallel loops; 0 = target cores */
+    uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */
+    bool     overlap;       /* keep building while a candidate is timed: faster, but the builds
+                             * share the cores with the timing; default true only above 2 cores */
+    double ref_max_flops;   /* reference interpreter up to this many flops (default 1e8),
+                             * else the default schedule compiled is the reference */
+    const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
+    const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */
+};
+void kiln_measure_opts_default(struct kiln_measure_opts *o);
+
+struct kiln_measure_input {
+    const char *schedule_json; /* for the task graph of the batch (NULL = default schedule) */
+    bool        check;         /* compare the outputs with the reference */
+    const char *so_path;       /* NULL; else a shared object built elsewhere for this graph, run
+                                * instead of building schedule_json (tests plant faulty ones) */
+};
+
+struct kiln_measure_result {
+    uint8_t  error;    /* enum kiln_measure_error */
+    double   time_s;   /* median of the repeats; 0 on error */
+    double   stddev_s; /* of the repeats */
+    uint32_t nrepeat;
+    double   times[16]; /* the repeats (first 16) */
+    double   build_s;   /* wall time spent building */
+    double   max_err;   /* checked: max |out - ref| / max |ref| (0 when not checked) */
+    char     msg[512];  /* error message */
+};
+
+/* A measurer for one task graph: holds the reference outputs (the reference interpreter's, or
+ * for graphs too large for it the default schedule's, computed once) and the inputs. */
+struct kiln_measurer;
+enum kiln_status kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g,
+                                   const struct kiln_target *t, const struct kiln_measure_opts *o,
+                                   uint64_t seed, struct kiln_measurer **out);
+void             kiln_measurer_free(struct kiln_measurer *m);
+/* Changes the run timeout of later measurements (the tuner tightens it to a multiple of the
+ * best time found, so hopeless candidates cost little). */
+void kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds);
+/* "interpreter" or "default schedule": where the reference outputs came from. */
+const char *kiln_measurer_reference(const struct kiln_measurer *m);
+/* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner
+ * itself (fork, temp files); every candidate's failure is in its result. */
+enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in,
+                              uint32_t n, struct kiln_measure_result *results);
+
+/* ---- records database (tuner/db.c) ----
+ * SQLite: one row per measured program, committed as soon as it is measured (WAL journal,
+ * synchronous NORMAL: a killed tuner loses at most the record in flight). The schema and the
+ * JSON-lines format are described in tuner/README.md. */
+#define KILN_DB_SCHEMA_VERSION 1
+
+struct kiln_record {
+    const char *workload; /* task key */
+    const char *target;   /* canonical target string */
+    const char *schedule; /* schedule JSON (passes/sched.c) */
+    const char *prog;     /* program JSON (kiln_prog_to_json), may be NULL */
+    double      time_s;   /* 0 on error */
+    double      stddev_s;
+    uint8_t     error;     /* enum kiln_measure_error */
+    const char *error_msg; /* may be NULL */
+    const char *version;   /* kiln version; NULL on add = KILN_VERSION */
+    const char *machine;   /* machine description; NULL on add = kiln_machine_desc() */
+    int64_t     timestamp; /* unix seconds; 0 on add = now */
+    double      flops;     /* of the task */
+    const char *strategy;  /* "ansor", "droplet", "default", ...; NULL on add = "" */
+};
+struct kiln_db;
+/* Opens (creating if missing) a records database. Errors: a file that is not SQLite or is an
+ * SQLite database of something else (KILN_ERR_INVALID, the file is left untouched), a schema
+ * newer than KILN_DB_SCHEMA_VERSION (KILN_ERR_UNSUPPORTED), SQLite's own (KILN_ERR_BACKEND). */
+enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out);
+void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
+/* Appends r (committed before returning); workload, target and schedule are required. */
+enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
+/* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
+bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
+                  struct kiln_record *out);
+/* Every record of workload/target in insertion order (errors included; NULL = any workload /
+ * any target); fn returns false to stop. Strings are valid during the call only. */
+enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
+                              bool (*fn)(void *ud, const struct kiln_record *r), void *ud);
+/* workload == NULL / target == NULL: all. */
+uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
+/* One JSON object per line, in insertion order (format: tuner/README.md). */
+enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
+/* Imports every line of text in one transaction; lines already present (same workload,
+ * target, schedule, time, timestamp) are skipped. A bad line is an error naming the line
+ * (KILN_ERR_INVALID, location line set) and nothing is imported. *added (may be NULL) receives
+ * the number of records added. */
+enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
+                                      uint32_t *added);
+/* The machine description stored with records ("x86_64 Intel(R) Xeon(R) ... 2 cores":
+ * uname's machine, /proc/cpuinfo's model name, online cores), ctx-owned. */
+const char *kiln_machine_desc(kiln_ctx *ctx);
+
+/* ---- tuning (tuner/search.c: evolutionary and Droplet search; tuner/tune.c: the driver and
+ * the task scheduler) ---- */
+enum kiln_strategy {
+    KILN_STRATEGY_ANSOR_DROPLET, /* evolutionary search, then Droplet from the best (default) */
+    KILN_STRATEGY_ANSOR,         /* evolutionary search only */
+    KILN_STRATEGY_DROPLET,       /* Droplet from the best of a few random programs */
+};
+extern const char *const kiln_strategy_name[3]; /* "ansor+droplet", "ansor", "droplet" */
+
+/* struct kiln_tune_task_status and struct kiln_tune_progress: include/kiln.h */
+
+struct kiln_tune_opts {
+    const char *target;                     /* NULL = host */
+    const char *db_path;                    /* records database (created if absent) */
+    uint32_t    trials;                     /* measured programs over all tasks, records in the
+                                             * database included (a resumed run continues) */
+    uint32_t                 droplet_after; /* programs of a task measured before Droplet: 300 */
+    uint32_t                 batch;         /* programs measured per round: 16 */
+    uint32_t                 population;    /* evolutionary population: 256 */
+    uint32_t                 generations;   /* per round: 4 */
+    double                   eps_random;    /* share of random programs per batch: 0.05 */
+    uint64_t                 seed;
+    enum kiln_strategy       strategy;
+    struct kiln_measure_opts measure;
+    FILE                    *log;       /* a JSON line per measurement, or NULL */
+    const char              *curve_dir; /* per-task tuning curves (CSV), or NULL */
+    void (*progress)(void *ud, const struct kiln_tune_progress *p);
+    void         *progress_ud;
+    volatile int *stop; /* nonzero: stop after the measurement in flight */
+    /* For tests: shared objects measured, as if the search had produced them, right after the
+     * default schedule of the first task (they must implement that task's graph). */
+    const char *const *plant;
+    uint32_t           nplant;
+};
+void kiln_tune_opts_default(struct kiln_tune_opts *o);
+
+/* Tunes every task of g, recording each measurement in the database as soon as it is made. */
+enum kiln_status kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g,
+                           const struct kiln_tune_opts *o);
+/* The whole-graph schedule made of the best record of every task of g for target (tasks
+ * without a record keep the default schedule). *ntuned = tasks that had one. */
+enum kiln_status kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
+                                     const char *target, struct kiln_schedule *out,
+                                     uint32_t *ntuned);
+
+#endif /* KILN_TUNER_H */
