@@ -1,8 +1,8 @@
 /* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
- * FILE.db] [--target T] [--print-loops] [--print-flat] [--save-weights DIR]`: parses the graph (or
- * imports an ONNX model), reads the schedule (or takes the best tuning records), and writes a
- * shared object (or an object file when OUT ends in .o) through the public compile API;
- * --save-weights writes an ONNX model's weights as .npy files. */
+ * FILE.db] [--target T] [--print-loops] [--print-flat]`: parses the graph (or imports an ONNX
+ * model), reads the schedule (or takes the best tuning records), and writes a shared object (or
+ * an object file when OUT ends in .o) through the public compile API; --save-weights writes an
+ * ONNX model's weights as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -11,21 +11,20 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so\n"
-    "                    [--schedule S.json | --db FILE.db | --no-db] [--target T]\n"
-    "                    [--name NAME] [--print-loops | --print-flat] [--save-weights DIR]\n"
+    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
+    "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
+    "                    [--save-weights DIR]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
     "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
     "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
-    "after storage flattening and simplification.\n"
+    "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
+    "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"
     "Without --schedule, the best record of every task in the tuning records database is\n"
     "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
-    "a record keep the default schedule.\n"
-    "For an ONNX model, --save-weights DIR writes every weight (initializer) to DIR/NAME.npy\n"
-    "(float64), NAME as in the module's metadata.\n";
+    "a record keep the default schedule.\n";
 
 static char *
 slurp(const char *path, size_t *len)
@@ -93,9 +92,9 @@ save_weights(const struct kiln_graph *g, const double *const *w, const char *dir
 int
 cmd_compile(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL;
-    const char *db = NULL, *wdir = NULL;
-    int         print = 0, no_db = 0;
+    const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
+               *wdir = NULL, *db = NULL;
+    int print = 0, no_db = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -103,7 +102,7 @@ cmd_compile(int argc, char **argv)
             return 0;
         }
         if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
-             || !strcmp(a, "--name") || !strcmp(a, "--db") || !strcmp(a, "--save-weights"))
+             || !strcmp(a, "--name") || !strcmp(a, "--save-weights") || !strcmp(a, "--db"))
             && i + 1 >= argc) {
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;

@@ -28,9 +28,12 @@ print_one(void *ud, const struct kiln_record_summary *s)
     char best[32] = "-";
     if (s->best_s > 0)
         snprintf(best, sizeof best, "%.2f us", s->best_s * 1e6);
-    printf("%-16s  %7u  %6u  %12s  %10.1f  %-14s  %s\n", s->workload, s->records, s->errors, best,
-           s->best_s > 0 ? s->flops / s->best_s * 1e-9 : 0.0, s->best_s > 0 ? s->strategy : "-",
-           s->target);
+    /* the target's feature list is long: the listing shows it up to -mattr */
+    const char *attr = strstr(s->target, " -mattr=");
+    int         tlen = attr ? (int)(attr - s->target) : (int)strlen(s->target);
+    printf("%-16s  %7u  %6u  %12s  %10.1f  %-14s  %.*s%s\n", s->workload, s->records, s->errors,
+           best, s->best_s > 0 ? s->flops / s->best_s * 1e-9 : 0.0,
+           s->best_s > 0 ? s->strategy : "-", tlen, s->target, attr ? " ..." : "");
     if (L->schedules && s->best_s > 0)
         printf("  %s\n", s->schedule);
 }

@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"tune", cmd_tune, "search fast schedules and store them in a records database"},
     {"records", cmd_records, "list, export or import tuning records"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
+    {"sample", cmd_sample, "sample new kernels to replace a convolution (.kg and PyTorch)"},
 };
 
 static void

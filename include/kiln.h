@@ -202,51 +202,6 @@ KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kil
                                                  const struct kiln_compile_options *opt, int flat,
                                                  const char **out);
 
-/* ---- ONNX import (frontend/, frontend/README.md) ----
- * Imports an ONNX model (the bytes of a .onnx file) as a kernel graph. The graph's inputs are
- * the model's graph inputs that are not initializers, in order, with their ONNX element types
- * and static shapes; its outputs are the model's graph outputs, in order. Initializers and
- * Constant values that ops read as data become weights (arguments after the inputs, in the
- * order they are first read); integer tensors used as shapes, axes, pads or slice bounds are
- * read at import time and must be constants. Names are kept where they are valid kiln names;
- * other characters (including '.') become '_'. *weights (when not NULL) receives
- * kiln_graph_nargs(g) pointers, ctx-owned: argument i's values as doubles (row-major) for a
- * weight, NULL for an input. An op, attribute or value kiln does not handle is
- * KILN_ERR_UNSUPPORTED, a malformed or truncated model KILN_ERR_INVALID; messages name the node,
- * its op and the model's opset ("node 3 'conv1' (Conv, opset 13): ..."). filename is used in
- * messages only (may be NULL). */
-KILN_API enum kiln_status kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len,
-                                                 const char *filename, struct kiln_graph **out,
-                                                 const double *const **weights);
-
-/* One ONNX TensorProto (the input_K.pb / output_K.pb files of ONNX's backend tests). */
-struct kiln_onnx_tensor {
-    const char     *name; /* "" when the file names none */
-    enum kiln_dtype dtype;
-    int             ndim;
-    int64_t         shape[KILN_MAX_DIMS];
-    int64_t         numel;
-    const double   *values; /* numel values, row-major, ctx-owned */
-};
-/* Decodes a serialized TensorProto; errors as kiln_graph_import_onnx. */
-KILN_API enum kiln_status kiln_onnx_tensor_decode(kiln_ctx *ctx, const void *data, size_t len,
-                                                  const char              *filename,
-                                                  struct kiln_onnx_tensor *out);
-
-/* kiln_graph_import_onnx with graph inputs bound to constant values: a bound input is not an
- * argument of the graph; the importer reads it as it reads an initializer. This specializes a
- * model whose shapes, axes, pads or slice bounds come from runtime inputs (the layout of many of
- * ONNX's node tests) to given values. A binding naming no graph input is KILN_ERR_INVALID. */
-struct kiln_onnx_binding {
-    const char                    *name; /* the graph input's ONNX name */
-    const struct kiln_onnx_tensor *value;
-};
-KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len,
-                                                       const char                     *filename,
-                                                       const struct kiln_onnx_binding *bind,
-                                                       uint32_t nbind, struct kiln_graph **out,
-                                                       const double *const **weights);
-
 /* ---- autotuning and records (tuner/) ----
  * kiln_graph_tune partitions the graph into tasks and searches schedules for each (sketch
  * rules, evolutionary search guided by an XGBoost cost model, then Droplet coordinate descent),
@@ -331,6 +286,51 @@ KILN_API enum kiln_status kiln_records_export(kiln_ctx *ctx, const char *db_path
 /* Adds the records of a JSON-lines file (records already present are skipped). */
 KILN_API enum kiln_status kiln_records_import(kiln_ctx *ctx, const char *db_path,
                                               const char *jsonl_path, uint32_t *added);
+
+/* ---- ONNX import (frontend/, frontend/README.md) ----
+ * Imports an ONNX model (the bytes of a .onnx file) as a kernel graph. The graph's inputs are
+ * the model's graph inputs that are not initializers, in order, with their ONNX element types
+ * and static shapes; its outputs are the model's graph outputs, in order. Initializers and
+ * Constant values that ops read as data become weights (arguments after the inputs, in the
+ * order they are first read); integer tensors used as shapes, axes, pads or slice bounds are
+ * read at import time and must be constants. Names are kept where they are valid kiln names;
+ * other characters (including '.') become '_'. *weights (when not NULL) receives
+ * kiln_graph_nargs(g) pointers, ctx-owned: argument i's values as doubles (row-major) for a
+ * weight, NULL for an input. An op, attribute or value kiln does not handle is
+ * KILN_ERR_UNSUPPORTED, a malformed or truncated model KILN_ERR_INVALID; messages name the node,
+ * its op and the model's opset ("node 3 'conv1' (Conv, opset 13): ..."). filename is used in
+ * messages only (may be NULL). */
+KILN_API enum kiln_status kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len,
+                                                 const char *filename, struct kiln_graph **out,
+                                                 const double *const **weights);
+
+/* One ONNX TensorProto (the input_K.pb / output_K.pb files of ONNX's backend tests). */
+struct kiln_onnx_tensor {
+    const char     *name; /* "" when the file names none */
+    enum kiln_dtype dtype;
+    int             ndim;
+    int64_t         shape[KILN_MAX_DIMS];
+    int64_t         numel;
+    const double   *values; /* numel values, row-major, ctx-owned */
+};
+/* Decodes a serialized TensorProto; errors as kiln_graph_import_onnx. */
+KILN_API enum kiln_status kiln_onnx_tensor_decode(kiln_ctx *ctx, const void *data, size_t len,
+                                                  const char              *filename,
+                                                  struct kiln_onnx_tensor *out);
+
+/* kiln_graph_import_onnx with graph inputs bound to constant values: a bound input is not an
+ * argument of the graph; the importer reads it as it reads an initializer. This specializes a
+ * model whose shapes, axes, pads or slice bounds come from runtime inputs (the layout of many of
+ * ONNX's node tests) to given values. A binding naming no graph input is KILN_ERR_INVALID. */
+struct kiln_onnx_binding {
+    const char                    *name; /* the graph input's ONNX name */
+    const struct kiln_onnx_tensor *value;
+};
+KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len,
+                                                       const char                     *filename,
+                                                       const struct kiln_onnx_binding *bind,
+                                                       uint32_t nbind, struct kiln_graph **out,
+                                                       const double *const **weights);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its

@@ -1039,10 +1039,12 @@ visit(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *, kiln_expr), void *ud,
     if (!e.id || memo_get(seen, e.id, &dummy))
         return true;
     memo_put(seen, e.id, 1);
-    const struct kiln_node *n = &ctx->node[e.id];
-    if ((all || n->op == KILN_OP_LOAD) && !fn(ud, e))
+    /* fn may intern nodes (lowering's region analysis does), moving the node table: keep no
+     * pointer into it across the call */
+    uint8_t op = ctx->node[e.id].op;
+    if ((all || op == KILN_OP_LOAD) && !fn(ud, e))
         return false;
-    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+    for (int i = 0; i < kiln_op_arity[op]; i++)
         if (!visit(ctx, (kiln_expr){ctx->node[e.id].kid[i]}, fn, ud, seen, all))
             return false;
     return true;

@@ -77,8 +77,6 @@ enum kiln_status kiln_pass_flatten(struct kiln_func *f);
  * invalidates: nothing */
 enum kiln_status kiln_pass_partition(struct kiln_func *f);
 
-#endif
-
 /* ---- schedules (passes/sched.c) ----
  * A schedule is data: a list of steps naming stages (by tensor name) and iterators (by name).
  * Original iterators carry the op's display names (spatial first, then reduction); a split of
@@ -143,3 +141,5 @@ enum kiln_status kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g,
 /* Same, stopping before flattening/simplification (for tests and inspection). */
 enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_schedule *s, struct kiln_func **out);
+
+#endif

@@ -3,6 +3,7 @@
 #include "sketch_priv.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,12 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
             out->v[k->slot] = kiln_rng_uniform(rng) < 0.9;
         else
             out->v[k->slot] = (int64_t)kiln_rng_below(rng, k->nchoice ? k->nchoice : 1);
+    }
+    /* the last spatial axis (contiguous in the output) is the vector axis half of the time */
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
+        const struct kiln_op_plan *op = &sk->priv->op[i];
+        if (op->k_vaxis != KILN_NONE && kiln_rng_uniform(rng) < 0.5)
+            out->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
     }
     vector_knobs(sk, out, vec);
     for (uint32_t i = 0; i < sk->nknob; i++) {
@@ -370,7 +377,8 @@ kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk, uint32_t nsk, c
     out->sketch = id;
     uint32_t i = 0;
     for (const cJSON *e = v->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != (double)(int64_t)e->valuedouble) {
+        if (!cJSON_IsNumber(e) || !(fabs(e->valuedouble) < 9e15)
+            || e->valuedouble != (double)(int64_t)e->valuedouble) {
             st = KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch", "program JSON: v[%u] is not an integer",
                            i);
             goto done;

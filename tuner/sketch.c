@@ -422,12 +422,6 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
-static bool
-is_tile_mode(uint8_t m)
-{
-    return m == KILN_PLAN_TILE || m == KILN_PLAN_TILE_CW || m == KILN_PLAN_TILE_FUSE;
-}
-
 /* Knobs of op i under its chosen mode; false when the sketch runs out of knob slots. */
 static bool
 plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
@@ -440,7 +434,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     char                      kn[160];
     kiln_sketch_axis_names(ctx, g, i, names);
-    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = KILN_NONE;
+    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
     for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
         p->k_split[k] = KILN_NONE;
     switch ((enum kiln_plan_mode)p->mode) {
@@ -606,21 +600,62 @@ emit_sketch(struct gen *G)
     if (!sk->priv->op)
         return ctx->err.status;
     struct kiln_buf desc = {0};
+    struct option  *mode = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
+    if (!mode)
+        return ctx->err.status;
+    memcpy(mode, G->cur, sizeof(struct option) * g->nop);
+    /* knobs of tiled and rfactored ops first; an op that finds no knob slots left degrades to
+     * plain (and is only annotated as far as the remaining slots allow) */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < g->nop; i++) {
+            struct kiln_op_plan *p = &sk->priv->op[i];
+            uint8_t              m = mode[i].mode;
+            bool first = m == KILN_PLAN_TILE || m == KILN_PLAN_TILE_CW || m == KILN_PLAN_TILE_FUSE
+                         || m == KILN_PLAN_RFACTOR;
+            if (first != (pass == 0))
+                continue;
+            uint32_t nknob = sk->nknob, nvalues = sk->nvalues;
+            p->mode = m;
+            p->level = mode[i].level;
+            p->rf_inner = mode[i].rf_inner;
+            p->consumer = mode[i].consumer;
+            if (plan_knobs(ctx, G->A, sk, i, p))
+                continue;
+            sk->nknob = nknob;
+            sk->nvalues = nvalues;
+            if (m == KILN_PLAN_TILE_FUSE)
+                mode[p->consumer].mode = KILN_PLAN_PLAIN;
+            mode[i].mode = p->mode = KILN_PLAN_PLAIN;
+            if (pass == 0)
+                continue; /* annotated in pass 1 */
+            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
+            for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
+                p->k_split[k] = KILN_NONE;
+        }
+    /* compute location of a plain op whose only reader is tiled: at root or at the reader's
+     * outermost tile */
     for (uint32_t i = 0; i < g->nop; i++) {
         struct kiln_op_plan *p = &sk->priv->op[i];
-        p->mode = G->cur[i].mode;
-        p->level = G->cur[i].level;
-        p->rf_inner = G->cur[i].rf_inner;
-        p->consumer = G->cur[i].consumer;
-        if (!plan_knobs(ctx, G->A, sk, i, p))
-            return KILN_OK; /* out of knob slots: not a sketch */
-        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
-                             kiln_graph_tensor_name(g, g->op[i].out),
-                             mode_desc(ctx, g, &G->cur[i])))
-            return ctx->err.status;
+        uint32_t             r = G->A->reader[i];
+        if (p->mode != KILN_PLAN_PLAIN || G->A->nreader[i] != 1 || r == KILN_NONE
+            || g->tensor[g->op[i].out].is_output
+            || (mode[r].mode != KILN_PLAN_TILE && mode[r].mode != KILN_PLAN_TILE_CW
+                && mode[r].mode != KILN_PLAN_TILE_FUSE))
+            continue;
+        char kn[160];
+        snprintf(kn, sizeof kn, "%s location", kiln_graph_tensor_name(g, g->op[i].out));
+        p->k_loc = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
+        p->reader = r;
     }
+    for (uint32_t i = 0; i < g->nop; i++)
+        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
+                             kiln_graph_tensor_name(g, g->op[i].out), mode_desc(ctx, g, &mode[i])))
+            return ctx->err.status;
+    for (uint32_t j = 0; j < G->n; j++)
+        if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
+            return KILN_OK; /* degraded into a sketch we have */
     sk->id = G->n;
-    sk->desc = desc.data ? desc.data : "";
+    sk->desc = desc.data ? desc.data : "default";
     G->n++;
     return KILN_OK;
 }
@@ -630,9 +665,10 @@ emit_sketch(struct gen *G)
 static enum kiln_status
 enumerate(struct gen *G, uint32_t k)
 {
-    const struct kiln_graph *g = G->A->g;
-    if (G->n == G->cap || !kiln_ok(G->ctx))
+    if (!kiln_ok(G->ctx))
         return G->ctx->err.status;
+    if (G->n == G->cap)
+        return KILN_OK;
     if (k == 0)
         return emit_sketch(G);
     uint32_t i = k - 1;
@@ -648,7 +684,6 @@ enumerate(struct gen *G, uint32_t k)
         if (opt.mode == KILN_PLAN_TILE_FUSE)
             G->cur[opt.consumer].mode = KILN_PLAN_PLAIN;
     }
-    (void)g;
     return KILN_OK;
 }
 
@@ -730,6 +765,7 @@ struct emit {
     struct kiln_schedule     *out;
     uint32_t                  packed[16];
     uint32_t                  npacked;
+    const char              **tile_stage, **tile_iter; /* per tiled op: its outermost tile */
 };
 
 static uint32_t
@@ -784,41 +820,62 @@ emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter
     return KILN_OK;
 }
 
-/* Reorders the leaves into `want` (a permutation of them): one step when it fits, else swaps. */
+/* Reorders the leaves into `want` (a permutation of them). A reorder step permutes the loops it
+ * lists among the positions they occupy, so each step applies whole cycles of the remaining
+ * permutation (at most KILN_STEP_MAXN positions; a longer cycle is shortened by a rotation). */
 static enum kiln_status
 emit_order(struct emit *E, const char *stage, struct leaves *L, char want[][KILN_SKETCH_NAME])
 {
-    bool same = true;
-    for (uint32_t i = 0; i < L->n; i++)
-        same &= !strcmp(L->name[i], want[i]);
-    if (same)
-        return KILN_OK;
-    if (L->n <= KILN_STEP_MAXN) {
-        struct kiln_step st = {
-            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)L->n};
+    for (uint32_t guard = 0; guard <= L->n; guard++) {
+        uint32_t to[64], newat[64];
+        bool     done[64] = {false}, any = false;
         for (uint32_t i = 0; i < L->n; i++) {
-            st.iters[i] = sym(E, want[i]);
-            memcpy(L->name[i], want[i], KILN_SKETCH_NAME);
+            to[i] = KILN_NONE;
+            for (uint32_t j = 0; j < L->n && to[i] == KILN_NONE; j++)
+                to[i] = strcmp(L->name[i], want[j]) ? KILN_NONE : j;
+            if (to[i] == KILN_NONE)
+                return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch",
+                                 "sketch: loop %s of %s missing from the order", L->name[i], stage);
+            done[i] = to[i] == i;
+            any |= !done[i];
         }
-        return push(E, st);
-    }
-    for (uint32_t i = 0; i < L->n; i++) {
-        if (!strcmp(L->name[i], want[i]))
-            continue;
-        uint32_t q = leaf_find(L, want[i]);
-        if (q == KILN_NONE || q < i)
-            return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: bad order for %s",
-                             stage);
-        struct kiln_step st = {.kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = 2};
-        st.iters[0] = sym(E, want[i]);
-        st.iters[1] = sym(E, L->name[i]);
+        if (!any)
+            return KILN_OK;
+        uint32_t used = 0, pos[KILN_STEP_MAXN];
+        for (uint32_t i = 0; i < L->n && used + 2 <= KILN_STEP_MAXN; i++) {
+            if (done[i])
+                continue;
+            uint32_t cyc[64], m = 0;
+            for (uint32_t c = i; !done[c] && m < 64; c = to[c]) {
+                done[c] = true;
+                cyc[m++] = c;
+            }
+            uint32_t take = m <= KILN_STEP_MAXN - used ? m : KILN_STEP_MAXN - used;
+            for (uint32_t j = 0; j < take; j++) {
+                pos[used++] = cyc[j];
+                /* the loop at cyc[j] moves to cyc[j + 1]; the last taken closes the rotation */
+                newat[j + 1 < take ? to[cyc[j]] : cyc[0]] = cyc[j];
+            }
+        }
+        for (uint32_t j = 1; j < used; j++) /* positions in increasing order */
+            for (uint32_t k = j; k > 0 && pos[k - 1] > pos[k]; k--) {
+                uint32_t t = pos[k];
+                pos[k] = pos[k - 1];
+                pos[k - 1] = t;
+            }
+        struct kiln_step st = {
+            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)used};
+        char moved[KILN_STEP_MAXN][KILN_SKETCH_NAME];
+        for (uint32_t j = 0; j < used; j++) {
+            memcpy(moved[j], L->name[newat[pos[j]]], KILN_SKETCH_NAME);
+            st.iters[j] = sym(E, moved[j]);
+        }
         KILN_TRY(push(E, st));
-        char tmp[KILN_SKETCH_NAME];
-        memcpy(tmp, L->name[i], KILN_SKETCH_NAME);
-        memcpy(L->name[i], L->name[q], KILN_SKETCH_NAME);
-        memcpy(L->name[q], tmp, KILN_SKETCH_NAME);
+        for (uint32_t j = 0; j < used; j++)
+            memcpy(L->name[pos[j]], moved[j], KILN_SKETCH_NAME);
     }
-    return KILN_OK;
+    return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: reordering %s did not converge",
+                     stage);
 }
 
 /* Fuses the n leaves starting at position pos and marks the result parallel; *name gets the
@@ -883,7 +940,7 @@ emit_inline_plain(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
             snprintf(vec, sizeof vec, "%.58s.1", names[last]);
         }
     }
-    int64_t par = val(E, p->k_par, 0, 0);
+    int64_t par = val(E, p->k_loc, 0, 0) ? 0 : val(E, p->k_par, 0, 0);
     if (par > nsp)
         par = nsp;
     KILN_TRY(emit_parallel(E, tn, &L, 0, (uint32_t)par, NULL));
@@ -1084,11 +1141,18 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
             snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[sorder[s]], lv);
     }
     KILN_TRY(emit_order(E, P, &PL, want));
+    char outer[KILN_SKETCH_NAME];
+    snprintf(outer, sizeof outer, "%.58s.0", names[sorder[ns - 1]]);
     if (!X && par) {
+        char parname[KILN_SKETCH_NAME];
         if (par > ns)
             par = ns;
-        KILN_TRY(emit_parallel(E, P, &PL, s0, (uint32_t)par, NULL));
+        KILN_TRY(emit_parallel(E, P, &PL, s0, (uint32_t)par, parname));
+        if (par == (int64_t)ns)
+            snprintf(outer, sizeof outer, "%s", parname);
     }
+    E->tile_stage[i] = kiln_arena_strdup(ctx, P);
+    E->tile_iter[i] = kiln_arena_strdup(ctx, outer);
     if (vec)
         KILN_TRY(step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
     if (unroll) {
@@ -1111,6 +1175,10 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
                          "program has out-of-range knob values for sketch '%s'", sk->desc);
     struct emit E = {.ctx = ctx, .g = g, .sk = sk, .p = p, .out = out};
+    E.tile_stage = kiln_arena_alloc(ctx, sizeof(char *) * (pv->nop + 1));
+    E.tile_iter = kiln_arena_alloc(ctx, sizeof(char *) * (pv->nop + 1));
+    if (!E.tile_stage || !E.tile_iter)
+        return ctx->err.status;
     for (uint32_t i = 0; i < pv->nop; i++)
         if (pv->op[i].mode == KILN_PLAN_INLINE)
             KILN_TRY(
@@ -1134,6 +1202,18 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
             break;
         }
     }
-    (void)is_tile_mode;
+    for (uint32_t i = 0; i < pv->nop; i++) {
+        const struct kiln_op_plan *op = &pv->op[i];
+        if (op->k_loc == KILN_NONE || !val(&E, op->k_loc, 0, 0))
+            continue;
+        if (!E.tile_stage[op->reader] || !E.tile_iter[op->reader])
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: reader of %s not tiled",
+                             kiln_graph_tensor_name(g, g->op[i].out));
+        struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = sym(&E, kiln_graph_tensor_name(g, g->op[i].out)),
+                               .target = sym(&E, E.tile_stage[op->reader]),
+                               .iter = sym(&E, E.tile_iter[op->reader])};
+        KILN_TRY(push(&E, st));
+    }
     return KILN_OK;
 }

@@ -29,6 +29,8 @@ struct kiln_op_plan {
     /* knob indices, KILN_NONE when absent */
     uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE]; /* per root axis (spatial, reduction) */
     uint32_t k_vaxis, k_vec, k_unroll, k_par, k_pack;
+    uint32_t k_loc;                /* PLAIN: 0 at root, 1 at the outer tile of its tiled reader */
+    uint32_t reader;               /* PLAIN with k_loc: the tiled op reading it */
     uint8_t  vcand[KILN_MAX_DIMS]; /* spatial axes that may be the vector axis */
     uint8_t  nvcand;
     /* per spatial axis: arguments (tensor, dimension) packed when it is the vector axis */
@@ -46,7 +48,5 @@ struct kiln_sketch_priv {
 /* The iterator names passes/state.c gives op `op`'s root loops (spatial, then reduction). */
 void kiln_sketch_axis_names(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op,
                             char names[][KILN_SKETCH_NAME]);
-/* Every knob value in range (tile lengths >= 1, product <= extent, innermost <= 64). */
-bool kiln_prog_valid(const struct kiln_sketch *sk, const struct kiln_prog *p);
 
 #endif

@@ -141,6 +141,9 @@ void kiln_prog_crossover(const struct kiln_sketch *sk, struct kiln_rng *rng,
 uint32_t kiln_prog_neighbours(const struct kiln_sketch *sk, const struct kiln_prog *p,
                               struct kiln_prog *out, uint32_t max);
 uint64_t kiln_prog_hash(const struct kiln_sketch *sk, const struct kiln_prog *p);
+/* Every knob value of p in range for sk: tile lengths >= 1 with product <= extent and the
+ * innermost <= 64, choices < nchoice. Programs made by the functions above always are. */
+bool kiln_prog_valid(const struct kiln_sketch *sk, const struct kiln_prog *p);
 /* {"sketch": "<desc>", "v": [..]} -- sketches are named by desc so records survive reorderings. */
 enum kiln_status kiln_prog_to_json(kiln_ctx *ctx, const struct kiln_sketch *sk,
                                    const struct kiln_prog *p, struct kiln_buf *out);

@@ -4,7 +4,8 @@
  * computes on random inputs; mutation, crossover and Droplet neighbours keep programs valid;
  * programs round-trip through JSON; the rules find the expected structures (multi-level tiling
  * with cache write for matmul, consumer fusion for matmul+bias+relu, rfactor for row
- * reductions). Programs per sketch: --iters (default 2); the seed is printed. */
+ * reductions). Programs per sketch: --iters / 50 (default --iters 100); the seed is printed. */
+#include "../../passes/state.h"
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
 
@@ -25,23 +26,25 @@ now(void)
 }
 
 static const char *const graphs[][2] = {
-    {"matmul", "input A: f32[24, 40]\nweight B: f32[40, 48]\nC[i, j] += A[i, k] * B[k, j]\n"
+    {"matmul", "input A: f32[12, 20]\nweight B: f32[20, 24]\nC[i, j] += A[i, k] * B[k, j]\n"
                "output C\n"},
-    {"matmul_bias_relu", "input A: f32[20, 36]\nweight B: f32[36, 32]\nweight b: f32[32]\n"
+    {"matmul_bias_relu", "input A: f32[10, 18]\nweight B: f32[18, 16]\nweight b: f32[16]\n"
                          "C[i, j] += A[i, k] * B[k, j]\nD = add(C, b)\nE = relu(D)\noutput E\n"},
     {"batch_matmul",
-     "input A: f32[3, 16, 20]\nweight B: f32[3, 20, 24]\nC = batch_matmul(A, B)\noutput C\n"},
-    {"conv3x3", "input x: f32[1, 8, 10, 10]\nweight w: f32[16, 8, 3, 3]\n"
+     "input A: f32[2, 8, 12]\nweight B: f32[2, 12, 16]\nC = batch_matmul(A, B)\noutput C\n"},
+    {"conv3x3", "input x: f32[1, 4, 6, 6]\nweight w: f32[8, 4, 3, 3]\n"
                 "y = conv2d(x, w, padding=1)\noutput y\n"},
-    {"conv1x1_s2", "input x: f32[2, 8, 12, 12]\nweight w: f32[16, 8, 1, 1]\n"
+    {"conv1x1_s2", "input x: f32[2, 8, 8, 8]\nweight w: f32[8, 8, 1, 1]\n"
                    "y = conv2d(x, w, stride=2)\noutput y\n"},
-    {"depthwise", "input x: f32[1, 8, 10, 10]\nweight w: f32[8, 1, 3, 3]\n"
+    {"depthwise", "input x: f32[1, 8, 6, 6]\nweight w: f32[8, 1, 3, 3]\n"
                   "y = conv2d(x, w, padding=1, groups=8)\noutput y\n"},
-    {"softmax", "input x: f32[4, 200]\ny = softmax(x, axis=-1)\noutput y\n"},
-    {"rowsum", "input x: f32[3, 300]\ns[i] += x[i, k]\noutput s\n"},
+    {"softmax", "input x: f32[4, 100]\ny = softmax(x, axis=-1)\noutput y\n"},
+    {"rowsum", "input x: f32[3, 120]\ns[i] += x[i, k]\noutput s\n"},
     {"elementwise", "input a: f32[6, 50]\ninput b: f32[6, 50]\nc = add(a, b)\nd = exp(c)\n"
                     "e = mul(d, a)\noutput e\n"},
-    {"two_anchors", "input x: f32[16, 24]\nweight w1: f32[24, 32]\nweight w2: f32[32, 8]\n"
+    {"exp_matmul", "input A: f32[10, 12]\nweight B: f32[12, 16]\nE = exp(A)\n"
+                   "C = matmul(E, B)\noutput C\n"},
+    {"two_anchors", "input x: f32[8, 12]\nweight w1: f32[12, 16]\nweight w2: f32[16, 8]\n"
                     "h = matmul(x, w1)\nr = relu(h)\ny = matmul(r, w2)\noutput y\n"},
 };
 
@@ -233,7 +236,9 @@ has_sketch(const struct kiln_sketch *sk, uint32_t n, const char *frag)
 static void
 test_programs(void)
 {
-    uint64_t iters = opt_iters_or(2);
+    /* --iters N: N / 50 programs per sketch (CI's sanitizer run passes 100, like the default) */
+    uint64_t iters = opt_iters_or(100) / 50;
+    iters = iters ? iters : 1;
     for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++) {
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g = PARSE(ctx, graphs[gi][1]);
@@ -325,59 +330,244 @@ test_programs(void)
            t_lower, t_jit, t_run);
 }
 
-/* The matmul knob values of the hand-written benchmark schedule (B in 32-wide panels, an 8x32
- * register tile through cache_write, reduction outermost in the local stage) are reachable. */
+/* Sets the knob called name (a split's lengths or a choice) of program p. */
+static void
+set_knob(const struct kiln_sketch *sk, struct kiln_prog *p, const char *name, int64_t a, int64_t b,
+         int64_t c)
+{
+    for (uint32_t i = 0; i < sk->nknob; i++) {
+        const struct kiln_knob *k = &sk->knob[i];
+        if (strcmp(k->name, name))
+            continue;
+        int64_t v[3] = {a, b, c};
+        for (uint32_t j = 0; j < (k->kind == KILN_KNOB_SPLIT ? k->nparts : 1u); j++)
+            p->v[k->slot + j] = v[j];
+        return;
+    }
+    harness_fail(__FILE__, __LINE__, "sketch %s has no knob '%s'", sk->desc, name);
+}
+
+struct knob_setting {
+    const char *name;
+    int64_t     v[3];
+};
+
+/* The loop order of stage `stage` after schedule text `sched` ("a b c"), from the schedule state
+ * itself (checks the rules' own bookkeeping of reorders, splits and fuses). */
+static const char *
+leaves_of(kiln_ctx *ctx, const struct kiln_graph *g, const char *sched, const char *stage)
+{
+    struct kiln_schedule s = {0};
+    struct kiln_state    st;
+    struct kiln_buf      b = {0};
+    if (kiln_sched_from_json(ctx, sched, strlen(sched), &s) != KILN_OK
+        || kiln_state_build(ctx, g, &s, &st) != KILN_OK)
+        return "(error)";
+    for (uint32_t i = 0; i < st.nst; i++) {
+        if (strcmp(kiln_sym_str(ctx, st.st[i].name), stage))
+            continue;
+        for (uint32_t l = 0; l < st.st[i].nleaf; l++)
+            kiln_buf_printf(ctx, &b, "%s%s", l ? " " : "",
+                            kiln_sym_str(ctx, st.st[i].it[st.st[i].leaf[l]].name));
+    }
+    return b.data ? b.data : "";
+}
+
+/* Program of sketch `desc` of graph `small` with the given knobs; checks that it runs right and
+ * returns its schedule for graph `big` (same definitions, larger shapes) as JSON. */
+static const char *
+bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
+           const struct knob_setting *set, uint32_t nset, const char *const *order)
+{
+    struct kiln_target tg;
+    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10};
+    const char        *out = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        struct kiln_graph  *g = PARSE(ctx, pass ? big : small);
+        struct kiln_sketch *sk = NULL, *cw = NULL;
+        uint32_t            nsk = 0;
+        if (!g || kiln_cg_target_parse(ctx, "llvm", &tg) != KILN_OK
+            || kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            CHECK(false);
+            return NULL;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            cw = !strcmp(sk[s].desc, desc) ? &sk[s] : cw;
+        CHECK(cw != NULL);
+        if (!cw)
+            return NULL;
+        struct kiln_prog p = {.sketch = cw->id};
+        for (uint32_t i = 0; i < nset; i++)
+            set_knob(cw, &p, set[i].name, set[i].v[0], set[i].v[1], set[i].v[2]);
+        struct kiln_schedule s = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, cw, &p, &s));
+        out = sched_text(ctx, &s);
+        for (uint32_t i = 0; pass == 0 && order[i]; i += 2)
+            CHECK_EQ_STR(order[i + 1], leaves_of(ctx, g, out, order[i]));
+        if (pass == 0) {
+            struct kiln_rng r = kiln_rng_new(opt_seed());
+            struct ref      R = {0};
+            if (make_ref(ctx, g, &r, &R))
+                CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like", true));
+            free_ref(&R);
+        }
+    }
+    return out;
+}
+
+/* The hand-written schedules of benchmarks/bench_cpu.c are in the search space: B packed into
+ * 32-wide panels and an 8x32 register tile through cache_write with the reduction outermost
+ * for matmul; weights packed by 16 output channels and a 14 x 16 (q x k) tile for the 3x3 conv.
+ * With KILN_SKETCH_DUMP=DIR the schedules for the benchmark's shapes are written to
+ * DIR/matmul.json and DIR/conv.json (for bench_cpu --matmul-schedule / --conv-schedule). */
+#define MATMUL_KG                                                                 \
+    "input A: f32[%d, %d]\nweight B: f32[%d, %d]\nC[i, j] += A[i, k] * B[k, j]\n" \
+    "output C\n"
+#define CONV_KG                                                                             \
+    "input x: f32[1, %d, %d, %d]\nweight w: f32[%d, %d, 3, 3]\n"                            \
+    "y[n, k, h, q] += select(h + rh >= 1 && h + rh <= %d && q + rw >= 1 && q + rw <= %d,\n" \
+    "                        x[n, c, h + rh - 1, q + rw - 1], 0.0) * w[k, c, rh, rw]\n"     \
+    "    where h < %d, q < %d\noutput y\n"
+
 static void
 test_bench_like(void)
 {
+    kiln_ctx                 *ctx = kiln_ctx_new(NULL);
+    char                      small[256], big[256];
+    const struct knob_setting mset[] = {
+        {"C.i tile", {1, 1, 8}},      {"C.j tile", {1, 1, 32}},   {"C.k tile", {1, 0, 0}},
+        {"C vector axis", {1, 0, 0}}, {"C vectorize", {1, 0, 0}}, {"C pack", {1, 0, 0}},
+        {"C auto_unroll", {3, 0, 0}}, {"C parallel", {1, 0, 0}},
+    };
+    snprintf(small, sizeof small, MATMUL_KG, 64, 64, 64, 64);
+    snprintf(big, sizeof big, MATMUL_KG, 1024, 1024, 1024, 1024);
+    static const char *const morder[] = {"C", "i.0 j.0 i.1 j.1 i.2 j.2 i.3 j.3", "C.local",
+                                         "i.0 j.0 k.0 i.1 j.1 k.1 i.2 j.2", NULL};
+    const char              *ms =
+        bench_prog(ctx, small, big, "C:tile+cache_write@2", mset, KILN_COUNTOF(mset), morder);
+    printf("matmul schedule: %s\n", ms ? ms : "(none)");
+    CHECK(ms && strstr(ms, "\"pack\"") && strstr(ms, "\"cache_write\"")
+          && strstr(ms, "\"compute_at\""));
+    const struct knob_setting cset[] = {
+        {"y.k tile", {1, 1, 16}},     {"y.h tile", {1, 1, 1}},    {"y.q tile", {1, 1, 14}},
+        {"y.c tile", {1, 0, 0}},      {"y.rh tile", {1, 0, 0}},   {"y.rw tile", {1, 0, 0}},
+        {"y vector axis", {0, 0, 0}}, {"y vectorize", {1, 0, 0}}, {"y pack", {1, 0, 0}},
+        {"y auto_unroll", {3, 0, 0}}, {"y parallel", {1, 0, 0}},
+    };
+    char csmall[512], cbig[512];
+    snprintf(csmall, sizeof csmall, CONV_KG, 16, 14, 14, 32, 16, 14, 14, 14, 14);
+    snprintf(cbig, sizeof cbig, CONV_KG, 128, 28, 28, 128, 128, 28, 28, 28, 28);
+    static const char *const corder[] = {
+        "y", "n h.0 q.0 k.0 h.1 q.1 k.1 h.2 q.2 k.2 h.3 q.3 k.3", "y.local",
+        "n h.0 q.0 k.0 rh.0 rw.0 c.0 h.1 q.1 k.1 rh.1 rw.1 c.1 h.2 q.2 k.2", NULL};
+    const char *cs =
+        bench_prog(ctx, csmall, cbig, "y:tile+cache_write@2", cset, KILN_COUNTOF(cset), corder);
+    printf("conv schedule: %s\n", cs ? cs : "(none)");
+    CHECK(cs && strstr(cs, "\"pack\"") && strstr(cs, "\"stage\": \"w\""));
+    const char *dir = getenv("KILN_SKETCH_DUMP");
+    for (int i = 0; dir && i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.json", dir, i ? "conv" : "matmul");
+        FILE *fp = fopen(path, "w");
+        CHECK(fp != NULL);
+        if (fp) {
+            fputs(i ? (cs ? cs : "") : (ms ? ms : ""), fp);
+            fclose(fp);
+        }
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* A plain producer read only by a tiled op gets a location knob; computed at the reader's
+ * outermost tile (every sketch, with and without parallel outer loops), it still computes the
+ * same. */
+static void
+test_location(void)
+{
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph  *g = PARSE(ctx, "input A: f32[64, 64]\nweight B: f32[64, 64]\n"
-                                        "C[i, j] += A[i, k] * B[k, j]\noutput C\n");
+    struct kiln_graph  *g = NULL;
     struct kiln_target  tg;
-    struct kiln_hw      hw;
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
-    CHECK(g && kiln_cg_target_parse(ctx, "llvm", &tg) == KILN_OK);
-    if (!g) {
-        kiln_ctx_free(ctx);
-        return;
-    }
-    kiln_hw_from_target(&tg, &hw);
-    hw.num_cores = 2;
-    hw.vector_lanes = 16;
-    CHECK_EQ_INT(KILN_OK, kiln_sketches_generate(ctx, g, &hw, &sk, &nsk));
-    const struct kiln_sketch *cw = NULL;
-    for (uint32_t s = 0; s < nsk; s++)
-        if (!strcmp(sk[s].desc, "C:tile+cache_write@2"))
-            cw = &sk[s];
-    CHECK(cw != NULL);
-    if (!cw) {
-        kiln_ctx_free(ctx);
-        return;
-    }
-    struct kiln_prog           p = {.sketch = cw->id};
-    const struct kiln_op_plan *op = &cw->priv->op[0];
-    int64_t *vi = &p.v[cw->knob[op->k_split[0]].slot], *vj = &p.v[cw->knob[op->k_split[1]].slot];
-    vi[0] = 1, vi[1] = 1, vi[2] = 8;        /* i: 8 rows per register tile */
-    vj[0] = 1, vj[1] = 1, vj[2] = 32;       /* j: 32 columns (two 16-lane vectors) */
-    p.v[cw->knob[op->k_split[2]].slot] = 1; /* k: whole reduction outermost */
-    p.v[cw->knob[op->k_vaxis].slot] = 1;    /* j is the vector axis */
-    p.v[cw->knob[op->k_vec].slot] = 1;
-    p.v[cw->knob[op->k_pack].slot] = 1;
-    p.v[cw->knob[op->k_unroll].slot] = 3; /* 512 */
-    p.v[cw->knob[op->k_par].slot] = 1;
-    struct kiln_schedule s = {0};
-    CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, cw, &p, &s));
-    const char *txt = sched_text(ctx, &s);
-    printf("bench-like schedule: %s\n", txt);
-    CHECK(strstr(txt, "\"pack\"") && strstr(txt, "\"cache_write\"")
-          && strstr(txt, "\"compute_at\""));
-    struct kiln_rng r = kiln_rng_new(opt_seed());
-    struct ref      R = {0};
-    if (make_ref(ctx, g, &r, &R))
-        CHECK(check_prog(ctx, g, &tg, cw, &p, &R, "bench-like", true));
+    struct kiln_rng     r = kiln_rng_new(opt_seed());
+    struct ref          R = {0};
+    for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++)
+        if (!strcmp(graphs[gi][0], "exp_matmul"))
+            g = PARSE(ctx, graphs[gi][1]);
+    CHECK(g && kiln_cg_target_parse(ctx, "llvm", &tg) == KILN_OK
+          && kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) == KILN_OK && make_ref(ctx, g, &r, &R));
+    for (uint32_t s = 0; g && s < nsk; s++)
+        for (int64_t par = 0; par < 3; par++) {
+            struct kiln_prog p;
+            kiln_prog_sample(&sk[s], &r, &p);
+            set_knob(&sk[s], &p, "E location", 1, 0, 0);
+            set_knob(&sk[s], &p, "C parallel", par, 0, 0);
+            struct kiln_schedule sc = {0};
+            CHECK_EQ_INT(KILN_OK, kiln_prog_schedule(ctx, g, &sk[s], &p, &sc));
+            CHECK(strstr(sched_text(ctx, &sc), "\"stage\": \"E\", \"target\"") != NULL);
+            CHECK(check_prog(ctx, g, &tg, &sk[s], &p, &R, "location", par == 2));
+        }
     free_ref(&R);
     kiln_ctx_free(ctx);
+}
+
+/* The example networks (whole graphs, larger than tasks): every sketch's sampled programs and
+ * a neighbour of each lower (not run: the shapes are too large for the interpreter). */
+static void
+test_examples_lower(void)
+{
+    static const char *const files[] = {"examples/attention.kg", "examples/resnet_block.kg",
+                                        "examples/depthwise_separable.kg",
+                                        "examples/canvas_kernel.kg", "examples/matmul.kg"};
+    uint64_t iters = opt_iters_or(100) / 100; /* a program and a neighbour per sketch */
+    for (size_t fi = 0; fi < KILN_COUNTOF(files); fi++) {
+        size_t len = 0;
+        char  *text = read_file(files[fi], &len);
+        if (!text) {
+            harness_fail(__FILE__, __LINE__, "cannot read %s", files[fi]);
+            continue;
+        }
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(ctx, text);
+        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10};
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, nlow = 0;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), files[fi]));
+        free(text);
+        if (!g || kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            report(ctx, files[fi], "kiln_sketches_generate", NULL);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            for (uint64_t it = 0; it < (iters ? iters : 1); it++) {
+                struct kiln_prog p, nb[64];
+                kiln_prog_sample(&sk[s], &r, &p);
+                uint32_t nn = kiln_prog_neighbours(&sk[s], &p, nb, 64);
+                if (nn) { /* one neighbour, at random */
+                    nb[0] = nb[kiln_rng_below(&r, nn)];
+                    nn = 1;
+                }
+                for (uint32_t k = 0; k <= nn; k++) {
+                    struct kiln_schedule    sc = {0};
+                    struct kiln_func       *f = NULL;
+                    const struct kiln_prog *q = k < nn ? &nb[k] : &p;
+                    if (kiln_prog_schedule(ctx, g, &sk[s], q, &sc) != KILN_OK) {
+                        report(ctx, files[fi], "kiln_prog_schedule", sk[s].desc);
+                        break;
+                    }
+                    if (kiln_lower(ctx, g, &sc, &f) != KILN_OK) {
+                        report(ctx, files[fi], "kiln_lower", sched_text(ctx, &sc));
+                        break;
+                    }
+                    nlow++;
+                }
+            }
+        printf("%s: %u sketches, %u schedules lowered; first: %s\n", files[fi], nsk, nlow,
+               sk[0].desc);
+        kiln_ctx_free(ctx);
+    }
 }
 
 /* Bad program JSON gives clear errors, never a crash. */
@@ -401,6 +591,35 @@ test_json_errors(void)
         kiln_ctx_error_clear(ctx);
         CHECK_EQ_INT(KILN_ERR_INVALID, kiln_prog_from_json(ctx, sk, nsk, bad[i], &p));
     }
+    /* out-of-range values of the right count: a zero tile length, a huge number, a choice
+     * past its options */
+    const struct kiln_sketch *t = NULL;
+    for (uint32_t i = 0; i < nsk; i++)
+        t = !strcmp(sk[i].desc, "C:tile") ? &sk[i] : t;
+    CHECK(t != NULL);
+    for (int which = 0; t && which < 3; which++) {
+        struct kiln_rng r = kiln_rng_new(opt_seed());
+        struct kiln_buf b = {0};
+        kiln_prog_sample(t, &r, &p);
+        const struct kiln_knob *last = &t->knob[t->nknob - 1];
+        kiln_buf_puts(ctx, &b, "{\"sketch\": \"C:tile\", \"v\": [");
+        for (uint32_t v = 0; v < t->nvalues; v++) {
+            const char *num = NULL;
+            if (v == 0 && which == 0)
+                num = "0";
+            if (v == 0 && which == 1)
+                num = "1e300";
+            if (v == last->slot && which == 2)
+                num = "99";
+            if (num)
+                kiln_buf_printf(ctx, &b, "%s%s", v ? ", " : "", num);
+            else
+                kiln_buf_printf(ctx, &b, "%s%lld", v ? ", " : "", (long long)p.v[v]);
+        }
+        kiln_buf_puts(ctx, &b, "]}");
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_prog_from_json(ctx, sk, nsk, b.data, &p));
+    }
     kiln_ctx_free(ctx);
 }
 
@@ -408,8 +627,8 @@ int
 main(int argc, char **argv)
 {
     static const struct test tests[] = {
-        {"programs", test_programs},
-        {"bench_like", test_bench_like},
+        {"programs", test_programs},       {"bench_like", test_bench_like},
+        {"location", test_location},       {"examples_lower", test_examples_lower},
         {"json_errors", test_json_errors},
     };
     return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
