@@ -526,6 +526,11 @@ one(const char *dir, const struct opts *o, struct counts *c, unsigned idx)
     v = t.ctx ? run_test(&t, idx) : fail(&t, "out of memory");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    char   note[512] = ""; /* the bound inputs' names live in the context */
+    for (uint32_t b = 0, len = 0; b < t.nbound && len < sizeof note; b++)
+        len +=
+            (uint32_t)snprintf(note + len, sizeof note - len, "%s%s",
+                               b ? ", " : "; bound to test_data_set_0's values: ", t.bind[b].name);
     for (uint32_t i = 0; t.bufs && i < t.nargs; i++)
         free(t.bufs[i].data);
     free(t.bufs);
@@ -535,10 +540,7 @@ one(const char *dir, const struct opts *o, struct counts *c, unsigned idx)
     case PASS:
         c->pass++;
         if (!o->quiet) {
-            printf("PASS %s (%.2f s", name, secs);
-            for (uint32_t b = 0; b < t.nbound; b++)
-                printf("%s%s", b ? ", " : "; bound to test_data_set_0's values: ", t.bind[b].name);
-            printf(")\n");
+            printf("PASS %s (%.2f s%s)\n", name, secs, note);
         }
         break;
     case FAIL:

@@ -642,6 +642,73 @@ imp_prelu(struct imp *m)
     return set_output(m, 0, lib2(m, "add", o, pos, sc));
 }
 
+/* Activations written as chains of library ops with scalar constants:
+ *   HardSigmoid  max(min(alpha x + beta, 1), 0)       HardSwish  x HardSigmoid(x; 1/6, 1/2)
+ *   Softplus     log(exp(x) + 1)                      Softsign   x / (|x| + 1)
+ *   Elu          max(x, 0) + alpha (exp(min(x, 0)) - 1)
+ *   Selu         gamma (max(x, 0) + alpha (exp(min(x, 0)) - 1))
+ *   Celu         max(x, 0) + min(alpha (exp(x / alpha) - 1), 0) */
+static enum kiln_status
+imp_activation(struct imp *m, const char *op)
+{
+    bool hs = !strcmp(op, "HardSigmoid"), elu = !strcmp(op, "Elu"), selu = !strcmp(op, "Selu"),
+         celu = !strcmp(op, "Celu");
+    if (!known_attrs(m, hs || elu || selu || celu ? "alpha" : NULL, hs ? "beta" : "gamma", NULL))
+        return m->ctx->err.status;
+    if (!selu && attr(m, "gamma"))
+        return UNSUP(m, "attribute 'gamma' is not supported");
+    struct value *x = input(m, 0);
+    if (!x)
+        return m->ctx->err.status;
+    enum kiln_dtype dt = vdtype(m, x);
+    if (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64 && dt != KILN_DTYPE_F16
+        && dt != KILN_DTYPE_BF16)
+        return UNSUP(m, "%s of %s is not supported (float dtypes only)", op, kiln_dtype_name(dt));
+    const char *o = out0(m);
+    uint32_t    t = tensor_of(m, x), y;
+#define K(v)    scalar(m, suffixed(m, o, "k"), (v), dt)
+#define STEP(s) suffixed(m, o, s)
+    if (hs || !strcmp(op, "HardSwish")) {
+        double alpha = hs ? attr_float(m, "alpha", 0.2) : 1.0 / 6,
+               beta = hs ? attr_float(m, "beta", 0.5) : 0.5;
+        uint32_t a = lib2(m, "mul", STEP("ax"), t, K(alpha));
+        a = lib2(m, "add", STEP("axb"), a, K(beta));
+        a = lib2(m, "minimum", STEP("min1"), a, K(1));
+        y = lib2(m, "maximum", hs ? o : STEP("hsig"), a, K(0));
+        if (!hs)
+            y = lib2(m, "mul", o, t, y);
+    } else if (!strcmp(op, "Softplus")) {
+        y = lib1(m, "exp", STEP("exp"), t, NULL);
+        y = lib2(m, "add", STEP("exp1"), y, K(1));
+        y = lib1(m, "log", o, y, NULL);
+    } else if (!strcmp(op, "Softsign")) {
+        y = lib1(m, "abs", STEP("abs"), t, NULL);
+        y = lib2(m, "add", STEP("abs1"), y, K(1));
+        y = lib2(m, "div", o, t, y);
+    } else if (celu) {
+        double   alpha = attr_float(m, "alpha", 1);
+        uint32_t e = lib2(m, "mul", STEP("xa"), t, K(1 / alpha));
+        e = lib1(m, "exp", STEP("exp"), e, NULL);
+        e = lib2(m, "sub", STEP("exp1"), e, K(1));
+        e = lib2(m, "mul", STEP("neg"), e, K(alpha));
+        e = lib2(m, "minimum", STEP("negmin"), e, K(0));
+        y = lib2(m, "add", o, lib2(m, "maximum", STEP("pos"), t, K(0)), e);
+    } else { /* Elu, Selu */
+        double   alpha = attr_float(m, "alpha", elu ? 1.0 : 1.67326319217681884765625);
+        double   gamma = attr_float(m, "gamma", 1.05070102214813232421875);
+        uint32_t e = lib2(m, "minimum", STEP("min0"), t, K(0));
+        e = lib1(m, "exp", STEP("exp"), e, NULL);
+        e = lib2(m, "sub", STEP("exp1"), e, K(1));
+        e = lib2(m, "mul", STEP("neg"), e, K(alpha));
+        y = lib2(m, "add", elu ? o : STEP("sum"), lib2(m, "maximum", STEP("pos"), t, K(0)), e);
+        if (selu)
+            y = lib2(m, "mul", o, y, K(gamma));
+    }
+#undef K
+#undef STEP
+    return set_output(m, 0, y);
+}
+
 /* Sum, Max, Min: a chain of the binary op over 1 or more inputs. */
 static enum kiln_status
 imp_variadic(struct imp *m, const char *op)
@@ -1587,6 +1654,11 @@ import_node(struct imp *m)
         return imp_clip(m);
     if (!strcmp(op, "PRelu"))
         return imp_prelu(m);
+    static const char *const activations[] = {"HardSigmoid", "HardSwish", "Softplus", "Softsign",
+                                              "Elu",         "Selu",      "Celu"};
+    for (size_t i = 0; i < KILN_COUNTOF(activations); i++)
+        if (!strcmp(op, activations[i]))
+            return imp_activation(m, op);
     if (!strcmp(op, "ReduceSum"))
         return imp_reduce(m, 0);
     if (!strcmp(op, "ReduceMean"))

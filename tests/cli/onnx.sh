@@ -33,7 +33,8 @@ test_shape_start_1 test_sigmoid test_softmax_axis_0 test_softmax_default_axis te
 test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_axis_3
 test_clip_splitbounds test_convtranspose_output_shape test_dropout_default_mask test_reshape_negative_dim
 test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad test_prelu_broadcast
-test_reduce_mean_default_axes_keepdims_random test_reduce_sum_square_do_not_keepdims_random test_reduce_sum_keepdims_random"
+test_reduce_mean_default_axes_keepdims_random test_reduce_sum_square_do_not_keepdims_random test_reduce_sum_keepdims_random
+test_hardswish test_elu test_selu_default test_celu test_softplus test_softsign"
 dirs=()
 for t in $TESTS; do dirs+=("$DATA/$t"); done
 n=$(echo $TESTS | wc -w)

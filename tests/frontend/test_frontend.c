@@ -758,19 +758,19 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 207);
+    backend_suite("node", 224);
 }
 
 static void
 test_backend_pytorch_converted(void)
 {
-    backend_suite("pytorch-converted", 62);
+    backend_suite("pytorch-converted", 65);
 }
 
 static void
 test_backend_pytorch_operator(void)
 {
-    backend_suite("pytorch-operator", 30);
+    backend_suite("pytorch-operator", 31);
 }
 
 static const struct test tests[] = {
