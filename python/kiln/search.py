@@ -402,7 +402,8 @@ class Search:
         self.check_config()
         self.load_records()
         if self.records:
-            self.log("kiln search: resuming, %d candidates already done" % len(self.records))
+            self.log("kiln search: resuming, %d candidates already done%s" % (
+                self.done(), " (and the baseline)" if BASELINE in self.records else ""))
         self.setup()
         self.run_baseline()
         rnd = 0
