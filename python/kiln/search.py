@@ -597,8 +597,8 @@ def parser():
     a("--epochs", type=_pos(int), default=2, help="training epochs (default 2)")
     a("--batch-size", type=_pos(int), default=64)
     a("--lr", type=_pos(float), default=3e-3, help="AdamW peak learning rate (3e-3)")
-    a("--cutoff", type=float, default=5.0,
-      help="drop a candidate this many points behind the best after an epoch (5)")
+    a("--cutoff", type=float, default=10.0,
+      help="drop a candidate this many points behind the best after an epoch (10)")
     a("--seed", type=int, default=1)
     a("--flops", type=_range_arg, default=[0.05, 0.6], metavar="LO:HI",
       help="FLOPs relative to the 3x3 convolutions (default 0.05:0.6)")
