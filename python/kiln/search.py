@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from . import fmnist
 from .errors import Error
-from .kas import (load_module_file, placeholders, record_shapes, replace, run_kiln,
+from .kas import (load_module_file, record_shapes, replace, run_kiln,
                   sample_kernels)
 
 BASELINE = "conv3x3"
