@@ -12,6 +12,7 @@ with ``kiln.Placeholder()``, let ``kiln.sample`` invent a kernel legal for every
 See python/README.md.
 """
 
+import atexit
 import importlib.util
 import json
 import os
@@ -26,6 +27,13 @@ from torch import nn
 from .errors import Error
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TEMP_DIRS = []
+
+
+@atexit.register
+def _remove_temp_dirs():
+    for d in _TEMP_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def kiln_binary():
@@ -188,7 +196,7 @@ def sample_kernels(shapes, n=1, seed=None, flops=None, params=None, stride=1, ma
     """Runs the C sampler (``kiln sample --json --out OUT``) for placeholders ``shapes`` (a list
     of ``(C, K, H, W)``) and returns ``n`` ``Kernel`` objects (fewer only if the sampler runs out
     of designs, which it reports as an error). ``out`` (a directory, created) keeps the files;
-    by default a temporary directory that lives as long as the process."""
+    by default a temporary directory removed when the process exits."""
     if not shapes:
         raise Error("sample: no placeholder shapes")
     if len(shapes) > 16:
@@ -197,6 +205,7 @@ def sample_kernels(shapes, n=1, seed=None, flops=None, params=None, stride=1, ma
         seed = random.randrange(1 << 31)
     if out is None:
         out = tempfile.mkdtemp(prefix="kiln-sample-")
+        _TEMP_DIRS.append(out)
     args = ["sample", "-n", int(n), "--seed", int(seed), "--json", "--out", out, "--stride",
             stride]
     for c, k, h, w in shapes:
