@@ -24,6 +24,7 @@ int cmd_tune(int argc, char **argv);      /* cli/cmd_tune.c */
 int cmd_records(int argc, char **argv);   /* cli/cmd_records.c */
 int cmd_onnx_test(int argc, char **argv); /* cli/cmd_onnx_test.c */
 int cmd_sample(int argc, char **argv);    /* cli/cmd_sample.c */
+int cmd_search(int argc, char **argv);    /* cli/cmd_search.c (runs python -m kiln.search) */
 
 /* ---- shared helpers (cli/common.c) ---- */
 /* Prints "kiln: " and the context's formatted error to stderr; returns 1. */

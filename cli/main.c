@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"records", cmd_records, "list, export or import tuning records"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
     {"sample", cmd_sample, "sample new kernels to replace a convolution (.kg and PyTorch)"},
+    {"search", cmd_search, "search kernels faster than a convolution at its accuracy (PyTorch)"},
 };
 
 static void

@@ -6,6 +6,9 @@ Two halves:
   (include/kiln_abi.h). Needs no libkiln. Tensors cross zero-copy as DLPack tensors.
 * ``kiln.parse`` / ``kiln.graph_hash`` / ``kiln.eval``: ctypes over libkiln.so (the .kg
   parser, structural hashes and the reference interpreter), used as an oracle by tests.
+* ``kiln.Placeholder`` / ``kiln.sample`` / ``kiln.replace``: kernel architecture search from
+  PyTorch (kiln/kas.py, through the ``kiln sample`` command); the search loop is
+  ``python3 -m kiln.search`` (``kiln search``).
 
     import numpy as np, kiln
     mm = kiln.load("mm.so")
@@ -24,4 +27,10 @@ from .module import Arg, Module, aligned, aligned_empty, load
 
 __all__ = ["Arg", "DTYPES", "Error", "Graph", "Module", "aligned", "aligned_empty", "compile",
            "eval", "graph_hash", "lib", "load", "parse"]
+
+try:  # kernel architecture search from PyTorch (needs torch; the rest of the package does not)
+    from .kas import Kernel, Placeholder, replace, sample
+    __all__ += ["Kernel", "Placeholder", "replace", "sample"]
+except ImportError:  # pragma: no cover
+    pass
 __version__ = "0.1.0"
