@@ -1275,6 +1275,7 @@ test_feat_lower_helper(void)
     struct kiln_schedule s = {0};
     struct kiln_rng      r = kiln_rng_new(opt_seed());
     struct sbuf          b;
+    double               spent = 0;
     for (int k = 0; g && k < 8; k++) {
         conv_schedule(&r, &b);
         s.nstep = 0;
@@ -1284,7 +1285,9 @@ test_feat_lower_helper(void)
         }
         uint32_t         nnode = ctx->nnode;
         struct kiln_feat A = {0}, B = {0};
+        double           t0 = now();
         CHECK_EQ_INT(KILN_OK, kiln_features_lower(ctx, g, &s, &test_hw, &A));
+        spent += now() - t0;
         CHECK_EQ_INT(nnode, ctx->nnode);
         struct kiln_func *f;
         if (kiln_lower(ctx, g, &s, &f) == KILN_OK && extract(ctx, f, &B)) {
@@ -1295,6 +1298,7 @@ test_feat_lower_helper(void)
         kiln_feat_free(&A);
         kiln_feat_free(&B);
     }
+    printf("kiln_features_lower: %.2f ms per conv schedule\n", spent / 8 * 1e3);
     /* a schedule that does not lower: lowering's error, no rows */
     const char *bad = "{\"steps\": [{\"op\": \"vectorize\", \"stage\": \"y\", \"iter\": \"co\"}]}";
     struct kiln_feat F = {0};
