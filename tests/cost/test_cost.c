@@ -1071,6 +1071,14 @@ test_cm_errors(void)
     CHECK(kiln_cm_trained(m));
     CHECK_EQ_INT(KILN_OK, kiln_cm_predict(m, F, 8, s));
     CHECK(s[0] == before);
+    /* XGBoost's own refusals come back as backend errors with its message */
+    float saved = F[2].row[5];
+    F[2].row[5] = INFINITY;
+    y[0] = 0.5;
+    EXPECT(KILN_ERR_BACKEND, kiln_cm_train(m, F, y, 8), "XGDMatrixCreateFromMat");
+    EXPECT(KILN_ERR_BACKEND, kiln_cm_predict(m, F, 8, s), "inf");
+    F[2].row[5] = saved;
+    CHECK(kiln_cm_trained(m));
     EXPECT(KILN_ERR_INVALID, kiln_cm_predict(m, F, 8, NULL), "no score");
     EXPECT(KILN_ERR_INVALID, kiln_cm_predict(m, &bad, 1, s), "no data");
     CHECK_EQ_INT(KILN_OK, kiln_cm_predict(m, F, 0, s));
