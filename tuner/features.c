@@ -597,15 +597,14 @@ access_lin(struct fx *X, uint32_t buf, uint32_t list, struct lin *out)
             lin_of(X, node(X, list)->kid[0], out, 0);
         return;
     }
+    /* row-major: collect the indices, then walk from the last dimension (stride 1) */
     double     stride = 1;
     struct lin li;
-    uint32_t   d = n;
-    /* walk from the last dimension: collect the ids first */
-    uint32_t ids[KILN_MAX_DIMS + 1];
-    uint32_t m = 0;
+    uint32_t   ids[KILN_MAX_DIMS + 1];
+    uint32_t   m = 0;
     for (uint32_t l = list; l && m <= KILN_MAX_DIMS; l = node(X, l)->kid[1])
         ids[m++] = node(X, l)->kid[0];
-    for (d = m; d-- > 0;) {
+    for (uint32_t d = m; d-- > 0;) {
         lin_of(X, ids[d], &li, 0);
         lin_scale(&li, stride);
         lin_add(out, &li, 1);
