@@ -1257,13 +1257,25 @@ kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "features", "no output given");
     out->row = NULL;
     out->nrow = 0;
-    struct kiln_arena_mark am = kiln_arena_mark(ctx);
-    uint32_t               em = kiln_expr_mark(ctx);
-    struct kiln_func      *f;
-    enum kiln_status       st = kiln_lower(ctx, g, s, &f);
+    struct kiln_scratch sc = kiln_scratch_begin(ctx);
+    struct kiln_func   *f;
+    enum kiln_status    st = kiln_lower(ctx, g, s, &f);
     if (st == KILN_OK)
         st = kiln_features_extract(ctx, f, hw, out);
-    kiln_expr_rollback(ctx, em);
-    kiln_arena_rewind(ctx, am);
+    kiln_scratch_end(ctx, sc);
     return st;
+}
+
+struct kiln_scratch
+kiln_scratch_begin(kiln_ctx *ctx)
+{
+    return (struct kiln_scratch){kiln_arena_mark(ctx), kiln_expr_mark(ctx), kiln_sym_mark(ctx)};
+}
+
+void
+kiln_scratch_end(kiln_ctx *ctx, struct kiln_scratch s)
+{
+    kiln_expr_rollback(ctx, s.expr);
+    kiln_sym_rollback(ctx, s.sym);
+    kiln_arena_rewind(ctx, s.arena);
 }

@@ -11,8 +11,8 @@
  * is faster by a statistically significant margin (one-sided Welch t-test over the repeats,
  * p <= 0.05, and at least 1% faster), and stops when none is.
  *
- * Scoring lowers every candidate and extracts its features inside a scratch scope (arena,
- * expression and symbol marks rolled back), so a long search does not grow the context. */
+ * Scoring lowers every candidate and extracts its features inside a scratch scope
+ * (kiln_scratch_begin/end), so a long search does not grow the context. */
 #include "search.h"
 
 #include <math.h>
@@ -25,43 +25,19 @@
 #define MUTATE_P         0.85
 #define MAX_NEIGHBOURS   256
 
-/* ---- scratch scopes ---- */
-
-struct scratch {
-    struct kiln_arena_mark arena;
-    uint32_t               expr, sym;
-};
-
-static struct scratch
-scratch_begin(kiln_ctx *ctx)
-{
-    return (struct scratch){kiln_arena_mark(ctx), kiln_expr_mark(ctx), kiln_sym_mark(ctx)};
-}
-
-static void
-scratch_end(kiln_ctx *ctx, struct scratch s)
-{
-    kiln_ctx_error_clear(ctx);
-    kiln_expr_rollback(ctx, s.expr);
-    kiln_sym_rollback(ctx, s.sym);
-    kiln_arena_rewind(ctx, s.arena);
-}
-
-/* Features of program p (malloc'ed rows survive the scope). false when it does not lower. */
-static bool
-prog_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
+bool
+kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
 {
     kiln_ctx            *ctx = T->ctx;
-    struct scratch       sc = scratch_begin(ctx);
+    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
     struct kiln_schedule s = {0};
-    struct kiln_func    *f = NULL;
     memset(out, 0, sizeof *out);
     bool ok = kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
-              && kiln_lower(ctx, T->t->g, &s, &f) == KILN_OK
-              && kiln_features_extract(ctx, f, T->hw, out) == KILN_OK;
+              && kiln_features_lower(ctx, T->t->g, &s, T->hw, out) == KILN_OK;
     if (!ok)
         kiln_feat_free(out);
-    scratch_end(ctx, sc);
+    kiln_ctx_error_clear(ctx);
+    kiln_scratch_end(ctx, sc);
     return ok;
 }
 
@@ -133,7 +109,7 @@ score(struct ttask *T, struct cand *c, uint32_t n)
         goto out;
     }
     for (uint32_t i = 0; i < n; i++)
-        ok[i] = prog_features(T, &c[i].p, &f[i]);
+        ok[i] = kiln_ttask_features(T, &c[i].p, &f[i]);
     st = kiln_cm_predict(T->cm, f, n, sc);
     for (uint32_t i = 0; i < n; i++)
         c[i].score = ok[i] && st == KILN_OK ? sc[i] : -INFINITY;
@@ -480,7 +456,7 @@ kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog 
         if (S->o->stop && *S->o->stop)
             return KILN_OK;
         for (uint32_t k = 0; k < m; k++) {
-            struct scratch          sc = scratch_begin(ctx);
+            struct kiln_scratch     sc = kiln_scratch_begin(ctx);
             struct kiln_schedule    s = {0};
             struct kiln_buf         b = {0};
             const struct kiln_prog *p = &progs[i0 + k];
@@ -489,7 +465,8 @@ kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog 
                 js[k] = strdup(b.data);
             else
                 js[k] = strdup("{\"steps\": []}");
-            scratch_end(ctx, sc);
+            kiln_ctx_error_clear(ctx);
+            kiln_scratch_end(ctx, sc);
             /* check the first programs of each sketch and every program that may be a new best
              * (the measurer checks every candidate it is asked to: cheap next to timing) */
             in[k] = (struct kiln_measure_input){.schedule_json = js[k], .check = true};

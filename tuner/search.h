@@ -67,6 +67,8 @@ enum kiln_status kiln_ttask_record(struct tsession *S, struct ttask *T, const st
                                    const char *schedule_json, const struct kiln_measure_result *r,
                                    const char *strategy, bool store);
 bool             kiln_ttask_seen(const struct ttask *T, uint64_t h);
+/* Features of program p of T (rows malloc'ed); false, with *out empty, when it does not lower. */
+bool kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out);
 
 /* One round of evolutionary search: picks up to n unmeasured programs, measures and records
  * them. Returns the number measured in *done. */

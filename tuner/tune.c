@@ -399,24 +399,9 @@ free_tasks(struct ttask *T, uint32_t n)
 static void
 resume_features(struct ttask *T)
 {
-    for (uint32_t k = 0; k < T->nm; k++) {
-        struct tprog *q = &T->m[k];
-        if (!q->has_prog || q->feat.nrow)
-            continue;
-        kiln_ctx              *ctx = T->ctx;
-        struct kiln_arena_mark am = kiln_arena_mark(ctx);
-        uint32_t               em = kiln_expr_mark(ctx), sm = kiln_sym_mark(ctx);
-        struct kiln_schedule   s = {0};
-        struct kiln_func      *f;
-        if (kiln_prog_schedule(ctx, T->t->g, &T->sk[q->p.sketch], &q->p, &s) != KILN_OK
-            || kiln_lower(ctx, T->t->g, &s, &f) != KILN_OK
-            || kiln_features_extract(ctx, f, T->hw, &q->feat) != KILN_OK)
-            kiln_feat_free(&q->feat);
-        kiln_ctx_error_clear(ctx);
-        kiln_expr_rollback(ctx, em);
-        kiln_sym_rollback(ctx, sm);
-        kiln_arena_rewind(ctx, am);
-    }
+    for (uint32_t k = 0; k < T->nm; k++)
+        if (T->m[k].has_prog && !T->m[k].feat.nrow)
+            kiln_ttask_features(T, &T->m[k].p, &T->m[k].feat);
 }
 
 static enum kiln_status
@@ -564,13 +549,11 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
 static bool
 lowers(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s)
 {
-    struct kiln_arena_mark am = kiln_arena_mark(ctx);
-    uint32_t               em = kiln_expr_mark(ctx);
-    struct kiln_func      *f;
-    bool                   ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
+    struct kiln_scratch sc = kiln_scratch_begin(ctx);
+    struct kiln_func   *f;
+    bool                ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
     kiln_ctx_error_clear(ctx);
-    kiln_expr_rollback(ctx, em);
-    kiln_arena_rewind(ctx, am);
+    kiln_scratch_end(ctx, sc);
     return ok;
 }
 
