@@ -198,9 +198,8 @@ train(struct ttask *T)
 }
 
 static bool
-batch_has(const struct kiln_prog *b, const uint64_t *bh, uint32_t nb, uint64_t h)
+batch_has(const uint64_t *bh, uint32_t nb, uint64_t h)
 {
-    (void)b;
     for (uint32_t i = 0; i < nb; i++)
         if (bh[i] == h)
             return true;
@@ -277,7 +276,7 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
         }
         qsort(P.c, P.n, sizeof *P.c, cand_cmp_desc);
         for (uint32_t i = 0; i < P.n && nb + neps < n; i++) {
-            if (batch_has(batch, bh, nb, P.c[i].h))
+            if (batch_has(bh, nb, P.c[i].h))
                 continue;
             batch[nb] = P.c[i].p;
             bh[nb++] = P.c[i].h;
@@ -288,7 +287,7 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
         struct kiln_prog p;
         random_prog(T, &p);
         uint64_t h = kiln_prog_hash(&T->sk[p.sketch], &p);
-        if (kiln_ttask_seen(T, h) || batch_has(batch, bh, nb, h))
+        if (kiln_ttask_seen(T, h) || batch_has(bh, nb, h))
             continue;
         batch[nb] = p;
         bh[nb++] = h;
