@@ -111,6 +111,67 @@ vector_knobs(const struct kiln_sketch *sk, const struct kiln_prog *p, bool *vec)
     }
 }
 
+#define KILN_TILE_REGS 24 /* accumulators an innermost tile may hold without spilling */
+
+static bool
+tiled(const struct kiln_op_plan *op)
+{
+    return op->nvcand > 0
+           && (op->mode == KILN_PLAN_TILE || op->mode == KILN_PLAN_TILE_CW
+               || op->mode == KILN_PLAN_TILE_FUSE);
+}
+
+/* Vector registers the innermost tile of a tiled op holds as accumulators: the product of the
+ * innermost spatial lengths, counted in vectors along the vector axis. */
+static int64_t
+tile_registers(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes,
+               const bool *vec, const struct kiln_prog *p)
+{
+    int64_t regs = 1;
+    for (uint32_t a = 0; a < op->nvcand; a++) {
+        uint32_t k = op->k_split[op->vcand[a]];
+        if (k == KILN_NONE)
+            continue;
+        int64_t inner = p->v[sk->knob[k].slot + sk->knob[k].nparts - 1];
+        regs *= vec[k] ? (inner + lanes - 1) / lanes : inner;
+    }
+    return regs;
+}
+
+/* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
+ * on AVX2 and NEON, 32 on AVX-512): a tile of more than KILN_TILE_REGS accumulators spills, so such
+ * draws are redrawn most of the time (not always: the space stays the same, only its prior
+ * changes). A vector axis of one or two vectors is preferred for the same reason. */
+static void
+register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
+              int lanes, const bool *vec, struct kiln_prog *p)
+{
+    if (!tiled(op))
+        return;
+    uint32_t vk =
+        op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
+    if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
+        const struct kiln_knob *k = &sk->knob[vk];
+        int64_t                *v = &p->v[k->slot];
+        int64_t                 want = kiln_rng_uniform(rng) < 0.6 ? lanes : 2 * (int64_t)lanes;
+        int64_t                 outer = 1;
+        for (uint32_t j = 0; j + 1 < k->nparts; j++)
+            outer *= v[j];
+        if (k->extent % (outer * want) == 0)
+            v[k->nparts - 1] = want;
+    }
+    for (int tries = 0; tries < 8 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+         tries++) {
+        if (kiln_rng_uniform(rng) < 0.2)
+            return;
+        uint32_t a = op->vcand[kiln_rng_below(rng, op->nvcand)], k = op->k_split[a];
+        if (k == KILN_NONE || k == vk)
+            continue;
+        sample_split(rng, sk->knob[k].extent, sk->knob[k].nparts, lanes, false,
+                     &p->v[sk->knob[k].slot]);
+    }
+}
+
 void
 kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out)
 {
@@ -128,10 +189,24 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         else
             out->v[k->slot] = (int64_t)kiln_rng_below(rng, k->nchoice ? k->nchoice : 1);
     }
-    /* the last spatial axis (contiguous in the output) is the vector axis half of the time */
+    /* Vector axis: an axis along which a reused argument can be packed (the weights' output
+     * channels of a convolution, the columns of a matmul's right operand) makes the innermost
+     * tile a broadcast-FMA micro-kernel over contiguous data: 40% of the time, and packed;
+     * the last spatial axis (contiguous in the output) 30%; otherwise the uniform draw. */
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
         const struct kiln_op_plan *op = &sk->priv->op[i];
-        if (op->k_vaxis != KILN_NONE && kiln_rng_uniform(rng) < 0.5)
+        if (op->k_vaxis == KILN_NONE)
+            continue;
+        uint32_t packable[KILN_MAX_DIMS], np = 0;
+        for (uint32_t c = 0; c < op->nvcand; c++)
+            if (op->npack[op->vcand[c]] > 0)
+                packable[np++] = c;
+        double u = kiln_rng_uniform(rng);
+        if (np && u < 0.4) {
+            out->v[sk->knob[op->k_vaxis].slot] = packable[kiln_rng_below(rng, np)];
+            if (op->k_pack != KILN_NONE)
+                out->v[sk->knob[op->k_pack].slot] = 1;
+        } else if (u < 0.7)
             out->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
     }
     vector_knobs(sk, out, vec);
@@ -140,6 +215,8 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         if (k->kind == KILN_KNOB_SPLIT)
             sample_split(rng, k->extent, k->nparts, lanes, vec[i], &out->v[k->slot]);
     }
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+        register_tile(sk, &sk->priv->op[i], rng, lanes, vec, out);
 }
 
 static const double role_weight[] = {
@@ -222,8 +299,19 @@ kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         }
         bool vec[KILN_MAX_KNOBS];
         vector_knobs(sk, p, vec);
-        if (mutate_split(k, rng, lanes, vec[k - sk->knob], v))
+        int64_t old[KILN_SPLIT_MAX];
+        memcpy(old, v, sizeof(int64_t) * k->nparts);
+        if (!mutate_split(k, rng, lanes, vec[k - sk->knob], v))
+            continue;
+        /* the prior of kiln_prog_sample: a move that makes a register tile spill is mostly
+         * undone */
+        bool spills = false;
+        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+            spills |= tiled(&sk->priv->op[i])
+                      && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > KILN_TILE_REGS;
+        if (!spills || kiln_rng_uniform(rng) < 0.2)
             return true;
+        memcpy(v, old, sizeof(int64_t) * k->nparts);
     }
     return false;
 }
