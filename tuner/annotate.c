@@ -151,14 +151,20 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
     uint32_t vk =
         op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
     if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
+        /* one to four vectors' worth of lanes dividing what the outer parts leave: the
+         * smallest half of the time (8 or 16 of 256; 14 or 28 of 28 on 8 lanes) */
         const struct kiln_knob *k = &sk->knob[vk];
         int64_t                *v = &p->v[k->slot];
-        int64_t                 want = kiln_rng_uniform(rng) < 0.6 ? lanes : 2 * (int64_t)lanes;
-        int64_t                 outer = 1;
+        int64_t                 outer = 1, d[512], c[64];
+        uint32_t                nc = 0;
         for (uint32_t j = 0; j + 1 < k->nparts; j++)
             outer *= v[j];
-        if (k->extent % (outer * want) == 0)
-            v[k->nparts - 1] = want;
+        uint32_t nd = k->extent % outer == 0 ? divisors(k->extent / outer, d, KILN_COUNTOF(d)) : 0;
+        for (uint32_t j = 0; j < nd && nc < KILN_COUNTOF(c); j++)
+            if (d[j] >= lanes && d[j] <= 4 * (int64_t)lanes && d[j] <= KILN_MAX_INNER)
+                c[nc++] = d[j];
+        if (nc)
+            v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[0] : pick(rng, c, nc);
     }
     for (int tries = 0; tries < 8 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
          tries++) {
