@@ -166,15 +166,28 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
         if (nc)
             v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[0] : pick(rng, c, nc);
     }
-    for (int tries = 0; tries < 8 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+    if (kiln_rng_uniform(rng) < 0.1)
+        return;
+    for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
          tries++) {
-        if (kiln_rng_uniform(rng) < 0.2)
-            return;
         uint32_t a = op->vcand[kiln_rng_below(rng, op->nvcand)], k = op->k_split[a];
         if (k == KILN_NONE || k == vk)
             continue;
         sample_split(rng, sk->knob[k].extent, sk->knob[k].nparts, lanes, false,
                      &p->v[sk->knob[k].slot]);
+    }
+    /* still too large: the other axes' innermost parts move out one by one */
+    for (uint32_t a = 0; a < op->nvcand && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+         a++) {
+        uint32_t k = op->k_split[op->vcand[a]];
+        if (k == KILN_NONE || k == vk)
+            continue;
+        const struct kiln_knob *kn = &sk->knob[k];
+        int64_t                *v = &p->v[kn->slot];
+        if (kn->nparts >= 2) {
+            v[kn->nparts - 2] *= v[kn->nparts - 1];
+            v[kn->nparts - 1] = 1;
+        }
     }
 }
 
