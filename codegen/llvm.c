@@ -34,6 +34,8 @@
 #define STACK_ALLOCA_MAX 65536 /* bytes: larger STACK buffers go to kiln_rt_alloc */
 #define TEMP_ALIGN       64    /* alignment of allocas and kiln_rt_alloc memory */
 
+_Static_assert(KILN_WS_ALIGN % TEMP_ALIGN == 0, "workspace offsets keep temporaries aligned");
+
 enum kiln_status
 cg_fail(struct cg *cg, enum kiln_status st, const char *fmt, ...)
 {
@@ -547,6 +549,18 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         cg_fail(cg, KILN_ERR_INVALID, "buffer %s is allocated twice", cg_buf_name(cg, b));
         return;
     }
+    if (bf->ws_offset >= 0) { /* a view of the workspace: nothing to allocate or free */
+        if (!cg->fn.ws) {
+            cg_fail(cg, KILN_ERR_INVALID, "workspace buffer %s outside the workspace",
+                    cg_buf_name(cg, b));
+            return;
+        }
+        LLVMValueRef off = cg_const_i64(cg, bf->ws_offset);
+        cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.ws, &off, 1, "");
+        cg_emit_stmt(cg, s->u.alloc.body);
+        cg->fn.bufptr[b] = NULL;
+        return;
+    }
     if (bf->scope == KILN_SCOPE_STACK && bytes <= STACK_ALLOCA_MAX) {
         int64_t n = bytes / (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
         cg->fn.bufptr[b] = entry_alloca(cg, LLVMArrayType2(mt, (uint64_t)(n ? n : 1)), TEMP_ALIGN);
@@ -855,7 +869,22 @@ emit_functions(struct cg *cg)
         return;
     for (uint32_t i = 0; i < f->nparam; i++)
         cg->fn.bufptr[f->param[i]] = LLVMGetParam(body, i);
+    if (f->ws_bytes > 0) { /* one allocation per call for every planned temporary */
+        LLVMValueRef sz = cg_const_i64(cg, f->ws_bytes);
+        LLVMValueRef ws = call_rt(cg, "kiln_rt_alloc", &sz, 1);
+        error_exit_if(cg, LLVMBuildIsNull(cg->b, ws, ""),
+                      LLVMConstInt(cg->t_i32, KILN_ABI_ERR_NOMEM, 0));
+        if (!kiln_vec_reserve(cg->ctx, (void **)&cg->fn.heap, &cg->fn.capheap, sizeof *cg->fn.heap,
+                              1)) {
+            cg->failed = true;
+            return;
+        }
+        cg->fn.heap[cg->fn.nheap++] = ws;
+        cg->fn.ws = ws;
+    }
     cg_emit_stmt(cg, f->body);
+    if (!cg->failed && cg->fn.ws)
+        call_rt(cg, "kiln_rt_free", &cg->fn.ws, 1);
     if (!cg->failed)
         LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
     if (!cg->failed)

@@ -49,6 +49,7 @@ struct cg_fn {
     LLVMValueRef     *bufptr; /* per buffer: its data pointer here, or NULL */
     LLVMValueRef     *heap;   /* live kiln_rt_alloc results, freed on an error exit */
     uint32_t          nheap, capheap;
+    LLVMValueRef      ws; /* the workspace (kiln_body only), or NULL */
 };
 
 struct cg {
