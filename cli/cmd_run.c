@@ -24,7 +24,7 @@
  * until 0.05 s have passed (warm-up), then R times (default 5) for at least --min-time seconds
  * each (default 0.2), and prints the median time per call with GFLOP/s and GB/s computed from
  * the graph's FLOPs and bytes (the sums of kiln_graph_call), and a memory line: the module's
- * planned peak per call (metadata "peak_bytes": weights + inputs + outputs + workspace, with the
+ * peak per call (metadata "peak_bytes": weights + inputs + outputs + workspace, with the
  * workspace planned and unplanned) and this process's measured maximum resident set size
  * (getrusage; it includes the reference data and guard frames run allocates itself).
  *
@@ -592,8 +592,8 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     struct rusage ru;
     double        rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1e-3 : -1;
     if (peak >= 0)
-        printf("bench: memory %.4g MB planned peak per call (workspace %.4g MB, %.4g MB "
-               "unplanned); max RSS %.4g MB\n",
+        printf("bench: memory %.4g MB peak per call (workspace %.4g MB, %.4g MB unplanned); "
+               "max RSS %.4g MB\n",
                (double)peak * 1e-6, (double)ws * 1e-6, (double)unplanned * 1e-6, rss);
     else
         printf("bench: memory: max RSS %.4g MB (module metadata has no peak_bytes)\n", rss);
