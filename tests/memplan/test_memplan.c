@@ -494,10 +494,42 @@ test_report(void)
     kiln_ctx_free(ctx);
 }
 
+/* Accesses of workspace views carry alias scopes of their root statement only. */
+static void
+test_alias_scopes(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = PARSE(ctx, "input x: f32[64]\n"
+                                          "a[i] = x[i] * 2.0\n"
+                                          "b[i] = a[i] + 1.0\n"
+                                          "c[i] = b[i] * a[i]\n"
+                                          "y[i] = c[i] + 1.0\n");
+    struct kiln_schedule sched = {0};
+    struct kiln_func    *f;
+    struct kiln_target   t;
+    const char          *ir = NULL;
+    int64_t              unplanned;
+    uint8_t              role[4] = {0, 2};
+    CHECK(g && kiln_lower(ctx, g, &sched, &f) == KILN_OK
+          && kiln_pass_memplan(f, true, &unplanned) == KILN_OK);
+    struct kiln_cg_module m = {f, "scopes", role, "{}", ""};
+    CHECK(kiln_cg_target_parse(ctx, "llvm", &t) == KILN_OK
+          && kiln_cg_llvm_ir(ctx, &m, &t, &ir) == KILN_OK);
+    /* statement 1 (b) touches a and b, statement 2 (c) a, b and c: scopes of those only */
+    CHECK(ir && strstr(ir, "!noalias") && strstr(ir, "!\"kiln.ws.1.b\"")
+          && strstr(ir, "!\"kiln.ws.2.c\"") && !strstr(ir, "!\"kiln.ws.1.c\"")
+          && !strstr(ir, "!\"kiln.ws.0.b\""));
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
-    {"place_random", test_place_random},   {"place_chain", test_place_chain},
-    {"graphs_random", test_graphs_random}, {"skip_connections", test_skip_connections},
-    {"refusals", test_refusals},           {"report", test_report},
+    {"alias_scopes", test_alias_scopes},
+    {"place_random", test_place_random},
+    {"place_chain", test_place_chain},
+    {"graphs_random", test_graphs_random},
+    {"skip_connections", test_skip_connections},
+    {"refusals", test_refusals},
+    {"report", test_report},
 };
 
 int
