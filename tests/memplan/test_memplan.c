@@ -477,8 +477,13 @@ test_report(void)
     CHECK(strstr(loops, "workspace") == NULL);
     /* a shared object's metadata carries the same figures, and it computes the same */
     kiln_ctx_set_memplan(ctx, 1);
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/kiln_memplan_%d.so", (int)getpid());
+    char dir[64] = "/tmp/memplan-XXXXXX", path[96];
+    if (!mkdtemp(dir)) {
+        harness_fail(__FILE__, __LINE__, "mkdtemp failed");
+        kiln_ctx_free(ctx);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/report.so", dir);
     struct kiln_module *m = NULL;
     CHECK(kiln_graph_compile(ctx, g, NULL, path) == KILN_OK);
     CHECK(kiln_module_load(ctx, path, &m) == KILN_OK);
@@ -491,6 +496,7 @@ test_report(void)
     }
     kiln_module_free(m);
     unlink(path);
+    rmdir(dir);
     kiln_ctx_free(ctx);
 }
 
