@@ -610,8 +610,8 @@ collect_access(struct cg *cg, LLVMValueRef inst, void *ud)
     uint32_t       b = access_of(cg, inst);
     if (b == KILN_NONE || S->scope[b])
         return;
-    char nm[48];
-    snprintf(nm, sizeof nm, "kiln.ws.%u.%s", cg->nroot, cg_buf_name(cg, b));
+    char nm[64]; /* statement, buffer index (unique even when the name is cut), name */
+    snprintf(nm, sizeof nm, "kiln.ws.%u.%u.%s", cg->nroot, b, cg_buf_name(cg, b));
     LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(cg->lc, nm, strlen(nm)), S->domain};
     S->scope[b] = LLVMMDNodeInContext2(cg->lc, ops, 2);
     S->used[S->nused++] = b;
