@@ -56,11 +56,13 @@ import argparse
 import ctypes
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -259,21 +261,35 @@ def log(*a):
 
 
 def run_tool(cmd, what, timeout_s=None):
-    """Runs a kiln command; its stderr goes to ours. With ``timeout_s``, SIGINT after that many
-    seconds (kiln tune then stops after the measurement in flight and exits 130)."""
+    """Runs a kiln command, echoing its stderr to ours. With ``timeout_s``, SIGINT after that
+    many seconds (kiln tune then stops after the measurement in flight and exits 130).
+    Returns (stdout, stopped by the time limit, the last progress line of kiln tune)."""
     log("$ " + " ".join(cmd))
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = [""]
+
+    def pump():
+        for line in p.stderr:
+            sys.stderr.write(line)
+            if line.startswith("trials "):
+                last[0] = line.strip()
+    th = threading.Thread(target=pump, daemon=True)
+    th.start()
+    stopped = False
     try:
-        out, _ = p.communicate(timeout=timeout_s)
+        p.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         log("%s: time limit of %.0f s reached, stopping it (SIGINT)" % (what, timeout_s))
         p.send_signal(signal.SIGINT)
-        out, _ = p.communicate()
-        if p.returncode in (0, 130):
-            return out, True
-    if p.returncode != 0:
+        p.wait()
+        stopped = p.returncode in (0, 130)
+    th.join()
+    out = p.stdout.read()
+    p.stdout.close()
+    p.stderr.close()
+    if p.returncode != 0 and not stopped:
         raise BenchError("%s failed (exit %d): %s" % (what, p.returncode, " ".join(cmd)))
-    return out, False
+    return out, stopped, last[0]
 
 
 def rel_error(got, want):
@@ -287,32 +303,33 @@ def rel_error(got, want):
 
 
 def kiln_planned(so):
-    """kiln's planned memory from the module's metadata: (text, bytes or None)."""
+    """kiln's planned memory, from the module's metadata, as text. The metadata's memory
+    fields (weights_bytes, inputs_bytes, outputs_bytes, workspace_bytes,
+    workspace_unplanned_bytes, peak_bytes) are used when present; older modules have none, and
+    then weights + input + output bytes are summed from the arguments."""
     import kiln
+    from kiln import _dlpack as dl
 
     md = kiln.load(so).metadata
+    mb = 1.0 / (1 << 20)
+    if "peak_bytes" in md:
+        text = "planned peak %.1f MB = weights %.1f + input %.2f + output %.3f + workspace %.1f" % (
+            md["peak_bytes"] * mb, md.get("weights_bytes", 0) * mb,
+            md.get("inputs_bytes", 0) * mb, md.get("outputs_bytes", 0) * mb,
+            md.get("workspace_bytes", 0) * mb)
+        if md.get("workspace_unplanned_bytes"):
+            text += " (+ %.1f MB of intermediates outside the plan)" % (
+                md["workspace_unplanned_bytes"] * mb)
+        return text
     by_role = {"input": 0, "weight": 0, "output": 0}
     for a in md.get("args", []):
-        n = 4
+        n = dl.BY_NAME[a["dtype"]].itemsize if a.get("dtype") in dl.BY_NAME else 4
         for e in a.get("shape", []):
             n *= int(e)
         by_role[a.get("role", "weight")] = by_role.get(a.get("role", "weight"), 0) + n
-    mb = 1.0 / (1 << 20)
-    text = "weights %.1f MB + input %.2f MB + output %.3f MB" % (
-        by_role["weight"] * mb, by_role["input"] * mb, by_role["output"] * mb)
-    total = sum(by_role.values())
-    mem = {k: v for k, v in md.items()
-           if any(w in k for w in ("workspace", "peak", "memory", "arena", "scratch"))
-           and isinstance(v, (int, float))}
-    if mem:
-        text += "; metadata: " + ", ".join("%s %.2f MB" % (k, v * mb) for k, v in mem.items())
-        ws = [v for k, v in mem.items() if "workspace" in k]
-        if ws:
-            total += max(ws)
-            text += "; planned total %.1f MB" % (total * mb)
-    else:
-        text += "; intermediates are not planned (the metadata has no workspace field)"
-    return text
+    return ("weights %.1f MB + input %.2f MB + output %.3f MB; intermediates are not planned "
+            "(the module's metadata has no memory fields)"
+            % (by_role["weight"] * mb, by_role["input"] * mb, by_role["output"] * mb))
 
 
 def ort_status():
@@ -343,16 +360,19 @@ def prepare_model(opt, name, x_path):
     kiln.nets.export(net, x, onnx_path)
     with torch.inference_mode():
         want = net(x).numpy().astype(np.float64)
-    info = {"tune_s": 0.0, "tune_stopped": False, "tuned": ""}
+    info = {"tune_s": 0.0, "tune_stopped": False, "tuned": "", "tune_progress": ""}
     if not opt.no_tune:
         cmd = [opt.kiln, "tune", onnx_path, "--trials", str(opt.trials[name]), "--db", opt.db]
         if opt.tune_batch:
             cmd += ["--batch", str(opt.tune_batch)]
         t0 = time.time()
-        _, stopped = run_tool(cmd, "kiln tune " + name,
-                              60 * opt.tune_minutes[name] if name in opt.tune_minutes else None)
+        _, stopped, progress = run_tool(
+            cmd, "kiln tune " + name,
+            60 * opt.tune_minutes[name] if name in opt.tune_minutes else None)
         info["tune_s"] = time.time() - t0
         info["tune_stopped"] = stopped
+        m = re.match(r"trials (\d+)/\d+\s+latency (\S+ \S+)", progress)
+        info["tune_progress"] = ("%s trials, estimated latency %s" % m.groups()) if m else ""
     if os.path.isdir(wdir):
         shutil.rmtree(wdir)
     cmd = [opt.kiln, "compile", onnx_path, "-o", so, "--save-weights", wdir]
@@ -369,15 +389,12 @@ def prepare_model(opt, name, x_path):
     return {"model": name, "onnx": onnx_path, "so": so, "weights": wdir}, want, info
 
 
-def start_children(ctx, specs):
-    children = []
-    for spec in specs:
-        parent, child = ctx.Pipe()
-        p = ctx.Process(target=child_main, args=(child, spec), daemon=True)
-        p.start()
-        child.close()
-        children.append({"spec": spec, "proc": p, "conn": parent, "times": []})
-    return children
+def start_child(ctx, spec):
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=child_main, args=(child, spec), daemon=True)
+    p.start()
+    child.close()
+    return {"spec": spec, "proc": p, "conn": parent, "times": []}
 
 
 def recv(ch, timeout_s=3600):
@@ -418,10 +435,12 @@ def bench_model(opt, ctx, name, x_path, ort_ok):
             spec = dict(base)
             spec.update(engine=e, threads=n, input=x_path, seed=opt.seed, warmup=opt.warmup)
             specs.append(spec)
-    children = start_children(ctx, specs)
+    children = []
     try:
         # one child builds at a time: setups (tracing, loading) do not disturb each other
-        for ch in children:
+        for spec in specs:
+            ch = start_child(ctx, spec)
+            children.append(ch)
             _, y, setup_s = recv(ch)
             err = rel_error(y, want)
             ch["err"], ch["setup_s"] = err, setup_s
@@ -449,9 +468,10 @@ def report(opt, name, children, info, ort_note):
     if opt.no_tune:
         print("kiln: default schedules (--no-tune); compile %.1f s" % info["compile_s"])
     else:
-        print("kiln: tune %.0f s%s (--trials %d), compile %.1f s; %s"
+        print("kiln: tune %.0f s%s (--trials %d%s), compile %.1f s; %s"
               % (info["tune_s"], ", stopped by the time limit" if info["tune_stopped"] else "",
-                 opt.trials[name], info["compile_s"], info["tuned"]))
+                 opt.trials[name], "; " + info["tune_progress"] if info["tune_progress"] else "",
+                 info["compile_s"], info["tuned"]))
     print("kiln planned memory: %s" % info["planned"])
     if ort_note:
         print("ort: skipped: %s" % ort_note)
