@@ -3,7 +3,7 @@
 PyTorch CPU (eager and its compiled modes) and ONNX Runtime, 1 and 2 threads, in one run.
 
     /usr/bin/python3 benchmarks/bench_e2e.py [--kiln BUILD/kiln] [--out DIR] [--db FILE.db]
-        [--models resnet18,mobilenet_v2] [--size HW] [--trials N] [--tune-minutes M]
+        [--models resnet18,mobilenet_v2] [--size HW] [--trials N[,N]] [--tune-minutes M[,M]]
         [--tune-batch N] [--threads 1,2] [--engines LIST] [--reps N] [--rounds R]
         [--warmup N] [--seed S] [--no-tune]
 
@@ -14,7 +14,8 @@ same export as tests/py/test_onnx_nets.py, shared through python/kiln/nets.py):
 2. `kiln tune MODEL.onnx --trials N --db DB` (N is kiln tune's --trials: the total over the
    network's tasks, records already in DB included, so a rerun resumes or skips the tuning;
    --tune-minutes stops it with SIGINT after M minutes, which kiln tune handles by finishing the
-   measurement in flight), then `kiln compile MODEL.onnx --db DB --save-weights W`;
+   measurement in flight), then `kiln compile MODEL.onnx --db DB --save-weights W`
+   (--no-tune skips kiln tune and compiles with the records DB already has);
 3. start one child process per (engine, thread count) that builds only that engine, checks its
    output against PyTorch eager on the same input (max |got - want| / max |want| <= 1e-4; a
    mismatch aborts the benchmark), then waits for orders;
@@ -376,7 +377,7 @@ def prepare_model(opt, name, x_path):
     if os.path.isdir(wdir):
         shutil.rmtree(wdir)
     cmd = [opt.kiln, "compile", onnx_path, "-o", so, "--save-weights", wdir]
-    cmd += ["--no-db"] if opt.no_tune else ["--db", opt.db]
+    cmd += ["--db", opt.db] if os.path.exists(opt.db) else ["--no-db"]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     info["compile_s"] = time.time() - t0
@@ -466,7 +467,8 @@ def report(opt, name, children, info, ort_note):
     print()
     print("## %s, batch 1, 3x%dx%d, fp32" % (name, opt.size, opt.size))
     if opt.no_tune:
-        print("kiln: default schedules (--no-tune); compile %.1f s" % info["compile_s"])
+        print("kiln: not tuned in this run (--no-tune), compile %.1f s; %s"
+              % (info["compile_s"], info["tuned"] or "default schedules (no database)"))
     else:
         print("kiln: tune %.0f s%s (--trials %d%s), compile %.1f s; %s"
               % (info["tune_s"], ", stopped by the time limit" if info["tune_stopped"] else "",
@@ -537,7 +539,8 @@ def parse_args(argv):
     ap.add_argument("--tune-batch", type=int, default=None,
                     help="kiln tune --batch: programs per round (kiln's default 16)")
     ap.add_argument("--no-tune", action="store_true",
-                    help="compile with default schedules (no tuning, no database)")
+                    help="do not run kiln tune; compile with the records already in the "
+                         "database (default schedules where it has none)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--engines", default=",".join(ENGINES),
                     help="engines to run (default all: %s)" % ",".join(ENGINES))
