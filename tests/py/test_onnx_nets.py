@@ -9,7 +9,8 @@ Run from the repository root (CTest does). For each network: build it with rando
 PyTorch's exporter folds batch norms into the convolutions), `kiln compile MODEL.onnx -o
 MODEL.so --save-weights DIR`, load the shared object with the kiln Python package, call it on a
 random 1x3xHWxHW input with the weights from DIR (in the module's argument order) and compare
-with PyTorch's output on the same input:
+with PyTorch's output on the same input (building, export and argument loading are
+python/kiln/nets.py, shared with benchmarks/bench_e2e.py):
 
     max |kiln - torch| / max |torch| <= 1e-4
 
