@@ -602,7 +602,12 @@ def main(argv=None):
         return 1
     if not os.environ.get("KILN_LIB"):
         os.environ["KILN_LIB"] = os.path.join(os.path.dirname(opt.kiln), "libkiln.so")
-    os.makedirs(opt.out, exist_ok=True)
+    try:
+        os.makedirs(opt.out, exist_ok=True)
+    except OSError as e:
+        print("bench_e2e: error: cannot create --out %s: %s" % (opt.out, e.strerror),
+              file=sys.stderr)
+        return 1
     ort_ok, ort_info = ort_status()
     ort_note = None
     if "ort" in opt.engines and not ort_ok:
