@@ -385,7 +385,8 @@ def prepare_model(opt, name, x_path):
     if p.returncode != 0:
         raise BenchError("kiln compile %s failed (exit %d): %s"
                          % (name, p.returncode, p.stderr.strip()))
-    info["tuned"] = " ".join((p.stdout + p.stderr).split())
+    # paths inside the repository are printed relative to it
+    info["tuned"] = " ".join((p.stdout + p.stderr).replace(REPO + os.sep, "").split())
     info["planned"] = kiln_planned(so)
     return {"model": name, "onnx": onnx_path, "so": so, "weights": wdir}, want, info
 
