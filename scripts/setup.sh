@@ -19,6 +19,8 @@ PACKAGES=(
   python3 python3-numpy python3-torch python3-torchvision python3-onnx
   # real data
   dataset-fashion-mnist
+  # benchmarks: pip for ONNX Runtime (below)
+  python3-pip
 )
 
 missing=()
@@ -37,4 +39,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#PACKAGES[@]} packages present"
+fi
+
+# Benchmarks only (benchmarks/bench_e2e.py): ONNX Runtime, which Debian does not package, as
+# PyPI's wheel into .pydeps/ in this repository (never into the system's site-packages; its
+# dependencies are not needed for inference). A failure only warns: the benchmark then skips it.
+ORT_VERSION=1.32.0
+PYDEPS="$(cd "$(dirname "$0")/.." && pwd)/.pydeps"
+if PYTHONPATH="$PYDEPS" /usr/bin/python3 -c "import onnxruntime" 2>/dev/null; then
+  echo "setup: onnxruntime present in .pydeps/"
+else
+  echo "setup: installing onnxruntime==$ORT_VERSION into .pydeps/ (benchmarks only)"
+  /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps --upgrade --target "$PYDEPS" \
+    "onnxruntime==$ORT_VERSION" \
+    || echo "setup: warning: onnxruntime not installed; benchmarks/bench_e2e.py will skip it"
 fi

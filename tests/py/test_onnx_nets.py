@@ -9,7 +9,8 @@ Run from the repository root (CTest does). For each network: build it with rando
 PyTorch's exporter folds batch norms into the convolutions), `kiln compile MODEL.onnx -o
 MODEL.so --save-weights DIR`, load the shared object with the kiln Python package, call it on a
 random 1x3xHWxHW input with the weights from DIR (in the module's argument order) and compare
-with PyTorch's output on the same input:
+with PyTorch's output on the same input (building, export and argument loading are
+python/kiln/nets.py, shared with benchmarks/bench_e2e.py):
 
     max |kiln - torch| / max |torch| <= 1e-4
 
@@ -32,19 +33,19 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 TOL = 1e-4
 
 
-def run_net(name, ctor, kiln_bin, tmp, seed, size):
+def run_net(name, kiln_bin, tmp, seed, size):
     import numpy as np
     import torch
 
     import kiln
+    import kiln.nets
 
-    torch.manual_seed(seed)
-    net = ctor().eval()
+    net = kiln.nets.build(name, seed)
     x = torch.randn(1, 3, size, size)
     with torch.no_grad():
         want = net(x).numpy().astype(np.float64)
     path = os.path.join(tmp, name + ".onnx")
-    torch.onnx.export(net, x, path, opset_version=13, input_names=["x"], output_names=["y"])
+    kiln.nets.export(net, x, path)
     so = os.path.join(tmp, name + ".so")
     wdir = os.path.join(tmp, name + "_w")
     t0 = time.time()
@@ -54,16 +55,7 @@ def run_net(name, ctor, kiln_bin, tmp, seed, size):
     if p.returncode != 0:
         raise AssertionError("kiln compile %s failed: %s" % (path, p.stderr.strip()))
     mod = kiln.load(so)
-    args = []
-    for a in mod.args:
-        if a.role == "input":
-            args.append(kiln.aligned(x.numpy()))
-        else:
-            w = np.load(os.path.join(wdir, a.name + ".npy")).astype(np.float32)
-            assert list(w.shape) == list(a.shape), (a.name, w.shape, a.shape)
-            args.append(kiln.aligned(w))
-    n_in = sum(1 for a in mod.args if a.role == "input")
-    assert n_in == 1, "expected one input, got %d" % n_in
+    args = kiln.nets.module_args(mod, x.numpy(), wdir)
     mod(*args)  # warm-up
     t0 = time.time()
     got = mod(*args)
@@ -95,19 +87,17 @@ def main():
         import numpy  # noqa: F401
         import onnx  # noqa: F401
         import torch  # noqa: F401
-        import torchvision
+        import torchvision  # noqa: F401
     except ImportError as e:
         print("skip: %s (use Debian's /usr/bin/python3 with torchvision and onnx)" % e)
         return 77
-    nets = [("resnet18", lambda: torchvision.models.resnet18(weights=None)),
-            ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None))]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kiln-onnx-") as tmp:
-        for name, ctor in nets:
+        for name in ("resnet18", "mobilenet_v2"):
             if opt.filter and opt.filter not in name:
                 continue
             try:
-                run_net(name, ctor, kiln_bin, tmp, seed, opt.size)
+                run_net(name, kiln_bin, tmp, seed, opt.size)
             except Exception as e:  # noqa: BLE001 - report and go on with the next network
                 print("FAIL %s: %s (replay with --seed %d)" % (name, e, seed))
                 failed += 1

@@ -1,0 +1,67 @@
+"""Whole torchvision networks for kiln's ONNX tests and benchmarks (needs PyTorch,
+torchvision and ONNX; nothing is downloaded).
+
+    net = kiln.nets.build("resnet18", seed=0)           # random weights, eval mode
+    x = torch.randn(1, 3, 224, 224)
+    kiln.nets.export(net, x, "resnet18.onnx")          # opset 13, input "x", output "y"
+    # kiln compile resnet18.onnx -o r.so --save-weights W
+    mod = kiln.load("r.so")
+    y = mod(*kiln.nets.module_args(mod, x.numpy(), "W"))
+
+Used by tests/py/test_onnx_nets.py and benchmarks/bench_e2e.py, so both see the same networks
+and the same export.
+"""
+
+import os
+
+from .errors import Error
+from .module import aligned
+
+# name -> torchvision constructor name
+NETS = {"resnet18": "resnet18", "mobilenet_v2": "mobilenet_v2"}
+
+
+def build(name, seed):
+    """torchvision's ``name`` (a key of ``NETS``) with random weights drawn after
+    ``torch.manual_seed(seed)``, in eval mode."""
+    import torch
+    import torchvision
+
+    if name not in NETS:
+        raise Error("unknown network %r; known: %s" % (name, ", ".join(sorted(NETS))))
+    torch.manual_seed(seed)
+    return getattr(torchvision.models, NETS[name])(weights=None).eval()
+
+
+def export(net, x, path, opset=13):
+    """Exports ``net`` traced on ``x`` to ONNX at ``path`` (one input ``x``, one output ``y``).
+    PyTorch's exporter folds the batch norms of an eval-mode network into its convolutions."""
+    import torch
+
+    with torch.no_grad():
+        torch.onnx.export(net, x, path, opset_version=opset, input_names=["x"],
+                          output_names=["y"])
+
+
+def module_args(mod, x, weights_dir):
+    """The arguments of ``mod`` (a ``kiln.Module`` compiled from an exported network) in its
+    order: the NumPy input ``x`` for its one input, and every weight read from
+    ``weights_dir/NAME.npy`` (as written by ``kiln compile --save-weights``) as 64-byte
+    aligned float32 arrays."""
+    import numpy as np
+
+    n_in = sum(1 for a in mod.args if a.role == "input")
+    if n_in != 1:
+        raise Error("expected a module with one input, got %d" % n_in)
+    args = []
+    for a in mod.args:
+        if a.role == "input":
+            args.append(aligned(np.ascontiguousarray(x, dtype=np.float32)))
+            continue
+        path = os.path.join(weights_dir, a.name + ".npy")
+        w = np.load(path).astype(np.float32)
+        if list(w.shape) != list(a.shape):
+            raise Error("%s has shape %s, the module's weight %s has %s"
+                        % (path, list(w.shape), a.name, list(a.shape)))
+        args.append(aligned(w))
+    return args
