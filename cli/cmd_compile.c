@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
     "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR]\n"
+    "                    [--save-weights DIR] [--no-simplify]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
@@ -24,7 +24,10 @@ static const char usage[] =
     "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"
     "Without --schedule, the best record of every task in the tuning records database is\n"
     "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
-    "a record keep the default schedule.\n";
+    "a record keep the default schedule.\n"
+    "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
+    "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
+    "imported. --save-weights writes the weights of the graph compiled.\n";
 
 static char *
 slurp(const char *path, size_t *len)
@@ -94,7 +97,7 @@ cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
                *wdir = NULL, *db = NULL;
-    int print = 0, no_db = 0;
+    int print = 0, no_db = 0, no_simplify = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -119,6 +122,8 @@ cmd_compile(int argc, char **argv)
             db = argv[++i];
         else if (!strcmp(a, "--no-db"))
             no_db = 1;
+        else if (!strcmp(a, "--no-simplify"))
+            no_simplify = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -172,6 +177,8 @@ cmd_compile(int argc, char **argv)
     } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
                                : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
+    } else if (!no_simplify && !cli_simplify(ctx, "compile", in, &g, &weights, true)) {
+        rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path
                && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,

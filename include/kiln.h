@@ -338,8 +338,9 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
  *   - constant folding: statements that read only weights are computed at compile time (by the
  *     reference interpreter, in double) and their results become weights, unless the result
  *     would be larger than max(1024 elements, the weights it is computed from);
- *   - batch_norm after a conv2d (any groups) or a 2-D dense that nothing else reads becomes
- *     that conv2d / dense with scaled weights and a bias;
+ *   - an add of a per-channel weight after a bias-free conv2d or dense becomes its bias, and a
+ *     batch_norm after a conv2d (any groups) or a 2-D dense (with such an add or not) that
+ *     nothing else reads becomes that conv2d / dense with scaled weights and a bias;
  *   - statements that copy a tensor unchanged (a reshape to the same shape) are removed, and so
  *     are statements whose results reach no output;
  *   - weights no statement reads any more are dropped.
@@ -349,10 +350,11 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
  * *weights_out (may be NULL) receives one pointer per argument of *out, ctx-owned. g is not
  * changed. */
 struct kiln_simplify_report {
-    uint32_t batch_norms_folded;        /* batch_norm statements folded into a conv2d or dense */
-    uint32_t constants_folded;          /* tensors computed at compile time that became weights */
-    uint32_t calls_folded;              /* statements evaluated at compile time and removed */
-    uint32_t dead_removed;              /* statements whose results reached no output */
+    uint32_t batch_norms_folded; /* batch_norm statements folded into a conv2d or dense */
+    uint32_t bias_adds_folded; /* adds of a per-channel weight folded into a conv2d or dense bias */
+    uint32_t constants_folded; /* tensors computed at compile time that became weights */
+    uint32_t calls_folded;     /* statements evaluated at compile time and removed */
+    uint32_t dead_removed;     /* statements whose results reached no output */
     uint32_t identities_removed;        /* statements copying a tensor unchanged */
     uint32_t calls_before, calls_after; /* statements (library calls, compute definitions) */
     uint32_t ops_before, ops_after;     /* compute definitions */

@@ -18,10 +18,13 @@
  * tensor) the statement stays and its own known inputs are considered in turn. Statements whose
  * results no kept statement or output reads are dropped.
  *
- * Round 2, patterns. batch_norm(x, gamma, beta, mean, var) whose input x is the output of a
- * conv2d (any groups, so depthwise too) or of a 2-D dense, read by nothing else and not an
- * output, with the weight, bias and the four parameters all known weights, becomes one conv2d /
- * dense with weight w'[k,...] = w[k,...] s[k] and bias b'[k] = (b[k] - mean[k]) s[k] + beta[k],
+ * Round 2, patterns. add(y, b) where y is the output of a bias-free conv2d or dense read by
+ * nothing else and b a known weight varying only along y's channel axis (conv2d's axis 1,
+ * dense's last; the bias of ONNX's Gemm) becomes that statement's bias. batch_norm(x, gamma,
+ * beta, mean, var) whose input x is the output of a conv2d (any groups, so depthwise too) or of
+ * a 2-D dense (bias add absorbed or not), read by nothing else and not an output, with the
+ * weight, bias and the four parameters all known weights, becomes one conv2d / dense with
+ * weight w'[k,...] = w[k,...] s[k] and bias b'[k] = (b[k] - mean[k]) s[k] + beta[k],
  * s = gamma / sqrt(var + eps), computed in double. A statement with one definition whose body
  * is a load of a tensor of the same shape and dtype at the same point (a reshape to the same
  * shape, an Identity, a transpose by the identity permutation) is replaced by that tensor,
@@ -442,27 +445,80 @@ attr_float(const struct facts *f, const struct kiln_call *call, const char *name
     return dflt;
 }
 
-/* Whether batch_norm statement b can be folded into the statement defining its input (which
- * is returned in *conv). readers[t]: statements reading t, plus one for an output. */
+/* A conv2d or dense statement with the statements folded into it. */
+struct fuse {
+    uint32_t bias; /* tensor holding the bias ([K] or broadcast along the channel), KILN_NONE */
+    uint32_t add;  /* the add statement that supplied bias (absorbed), KILN_NONE */
+    uint32_t bn;   /* the batch_norm statement folded in, KILN_NONE */
+};
+
+/* Whether statement c is a conv2d or dense whose output channel is its weight's dimension 0:
+ * conv2d's axis 1, dense's last axis. *axis receives the output axis of the channel. */
 static bool
-bn_foldable(const struct facts *f, uint32_t b, const uint32_t *readers, uint32_t *conv)
+is_linear(const struct facts *f, uint32_t c, uint32_t *axis)
+{
+    const struct kiln_call *call = &f->g->call[c];
+    uint32_t                rank = f->g->tensor[call->out].ndim;
+    if (call->nin < 2 || call->nin > 3 || !arg_values(f, call->in[1]))
+        return false;
+    if (call_is(f, c, "conv2d") && rank == 4)
+        *axis = 1;
+    else if (call_is(f, c, "dense") && rank >= 1)
+        *axis = rank - 1;
+    else
+        return false;
+    return f->g->tensor[call->out].shape[*axis] == f->g->tensor[call->in[1]].shape[0];
+}
+
+/* Whether add statement a adds a known weight along the channel of a bias-free conv2d / dense
+ * output read by nothing else; *conv and *bias receive the statement and the bias tensor. */
+static bool
+bias_add(const struct facts *f, uint32_t a, const uint32_t *readers, uint32_t *conv, uint32_t *bias)
+{
+    const struct kiln_graph *g = f->g;
+    const struct kiln_call  *add = &g->call[a];
+    if (!call_is(f, a, "add") || add->nin != 2)
+        return false;
+    for (uint32_t side = 0; side < 2; side++) {
+        uint32_t x = add->in[side], b = add->in[1 - side], c = f->defcall[x], axis;
+        if (c == KILN_NONE || g->call[c].out != x || readers[x] != 1 || !is_linear(f, c, &axis)
+            || g->call[c].nin != 2 || !arg_values(f, b))
+            continue;
+        const struct kiln_tensor *xt = &g->tensor[x], *bt = &g->tensor[b];
+        bool                      ok = bt->ndim <= xt->ndim && bt->dtype == xt->dtype;
+        for (uint32_t k = 0; ok && k < bt->ndim; k++) {
+            uint32_t xa = xt->ndim - bt->ndim + k;
+            ok = bt->shape[k] == (xa == axis ? xt->shape[axis] : 1);
+        }
+        if (ok && kiln_tensor_numel(bt) == xt->shape[axis]) {
+            *conv = c;
+            *bias = b;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether batch_norm statement b can be folded into the conv2d / dense (with a bias add
+ * perhaps) that defines its input; *conv receives that statement. readers[t]: statements
+ * reading t, plus one for an output; owner[c]: the linear statement that absorbed add c. */
+static bool
+bn_foldable(const struct facts *f, uint32_t b, const uint32_t *readers, const uint32_t *owner,
+            uint32_t *conv)
 {
     const struct kiln_graph *g = f->g;
     const struct kiln_call  *bn = &g->call[b];
     if (!call_is(f, b, "batch_norm") || bn->nin != 5)
         return false;
-    uint32_t x = bn->in[0], c = f->defcall[x];
-    if (c == KILN_NONE || g->call[c].out != x || readers[x] != 1
-        || !(call_is(f, c, "conv2d") || (call_is(f, c, "dense") && g->tensor[x].ndim == 2)))
+    uint32_t x = bn->in[0], d = f->defcall[x], axis;
+    if (d == KILN_NONE || g->call[d].out != x || readers[x] != 1)
         return false;
-    const struct kiln_call *cv = &g->call[c];
-    if (cv->nin < 2 || cv->nin > 3 || g->tensor[x].ndim < 2)
+    uint32_t c = owner[d] != KILN_NONE ? owner[d] : d;
+    /* batch_norm normalises axis 1: the channel axis of conv2d, of a 2-D dense */
+    if (!is_linear(f, c, &axis) || axis != 1
+        || (g->call[c].nin == 3 && !arg_values(f, g->call[c].in[2])))
         return false;
-    int64_t                   k = g->tensor[x].shape[1];
-    const struct kiln_tensor *w = &g->tensor[cv->in[1]];
-    if (!arg_values(f, cv->in[1]) || w->shape[0] != k
-        || (cv->nin == 3 && !arg_values(f, cv->in[2])))
-        return false;
+    int64_t k = g->tensor[x].shape[1];
     for (uint32_t i = 1; i < 5; i++)
         if (!arg_values(f, bn->in[i]) || kiln_tensor_numel(&g->tensor[bn->in[i]]) != k)
             return false;
@@ -470,49 +526,64 @@ bn_foldable(const struct facts *f, uint32_t b, const uint32_t *readers, uint32_t
     return true;
 }
 
-/* Emits conv (or dense) statement c with batch_norm statement b folded in, defining b's output. */
+/* Emits conv2d / dense statement c with its bias add and batch norm folded in (fu), defining
+ * the output of the last statement folded. */
 static enum kiln_status
-emit_folded(struct rebuild *r, uint32_t c, uint32_t b)
+emit_fused(struct rebuild *r, uint32_t c, const struct fuse *fu)
 {
     kiln_ctx                 *ctx = r->ctx;
     const struct facts       *f = r->f;
     const struct kiln_graph  *g = f->g;
-    const struct kiln_call   *cv = &g->call[c], *bn = &g->call[b];
+    const struct kiln_call   *cv = &g->call[c];
     const struct kiln_tensor *wt = &g->tensor[cv->in[1]];
     int64_t                   k = wt->shape[0], per = kiln_tensor_numel(wt) / k;
     const double             *w = arg_values(f, cv->in[1]);
-    const double             *bias = cv->nin == 3 ? arg_values(f, cv->in[2]) : NULL;
-    const double             *gamma = arg_values(f, bn->in[1]), *beta = arg_values(f, bn->in[2]);
-    const double             *mean = arg_values(f, bn->in[3]), *var = arg_values(f, bn->in[4]);
-    double                    eps = attr_float(f, bn, "eps", 1e-5);
-    double                   *nw = kiln_arena_alloc(ctx, sizeof(double) * (size_t)(k * per));
+    const double             *bias = fu->bias != KILN_NONE ? arg_values(f, fu->bias) : NULL;
     double                   *nb = kiln_arena_alloc(ctx, sizeof(double) * (size_t)k);
-    if (!nw || !nb)
+    double                   *nw = NULL;
+    uint32_t                  out = fu->bn != KILN_NONE    ? g->call[fu->bn].out
+                                    : fu->add != KILN_NONE ? g->call[fu->add].out
+                                                           : cv->out;
+    if (!nb)
         return ctx->err.status;
-    for (int64_t i = 0; i < k; i++) {
-        double s = gamma[i] / sqrt(var[i] + eps);
-        for (int64_t j = 0; j < per; j++)
-            nw[i * per + j] = w[i * per + j] * s;
-        nb[i] = ((bias ? bias[i] : 0.0) - mean[i]) * s + beta[i];
+    for (int64_t i = 0; i < k; i++)
+        nb[i] = bias ? bias[i] : 0.0;
+    if (fu->bn != KILN_NONE) {
+        const struct kiln_call *bn = &g->call[fu->bn];
+        const double           *gamma = arg_values(f, bn->in[1]), *beta = arg_values(f, bn->in[2]);
+        const double           *mean = arg_values(f, bn->in[3]), *var = arg_values(f, bn->in[4]);
+        double                  eps = attr_float(f, bn, "eps", 1e-5);
+        if (!(nw = kiln_arena_alloc(ctx, sizeof(double) * (size_t)(k * per))))
+            return ctx->err.status;
+        for (int64_t i = 0; i < k; i++) {
+            double s = gamma[i] / sqrt(var[i] + eps);
+            for (int64_t j = 0; j < per; j++)
+                nw[i * per + j] = w[i * per + j] * s;
+            nb[i] = (nb[i] - mean[i]) * s + beta[i];
+        }
     }
     const char *wname = kiln_sym_str(ctx, wt->name);
-    const char *bname = bias ? kiln_sym_str(ctx, g->tensor[cv->in[2]].name) : wname;
+    const char *bname = bias ? kiln_sym_str(ctx, g->tensor[fu->bias].name) : wname;
     uint32_t    in[3] = {get(r, cv->in[0]), KILN_NONE, KILN_NONE};
     if (in[0] == KILN_NONE)
         return ctx->err.status;
-    const char *n1 = fresh_name(r, kiln_arena_printf(ctx, "%s_bn", wname), KILN_NONE);
-    if (!n1 || (in[1] = add_arg(r, n1, wt, KILN_TENSOR_WEIGHT, nw)) == KILN_NONE)
+    if (nw) {
+        const char *n1 = fresh_name(r, kiln_arena_printf(ctx, "%s_bn", wname), KILN_NONE);
+        if (!n1 || (in[1] = add_arg(r, n1, wt, KILN_TENSOR_WEIGHT, nw)) == KILN_NONE)
+            return ctx->err.status;
+    } else if ((in[1] = get(r, cv->in[1])) == KILN_NONE) {
         return ctx->err.status;
+    }
     struct kiln_tensor bt = {.dtype = wt->dtype, .ndim = 1, .shape = {k}};
-    const char        *n2 =
-        fresh_name(r, kiln_arena_printf(ctx, bias ? "%s_bn" : "%s_bn_bias", bname), KILN_NONE);
+    const char        *n2 = fresh_name(
+               r, kiln_arena_printf(ctx, nw ? (bias ? "%s_bn" : "%s_bn_bias") : "%s", bname), KILN_NONE);
     if (!n2 || (in[2] = add_arg(r, n2, &bt, KILN_TENSOR_WEIGHT, nb)) == KILN_NONE)
         return ctx->err.status;
     uint32_t nt;
     KILN_TRY(kiln_lib_call(r->ng, kiln_sym_str(ctx, cv->kind),
-                           kiln_sym_str(ctx, g->tensor[bn->out].name), 3, in, cv->nattr, cv->attr,
+                           kiln_sym_str(ctx, g->tensor[out].name), 3, in, cv->nattr, cv->attr,
                            cv->line, cv->col, &nt));
-    r->map[bn->out] = nt;
+    r->map[out] = nt;
     return KILN_OK;
 }
 
@@ -523,15 +594,18 @@ fold_patterns(const struct facts *f, struct rebuild *out, struct kiln_simplify_r
     const struct kiln_graph *g = f->g;
     uint32_t                 nc = g->ncall + 1, nt = g->ntensor + 1;
     uint32_t                *readers = kiln_arena_alloc(ctx, sizeof(uint32_t) * nt);
-    uint32_t                *fold = kiln_arena_alloc(ctx, sizeof(uint32_t) * nc); /* conv -> bn */
+    uint32_t                *owner = kiln_arena_alloc(ctx, sizeof(uint32_t) * nc);
+    struct fuse             *fu = kiln_arena_alloc(ctx, sizeof(struct fuse) * nc);
     bool                    *folded = kiln_arena_alloc(ctx, nc), *live = kiln_arena_alloc(ctx, nc);
     bool                    *need = kiln_arena_alloc(ctx, nt);
     KILN_TRY(rebuild_init(out, f));
     out->alias = kiln_arena_alloc(ctx, sizeof(uint32_t) * nt);
-    if (!readers || !fold || !folded || !live || !need || !out->alias)
+    if (!readers || !owner || !fu || !folded || !live || !need || !out->alias)
         return ctx->err.status;
     for (uint32_t c = 0; c < g->ncall; c++) {
-        fold[c] = KILN_NONE;
+        owner[c] = KILN_NONE;
+        fu[c] =
+            (struct fuse){g->call[c].nin == 3 ? g->call[c].in[2] : KILN_NONE, KILN_NONE, KILN_NONE};
         for (uint32_t i = 0; i < f->nrd[c]; i++)
             readers[f->rd[c][i]]++;
     }
@@ -539,9 +613,18 @@ fold_patterns(const struct facts *f, struct rebuild *out, struct kiln_simplify_r
         readers[g->output[i]]++;
     for (uint32_t t = 0; t < g->ntensor; t++)
         out->alias[t] = KILN_NONE;
-    for (uint32_t c = 0, conv; c < g->ncall; c++) {
-        if (bn_foldable(f, c, readers, &conv) && fold[conv] == KILN_NONE) {
-            fold[conv] = c;
+    /* statements are visited in order, so a bias add is absorbed before the batch norm after
+     * it is considered */
+    for (uint32_t c = 0, conv, bias; c < g->ncall; c++) {
+        if (bias_add(f, c, readers, &conv, &bias) && fu[conv].add == KILN_NONE) {
+            fu[conv].add = c;
+            fu[conv].bias = bias;
+            owner[c] = conv;
+            folded[c] = true;
+            continue;
+        }
+        if (bn_foldable(f, c, readers, owner, &conv) && fu[conv].bn == KILN_NONE) {
+            fu[conv].bn = c;
             folded[c] = true;
             continue;
         }
@@ -566,9 +649,10 @@ fold_patterns(const struct facts *f, struct rebuild *out, struct kiln_simplify_r
     for (uint32_t c = 0; c < g->ncall; c++) {
         if (!live[c] || folded[c])
             continue;
-        if (fold[c] != KILN_NONE) {
-            KILN_TRY(emit_folded(out, c, fold[c]));
-            rep->batch_norms_folded++;
+        if (fu[c].add != KILN_NONE || fu[c].bn != KILN_NONE) {
+            KILN_TRY(emit_fused(out, c, &fu[c]));
+            rep->bias_adds_folded += fu[c].add != KILN_NONE;
+            rep->batch_norms_folded += fu[c].bn != KILN_NONE;
         } else {
             KILN_TRY(copy_call(out, c));
         }

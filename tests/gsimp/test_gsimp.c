@@ -2,14 +2,14 @@
  * kiln_graph_simplify).
  *
  * Random .kg graphs (chains of conv2d + batch_norm + relu blocks with random groups, kernels,
- * biases; depthwise blocks; dense + batch_norm; constant subgraphs over weights; dead branches;
- * same-shape reshapes; batch norms that must not be folded because the convolution's output is
- * read elsewhere) with random weights: the simplified graph evaluated by the reference
- * interpreter must equal the original graph evaluated by it (relative 1e-9), and the rewrites
- * must have happened: the exact number of batch norms folded, no statement left that reads only
- * weights, no dead statement, no identity copy. Also: the size rule (a broadcast of small
- * weights to a large tensor is not folded), unknown weights (nothing folded), simplifying twice
- * changes nothing, and errors. */
+ * biases, biases as separate adds; depthwise blocks; dense + bias add + batch_norm; constant
+ * subgraphs over weights; dead branches; same-shape reshapes; batch norms that must not be folded
+ * because the convolution's output is read elsewhere) with random weights: the simplified graph
+ * evaluated by the reference interpreter must equal the original graph evaluated by it (relative
+ * 1e-9), and the rewrites must have happened: the exact number of batch norms folded, no statement
+ * left that reads only weights, no dead statement, no identity copy. Also: the size rule (a
+ * broadcast of small weights to a large tensor is not folded), unknown weights (nothing folded),
+ * simplifying twice changes nothing, and errors. */
 #include "../harness.h"
 
 #include <math.h>
@@ -201,6 +201,7 @@ struct rg {
     uint32_t         nweight;
     uint32_t         bn_foldable; /* batch norms the simplifier must fold */
     uint32_t         bn_total;
+    uint32_t         bias_adds; /* bias adds the simplifier must fold */
 };
 
 static uint32_t
@@ -242,8 +243,14 @@ block(struct rg *G, uint32_t i, int64_t n, int64_t c, int64_t hw)
     char cb[24] = "";
     if (bias)
         snprintf(cb, sizeof cb, ", cb%u", i);
-    put(&G->body, "c%u = conv2d(h%u, w%u%s, padding=%lld, groups=%lld)\n", i, i, i, cb,
-        (long long)(k / 2), (long long)groups);
+    bool add_bias = !bias && pick(r, 2); /* a bias as a separate add of a [co, 1, 1] weight */
+    put(&G->body, "%s%u = conv2d(h%u, w%u%s, padding=%lld, groups=%lld)\n", add_bias ? "cc" : "c",
+        i, i, i, cb, (long long)(k / 2), (long long)groups);
+    if (add_bias) {
+        put(&G->decl, "weight ab%u: f32[%lld, 1, 1]\n", i, (long long)co);
+        put(&G->body, pick(r, 2) ? "c%u = add(cc%u, ab%u)\n" : "c%u = add(ab%u, cc%u)\n", i, i, i);
+        G->bias_adds++;
+    }
     put(&G->body, "n%u = batch_norm(c%u, %s_g, %s_b, %s_m, %s_v, eps=0.001)\n", i, i, p, p, p, p);
     G->bn_total++;
     const char *last = "n";
@@ -279,9 +286,9 @@ block(struct rg *G, uint32_t i, int64_t n, int64_t c, int64_t hw)
 
 /* A random graph; *foldable receives the number of batch norms that must be folded. */
 static char *
-random_graph(struct kiln_rng *r, uint32_t *foldable, uint32_t *total)
+random_graph(struct kiln_rng *r, uint32_t *foldable, uint32_t *total, uint32_t *adds)
 {
-    struct rg G = {{0}, {0}, r, 0, 0, 0};
+    struct rg G = {{0}, {0}, r, 0, 0, 0, 0};
     int64_t   n = 1 + pick(r, 2), c = 1 + pick(r, 4), hw = 3 + pick(r, 4);
     uint32_t  nblock = 1 + pick(r, 3);
     put(&G.decl, "input h0: f32[%lld, %lld, %lld, %lld]\n", (long long)n, (long long)c,
@@ -293,17 +300,29 @@ random_graph(struct kiln_rng *r, uint32_t *foldable, uint32_t *total)
         int64_t kk = 2 + pick(r, 5), m = 2 + pick(r, 5);
         put(&G.decl, "input z: f32[%lld, %lld]\nweight wd: f32[%lld, %lld]\n", (long long)n,
             (long long)kk, (long long)m, (long long)kk);
-        bool bias = pick(r, 2);
+        uint32_t bias = pick(r, 3); /* none, dense's own, a separate add (ONNX Gemm) */
+        bool     bn = pick(r, 3) != 0;
         if (bias)
             put(&G.decl, "weight bd: f32[%lld]\n", (long long)m);
-        bn_params(&G, "bnd", m);
-        put(&G.body, "dz = dense(z, wd%s)\n", bias ? ", bd" : "");
-        put(&G.body, "nz = batch_norm(dz, bnd_g, bnd_b, bnd_m, bnd_v)\noutput nz\n");
-        G.bn_total++;
-        G.bn_foldable++;
+        put(&G.body, "dz = dense(z, wd%s)\n", bias == 1 ? ", bd" : "");
+        const char *y = "dz";
+        if (bias == 2) {
+            put(&G.body, "dza = add(dz, bd)\n");
+            y = "dza";
+            G.bias_adds++;
+        }
+        if (bn) {
+            bn_params(&G, "bnd", m);
+            put(&G.body, "nz = batch_norm(%s, bnd_g, bnd_b, bnd_m, bnd_v)\n", y);
+            y = "nz";
+            G.bn_total++;
+            G.bn_foldable++;
+        }
+        put(&G.body, "output %s\n", y);
     }
     *foldable = G.bn_foldable;
     *total = G.bn_total;
+    *adds = G.bias_adds;
     put(&G.decl, "%.*s", (int)G.body.len, G.body.s ? G.body.s : "");
     free(G.body.s);
     return G.decl.s;
@@ -333,8 +352,8 @@ static bool
 random_case(uint64_t seed)
 {
     struct kiln_rng    r = kiln_rng_new(seed);
-    uint32_t           foldable = 0, total = 0;
-    char              *text = random_graph(&r, &foldable, &total);
+    uint32_t           foldable = 0, total = 0, adds = 0;
+    char              *text = random_graph(&r, &foldable, &total, &adds);
     kiln_ctx          *ctx = kiln_ctx_new(NULL);
     int                before = harness_failures;
     struct kiln_graph *g = PARSE(ctx, text);
@@ -350,6 +369,7 @@ random_case(uint64_t seed)
             if (!(err <= 1e-9))
                 harness_fail(__FILE__, __LINE__, "outputs differ by %g", err);
             CHECK_EQ_INT(foldable, rep.batch_norms_folded);
+            CHECK_EQ_INT(adds, rep.bias_adds_folded);
             CHECK_EQ_INT(total - foldable, count_kind(ctx, s, "batch_norm"));
             CHECK(rep.calls_after + foldable <= rep.calls_before);
             CHECK(rep.weight_bytes_after <= rep.weight_bytes_before);
@@ -359,8 +379,9 @@ random_case(uint64_t seed)
             const double *const        *sw2;
             struct kiln_simplify_report rep2;
             if (kiln_graph_simplify(ctx, s, sw, &s2, &sw2, &rep2) == KILN_OK) {
-                CHECK_EQ_INT(0, rep2.batch_norms_folded + rep2.constants_folded + rep2.calls_folded
-                                    + rep2.dead_removed + rep2.identities_removed);
+                CHECK_EQ_INT(0, rep2.batch_norms_folded + rep2.bias_adds_folded
+                                    + rep2.constants_folded + rep2.calls_folded + rep2.dead_removed
+                                    + rep2.identities_removed);
                 CHECK_EQ_INT(rep.calls_after, rep2.calls_after);
                 if (kiln_graph_hash(s) != kiln_graph_hash(s2)) {
                     const char *p1 = NULL, *p2 = NULL;
