@@ -132,14 +132,15 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
         fprintf(stderr,
                 "kiln %s: simplify: folded %u batch norm%s, %u bias add%s and %u constant%s (%u "
                 "statement%s), "
-                "removed %u dead and %u identity statement%s; statements %u -> %u, weights "
-                "%s -> %s\n",
+                "removed %u dead and %u identity statement%s; statements %u -> %u (definitions "
+                "%u -> %u), weights %s -> %s\n",
                 cmd, r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s", r.bias_adds_folded,
                 r.bias_adds_folded == 1 ? "" : "s", r.constants_folded,
                 r.constants_folded == 1 ? "" : "s", r.calls_folded, r.calls_folded == 1 ? "" : "s",
                 r.dead_removed, r.identities_removed,
                 r.dead_removed + r.identities_removed == 1 ? "" : "s", r.calls_before,
-                r.calls_after, cli_bytes(b1, sizeof b1, r.weight_bytes_before),
+                r.calls_after, r.ops_before, r.ops_after,
+                cli_bytes(b1, sizeof b1, r.weight_bytes_before),
                 cli_bytes(b2, sizeof b2, r.weight_bytes_after));
     }
     return true;
