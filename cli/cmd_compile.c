@@ -1,8 +1,8 @@
 /* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
- * FILE.db] [--target T] [--print-loops] [--print-flat]`: parses the graph (or imports an ONNX
- * model), reads the schedule (or takes the best tuning records), and writes a shared object (or
- * an object file when OUT ends in .o) through the public compile API; --save-weights writes an
- * ONNX model's weights as .npy files. */
+ * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-simplify] [--no-memplan]`: parses
+ * the graph (or imports and simplifies an ONNX model), reads the schedule (or takes the best
+ * tuning records), and writes a shared object (or an object file when OUT ends in .o) through
+ * the public compile API; --save-weights writes an ONNX model's weights as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
     "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR] [--no-simplify]\n"
+    "                    [--save-weights DIR] [--no-simplify] [--no-memplan]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
@@ -27,7 +27,10 @@ static const char usage[] =
     "a record keep the default schedule.\n"
     "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
     "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
-    "imported. --save-weights writes the weights of the graph compiled.\n";
+    "imported. --save-weights writes the weights of the graph compiled.\n"
+    "Intermediates computed at root share one workspace by live range (memory planning);\n"
+    "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
+    "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";
 
 static char *
 slurp(const char *path, size_t *len)
@@ -97,7 +100,7 @@ cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
                *wdir = NULL, *db = NULL;
-    int print = 0, no_db = 0, no_simplify = 0;
+    int print = 0, no_db = 0, no_simplify = 0, no_memplan = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -124,6 +127,8 @@ cmd_compile(int argc, char **argv)
             no_db = 1;
         else if (!strcmp(a, "--no-simplify"))
             no_simplify = 1;
+        else if (!strcmp(a, "--no-memplan"))
+            no_memplan = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -171,6 +176,8 @@ cmd_compile(int argc, char **argv)
     uint32_t                    ntuned = 0, ntasks = 0;
     const char                 *loops;
     const double *const        *weights = NULL;
+    if (ctx)
+        kiln_ctx_set_memplan(ctx, !no_memplan);
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         rc = 1;
@@ -206,6 +213,22 @@ cmd_compile(int argc, char **argv)
     if (!rc && db && !print)
         fprintf(stderr, "kiln compile: %u of %u tasks tuned (records from %s)\n", ntuned, ntasks,
                 db);
+    if (!rc && !print) {
+        struct kiln_memory_report mr;
+        kiln_ctx_memory_report(ctx, &mr);
+        char act[96];
+        if (no_memplan)
+            snprintf(act, sizeof act, "%.1f MB unplanned (--no-memplan)",
+                     (double)mr.workspace * 1e-6);
+        else
+            snprintf(act, sizeof act, "%.1f MB planned (%.1f MB unplanned)",
+                     (double)mr.workspace * 1e-6, (double)mr.workspace_unplanned * 1e-6);
+        fprintf(stderr,
+                "memory: weights %.1f MB, inputs %.1f MB, outputs %.1f MB, activations %s, "
+                "peak %.1f MB\n",
+                (double)mr.weights * 1e-6, (double)mr.inputs * 1e-6, (double)mr.outputs * 1e-6, act,
+                (double)mr.peak * 1e-6);
+    }
     kiln_ctx_free(ctx);
     free(sched);
     free(text);

@@ -23,7 +23,10 @@
  * still holding the NaN it started with is reported as never written. --bench calls the module
  * until 0.05 s have passed (warm-up), then R times (default 5) for at least --min-time seconds
  * each (default 0.2), and prints the median time per call with GFLOP/s and GB/s computed from
- * the graph's FLOPs and bytes (the sums of kiln_graph_call).
+ * the graph's FLOPs and bytes (the sums of kiln_graph_call), and a memory line: the module's
+ * peak per call (metadata "peak_bytes": weights + inputs + outputs + workspace, with the
+ * workspace planned and unplanned) and this process's measured maximum resident set size
+ * (getrusage; it includes the reference data and guard frames run allocates itself).
  *
  * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
 #include "cli.h"
@@ -36,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define GUARD_BYTE 0xcd
@@ -528,6 +532,17 @@ cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* An integer field of the module's metadata JSON, or -1 when absent (older modules). */
+static int64_t
+meta_int(const struct kiln_module *m, const char *key)
+{
+    const char *js = kiln_module_metadata(m);
+    char        pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = js ? strstr(js, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
 static int
 run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTensor **args,
           uint32_t n, const struct opts *o)
@@ -572,6 +587,16 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     if (g)
         printf("bench: %.4g GFLOP/s, %.4g GB/s (%.6g GFLOP, %.6g MB per call)\n",
                flops / med * 1e-9, bytes / med * 1e-9, flops * 1e-9, bytes * 1e-6);
+    int64_t       peak = meta_int(m, "peak_bytes"), ws = meta_int(m, "workspace_bytes");
+    int64_t       unplanned = meta_int(m, "workspace_unplanned_bytes");
+    struct rusage ru;
+    double        rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1e-3 : -1;
+    if (peak >= 0)
+        printf("bench: memory %.4g MB peak per call (workspace %.4g MB, %.4g MB unplanned); "
+               "max RSS %.4g MB\n",
+               (double)peak * 1e-6, (double)ws * 1e-6, (double)unplanned * 1e-6, rss);
+    else
+        printf("bench: memory: max RSS %.4g MB (module metadata has no peak_bytes)\n", rss);
     free(t);
     return 1;
 }

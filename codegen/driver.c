@@ -14,6 +14,55 @@ struct built {
     struct kiln_cg_module m;
 };
 
+void
+kiln_ctx_set_memplan(kiln_ctx *ctx, int on)
+{
+    if (ctx)
+        ctx->no_memplan = !on;
+}
+
+void
+kiln_ctx_memory_report(const kiln_ctx *ctx, struct kiln_memory_report *out)
+{
+    *out = ctx ? ctx->mem : (struct kiln_memory_report){0};
+}
+
+static int64_t
+buf_bytes(const struct kiln_buffer *b)
+{
+    int64_t n = (int64_t)kiln_dtype_size((enum kiln_dtype)b->dtype);
+    for (int d = 0; d < b->ndim; d++)
+        n *= b->shape[d]; /* graph tensors have at most 2^40 elements */
+    return n;
+}
+
+static uint8_t
+role_of(const struct kiln_graph *g, const struct kiln_func *f, uint32_t i)
+{
+    uint32_t tensor = f->buf[f->param[i]].tensor;
+    return i >= g->narg ? 2 : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? 1 : 0;
+}
+
+/* Plans f's memory (unless the context says not to) and fills ctx->mem. */
+static enum kiln_status
+plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f)
+{
+    int64_t unplanned;
+    KILN_TRY(kiln_pass_memplan(f, !ctx->no_memplan, &unplanned));
+    KILN_TRY(kiln_func_verify(f, true));
+    struct kiln_memory_report r = {.workspace = ctx->no_memplan ? unplanned : f->ws_bytes,
+                                   .workspace_unplanned = unplanned};
+    for (uint32_t i = 0; i < f->nparam; i++) {
+        uint8_t role = role_of(g, f, i);
+        *(role == 0   ? &r.inputs
+          : role == 1 ? &r.weights
+                      : &r.outputs) += buf_bytes(&f->buf[f->param[i]]);
+    }
+    r.peak = r.weights + r.inputs + r.outputs + r.workspace;
+    ctx->mem = r;
+    return KILN_OK;
+}
+
 static const char *
 role_name(uint8_t r)
 {
@@ -27,10 +76,8 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
     uint8_t *role = kiln_arena_alloc(ctx, f->nparam + 1);
     if (!role)
         return ctx->err.status;
-    for (uint32_t i = 0; i < f->nparam; i++) {
-        uint32_t tensor = f->buf[f->param[i]].tensor;
-        role[i] = i >= g->narg ? 2 : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? 1 : 0;
-    }
+    for (uint32_t i = 0; i < f->nparam; i++)
+        role[i] = role_of(g, f, i);
     struct kiln_buf js = {0};
     bool            ok = kiln_buf_printf(
                    ctx, &js,
@@ -48,7 +95,15 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
              && kiln_buf_printf(ctx, &js, "], \"role\": \"%s\", \"align\": %u}", role_name(role[i]),
                                 b->align);
     }
-    ok = ok && kiln_buf_puts(ctx, &js, "]}");
+    struct kiln_memory_report *mr = &ctx->mem;
+    ok = ok
+         && kiln_buf_printf(ctx, &js,
+                            "], \"weights_bytes\": %" PRId64 ", \"inputs_bytes\": %" PRId64
+                            ", \"outputs_bytes\": %" PRId64 ", \"workspace_bytes\": %" PRId64
+                            ", \"workspace_unplanned_bytes\": %" PRId64 ", \"peak_bytes\": %" PRId64
+                            "}",
+                            mr->weights, mr->inputs, mr->outputs, mr->workspace,
+                            mr->workspace_unplanned, mr->peak);
     if (!ok)
         return ctx->err.status;
     const char *src;
@@ -77,6 +132,8 @@ build(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_compile_optio
         KILN_TRY(kiln_lower(ctx, g, &sched, &f));
     else
         KILN_TRY(kiln_lower_unflat(ctx, g, &sched, &f));
+    if (flat)
+        KILN_TRY(plan_memory(ctx, g, f));
     *fout = f;
     return KILN_OK;
 }

@@ -34,6 +34,8 @@
 #define STACK_ALLOCA_MAX 65536 /* bytes: larger STACK buffers go to kiln_rt_alloc */
 #define TEMP_ALIGN       64    /* alignment of allocas and kiln_rt_alloc memory */
 
+_Static_assert(KILN_WS_ALIGN % TEMP_ALIGN == 0, "workspace offsets keep temporaries aligned");
+
 enum kiln_status
 cg_fail(struct cg *cg, enum kiln_status st, const char *fmt, ...)
 {
@@ -528,6 +530,140 @@ emit_parallel(struct cg *cg, const struct kiln_stmt *s)
     LLVMPositionBuilderAtEnd(cg->b, done);
 }
 
+/* ---- alias scopes of workspace views ----
+ *
+ * Views of the workspace are GEPs of one allocation, so LLVM knows nothing that separates
+ * them. Within one root statement, though, every buffer it touches is live and buffers live
+ * together have disjoint bytes (passes/memplan.c): each root statement k gets its own scope
+ * domain, the accesses of planned buffer b in it the scope (k, b) and a noalias list of the
+ * scopes (k, c) of the other planned buffers it accesses. Statements never share a domain, so
+ * nothing is claimed between accesses of different statements, where bytes are reused (an
+ * access with no scope in a domain is not separated by that domain). */
+
+/* The planned buffer whose view p is derived from by GEPs, or KILN_NONE. */
+static uint32_t
+view_of(const struct cg *cg, LLVMValueRef p)
+{
+    for (int depth = 0; p && depth < 8; depth++) {
+        for (uint32_t b = 0; b < cg->f->nbuf; b++)
+            if (cg->view[b] == p)
+                return b;
+        if (!LLVMIsAGetElementPtrInst(p))
+            return KILN_NONE;
+        p = LLVMGetOperand(p, 0);
+    }
+    return KILN_NONE;
+}
+
+/* The planned buffer an instruction accesses: loads, stores, masked/gather/scatter calls. */
+static uint32_t
+access_of(const struct cg *cg, LLVMValueRef inst)
+{
+    if (LLVMIsALoadInst(inst))
+        return view_of(cg, LLVMGetOperand(inst, 0));
+    if (LLVMIsAStoreInst(inst))
+        return view_of(cg, LLVMGetOperand(inst, 1));
+    if (LLVMIsACallInst(inst) && LLVMIsAIntrinsicInst(inst)) {
+        int n = LLVMGetNumArgOperands(inst);
+        for (int i = 0; i < n; i++) {
+            uint32_t b = view_of(cg, LLVMGetOperand(inst, (unsigned)i));
+            if (b != KILN_NONE)
+                return b;
+        }
+    }
+    return KILN_NONE;
+}
+
+/* Where kiln_body stood before a root statement: the insertion block and its last
+ * instruction, and the function's last block (blocks are only ever appended). */
+struct mark {
+    LLVMBasicBlockRef bb, lastbb;
+    LLVMValueRef      last;
+};
+
+/* Calls fn on every instruction emitted in kiln_body since m: the rest of m.bb, then every
+ * block appended after m.lastbb. */
+static void
+each_inst_since(struct cg *cg, struct mark m, void (*fn)(struct cg *, LLVMValueRef, void *),
+                void *ud)
+{
+    LLVMValueRef i = m.last ? LLVMGetNextInstruction(m.last) : LLVMGetFirstInstruction(m.bb);
+    for (; i; i = LLVMGetNextInstruction(i))
+        fn(cg, i, ud);
+    for (LLVMBasicBlockRef bb = LLVMGetNextBasicBlock(m.lastbb); bb; bb = LLVMGetNextBasicBlock(bb))
+        for (i = bb == m.bb ? NULL : LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i))
+            fn(cg, i, ud);
+}
+
+struct scopes {
+    LLVMMetadataRef  domain; /* this statement's */
+    LLVMMetadataRef *scope;  /* per buffer: its scope in this statement, or NULL */
+    uint32_t        *used;   /* planned buffers accessed */
+    uint32_t         nused;
+    unsigned         k_scope, k_noalias;
+};
+
+static void
+collect_access(struct cg *cg, LLVMValueRef inst, void *ud)
+{
+    struct scopes *S = ud;
+    uint32_t       b = access_of(cg, inst);
+    if (b == KILN_NONE || S->scope[b])
+        return;
+    char nm[64]; /* statement, buffer index (unique even when the name is cut), name */
+    snprintf(nm, sizeof nm, "kiln.ws.%u.%u.%s", cg->nroot, b, cg_buf_name(cg, b));
+    LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(cg->lc, nm, strlen(nm)), S->domain};
+    S->scope[b] = LLVMMDNodeInContext2(cg->lc, ops, 2);
+    S->used[S->nused++] = b;
+}
+
+static void
+tag_access(struct cg *cg, LLVMValueRef inst, void *ud)
+{
+    struct scopes *S = ud;
+    uint32_t       b = access_of(cg, inst);
+    if (b == KILN_NONE || !S->scope[b])
+        return;
+    LLVMMetadataRef other[256];
+    uint32_t        n = 0;
+    for (uint32_t i = 0; i < S->nused && n < KILN_COUNTOF(other); i++)
+        if (S->used[i] != b)
+            other[n++] = S->scope[S->used[i]];
+    LLVMSetMetadata(inst, S->k_scope,
+                    LLVMMetadataAsValue(cg->lc, LLVMMDNodeInContext2(cg->lc, &S->scope[b], 1)));
+    if (n)
+        LLVMSetMetadata(inst, S->k_noalias,
+                        LLVMMetadataAsValue(cg->lc, LLVMMDNodeInContext2(cg->lc, other, n)));
+}
+
+/* Emits one root statement of kiln_body, then scopes its accesses of planned buffers. */
+static void
+emit_root(struct cg *cg, const struct kiln_stmt *s)
+{
+    LLVMBasicBlockRef bb = LLVMGetInsertBlock(cg->b);
+    struct mark       m = {bb, LLVMGetLastBasicBlock(cg->fn.fn), LLVMGetLastInstruction(bb)};
+    cg_emit_stmt(cg, s);
+    if (cg->failed)
+        return;
+    char nm[32];
+    snprintf(nm, sizeof nm, "kiln.ws.%u", cg->nroot);
+    LLVMMetadataRef dom_id = LLVMMDStringInContext2(cg->lc, nm, strlen(nm));
+    struct scopes   S = {.domain = LLVMMDNodeInContext2(cg->lc, &dom_id, 1),
+                         .scope =
+                             kiln_arena_alloc(cg->ctx, sizeof(LLVMMetadataRef) * (cg->f->nbuf + 1)),
+                         .used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (cg->f->nbuf + 1)),
+                         .k_scope = LLVMGetMDKindIDInContext(cg->lc, "alias.scope", 11),
+                         .k_noalias = LLVMGetMDKindIDInContext(cg->lc, "noalias", 7)};
+    if (!S.scope || !S.used) {
+        cg->failed = true;
+        return;
+    }
+    each_inst_since(cg, m, collect_access, &S);
+    if (S.nused > 1) /* one buffer alone needs no scope */
+        each_inst_since(cg, m, tag_access, &S);
+    cg->nroot++;
+}
+
 /* ---- other statements ---- */
 
 static void
@@ -545,6 +681,19 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         return;
     if (cg->fn.bufptr[b]) {
         cg_fail(cg, KILN_ERR_INVALID, "buffer %s is allocated twice", cg_buf_name(cg, b));
+        return;
+    }
+    if (bf->ws_offset >= 0) { /* a view of the workspace: nothing to allocate or free */
+        if (!cg->fn.ws) {
+            cg_fail(cg, KILN_ERR_INVALID, "workspace buffer %s outside the workspace",
+                    cg_buf_name(cg, b));
+            return;
+        }
+        LLVMValueRef off = cg_const_i64(cg, bf->ws_offset);
+        cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.ws, &off, 1, "");
+        cg->view[b] = cg->fn.bufptr[b];
+        cg_emit_stmt(cg, s->u.alloc.body);
+        cg->fn.bufptr[b] = NULL;
         return;
     }
     if (bf->scope == KILN_SCOPE_STACK && bytes <= STACK_ALLOCA_MAX) {
@@ -677,6 +826,11 @@ cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
         emit_store(cg, s);
         return;
     case KILN_STMT_SEQ:
+        if (s == cg->root && cg->fn.ws) {
+            for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
+                emit_root(cg, s->u.seq.item[i]);
+            return;
+        }
         for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
             cg_emit_stmt(cg, s->u.seq.item[i]);
         return;
@@ -855,7 +1009,30 @@ emit_functions(struct cg *cg)
         return;
     for (uint32_t i = 0; i < f->nparam; i++)
         cg->fn.bufptr[f->param[i]] = LLVMGetParam(body, i);
+    cg->root = f->body;
+    while (cg->root && cg->root->kind == KILN_STMT_ALLOC)
+        cg->root = cg->root->u.alloc.body;
+    cg->view = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nbuf + 1));
+    if (!cg->view) {
+        cg->failed = true;
+        return;
+    }
+    if (f->ws_bytes > 0) { /* one allocation per call for every planned temporary */
+        LLVMValueRef sz = cg_const_i64(cg, f->ws_bytes);
+        LLVMValueRef ws = call_rt(cg, "kiln_rt_alloc", &sz, 1);
+        error_exit_if(cg, LLVMBuildIsNull(cg->b, ws, ""),
+                      LLVMConstInt(cg->t_i32, KILN_ABI_ERR_NOMEM, 0));
+        if (!kiln_vec_reserve(cg->ctx, (void **)&cg->fn.heap, &cg->fn.capheap, sizeof *cg->fn.heap,
+                              1)) {
+            cg->failed = true;
+            return;
+        }
+        cg->fn.heap[cg->fn.nheap++] = ws;
+        cg->fn.ws = ws;
+    }
     cg_emit_stmt(cg, f->body);
+    if (!cg->failed && cg->fn.ws)
+        call_rt(cg, "kiln_rt_free", &cg->fn.ws, 1);
     if (!cg->failed)
         LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
     if (!cg->failed)

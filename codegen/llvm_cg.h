@@ -49,6 +49,7 @@ struct cg_fn {
     LLVMValueRef     *bufptr; /* per buffer: its data pointer here, or NULL */
     LLVMValueRef     *heap;   /* live kiln_rt_alloc results, freed on an error exit */
     uint32_t          nheap, capheap;
+    LLVMValueRef      ws; /* the workspace (kiln_body only), or NULL */
 };
 
 struct cg {
@@ -67,6 +68,9 @@ struct cg {
     uint32_t                     lanes; /* 0 = scalar code, else inside a SIMD loop */
     LLVMValueRef                 mask;  /* <lanes x i1> of active lanes; NULL = all */
     uint32_t                     nparallel;
+    const struct kiln_stmt      *root;  /* the root statements (below the ALLOC chain) */
+    LLVMValueRef                *view;  /* per buffer: its workspace view in kiln_body, or NULL */
+    uint32_t                     nroot; /* root statements tagged so far */
     bool                         failed;
 };
 

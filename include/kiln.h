@@ -197,6 +197,22 @@ struct kiln_compile_options {
 KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                                              const struct kiln_compile_options *opt,
                                              const char                        *path);
+/* Memory planning (on by default): kiln_graph_compile places the intermediates computed at
+ * root in one workspace allocated once per call, intermediates whose live ranges (first to
+ * last root loop nest touching them) are disjoint sharing bytes. Off (on = 0) gives each its
+ * own allocation for the whole call, for A/B checks. A setting of the context. */
+KILN_API void kiln_ctx_set_memplan(kiln_ctx *ctx, int on);
+/* Memory of a compiled module's call, in bytes (the same figures as its metadata JSON,
+ * include/kiln_abi.h). */
+struct kiln_memory_report {
+    int64_t weights, inputs, outputs; /* arguments, by role */
+    int64_t workspace;                /* root-level intermediates as compiled (planned or not) */
+    int64_t workspace_unplanned;      /* their sum: each intermediate in its own allocation */
+    int64_t peak;                     /* weights + inputs + outputs + workspace */
+};
+/* The report of the last successful kiln_graph_compile or kiln_graph_lower_print (flat) with
+ * ctx; all zeros before one. */
+KILN_API void kiln_ctx_memory_report(const kiln_ctx *ctx, struct kiln_memory_report *out);
 /* The lowered loop nest as text (flat = after storage flattening), ctx-owned. */
 KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
                                                  const struct kiln_compile_options *opt, int flat,

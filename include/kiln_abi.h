@@ -30,7 +30,16 @@
  * Metadata JSON: {"kiln_version": "0.1.0", "abi_version": 1, "name": "...",
  *   "graph_hash": "0123456789abcdef", "target": "llvm -mcpu=... -mattr=...",
  *   "args": [{"name": "a", "dtype": "f32", "shape": [64, 128], "role": "input"|"weight"|
- *             "output", "align": 4}, ...]} */
+ *             "output", "align": 4}, ...],
+ *   "weights_bytes": 32768, "inputs_bytes": 32768, "outputs_bytes": 8192,
+ *   "workspace_bytes": 4096, "workspace_unplanned_bytes": 8192, "peak_bytes": 77824}
+ * The *_bytes fields (added in kiln 0.1.0 without changing abi_version; readers must accept
+ * their absence in older modules) describe one call's memory: the arguments by role; the
+ * workspace the call allocates for the intermediates computed at root (shared by live range
+ * when the module was compiled with memory planning, else their sum); the sum of those
+ * intermediates each in its own allocation; peak = weights + inputs + outputs + workspace.
+ * Temporaries of stages computed inside other stages (region-sized, mostly on the stack) are
+ * not counted. */
 #ifndef KILN_ABI_H
 #define KILN_ABI_H
 

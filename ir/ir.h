@@ -362,7 +362,15 @@ struct kiln_buffer {
     int64_t  shape[KILN_MAX_DIMS];
     uint32_t tensor; /* graph tensor it holds, or KILN_NONE */
     uint32_t align;  /* bytes the data pointer is known to be aligned to (>= element size) */
+    /* HEAP buffers placed by memory planning (kiln_pass_memplan): byte offset of the data in
+     * the function's workspace (a multiple of KILN_WS_ALIGN); -1 = allocated on its own. Such
+     * a buffer's ALLOC wraps the function body, but it is live only from the first to the
+     * last root statement touching it: buffers whose live ranges are disjoint may share
+     * bytes. */
+    int64_t ws_offset;
 };
+
+#define KILN_WS_ALIGN 64 /* alignment of the workspace and of every offset in it */
 
 enum kiln_stmt_kind {
     KILN_STMT_FOR,
@@ -415,6 +423,7 @@ struct kiln_func {
     uint32_t           *param; /* GLOBAL buffers in call order */
     uint32_t            nparam, capparam;
     struct kiln_stmt   *body;
+    int64_t             ws_bytes; /* workspace allocated once per call (0 = none) */
 };
 
 struct kiln_func *kiln_func_new(kiln_ctx *ctx, const char *name);
@@ -441,7 +450,10 @@ kiln_expr kiln_fresh_var(kiln_ctx *ctx, const char *base);
 /* Checks: every variable is bound by an enclosing for/let (and bound once on any path), loads
  * and stores name existing buffers with as many indices as the buffer has dimensions (or one
  * flat index when flat), stored values have the buffer's dtype, conditions are bool, vector
- * and unroll loops have constant positive extents, no axis/reduce variables remain. */
+ * and unroll loops have constant positive extents, no axis/reduce variables remain; a buffer
+ * with a workspace offset is HEAP, aligned, inside ws_bytes, and allocated only in the chain
+ * of ALLOC statements at the top of the body (outside every loop, if and sequence). Whether
+ * the planned ranges are disjoint is kiln_memplan_check's (passes/) to say. */
 enum kiln_status kiln_func_verify(const struct kiln_func *f, bool flat);
 /* Prints the loop nest as indented text (for tests, golden files and `kiln inspect`). */
 enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out);

@@ -44,7 +44,8 @@ kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt, 
                             .scope = (uint8_t)scope,
                             .ndim = (uint8_t)ndim,
                             .tensor = tensor,
-                            .align = (uint32_t)kiln_dtype_size(dt)};
+                            .align = (uint32_t)kiln_dtype_size(dt),
+                            .ws_offset = -1};
     for (uint32_t i = 0; i < ndim; i++)
         b.shape[i] = shape[i];
     uint32_t id = f->nbuf;
@@ -199,6 +200,7 @@ struct vstate {
     bool                    flat;
     kiln_expr               bound[256]; /* variables bound on the current path */
     uint32_t                nbound;
+    bool                    nested; /* below the chain of ALLOCs at the top of the body */
     const char             *bad;
     char                    msg[200];
 };
@@ -289,6 +291,8 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
         snprintf(vs->msg, sizeof vs->msg, "missing statement");
         return false;
     }
+    if (s->kind != KILN_STMT_ALLOC)
+        vs->nested = true; /* the chain never resumes below another statement */
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR: {
         if (!check_expr(vs, s->u.for_.min) || !check_expr(vs, s->u.for_.extent))
@@ -362,6 +366,12 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
             snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
             return false;
         }
+        if (vs->f->buf[s->u.alloc.buf].ws_offset >= 0 && vs->nested) {
+            snprintf(vs->msg, sizeof vs->msg,
+                     "workspace buffer %s is allocated inside a loop, if or sequence",
+                     kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
+            return false;
+        }
         return check_stmt(vs, s->u.alloc.body);
     }
     snprintf(vs->msg, sizeof vs->msg, "unknown statement kind %d", s->kind);
@@ -374,6 +384,23 @@ kiln_func_verify(const struct kiln_func *f, bool flat)
     struct vstate vs = {.f = f, .flat = flat};
     if (!kiln_ok(f->ctx))
         return f->ctx->err.status;
+    for (uint32_t b = 0; b < f->nbuf; b++) {
+        const struct kiln_buffer *bf = &f->buf[b];
+        int64_t                   bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+        if (bf->ws_offset < 0)
+            continue;
+        for (int d = 0; d < bf->ndim; d++)
+            if (bf->shape[d] < 0 || kiln_mul_overflows(bytes, bf->shape[d], &bytes))
+                bytes = INT64_MAX;
+        if (bf->scope != KILN_SCOPE_HEAP || bf->ws_offset % KILN_WS_ALIGN
+            || bytes > f->ws_bytes - bf->ws_offset)
+            return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify",
+                             "%s: workspace buffer %s (%" PRId64 " bytes at offset %" PRId64
+                             ") is not a %d-byte aligned heap buffer inside the %" PRId64
+                             "-byte workspace",
+                             kiln_sym_str(f->ctx, f->name), kiln_sym_str(f->ctx, bf->name), bytes,
+                             bf->ws_offset, KILN_WS_ALIGN, f->ws_bytes);
+    }
     if (!check_stmt(&vs, f->body))
         return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify", "%s: %s",
                          kiln_sym_str(f->ctx, f->name), vs.msg);
@@ -540,7 +567,11 @@ put_stmt(const struct kiln_func *f, struct kiln_buf *out, const struct kiln_stmt
         for (int i = 0; i < b->ndim; i++)
             if (!kiln_buf_printf(ctx, out, "%s%" PRId64, i ? ", " : "", b->shape[i]))
                 return false;
-        return kiln_buf_puts(ctx, out, "]\n") && put_stmt(f, out, s->u.alloc.body, depth);
+        if (b->ws_offset >= 0
+            && !kiln_buf_printf(ctx, out, "] at workspace + %" PRId64 "\n", b->ws_offset))
+            return false;
+        return (b->ws_offset >= 0 || kiln_buf_puts(ctx, out, "]\n"))
+               && put_stmt(f, out, s->u.alloc.body, depth);
     }
     }
     return false;
@@ -563,7 +594,10 @@ kiln_func_print(const struct kiln_func *f, struct kiln_buf *out)
         if (!kiln_buf_puts(ctx, out, "]"))
             return ctx->err.status;
     }
-    if (!kiln_buf_puts(ctx, out, "):\n") || !put_stmt(f, out, f->body, 1))
+    if (!kiln_buf_puts(ctx, out, "):\n")
+        || (f->ws_bytes
+            && !kiln_buf_printf(ctx, out, "  workspace %" PRId64 " bytes\n", f->ws_bytes))
+        || !put_stmt(f, out, f->body, 1))
         return kiln_ok(ctx) ? KILN_FAIL(ctx, KILN_ERR_INTERNAL, "print", "bad statement")
                             : ctx->err.status;
     return KILN_OK;

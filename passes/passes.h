@@ -150,5 +150,35 @@ enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
  *           constants folded, batch norms folded into conv2d / dense, identity copies and dead
  *           statements removed, unread weights dropped; new weight values
  * invalidates: nothing (g is not modified; the result has its own tensor indices) */
+/* ---- memory planning (passes/memplan.c) ---- */
+/* One buffer to place: its size and its live range over the root statements, inclusive
+ * (first > last: never touched). */
+struct kiln_live {
+    int64_t  bytes;
+    uint32_t first, last;
+};
+/* Places n buffers in one arena: offset[i] (a multiple of align, a power of two) such that
+ * two buffers whose live ranges overlap share no byte. Greedy by size: largest first (ties:
+ * earlier first use, then index), each into the smallest gap left by the placed buffers whose
+ * ranges overlap its own that fits it, else above the highest of them. Returns the arena size
+ * (at most the sum of the rounded sizes), or -1 with an error recorded. */
+int64_t kiln_memplan_place(kiln_ctx *ctx, const struct kiln_live *b, uint32_t n, int64_t align,
+                           int64_t *offset);
+/* live[b] for every buffer b of f: its size, and the first and last root statement (item of
+ * the sequence below the chain of ALLOCs at the top of the body) loading or storing it
+ * anywhere inside. */
+enum kiln_status kiln_memplan_live(const struct kiln_func *f, struct kiln_live *live);
+/* requires: a verified function (flat or not)
+ * provides: with plan, every HEAP buffer allocated in the ALLOC chain at the top of the body
+ *           (the intermediates lowering computes at root) gets a ws_offset in one workspace of
+ *           f->ws_bytes bytes, shared between buffers whose live ranges are disjoint
+ *           (kiln_memplan_check holds); without, nothing changes. *unplanned (may be NULL)
+ *           receives the sum of those buffers' sizes, each rounded up to KILN_WS_ALIGN.
+ * invalidates: the ALLOC scopes of planned buffers no longer bound their lifetimes: passes
+ *           that move statements across root statements must run before this one */
+enum kiln_status kiln_pass_memplan(struct kiln_func *f, bool plan, int64_t *unplanned);
+/* KILN_ERR_INTERNAL naming the two buffers when workspace buffers with overlapping live
+ * ranges share a byte. */
+enum kiln_status kiln_memplan_check(const struct kiln_func *f);
 
 #endif

@@ -111,6 +111,86 @@ vector_knobs(const struct kiln_sketch *sk, const struct kiln_prog *p, bool *vec)
     }
 }
 
+#define KILN_TILE_REGS 24 /* accumulators an innermost tile may hold without spilling */
+
+static bool
+tiled(const struct kiln_op_plan *op)
+{
+    return op->nvcand > 0
+           && (op->mode == KILN_PLAN_TILE || op->mode == KILN_PLAN_TILE_CW
+               || op->mode == KILN_PLAN_TILE_FUSE);
+}
+
+/* Vector registers the innermost tile of a tiled op holds as accumulators: the product of the
+ * innermost spatial lengths, counted in vectors along the vector axis. */
+static int64_t
+tile_registers(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes,
+               const bool *vec, const struct kiln_prog *p)
+{
+    int64_t regs = 1;
+    for (uint32_t a = 0; a < op->nvcand; a++) {
+        uint32_t k = op->k_split[op->vcand[a]];
+        if (k == KILN_NONE)
+            continue;
+        int64_t inner = p->v[sk->knob[k].slot + sk->knob[k].nparts - 1];
+        regs *= vec[k] ? (inner + lanes - 1) / lanes : inner;
+    }
+    return regs;
+}
+
+/* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
+ * on AVX2 and NEON, 32 on AVX-512): a tile of more than KILN_TILE_REGS accumulators spills, so such
+ * draws are redrawn most of the time (not always: the space stays the same, only its prior
+ * changes). A vector axis of one or two vectors is preferred for the same reason. */
+static void
+register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
+              int lanes, const bool *vec, struct kiln_prog *p)
+{
+    if (!tiled(op))
+        return;
+    uint32_t vk =
+        op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
+    if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
+        /* one to four vectors' worth of lanes dividing what the outer parts leave: the
+         * smallest half of the time (8 or 16 of 256; 14 or 28 of 28 on 8 lanes) */
+        const struct kiln_knob *k = &sk->knob[vk];
+        int64_t                *v = &p->v[k->slot];
+        int64_t                 outer = 1, d[512], c[64];
+        uint32_t                nc = 0;
+        for (uint32_t j = 0; j + 1 < k->nparts; j++)
+            outer *= v[j];
+        uint32_t nd = k->extent % outer == 0 ? divisors(k->extent / outer, d, KILN_COUNTOF(d)) : 0;
+        for (uint32_t j = 0; j < nd && nc < KILN_COUNTOF(c); j++)
+            if (d[j] >= lanes && d[j] <= 4 * (int64_t)lanes && d[j] <= KILN_MAX_INNER)
+                c[nc++] = d[j];
+        if (nc)
+            v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[0] : pick(rng, c, nc);
+    }
+    if (kiln_rng_uniform(rng) < 0.1)
+        return;
+    for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+         tries++) {
+        uint32_t a = op->vcand[kiln_rng_below(rng, op->nvcand)], k = op->k_split[a];
+        if (k == KILN_NONE || k == vk)
+            continue;
+        sample_split(rng, sk->knob[k].extent, sk->knob[k].nparts, lanes, false,
+                     &p->v[sk->knob[k].slot]);
+    }
+    /* still too large: the other axes' innermost parts move out one by one */
+    for (uint32_t a = 0; a < op->nvcand && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+         a++) {
+        uint32_t k = op->k_split[op->vcand[a]];
+        if (k == KILN_NONE || k == vk)
+            continue;
+        const struct kiln_knob *kn = &sk->knob[k];
+        int64_t                *v = &p->v[kn->slot];
+        if (kn->nparts >= 2) {
+            v[kn->nparts - 2] *= v[kn->nparts - 1];
+            v[kn->nparts - 1] = 1;
+        }
+    }
+}
+
 void
 kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out)
 {
@@ -128,10 +208,24 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         else
             out->v[k->slot] = (int64_t)kiln_rng_below(rng, k->nchoice ? k->nchoice : 1);
     }
-    /* the last spatial axis (contiguous in the output) is the vector axis half of the time */
+    /* Vector axis: an axis along which a reused argument can be packed (the weights' output
+     * channels of a convolution, the columns of a matmul's right operand) makes the innermost
+     * tile a broadcast-FMA micro-kernel over contiguous data: 40% of the time, and packed;
+     * the last spatial axis (contiguous in the output) 30%; otherwise the uniform draw. */
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
         const struct kiln_op_plan *op = &sk->priv->op[i];
-        if (op->k_vaxis != KILN_NONE && kiln_rng_uniform(rng) < 0.5)
+        if (op->k_vaxis == KILN_NONE)
+            continue;
+        uint32_t packable[KILN_MAX_DIMS], np = 0;
+        for (uint32_t c = 0; c < op->nvcand; c++)
+            if (op->npack[op->vcand[c]] > 0)
+                packable[np++] = c;
+        double u = kiln_rng_uniform(rng);
+        if (np && u < 0.4) {
+            out->v[sk->knob[op->k_vaxis].slot] = packable[kiln_rng_below(rng, np)];
+            if (op->k_pack != KILN_NONE)
+                out->v[sk->knob[op->k_pack].slot] = 1;
+        } else if (u < 0.7)
             out->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
     }
     vector_knobs(sk, out, vec);
@@ -140,6 +234,8 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         if (k->kind == KILN_KNOB_SPLIT)
             sample_split(rng, k->extent, k->nparts, lanes, vec[i], &out->v[k->slot]);
     }
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+        register_tile(sk, &sk->priv->op[i], rng, lanes, vec, out);
 }
 
 static const double role_weight[] = {
@@ -222,8 +318,19 @@ kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         }
         bool vec[KILN_MAX_KNOBS];
         vector_knobs(sk, p, vec);
-        if (mutate_split(k, rng, lanes, vec[k - sk->knob], v))
+        int64_t old[KILN_SPLIT_MAX];
+        memcpy(old, v, sizeof(int64_t) * k->nparts);
+        if (!mutate_split(k, rng, lanes, vec[k - sk->knob], v))
+            continue;
+        /* the prior of kiln_prog_sample: a move that makes a register tile spill is mostly
+         * undone */
+        bool spills = false;
+        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+            spills |= tiled(&sk->priv->op[i])
+                      && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > KILN_TILE_REGS;
+        if (!spills || kiln_rng_uniform(rng) < 0.2)
             return true;
+        memcpy(v, old, sizeof(int64_t) * k->nparts);
     }
     return false;
 }

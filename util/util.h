@@ -52,6 +52,9 @@ struct kiln_ctx {
     uint32_t         nsym, capsym;
     uint32_t        *symbucket;
     uint32_t         symmask;
+    /* compile settings and results (codegen/driver.c) */
+    bool                      no_memplan;
+    struct kiln_memory_report mem;
 };
 
 /* Raw allocation through the context's allocator; NULL on failure (no error recorded). */

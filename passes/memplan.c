@@ -1,0 +1,296 @@
+/* passes/memplan.c -- memory planning: the intermediates computed at root share one workspace.
+ *
+ * Lowering gives every root-level intermediate a HEAP buffer whose ALLOC wraps the whole body,
+ * so without planning a call holds all of them at once. Here each such buffer gets a live
+ * range over the root statements (the items of the body's top-level sequence, below the chain
+ * of ALLOCs): from the first statement that touches it to the last one, where a statement
+ * touches a buffer when a load or store anywhere inside it (nested stages included) names it.
+ * Offsets then come from kiln_memplan_place: greedy by size (largest first, as TFLite's
+ * greedy-by-size arena planner and TVM's static storage planner do), each buffer going into
+ * the smallest gap between the already placed buffers whose ranges overlap its own (best fit),
+ * or above the highest of them. Ranges are inclusive, so a statement that reads A and writes B
+ * never sees them share bytes; a buffer written in one statement and read much later (a skip
+ * connection) keeps its bytes the whole time in between. */
+#include "passes.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct place_item {
+    uint32_t id;
+    int64_t  bytes; /* rounded up to the alignment */
+    uint32_t first, last;
+};
+
+static int
+by_size(const void *pa, const void *pb)
+{
+    const struct place_item *a = pa, *b = pb;
+    if (a->bytes != b->bytes)
+        return a->bytes > b->bytes ? -1 : 1;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+struct placed {
+    int64_t off, end;
+};
+
+static int
+by_offset(const void *pa, const void *pb)
+{
+    const struct placed *a = pa, *b = pb;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+int64_t
+kiln_memplan_place(kiln_ctx *ctx, const struct kiln_live *b, uint32_t n, int64_t align,
+                   int64_t *offset)
+{
+    if (align < 1 || (align & (align - 1))) {
+        KILN_FAIL(ctx, KILN_ERR_INTERNAL, "memplan",
+                  "memplan: alignment %" PRId64 " is not a power of two", align);
+        return -1;
+    }
+    struct kiln_arena_mark m = kiln_arena_mark(ctx);
+    struct place_item     *it = kiln_arena_alloc(ctx, sizeof *it * (n + 1));
+    struct placed         *nb = kiln_arena_alloc(ctx, sizeof *nb * (n + 1));
+    if (!it || !nb)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t sz = b[i].bytes > 0 ? b[i].bytes : 0;
+        if (sz > INT64_MAX / 4) {
+            KILN_FAIL(ctx, KILN_ERR_INVALID, "memplan", "memplan: buffer %u is too large", i);
+            kiln_arena_rewind(ctx, m);
+            return -1;
+        }
+        it[i] = (struct place_item){i, (sz + align - 1) & ~(align - 1), b[i].first, b[i].last};
+        if (it[i].first > it[i].last) /* never touched: live nowhere, any place will do */
+            it[i].first = it[i].last = 0;
+    }
+    qsort(it, n, sizeof *it, by_size);
+    int64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nn = 0;
+        for (uint32_t j = 0; j < i; j++)
+            if (it[j].first <= it[i].last && it[i].first <= it[j].last && it[j].bytes)
+                nb[nn++] = (struct placed){offset[it[j].id], offset[it[j].id] + it[j].bytes};
+        qsort(nb, nn, sizeof *nb, by_offset);
+        int64_t cur = 0, best = -1, best_gap = INT64_MAX;
+        for (uint32_t k = 0; k < nn; k++) {
+            int64_t gap = nb[k].off - cur;
+            if (gap >= it[i].bytes && gap < best_gap) {
+                best = cur;
+                best_gap = gap;
+            }
+            if (nb[k].end > cur)
+                cur = nb[k].end;
+        }
+        offset[it[i].id] = best >= 0 ? best : cur;
+        if (offset[it[i].id] + it[i].bytes > total)
+            total = offset[it[i].id] + it[i].bytes;
+    }
+    kiln_arena_rewind(ctx, m);
+    return total;
+}
+
+/* ---- live ranges over the root statements ---- */
+
+struct live_scan {
+    const struct kiln_func *f;
+    struct kiln_live       *live; /* per buffer */
+    uint32_t                item;
+};
+
+static void
+touch(struct live_scan *L, uint32_t b)
+{
+    if (b >= L->f->nbuf)
+        return;
+    struct kiln_live *l = &L->live[b];
+    if (l->first > l->last) {
+        l->first = l->last = L->item;
+        return;
+    }
+    if (L->item < l->first)
+        l->first = L->item;
+    if (L->item > l->last)
+        l->last = L->item;
+}
+
+static bool
+scan_load(void *ud, kiln_expr node)
+{
+    struct live_scan       *L = ud;
+    const struct kiln_node *n = kiln_node_get(L->f->ctx, node);
+    if (n->op == KILN_OP_LOAD)
+        touch(L, (uint32_t)n->imm);
+    return true;
+}
+
+static void
+scan_expr(struct live_scan *L, kiln_expr e)
+{
+    if (e.id)
+        kiln_expr_visit_nodes(L->f->ctx, e, scan_load, L);
+}
+
+static void
+scan_stmt(struct live_scan *L, const struct kiln_stmt *s)
+{
+    if (!s)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        scan_expr(L, s->u.for_.min);
+        scan_expr(L, s->u.for_.extent);
+        scan_stmt(L, s->u.for_.body);
+        return;
+    case KILN_STMT_STORE:
+        touch(L, s->u.store.buf);
+        scan_expr(L, s->u.store.index);
+        scan_expr(L, s->u.store.value);
+        return;
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            scan_stmt(L, s->u.seq.item[i]);
+        return;
+    case KILN_STMT_IF:
+        scan_expr(L, s->u.if_.cond);
+        scan_stmt(L, s->u.if_.then);
+        scan_stmt(L, s->u.if_.els);
+        return;
+    case KILN_STMT_LET:
+        scan_expr(L, s->u.let.value);
+        scan_stmt(L, s->u.let.body);
+        return;
+    case KILN_STMT_ALLOC:
+        scan_stmt(L, s->u.alloc.body);
+        return;
+    }
+}
+
+/* The root statements: below the chain of ALLOCs at the top of the body, the items of a
+ * sequence (or the one statement). Returns the first statement below the chain. */
+static const struct kiln_stmt *
+root_items(const struct kiln_func *f, struct kiln_stmt *const **items, uint32_t *n)
+{
+    const struct kiln_stmt *s = f->body;
+    while (s && s->kind == KILN_STMT_ALLOC)
+        s = s->u.alloc.body;
+    if (s && s->kind == KILN_STMT_SEQ) {
+        *items = s->u.seq.item;
+        *n = s->u.seq.n;
+    } else {
+        *items = NULL;
+        *n = s ? 1 : 0;
+    }
+    return s;
+}
+
+enum kiln_status
+kiln_memplan_live(const struct kiln_func *f, struct kiln_live *live)
+{
+    struct kiln_stmt *const *items;
+    uint32_t                 n;
+    const struct kiln_stmt  *top = root_items(f, &items, &n);
+    struct live_scan         L = {.f = f, .live = live};
+    for (uint32_t b = 0; b < f->nbuf; b++) {
+        int64_t bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)f->buf[b].dtype);
+        for (int d = 0; d < f->buf[b].ndim; d++)
+            if (f->buf[b].shape[d] < 0 || kiln_mul_overflows(bytes, f->buf[b].shape[d], &bytes))
+                return KILN_FAIL(f->ctx, KILN_ERR_INVALID, "memplan",
+                                 "memplan: buffer %s is too large",
+                                 kiln_sym_str(f->ctx, f->buf[b].name));
+        live[b] = (struct kiln_live){.bytes = bytes, .first = 1, .last = 0};
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        L.item = i;
+        scan_stmt(&L, items ? items[i] : top);
+    }
+    return kiln_ok(f->ctx) ? KILN_OK : f->ctx->err.status;
+}
+
+static bool
+overlap(const struct kiln_live *a, const struct kiln_live *b)
+{
+    return a->first <= a->last && b->first <= b->last && a->first <= b->last && b->first <= a->last;
+}
+
+enum kiln_status
+kiln_pass_memplan(struct kiln_func *f, bool plan, int64_t *unplanned)
+{
+    kiln_ctx *ctx = f->ctx;
+    if (unplanned)
+        *unplanned = 0;
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    struct kiln_arena_mark m = kiln_arena_mark(ctx);
+    struct kiln_live      *live = kiln_arena_alloc(ctx, sizeof *live * (f->nbuf + 1));
+    struct kiln_live      *cand = kiln_arena_alloc(ctx, sizeof *cand * (f->nbuf + 1));
+    uint32_t              *id = kiln_arena_alloc(ctx, sizeof *id * (f->nbuf + 1));
+    int64_t               *off = kiln_arena_alloc(ctx, sizeof *off * (f->nbuf + 1));
+    if (!live || !cand || !id || !off)
+        return ctx->err.status;
+    enum kiln_status st = kiln_memplan_live(f, live);
+    uint32_t         n = 0;
+    int64_t          sum = 0;
+    for (const struct kiln_stmt *s = f->body; st == KILN_OK && s && s->kind == KILN_STMT_ALLOC;
+         s = s->u.alloc.body) {
+        uint32_t b = s->u.alloc.buf;
+        if (b >= f->nbuf || f->buf[b].scope != KILN_SCOPE_HEAP || f->buf[b].ws_offset >= 0)
+            continue;
+        cand[n] = live[b];
+        id[n++] = b;
+        int64_t r = (live[b].bytes + KILN_WS_ALIGN - 1) / KILN_WS_ALIGN * KILN_WS_ALIGN;
+        sum = sum > INT64_MAX - r ? INT64_MAX : sum + r;
+    }
+    if (unplanned)
+        *unplanned = sum;
+    if (st == KILN_OK && plan && n) {
+        int64_t total = kiln_memplan_place(ctx, cand, n, KILN_WS_ALIGN, off);
+        if (total < 0) {
+            st = ctx->err.status;
+        } else {
+            for (uint32_t i = 0; i < n; i++)
+                f->buf[id[i]].ws_offset = off[i];
+            f->ws_bytes = total;
+        }
+    }
+    kiln_arena_rewind(ctx, m);
+    if (st == KILN_OK && plan && n)
+        st = kiln_memplan_check(f);
+    return st;
+}
+
+enum kiln_status
+kiln_memplan_check(const struct kiln_func *f)
+{
+    kiln_ctx              *ctx = f->ctx;
+    struct kiln_arena_mark m = kiln_arena_mark(ctx);
+    struct kiln_live      *live = kiln_arena_alloc(ctx, sizeof *live * (f->nbuf + 1));
+    if (!live)
+        return ctx->err.status;
+    enum kiln_status st = kiln_memplan_live(f, live);
+    for (uint32_t a = 0; st == KILN_OK && a < f->nbuf; a++) {
+        const struct kiln_buffer *ba = &f->buf[a];
+        if (ba->ws_offset < 0)
+            continue;
+        for (uint32_t b = a + 1; st == KILN_OK && b < f->nbuf; b++) {
+            const struct kiln_buffer *bb = &f->buf[b];
+            if (bb->ws_offset < 0 || !overlap(&live[a], &live[b]))
+                continue;
+            if (ba->ws_offset < bb->ws_offset + live[b].bytes
+                && bb->ws_offset < ba->ws_offset + live[a].bytes)
+                st = KILN_FAIL(ctx, KILN_ERR_INTERNAL, "memplan",
+                               "memplan: %s and %s are live together (root statements %u-%u and "
+                               "%u-%u) but share workspace bytes",
+                               kiln_sym_str(ctx, ba->name), kiln_sym_str(ctx, bb->name),
+                               live[a].first, live[a].last, live[b].first, live[b].last);
+        }
+    }
+    kiln_arena_rewind(ctx, m);
+    return st;
+}
