@@ -1,8 +1,8 @@
 /* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
- * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-memplan]`: parses the graph (or
- * imports an ONNX model), reads the schedule (or takes the best tuning records), and writes a
- * shared object (or an object file when OUT ends in .o) through the public compile API;
- * --save-weights writes an ONNX model's weights as .npy files. */
+ * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-simplify] [--no-memplan]`: parses
+ * the graph (or imports and simplifies an ONNX model), reads the schedule (or takes the best
+ * tuning records), and writes a shared object (or an object file when OUT ends in .o) through
+ * the public compile API; --save-weights writes an ONNX model's weights as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
     "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR] [--no-memplan]\n"
+    "                    [--save-weights DIR] [--no-simplify] [--no-memplan]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
@@ -25,6 +25,9 @@ static const char usage[] =
     "Without --schedule, the best record of every task in the tuning records database is\n"
     "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
     "a record keep the default schedule.\n"
+    "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
+    "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
+    "imported. --save-weights writes the weights of the graph compiled.\n"
     "Intermediates computed at root share one workspace by live range (memory planning);\n"
     "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
     "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";
@@ -97,7 +100,7 @@ cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
                *wdir = NULL, *db = NULL;
-    int print = 0, no_db = 0, no_memplan = 0;
+    int print = 0, no_db = 0, no_simplify = 0, no_memplan = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -122,6 +125,8 @@ cmd_compile(int argc, char **argv)
             db = argv[++i];
         else if (!strcmp(a, "--no-db"))
             no_db = 1;
+        else if (!strcmp(a, "--no-simplify"))
+            no_simplify = 1;
         else if (!strcmp(a, "--no-memplan"))
             no_memplan = 1;
         else if (!strcmp(a, "--save-weights"))
@@ -179,6 +184,8 @@ cmd_compile(int argc, char **argv)
     } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
                                : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
+    } else if (!no_simplify && !cli_simplify(ctx, "compile", in, &g, &weights, true)) {
+        rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path
                && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,

@@ -27,22 +27,27 @@
 
 static const char usage[] =
     "usage: kiln eval FILE.kg|MODEL.onnx [--seed S] [--inputs DIR] [--out DIR] [--save-inputs]\n"
+    "                 [--no-simplify] [-v]\n"
     "\n"
     "Evaluates the graph with the reference interpreter (double precision) and prints each\n"
     "output's name, dtype, shape, sum, L2 norm and a 64-bit hash of its values. An ONNX\n"
     "model's weights are its initializers; only its inputs are random or read from --inputs.\n"
+    "An ONNX model is simplified first, as `kiln compile` does (its arguments are then the\n"
+    "simplified graph's); --no-simplify evaluates it as imported, -v prints what changed.\n"
     "\n"
     "  --seed S       seed of the random inputs (default 0): floats uniform in [-1, 1)\n"
     "                 rounded to their dtype, integers uniform in [-4, 4], bools 0 or 1\n"
     "  --inputs DIR   read every argument from DIR/NAME.npy instead (C order; dtypes <f2\n"
     "                 <f4 <f8 |i1 <i4 <i8 |u1 |b1; the shape must match)\n"
     "  --out DIR      write every output to DIR/NAME.npy as float64 (DIR is created)\n"
-    "  --save-inputs  with --out: also write the arguments to DIR/NAME.npy\n";
+    "  --save-inputs  with --out: also write the arguments to DIR/NAME.npy\n"
+    "  --no-simplify  evaluate an ONNX model as imported\n"
+    "  -v             print the simplification report on stderr\n";
 
 struct opts {
     const char *path, *inputs, *out;
     uint64_t    seed;
-    bool        save_inputs;
+    bool        save_inputs, no_simplify, verbose;
 };
 
 static int
@@ -67,6 +72,10 @@ parse_opts(int argc, char **argv, struct opts *o)
             o->out = argv[++i];
         } else if (!strcmp(a, "--save-inputs")) {
             o->save_inputs = true;
+        } else if (!strcmp(a, "--no-simplify")) {
+            o->no_simplify = true;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = true;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("eval", "unknown option '%s'", a);
         } else if (o->path) {
@@ -300,6 +309,8 @@ cmd_eval(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, o.path, &weights);
+    if (g && !o.no_simplify && !cli_simplify(ctx, "eval", o.path, &g, &weights, o.verbose))
+        g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);
         return 1;

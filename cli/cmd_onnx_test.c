@@ -26,11 +26,12 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: kiln onnx-test DIR... [--rtol R] [--atol A] [--target T] [--quiet]\n"
+    "usage: kiln onnx-test DIR... [--rtol R] [--atol A] [--target T] [--quiet] [--no-simplify]\n"
     "\n"
     "Runs ONNX backend tests: each DIR holding model.onnx and test_data_set_N/{input_K.pb,\n"
     "output_K.pb} is one test; any other DIR is searched one level down for such tests\n"
-    "(e.g. the node/ folder of ONNX's test data). Each model is imported, compiled with the\n"
+    "(e.g. the node/ folder of ONNX's test data). Each model is imported, simplified (as\n"
+    "`kiln compile` does; --no-simplify: not), compiled with the\n"
     "default schedule, run on every data set and compared with the expected outputs:\n"
     "|got - want| <= atol + rtol |want| (default rtol 1e-3, atol 1e-7, as ONNX's own runner;\n"
     "integers exactly). Prints PASS, FAIL (with the first mismatch) or SKIP (an op or\n"
@@ -44,7 +45,7 @@ static const char usage[] =
 struct opts {
     double      rtol, atol;
     const char *target;
-    bool        quiet;
+    bool        quiet, no_simplify;
     const char *tmpdir;
 };
 
@@ -452,6 +453,11 @@ run_test(struct test *t, unsigned idx)
             kiln_graph_import_onnx_bound(t->ctx, data, len, path, t->bind, t->nbound, &g, &weights);
     }
     free(data);
+    if (st == KILN_OK && !t->o->no_simplify) {
+        struct kiln_graph *s;
+        if ((st = kiln_graph_simplify(t->ctx, g, weights, &s, &weights, NULL)) == KILN_OK)
+            g = s;
+    }
     if (st != KILN_OK)
         return ctx_verdict(t);
     uint32_t ninputs = 0;
@@ -665,6 +671,8 @@ cmd_onnx_test(int argc, char **argv)
             o.target = argv[++i];
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             o.quiet = true;
+        } else if (!strcmp(a, "--no-simplify")) {
+            o.no_simplify = true;
         } else if (a[0] == '-' && a[1]) {
             free(dirs);
             return cli_usage_error("onnx-test", "unknown option '%s'", a);

@@ -15,7 +15,7 @@ static const char usage[] =
     "                 [--strategy ansor+droplet|ansor|droplet] [--droplet-after N]\n"
     "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
     "                 [--timeout S] [--threads N] [--flush-cache] [--build-workers N]\n"
-    "                 [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
+    "                 [--log FILE.jsonl] [--curves DIR] [--quiet] [--no-simplify]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
     "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
@@ -26,7 +26,8 @@ static const char usage[] =
     "repeats (median) of at least --min-repeat-ms each, killed after --timeout seconds,\n"
     "outputs checked against the reference. --log streams one JSON line per measurement;\n"
     "--curves writes a CSV tuning curve per task and curves.svg. `kiln compile FILE.kg --db\n"
-    "FILE.db` then applies the best records.\n";
+    "FILE.db` then applies the best records. FILE may be an ONNX model: it is simplified first,\n"
+    "as `kiln compile` does (--no-simplify: tune it as imported; compile it the same way).\n";
 
 static volatile int stop_flag;
 
@@ -103,6 +104,7 @@ cmd_tune(int argc, char **argv)
 {
     struct kiln_tune_params p = {0};
     struct prog_ui          ui = {false, isatty(2) != 0};
+    bool                    no_simplify = false;
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
     static const char *const valued[] = {
@@ -176,6 +178,8 @@ cmd_tune(int argc, char **argv)
             p.flush_cache = 1;
         } else if (!strcmp(a, "--quiet")) {
             ui.quiet = true;
+        } else if (!strcmp(a, "--no-simplify")) {
+            no_simplify = true;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("tune", "unknown option %s", a);
         } else if (!in) {
@@ -191,7 +195,10 @@ cmd_tune(int argc, char **argv)
         fprintf(stderr, "kiln: out of memory\n");
         return 1;
     }
-    struct kiln_graph *g = cli_load_graph(ctx, in);
+    const double *const *weights = NULL;
+    struct kiln_graph   *g = cli_load_model(ctx, in, &weights);
+    if (g && !no_simplify && !cli_simplify(ctx, "tune", in, &g, &weights, !ui.quiet))
+        g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);
         return 1;

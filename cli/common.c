@@ -112,6 +112,40 @@ cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
     return g;
 }
 
+bool
+cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph **g,
+             const double *const **weights, bool report)
+{
+    if (!cli_is_onnx(path))
+        return true;
+    struct kiln_graph          *s;
+    const double *const        *sw;
+    struct kiln_simplify_report r;
+    if (kiln_graph_simplify(ctx, *g, *weights, &s, &sw, &r) != KILN_OK) {
+        cli_report(ctx);
+        return false;
+    }
+    *g = s;
+    *weights = sw;
+    if (report) {
+        char b1[32], b2[32];
+        fprintf(stderr,
+                "kiln %s: simplify: folded %u batch norm%s, %u bias add%s and %u constant%s (%u "
+                "statement%s), "
+                "removed %u dead and %u identity statement%s; statements %u -> %u (definitions "
+                "%u -> %u), weights %s -> %s\n",
+                cmd, r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s", r.bias_adds_folded,
+                r.bias_adds_folded == 1 ? "" : "s", r.constants_folded,
+                r.constants_folded == 1 ? "" : "s", r.calls_folded, r.calls_folded == 1 ? "" : "s",
+                r.dead_removed, r.identities_removed,
+                r.dead_removed + r.identities_removed == 1 ? "" : "s", r.calls_before,
+                r.calls_after, r.ops_before, r.ops_after,
+                cli_bytes(b1, sizeof b1, r.weight_bytes_before),
+                cli_bytes(b2, sizeof b2, r.weight_bytes_after));
+    }
+    return true;
+}
+
 struct kiln_graph *
 cli_load_graph(kiln_ctx *ctx, const char *path)
 {

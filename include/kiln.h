@@ -348,6 +348,40 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
                                                        uint32_t nbind, struct kiln_graph **out,
                                                        const double *const **weights);
 
+/* ---- graph simplification (passes/graph_simplify.c, passes/README.md) ----
+ * Rewrites a graph whose weights have known values (an imported ONNX model) into a new graph
+ * computing the same outputs from the same inputs:
+ *   - constant folding: statements that read only weights are computed at compile time (by the
+ *     reference interpreter, in double) and their results become weights, unless the result
+ *     would be larger than max(1024 elements, the weights it is computed from);
+ *   - an add of a per-channel weight after a bias-free conv2d or dense becomes its bias, and a
+ *     batch_norm after a conv2d (any groups) or a 2-D dense (with such an add or not) that
+ *     nothing else reads becomes that conv2d / dense with scaled weights and a bias;
+ *   - statements that copy a tensor unchanged (a reshape to the same shape) are removed, and so
+ *     are statements whose results reach no output;
+ *   - weights no statement reads any more are dropped.
+ * weights: one pointer per argument of g (kiln_graph_import_onnx's), NULL for inputs and for
+ * weights of unknown value (which are then never folded); weights itself may be NULL. The result
+ * *out has all of g's inputs first, in order, then its weights in first-read order;
+ * *weights_out (may be NULL) receives one pointer per argument of *out, ctx-owned. g is not
+ * changed. */
+struct kiln_simplify_report {
+    uint32_t batch_norms_folded; /* batch_norm statements folded into a conv2d or dense */
+    uint32_t bias_adds_folded; /* adds of a per-channel weight folded into a conv2d or dense bias */
+    uint32_t constants_folded; /* tensors computed at compile time that became weights */
+    uint32_t calls_folded;     /* statements evaluated at compile time and removed */
+    uint32_t dead_removed;     /* statements whose results reached no output */
+    uint32_t identities_removed;        /* statements copying a tensor unchanged */
+    uint32_t calls_before, calls_after; /* statements (library calls, compute definitions) */
+    uint32_t ops_before, ops_after;     /* compute definitions */
+    uint32_t weights_before, weights_after;
+    double   weight_bytes_before, weight_bytes_after; /* at the weights' dtypes */
+};
+KILN_API enum kiln_status kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_graph *g,
+                                              const double *const *weights, struct kiln_graph **out,
+                                              const double *const        **weights_out,
+                                              struct kiln_simplify_report *report);
+
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
  * arguments are the graph's arguments (inputs and weights, declaration order) followed by its

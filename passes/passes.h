@@ -142,6 +142,14 @@ enum kiln_status kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g,
 enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_schedule *s, struct kiln_func **out);
 
+/* ---- graph simplification (passes/graph_simplify.c) ----
+ * kiln_graph_simplify (include/kiln.h) is the entry point.
+ * requires: a verified graph whose definitions all belong to statements; weight values (or
+ *           NULL: nothing is known, only identities and dead statements go)
+ * provides: a new verified graph with the same inputs and outputs computing the same values:
+ *           constants folded, batch norms folded into conv2d / dense, identity copies and dead
+ *           statements removed, unread weights dropped; new weight values
+ * invalidates: nothing (g is not modified; the result has its own tensor indices) */
 /* ---- memory planning (passes/memplan.c) ---- */
 /* One buffer to place: its size and its live range over the root statements, inclusive
  * (first > last: never touched). */

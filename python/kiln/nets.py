@@ -33,14 +33,18 @@ def build(name, seed):
     return getattr(torchvision.models, NETS[name])(weights=None).eval()
 
 
-def export(net, x, path, opset=13):
+def export(net, x, path, opset=13, keep_bn=False):
     """Exports ``net`` traced on ``x`` to ONNX at ``path`` (one input ``x``, one output ``y``).
-    PyTorch's exporter folds the batch norms of an eval-mode network into its convolutions."""
+    PyTorch's exporter folds the batch norms of an eval-mode network into its convolutions;
+    ``keep_bn`` keeps them as BatchNormalization nodes (for kiln's own folding)."""
     import torch
 
+    extra = {}
+    if keep_bn:
+        extra = dict(training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
     with torch.no_grad():
         torch.onnx.export(net, x, path, opset_version=opset, input_names=["x"],
-                          output_names=["y"])
+                          output_names=["y"], **extra)
 
 
 def module_args(mod, x, weights_dir):

@@ -1,0 +1,569 @@
+/* tests/gsimp/test_gsimp.c -- graph simplification (passes/graph_simplify.c,
+ * kiln_graph_simplify).
+ *
+ * Random .kg graphs (chains of conv2d + batch_norm + relu blocks with random groups, kernels,
+ * biases, biases as separate adds; depthwise blocks; dense + bias add + batch_norm; constant
+ * subgraphs over weights; dead branches; same-shape reshapes; batch norms that must not be folded
+ * because the convolution's output is read elsewhere) with random weights: the simplified graph
+ * evaluated by the reference interpreter must equal the original graph evaluated by it (relative
+ * 1e-9), and the rewrites must have happened: the exact number of batch norms folded, no statement
+ * left that reads only weights, no dead statement, no identity copy. Also: the size rule (a
+ * broadcast of small weights to a large tensor is not folded), unknown weights (nothing folded),
+ * simplifying twice changes nothing, and errors. */
+#include "../harness.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- text building ---- */
+
+struct text {
+    char  *s;
+    size_t len, cap;
+};
+
+static void put(struct text *t, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+static void
+put(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        size_t room = t->cap - t->len;
+        va_start(ap, fmt);
+        int n = t->s ? vsnprintf(t->s + t->len, room, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && (size_t)n < room) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = t->cap ? t->cap * 2 : 4096;
+        char *ns = realloc(t->s, t->cap);
+        if (!ns) {
+            harness_fail(__FILE__, __LINE__, "out of memory");
+            return;
+        }
+        t->s = ns;
+    }
+}
+
+/* ---- evaluation of a graph and its simplified form ---- */
+
+/* Values for every argument of g: inputs drawn from r, weights from w (NULL: drawn too). */
+static double **
+make_args(const struct kiln_graph *g, const double *const *w, struct kiln_rng *r)
+{
+    double **a = calloc(g->narg + 1, sizeof *a);
+    for (uint32_t i = 0; a && i < g->narg; i++) {
+        size_t n = (size_t)kiln_tensor_numel(&g->tensor[g->arg[i]]);
+        a[i] = malloc(sizeof(double) * n);
+        for (size_t k = 0; a[i] && k < n; k++)
+            a[i][k] = w && w[i] ? w[i][k] : 2 * kiln_rng_uniform(r) - 1;
+    }
+    return a;
+}
+
+static void
+free_args(double **a, uint32_t n)
+{
+    for (uint32_t i = 0; a && i < n; i++)
+        free(a[i]);
+    free(a);
+}
+
+static double **
+eval_outputs(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *args)
+{
+    double **o = calloc(g->noutput + 1, sizeof *o);
+    for (uint32_t i = 0; o && i < g->noutput; i++)
+        o[i] = calloc((size_t)kiln_tensor_numel(&g->tensor[g->output[i]]), sizeof(double));
+    if (kiln_graph_eval(ctx, g, args, o) != KILN_OK)
+        harness_fail(__FILE__, __LINE__, "eval: %s", kiln_ctx_error(ctx)->msg);
+    return o;
+}
+
+/* Evaluates g (weights w, may be NULL) and s (weights sw) on the same inputs and compares every
+ * output; returns the largest relative difference (scaled by the output's largest magnitude). */
+static double
+compare(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *w,
+        const struct kiln_graph *s, const double *const *sw, uint64_t seed)
+{
+    struct kiln_rng r = kiln_rng_new(seed);
+    double        **ga = make_args(g, w, &r);
+    double        **sa = calloc(s->narg + 1, sizeof *sa);
+    /* the simplified graph's inputs are g's (by name); its weights come from sw */
+    for (uint32_t i = 0; sa && i < s->narg; i++) {
+        const struct kiln_tensor *t = &s->tensor[s->arg[i]];
+        if (t->kind == KILN_TENSOR_WEIGHT && sw && sw[i]) {
+            sa[i] = (double *)sw[i];
+            continue;
+        }
+        /* an input, or a weight of unknown value kept as it was: the same values by name */
+        uint32_t old = kiln_graph_find(g, kiln_sym_str(ctx, t->name));
+        for (uint32_t k = 0; k < g->narg; k++)
+            if (g->arg[k] == old)
+                sa[i] = ga[k];
+        CHECK(sa[i] != NULL);
+    }
+    double **go = eval_outputs(ctx, g, (const double *const *)ga);
+    double **so = eval_outputs(ctx, s, (const double *const *)sa);
+    double   worst = 0;
+    CHECK_EQ_INT(g->noutput, s->noutput);
+    for (uint32_t i = 0; i < g->noutput && i < s->noutput; i++) {
+        int64_t n = kiln_tensor_numel(&g->tensor[g->output[i]]);
+        CHECK_EQ_INT(n, kiln_tensor_numel(&s->tensor[s->output[i]]));
+        double scale = 1e-30;
+        for (int64_t k = 0; k < n; k++)
+            scale = fmax(scale, fabs(go[i][k]));
+        for (int64_t k = 0; k < n; k++)
+            worst = fmax(worst, fabs(go[i][k] - so[i][k]) / scale);
+    }
+    free_args(go, g->noutput);
+    free_args(so, s->noutput);
+    free_args(ga, g->narg);
+    free(sa);
+    return worst;
+}
+
+static uint32_t
+count_kind(kiln_ctx *ctx, const struct kiln_graph *g, const char *kind)
+{
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < g->ncall; c++)
+        n += !strcmp(kiln_sym_str(ctx, g->call[c].kind), kind);
+    return n;
+}
+
+struct reads {
+    const struct kiln_graph *g;
+    uint32_t                 lo, hi;
+    bool                     weights_only, any;
+    bool                    *read;
+};
+
+static bool
+note(void *ud, kiln_expr load)
+{
+    struct reads *r = ud;
+    uint32_t      t = (uint32_t)kiln_node_get(r->g->ctx, load)->imm;
+    uint32_t      op = r->g->tensor[t].op;
+    r->read[t] = true;
+    if (op != KILN_NONE && op >= r->lo && op < r->hi)
+        return true;
+    r->any = true;
+    r->weights_only = r->weights_only && r->g->tensor[t].kind == KILN_TENSOR_WEIGHT;
+    return true;
+}
+
+/* Checks the simplified graph's shape: no statement reading only weights (when all constants
+ * are small enough to fold), no statement whose result nothing reads, no identity copy. */
+static void
+check_simplified(const struct kiln_graph *s, bool constants_folded)
+{
+    bool *read = calloc(s->ntensor + 1, 1);
+    for (uint32_t c = 0; read && c < s->ncall; c++) {
+        const struct kiln_call *call = &s->call[c];
+        struct reads            r = {s, call->op_begin, call->op_end, true, false, read};
+        for (uint32_t o = call->op_begin; o < call->op_end; o++)
+            kiln_expr_visit_loads(s->ctx, s->op[o].body, note, &r);
+        if (constants_folded && r.any && r.weights_only)
+            harness_fail(__FILE__, __LINE__, "statement %s reads only weights",
+                         kiln_graph_tensor_name(s, call->out));
+        if (call->op_end - call->op_begin == 1) {
+            const struct kiln_node *n = kiln_node_get(s->ctx, s->op[call->op_begin].body);
+            if (n->op == KILN_OP_LOAD && !s->tensor[call->out].is_output) {
+                const struct kiln_tensor *a = &s->tensor[n->imm], *b = &s->tensor[call->out];
+                bool                      same = a->ndim == b->ndim;
+                for (uint32_t k = 0; same && k < a->ndim; k++)
+                    same = a->shape[k] == b->shape[k];
+                if (same && !strcmp(kiln_sym_str(s->ctx, call->kind), "reshape"))
+                    harness_fail(__FILE__, __LINE__, "identity reshape %s remains",
+                                 kiln_graph_tensor_name(s, call->out));
+            }
+        }
+    }
+    for (uint32_t c = 0; read && c < s->ncall; c++) {
+        uint32_t t = s->call[c].out;
+        if (!read[t] && !s->tensor[t].is_output)
+            harness_fail(__FILE__, __LINE__, "dead statement %s remains",
+                         kiln_graph_tensor_name(s, t));
+    }
+    free(read);
+}
+
+/* ---- random graphs ---- */
+
+struct rg {
+    struct text      decl, body;
+    struct kiln_rng *r;
+    uint32_t         nweight;
+    uint32_t         bn_foldable; /* batch norms the simplifier must fold */
+    uint32_t         bn_total;
+    uint32_t         bias_adds; /* bias adds the simplifier must fold */
+};
+
+static uint32_t
+pick(struct kiln_rng *r, uint32_t n)
+{
+    return (uint32_t)kiln_rng_below(r, n);
+}
+
+/* Declares weight NAME of shape [c] with a batch norm's four parameters. */
+static void
+bn_params(struct rg *G, const char *p, int64_t c)
+{
+    put(&G->decl, "weight %s_g: f32[%lld]\nweight %s_b: f32[%lld]\n", p, (long long)c, p,
+        (long long)c);
+    put(&G->decl, "weight %s_m: f32[%lld]\nweight %s_v: f32[%lld]\n", p, (long long)c, p,
+        (long long)c);
+}
+
+/* Appends block i reading tensor h ([n, c, hw, hw]); returns the new channel count; the
+ * block's output is named h<i+1>. */
+static int64_t
+block(struct rg *G, uint32_t i, int64_t n, int64_t c, int64_t hw)
+{
+    struct kiln_rng *r = G->r;
+    uint32_t         kind = pick(r, 5);
+    bool             dw = kind == 1;
+    int64_t          co = dw ? c : 2 + pick(r, 4), groups = dw ? c : 1;
+    int64_t          k = pick(r, 2) ? 3 : 1;
+    bool             bias = pick(r, 2);
+    if (!dw && pick(r, 3) == 0 && c % 2 == 0 && co % 2 == 0)
+        groups = 2;
+    put(&G->decl, "weight w%u: f32[%lld, %lld, %lld, %lld]\n", i, (long long)co,
+        (long long)(c / groups), (long long)k, (long long)k);
+    if (bias)
+        put(&G->decl, "weight cb%u: f32[%lld]\n", i, (long long)co);
+    char p[16];
+    snprintf(p, sizeof p, "bn%u", i);
+    bn_params(G, p, co);
+    char cb[24] = "";
+    if (bias)
+        snprintf(cb, sizeof cb, ", cb%u", i);
+    bool add_bias = !bias && pick(r, 2); /* a bias as a separate add of a [co, 1, 1] weight */
+    put(&G->body, "%s%u = conv2d(h%u, w%u%s, padding=%lld, groups=%lld)\n", add_bias ? "cc" : "c",
+        i, i, i, cb, (long long)(k / 2), (long long)groups);
+    if (add_bias) {
+        put(&G->decl, "weight ab%u: f32[%lld, 1, 1]\n", i, (long long)co);
+        put(&G->body, pick(r, 2) ? "c%u = add(cc%u, ab%u)\n" : "c%u = add(ab%u, cc%u)\n", i, i, i);
+        G->bias_adds++;
+    }
+    put(&G->body, "n%u = batch_norm(c%u, %s_g, %s_b, %s_m, %s_v, eps=0.001)\n", i, i, p, p, p, p);
+    G->bn_total++;
+    const char *last = "n";
+    if (kind == 3) { /* the convolution's output is read twice: no folding */
+        put(&G->body, "s%u = add(n%u, c%u)\n", i, i, i);
+        last = "s";
+    } else {
+        G->bn_foldable++;
+    }
+    if (kind == 2) { /* a dead branch reading the convolution: removed before folding */
+        put(&G->body, "dead%u = tanh(c%u)\n", i, i);
+    }
+    if (pick(r, 2)) {
+        put(&G->body, "a%u = relu(%s%u)\n", i, last, i);
+        last = "a";
+    }
+    if (kind == 4) { /* a constant chain: (p * q) reshaped to [co, 1, 1], times the block */
+        put(&G->decl, "weight sp%u: f32[%lld]\nweight sq%u: f32[%lld]\n", i, (long long)co, i,
+            (long long)co);
+        put(&G->body, "sc%u = mul(sp%u, sq%u)\n", i, i, i);
+        put(&G->body, "sr%u = reshape(sc%u, shape=[%lld, 1, 1])\n", i, i, (long long)co);
+        put(&G->body, "m%u = mul(%s%u, sr%u)\n", i, last, i, i);
+        last = "m";
+    }
+    if (pick(r, 3) == 0) { /* a reshape to the same shape */
+        put(&G->body, "r%u = reshape(%s%u, shape=[%lld, %lld, %lld, %lld])\n", i, last, i,
+            (long long)n, (long long)co, (long long)hw, (long long)hw);
+        last = "r";
+    }
+    put(&G->body, "h%u = add(%s%u, %s%u)\n", i + 1, last, i, last, i);
+    return co;
+}
+
+/* A random graph; *foldable receives the number of batch norms that must be folded. */
+static char *
+random_graph(struct kiln_rng *r, uint32_t *foldable, uint32_t *total, uint32_t *adds)
+{
+    struct rg G = {{0}, {0}, r, 0, 0, 0, 0};
+    int64_t   n = 1 + pick(r, 2), c = 1 + pick(r, 4), hw = 3 + pick(r, 4);
+    uint32_t  nblock = 1 + pick(r, 3);
+    put(&G.decl, "input h0: f32[%lld, %lld, %lld, %lld]\n", (long long)n, (long long)c,
+        (long long)hw, (long long)hw);
+    for (uint32_t i = 0; i < nblock; i++)
+        c = block(&G, i, n, c, hw);
+    put(&G.body, "output h%u\n", nblock);
+    if (pick(r, 2)) { /* dense + batch norm, the batch norm an output */
+        int64_t kk = 2 + pick(r, 5), m = 2 + pick(r, 5);
+        put(&G.decl, "input z: f32[%lld, %lld]\nweight wd: f32[%lld, %lld]\n", (long long)n,
+            (long long)kk, (long long)m, (long long)kk);
+        uint32_t bias = pick(r, 3); /* none, dense's own, a separate add (ONNX Gemm) */
+        bool     bn = pick(r, 3) != 0;
+        if (bias)
+            put(&G.decl, "weight bd: f32[%lld]\n", (long long)m);
+        put(&G.body, "dz = dense(z, wd%s)\n", bias == 1 ? ", bd" : "");
+        const char *y = "dz";
+        if (bias == 2) {
+            put(&G.body, "dza = add(dz, bd)\n");
+            y = "dza";
+            G.bias_adds++;
+        }
+        if (bn) {
+            bn_params(&G, "bnd", m);
+            put(&G.body, "nz = batch_norm(%s, bnd_g, bnd_b, bnd_m, bnd_v)\n", y);
+            y = "nz";
+            G.bn_total++;
+            G.bn_foldable++;
+        }
+        put(&G.body, "output %s\n", y);
+    }
+    *foldable = G.bn_foldable;
+    *total = G.bn_total;
+    *adds = G.bias_adds;
+    put(&G.decl, "%.*s", (int)G.body.len, G.body.s ? G.body.s : "");
+    free(G.body.s);
+    return G.decl.s;
+}
+
+/* Random weight values; batch-norm variances (names ending in _v) in [0.5, 1.5]. */
+static const double **
+random_weights(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_rng *r)
+{
+    const double **w = kiln_arena_alloc(ctx, sizeof(double *) * (g->narg + 1));
+    for (uint32_t i = 0; w && i < g->narg; i++) {
+        const struct kiln_tensor *t = &g->tensor[g->arg[i]];
+        if (t->kind != KILN_TENSOR_WEIGHT)
+            continue;
+        const char *name = kiln_sym_str(ctx, t->name);
+        size_t      len = strlen(name), n = (size_t)kiln_tensor_numel(t);
+        bool        var = len > 2 && !strcmp(name + len - 2, "_v");
+        double     *v = kiln_arena_alloc(ctx, sizeof(double) * n);
+        for (size_t k = 0; v && k < n; k++)
+            v[k] = var ? 0.5 + kiln_rng_uniform(r) : 2 * kiln_rng_uniform(r) - 1;
+        w[i] = v;
+    }
+    return w;
+}
+
+static bool
+random_case(uint64_t seed)
+{
+    struct kiln_rng    r = kiln_rng_new(seed);
+    uint32_t           foldable = 0, total = 0, adds = 0;
+    char              *text = random_graph(&r, &foldable, &total, &adds);
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    int                before = harness_failures;
+    struct kiln_graph *g = PARSE(ctx, text);
+    if (g) {
+        const double *const        *w = random_weights(ctx, g, &r);
+        struct kiln_graph          *s = NULL;
+        const double *const        *sw = NULL;
+        struct kiln_simplify_report rep;
+        if (kiln_graph_simplify(ctx, g, w, &s, &sw, &rep) != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "simplify: %s", kiln_ctx_error(ctx)->msg);
+        } else {
+            double err = compare(ctx, g, w, s, sw, seed + 1);
+            if (!(err <= 1e-9))
+                harness_fail(__FILE__, __LINE__, "outputs differ by %g", err);
+            CHECK_EQ_INT(foldable, rep.batch_norms_folded);
+            CHECK_EQ_INT(adds, rep.bias_adds_folded);
+            CHECK_EQ_INT(total - foldable, count_kind(ctx, s, "batch_norm"));
+            CHECK(rep.calls_after + foldable <= rep.calls_before);
+            CHECK(rep.weight_bytes_after <= rep.weight_bytes_before);
+            check_simplified(s, true);
+            /* a second run finds nothing left to do */
+            struct kiln_graph          *s2;
+            const double *const        *sw2;
+            struct kiln_simplify_report rep2;
+            if (kiln_graph_simplify(ctx, s, sw, &s2, &sw2, &rep2) == KILN_OK) {
+                CHECK_EQ_INT(0, rep2.batch_norms_folded + rep2.bias_adds_folded
+                                    + rep2.constants_folded + rep2.calls_folded + rep2.dead_removed
+                                    + rep2.identities_removed);
+                CHECK_EQ_INT(rep.calls_after, rep2.calls_after);
+                if (kiln_graph_hash(s) != kiln_graph_hash(s2)) {
+                    const char *p1 = NULL, *p2 = NULL;
+                    kiln_graph_print(ctx, s, 0, &p1);
+                    kiln_graph_print(ctx, s2, 0, &p2);
+                    harness_fail(__FILE__, __LINE__, "simplifying twice changed the graph:\n%s\n%s",
+                                 p1 ? p1 : "", p2 ? p2 : "");
+                }
+            } else {
+                harness_fail(__FILE__, __LINE__, "simplify twice: %s", kiln_ctx_error(ctx)->msg);
+            }
+        }
+    }
+    bool ok = harness_failures == before;
+    if (!ok)
+        fprintf(stderr, "seed %llu, graph:\n%s\n", (unsigned long long)seed, text);
+    kiln_ctx_free(ctx);
+    free(text);
+    return ok;
+}
+
+static void
+test_random(void)
+{
+    uint64_t n = opt_iters_or(60);
+    for (uint64_t k = 0; k < n; k++)
+        if (!random_case(opt_seed() * 1000003u + k))
+            return;
+}
+
+/* ---- targeted cases ---- */
+
+/* Simplifies text with random weights, checks equal outputs; returns the simplified graph. */
+static struct kiln_graph *
+simplify_text(kiln_ctx *ctx, const char *text, bool known, struct kiln_simplify_report *rep,
+              const double *const **sw)
+{
+    struct kiln_rng    r = kiln_rng_new(opt_seed() + 7);
+    struct kiln_graph *g = PARSE(ctx, text), *s = NULL;
+    if (!g)
+        return NULL;
+    const double *const *w = known ? random_weights(ctx, g, &r) : NULL;
+    if (kiln_graph_simplify(ctx, g, w, &s, sw, rep) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "simplify: %s", kiln_ctx_error(ctx)->msg);
+        return NULL;
+    }
+    double err = compare(ctx, g, w, s, *sw, opt_seed() + 8);
+    if (!(err <= 1e-9))
+        harness_fail(__FILE__, __LINE__, "outputs differ by %g", err);
+    return s;
+}
+
+static void
+test_size_rule(void)
+{
+    /* outer sum of two 64-element weights: 4096 elements > max(1024, 128): stays; the reshape
+     * of p (64 elements) is folded */
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_simplify_report rep;
+    const double *const        *sw;
+    struct kiln_graph          *s = simplify_text(ctx,
+                                                  "input x: f32[64, 64]\n"
+                                                           "weight p: f32[64]\nweight q: f32[64]\n"
+                                                           "pc = reshape(p, shape=[64, 1])\n"
+                                                           "o = add(pc, q)\n"
+                                                           "y = mul(x, o)\noutput y\n",
+                                                  true, &rep, &sw);
+    if (s) {
+        CHECK_EQ_INT(1, rep.constants_folded);
+        CHECK_EQ_INT(1, rep.calls_folded);
+        CHECK_EQ_INT(1, count_kind(ctx, s, "add"));
+        CHECK_EQ_INT(0, count_kind(ctx, s, "reshape"));
+        CHECK_EQ_INT(2, rep.weights_after);
+        CHECK(rep.weight_bytes_after <= rep.weight_bytes_before);
+    }
+    /* small enough: the whole constant chain becomes one weight */
+    s = simplify_text(ctx,
+                      "input x: f32[8, 8]\nweight p: f32[8]\nweight q: f32[8]\n"
+                      "pc = reshape(p, shape=[8, 1])\no = add(pc, q)\nt = transpose(o)\n"
+                      "y = mul(x, t)\noutput y\n",
+                      true, &rep, &sw);
+    if (s) {
+        CHECK_EQ_INT(1, rep.constants_folded);
+        CHECK_EQ_INT(3, rep.calls_folded);
+        CHECK_EQ_INT(1, s->ncall);
+        CHECK_EQ_INT(1, rep.weights_after);
+    }
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_unknown_weights(void)
+{
+    /* without weight values nothing is folded; dead statements and identities still go, and
+     * the unread weight is dropped */
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_simplify_report rep;
+    const double *const        *sw;
+    struct kiln_graph          *s = simplify_text(ctx,
+                                                  "input x: f32[1, 2, 4, 4]\n"
+                                                           "weight w: f32[3, 2, 1, 1]\n"
+                                                           "weight g: f32[3]\nweight b: f32[3]\n"
+                                                           "weight m: f32[3]\nweight v: f32[3]\n"
+                                                           "weight unused: f32[5]\n"
+                                                           "c = conv2d(x, w)\n"
+                                                           "n = batch_norm(c, g, b, m, v)\n"
+                                                           "d = neg(unused)\n"
+                                                           "r = reshape(n, shape=[1, 3, 4, 4])\n"
+                                                           "y = relu(r)\noutput y\n",
+                                                  false, &rep, &sw);
+    if (s) {
+        CHECK_EQ_INT(0, rep.batch_norms_folded);
+        CHECK_EQ_INT(0, rep.constants_folded);
+        CHECK_EQ_INT(1, rep.dead_removed);
+        CHECK_EQ_INT(1, rep.identities_removed);
+        CHECK_EQ_INT(3, s->ncall);
+        CHECK_EQ_INT(5, rep.weights_after);
+        CHECK_EQ_INT(6, rep.weights_before);
+        for (uint32_t i = 0; i < s->narg; i++)
+            CHECK(sw[i] == NULL);
+        check_simplified(s, false);
+    }
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_depthwise_names(void)
+{
+    /* depthwise conv + bn; the folded weights get fresh names that do not clash with w_bn */
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_simplify_report rep;
+    const double *const        *sw;
+    struct kiln_graph          *s = simplify_text(ctx,
+                                                  "input x: f32[2, 4, 5, 5]\n"
+                                                           "weight w: f32[4, 1, 3, 3]\n"
+                                                           "weight w_bn: f32[5]\n"
+                                                           "weight g: f32[4]\nweight b: f32[4]\n"
+                                                           "weight m: f32[4]\nweight v: f32[4]\n"
+                                                           "c = conv2d(x, w, padding=1, groups=4)\n"
+                                                           "n = batch_norm(c, g, b, m, v, eps=1)\n"
+                                                           "y = add(n, w_bn)\n"
+                                                           "output y\n",
+                                                  true, &rep, &sw);
+    if (s) {
+        CHECK_EQ_INT(1, rep.batch_norms_folded);
+        CHECK_EQ_INT(0, count_kind(ctx, s, "batch_norm"));
+        CHECK_EQ_INT(1, count_kind(ctx, s, "conv2d"));
+        CHECK(kiln_graph_find(s, "w_bn_1") != KILN_NONE);
+        CHECK(kiln_graph_find(s, "w") == KILN_NONE); /* the unscaled weight is dropped */
+    }
+    kiln_ctx_free(ctx);
+}
+
+static void
+test_errors(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL), *other = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = PARSE(ctx, "input x: f32[2]\ny = neg(x)\noutput y\n"), *s;
+    const double *const *sw;
+    if (g) {
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_graph_simplify(other, g, NULL, &s, &sw, NULL));
+        CHECK(s == NULL);
+        CHECK(strstr(kiln_ctx_error(other)->msg, "another context") != NULL);
+        /* an output that is an identity copy stays (outputs must be computed) */
+        struct kiln_graph *h = PARSE(ctx, "input x: f32[2]\ny = reshape(x, shape=[2])\noutput y\n");
+        if (h && kiln_graph_simplify(ctx, h, NULL, &s, &sw, NULL) == KILN_OK)
+            CHECK_EQ_INT(1, s->ncall);
+    }
+    kiln_ctx_free(other);
+    kiln_ctx_free(ctx);
+}
+
+static const struct test tests[] = {
+    {"random", test_random},
+    {"size_rule", test_size_rule},
+    {"unknown_weights", test_unknown_weights},
+    {"depthwise_names", test_depthwise_names},
+    {"errors", test_errors},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}
