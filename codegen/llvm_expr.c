@@ -21,13 +21,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
-           || dt == KILN_DTYPE_BF16;
-}
-
 LLVMTypeRef
 cg_type(struct cg *cg, enum kiln_dtype dt)
 {
@@ -181,8 +174,8 @@ cg_mult(const struct cg *cg, kiln_expr e)
     case KILN_OP_ABS:
         return cg_mult(cg, a);
     case KILN_OP_CAST:
-        return is_float((enum kiln_dtype)n->dtype) || n->dtype == KILN_DTYPE_BOOL
-                       || is_float(kiln_expr_dtype(cg->ctx, a))
+        return kiln_dtype_is_float((enum kiln_dtype)n->dtype) || n->dtype == KILN_DTYPE_BOOL
+                       || kiln_dtype_is_float(kiln_expr_dtype(cg->ctx, a))
                    ? 1
                    : cg_mult(cg, a);
     case KILN_OP_FLOORMOD:
@@ -396,7 +389,7 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
           const int64_t *cdiv)
 {
     LLVMBuilderRef bl = cg->b;
-    bool           fl = is_float(dt), bo = dt == KILN_DTYPE_BOOL;
+    bool           fl = kiln_dtype_is_float(dt), bo = dt == KILN_DTYPE_BOOL;
     switch (op) {
     case KILN_OP_ADD:
         return fl ? contract(LLVMBuildFAdd(bl, a, b, "")) : LLVMBuildAdd(bl, a, b, "");
@@ -450,9 +443,9 @@ op_unary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a)
     case KILN_OP_NOT:
         return LLVMBuildNot(bl, a, "");
     case KILN_OP_NEG:
-        return is_float(dt) ? LLVMBuildFNeg(bl, a, "") : LLVMBuildNeg(bl, a, "");
+        return kiln_dtype_is_float(dt) ? LLVMBuildFNeg(bl, a, "") : LLVMBuildNeg(bl, a, "");
     case KILN_OP_ABS:
-        if (is_float(dt))
+        if (kiln_dtype_is_float(dt))
             return call1(cg, "llvm.fabs", a);
         return call2(cg, "llvm.abs", a, LLVMConstInt(cg->t_i1, 0, 0));
     case KILN_OP_FLOOR:
@@ -490,7 +483,7 @@ op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
         return NULL;
     if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
         tt = LLVMVectorType(tt, LLVMGetVectorSize(vt));
-    bool ff = is_float(from), tf = is_float(to);
+    bool ff = kiln_dtype_is_float(from), tf = kiln_dtype_is_float(to);
     if (to == KILN_DTYPE_BOOL)
         return ff ? LLVMBuildFCmp(bl, LLVMRealUNE, v, LLVMConstNull(vt), "")
                   : LLVMBuildICmp(bl, LLVMIntNE, v, LLVMConstNull(vt), "");
@@ -524,7 +517,8 @@ emit_binary(struct cg *cg, kiln_expr e)
         return bad;
     if (a.kind == CG_UNIFORM && b.kind == CG_UNIFORM)
         return uniform(op_binary(cg, op, dt, a.v, b.v, cb ? &c : NULL));
-    if (a.kind != CG_VARYING && b.kind != CG_VARYING && !is_float(dt) && dt != KILN_DTYPE_BOOL) {
+    if (a.kind != CG_VARYING && b.kind != CG_VARYING && !kiln_dtype_is_float(dt)
+        && dt != KILN_DTYPE_BOOL) {
         int64_t sa = a.kind == CG_AFFINE ? a.stride : 0, sb = b.kind == CG_AFFINE ? b.stride : 0;
         switch (op) {
         case KILN_OP_ADD:
