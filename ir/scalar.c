@@ -261,27 +261,27 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         else
             r->i = i < 0 ? (int64_t)(0 - ui) : i;
         break;
-    case KILN_OP_FLOOR:
+    case KILN_OP_ERF: /* the float intrinsics, alphabetically */
     case KILN_OP_EXP:
+    case KILN_OP_FLOOR:
     case KILN_OP_LOG:
-    case KILN_OP_SQRT:
     case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SQRT:
+    case KILN_OP_TANH:
         ok = fl;
         r->f = fl ? float_math(op, x) : 0;
         break;
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
+    case KILN_OP_CAST: /* not operators on values (cast: kiln_scalar_cast), alphabetically */
+    case KILN_OP_COUNT:
     case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
+    case KILN_OP_INT:
     case KILN_OP_LIST:
     case KILN_OP_LOAD:
+    case KILN_OP_NIL:
     case KILN_OP_SELECT:
-    case KILN_OP_CAST:
-    case KILN_OP_COUNT:
-        ok = false; /* not operators on values */
+    case KILN_OP_VAR:
+        ok = false;
         break;
     }
     if (!kiln_dtype_is_float(dt))
