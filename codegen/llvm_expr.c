@@ -756,6 +756,29 @@ cg_emit_index(struct cg *cg, kiln_expr e)
     return affine(sum, stride);
 }
 
+/* INT, FLOAT, VAR */
+static struct cg_val
+emit_leaf(struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node n = cg->ctx->node[e.id];
+    enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
+    if (n.op == KILN_OP_INT || n.op == KILN_OP_FLOAT) {
+        LLVMTypeRef ty = cg_type(cg, dt);
+        if (!ty)
+            return bad;
+        if (n.op == KILN_OP_INT)
+            return uniform(LLVMConstInt(ty, (unsigned long long)n.imm, 1));
+        return uniform(LLVMConstReal(ty, kiln_expr_float_value(cg->ctx, e)));
+    }
+    const struct cg_bind *bd = cg_lookup(cg, e);
+    if (bd)
+        return bd->val;
+    cg_fail(cg, KILN_ERR_INVALID, "variable %s is not bound",
+            kiln_var_kind_of(n.imm) == KILN_VAR_NAMED ? kiln_sym_str(cg->ctx, kiln_var_index(n.imm))
+                                                      : "(axis or reduce)");
+    return bad;
+}
+
 struct cg_val
 cg_emit(struct cg *cg, kiln_expr e)
 {
@@ -763,26 +786,10 @@ cg_emit(struct cg *cg, kiln_expr e)
         return bad;
     const struct kiln_node n = cg->ctx->node[e.id];
     enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_INT: {
-        LLVMTypeRef ty = cg_type(cg, dt);
-        return ty ? uniform(LLVMConstInt(ty, (unsigned long long)n.imm, 1)) : bad;
-    }
-    case KILN_OP_FLOAT: {
-        LLVMTypeRef ty = cg_type(cg, dt);
-        return ty ? uniform(LLVMConstReal(ty, kiln_expr_float_value(cg->ctx, e))) : bad;
-    }
-    case KILN_OP_VAR: {
-        const struct cg_bind *bd = cg_lookup(cg, e);
-        if (bd)
-            return bd->val;
-        cg_fail(cg, KILN_ERR_INVALID, "variable %s is not bound",
-                kiln_var_kind_of(n.imm) == KILN_VAR_NAMED
-                    ? kiln_sym_str(cg->ctx, kiln_var_index(n.imm))
-                    : "(axis or reduce)");
-        return bad;
-    }
-    case KILN_OP_LOAD: {
+    switch (kiln_op_kind((enum kiln_op)n.op)) {
+    case KILN_OPK_LEAF:
+        return emit_leaf(cg, e);
+    case KILN_OPK_LOAD: {
         kiln_expr idx = kiln_load_idx(cg->ctx, e, 0);
         if (!idx.id || kiln_load_nidx(cg->ctx, e) != 1 || (uint32_t)n.imm >= cg->f->nbuf) {
             cg_fail(cg, KILN_ERR_INVALID, "load needs one flat index of an existing buffer");
@@ -795,9 +802,9 @@ cg_emit(struct cg *cg, kiln_expr e)
             return cg_emit_vector_load(cg, e, iv);
         return scalar_load(cg, e, iv.v);
     }
-    case KILN_OP_SELECT:
+    case KILN_OPK_SELECT:
         return emit_select(cg, e);
-    case KILN_OP_CAST: {
+    case KILN_OPK_CAST: {
         kiln_expr       ea = {n.kid[0]};
         enum kiln_dtype from = kiln_expr_dtype(cg->ctx, ea);
         struct cg_val   a = cg_emit(cg, ea);
@@ -807,33 +814,9 @@ cg_emit(struct cg *cg, kiln_expr e)
             return uniform(op_cast(cg, from, dt, a.v));
         return varying(op_cast(cg, from, dt, cg_vector(cg, a, from)));
     }
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
+    case KILN_OPK_BINARY:
         return emit_binary(cg, e);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID: {
+    case KILN_OPK_UNARY: {
         struct cg_val a = cg_emit(cg, (kiln_expr){n.kid[0]});
         if (!a.v)
             return bad;
@@ -843,9 +826,8 @@ cg_emit(struct cg *cg, kiln_expr e)
             return affine(LLVMBuildNeg(cg->b, a.v, ""), (int64_t)(0 - (uint64_t)a.stride));
         return varying(op_unary(cg, (enum kiln_op)n.op, dt, cg_vector(cg, a, dt)));
     }
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     cg_fail(cg, KILN_ERR_INTERNAL, "cannot generate code for a %s node",

@@ -668,52 +668,25 @@ kiln_expr
 kiln_expr_rebuild(kiln_ctx *ctx, kiln_expr e, const kiln_expr *k)
 {
     const struct kiln_node n = ctx->node[e.id];
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
+    enum kiln_op           op = (enum kiln_op)n.op;
+    switch (kiln_op_kind(op)) {
+    case KILN_OPK_NONE:
+    case KILN_OPK_LEAF:
         return e;
-    case KILN_OP_LIST:
+    case KILN_OPK_LIST:
         return mk(ctx, KILN_OP_LIST, KILN_DTYPE_VOID, k[0], k[1], (kiln_expr){0});
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return intern(
             ctx, (struct kiln_node){
                      .op = KILN_OP_LOAD, .dtype = n.dtype, .kid = {k[0].id, 0, 0}, .imm = n.imm});
-    case KILN_OP_SELECT:
+    case KILN_OPK_SELECT:
         return kiln_select(ctx, k[0], k[1], k[2]);
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return kiln_cast(ctx, (enum kiln_dtype)n.dtype, k[0]);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        return kiln_unary(ctx, (enum kiln_op)n.op, k[0]);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-        return kiln_binary(ctx, (enum kiln_op)n.op, k[0], k[1]);
-    case KILN_OP_COUNT:
-        break;
+    case KILN_OPK_UNARY:
+        return kiln_unary(ctx, op, k[0]);
+    case KILN_OPK_BINARY:
+        return kiln_binary(ctx, op, k[0], k[1]);
     }
     return (kiln_expr){0};
 }

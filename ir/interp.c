@@ -239,20 +239,19 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
     const kiln_ctx         *ctx = in->ctx;
     const struct kiln_node *n = &ctx->node[id];
     struct insn             ins = {.op = n->op, .dt = n->dtype};
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
+    switch (kiln_op_kind((enum kiln_op)n->op)) {
+    case KILN_OPK_LEAF:
+        if (n->op == KILN_OP_VAR)
+            return bound_var(in, n, &ins.a, &ins.code) && emit(in, p, ins);
         ins.code = C_CONST;
-        ins.imm.i = n->imm;
+        if (n->op == KILN_OP_INT)
+            ins.imm.i = n->imm;
+        else
+            ins.imm.f = kiln_expr_float_value(ctx, (kiln_expr){id});
         return emit(in, p, ins);
-    case KILN_OP_FLOAT:
-        ins.code = C_CONST;
-        ins.imm.f = kiln_expr_float_value(ctx, (kiln_expr){id});
-        return emit(in, p, ins);
-    case KILN_OP_VAR:
-        return bound_var(in, n, &ins.a, &ins.code) && emit(in, p, ins);
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return compile_load(in, p, n);
-    case KILN_OP_SELECT: {
+    case KILN_OPK_SELECT: {
         uint32_t c = n->kid[0], a = n->kid[1], b = n->kid[2];
         if (!compile(in, p, c))
             return false;
@@ -268,39 +267,12 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
         p->code[jmp].a = p->n;
         return true;
     }
-    case KILN_OP_CAST:
-        ins.code = C_CAST;
+    case KILN_OPK_CAST:
+    case KILN_OPK_UNARY:
+        ins.code = n->op == KILN_OP_CAST ? C_CAST : C_UNARY;
         ins.odt = ctx->node[n->kid[0]].dtype;
         return compile(in, p, n->kid[0]) && emit(in, p, ins);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        ins.code = C_UNARY;
-        ins.odt = ctx->node[n->kid[0]].dtype;
-        return compile(in, p, n->kid[0]) && emit(in, p, ins);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR: {
+    case KILN_OPK_BINARY: {
         uint32_t                a = n->kid[0], b = n->kid[1];
         const struct kiln_node *nb = &ctx->node[b];
         ins.code = C_BINARY;
@@ -326,9 +298,8 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
         }
         return compile(in, p, b) && emit(in, p, ins);
     }
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     fail(in, KILN_ERR_INTERNAL, "cannot evaluate a %s node",

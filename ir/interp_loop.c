@@ -217,14 +217,16 @@ eval(struct interp *in, kiln_expr e)
     const struct kiln_node n = in->ctx->node[e.id];
     if (in->failed)
         return r;
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_INT:
-        r.i = n.imm;
-        return r;
-    case KILN_OP_FLOAT:
-        r.f = kiln_expr_float_value(in->ctx, e);
-        return r;
-    case KILN_OP_VAR:
+    switch (kiln_op_kind((enum kiln_op)n.op)) {
+    case KILN_OPK_LEAF:
+        if (n.op == KILN_OP_INT) {
+            r.i = n.imm;
+            return r;
+        }
+        if (n.op == KILN_OP_FLOAT) {
+            r.f = kiln_expr_float_value(in->ctx, e);
+            return r;
+        }
         for (uint32_t i = in->nenv; i-- > 0;)
             if (in->env[i].var == e.id)
                 return in->env[i].v;
@@ -234,49 +236,22 @@ eval(struct interp *in, kiln_expr e)
         else
             fail(in, KILN_ERR_INVALID, "axis or reduce variable left in a loop nest");
         return r;
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return eval_load(in, e);
-    case KILN_OP_SELECT: {
+    case KILN_OPK_SELECT: {
         int64_t c = eval_int(in, (kiln_expr){n.kid[0]});
         if (in->failed)
             return r;
         return eval(in, (kiln_expr){c ? n.kid[1] : n.kid[2]});
     }
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return eval_cast(in, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]});
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
+    case KILN_OPK_UNARY:
+    case KILN_OPK_BINARY:
         return eval_op(in, (enum kiln_op)n.op, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]},
-                       (kiln_expr){n.kid[1]});
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        return eval_op(in, (enum kiln_op)n.op, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]},
-                       (kiln_expr){0});
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+                       (kiln_expr){n.kid[1]}); /* nil for unary operators */
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     fail(in, KILN_ERR_INVALID, "cannot evaluate a %s node",

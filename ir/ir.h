@@ -30,6 +30,32 @@ extern const char *const kiln_op_name[KILN_OP_COUNT]; /* "add", "floordiv", ... 
 extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
 extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
 
+/* How a node takes its operands: what evaluators and rewriters dispatch on, so that only
+ * ops.def, ir/scalar.c and the code generators' operator tables list operators one by one. */
+enum kiln_op_kind {
+    KILN_OPK_NONE,   /* NIL (and out-of-range values): no value */
+    KILN_OPK_LEAF,   /* INT, FLOAT, VAR */
+    KILN_OPK_LIST,   /* index list cell */
+    KILN_OPK_LOAD,   /* kid0: LIST of indices */
+    KILN_OPK_SELECT, /* lazy */
+    KILN_OPK_CAST,   /* to the node's dtype */
+    KILN_OPK_UNARY,  /* one value: kiln_scalar_eval */
+    KILN_OPK_BINARY, /* two values of one dtype: kiln_scalar_eval */
+};
+static inline enum kiln_op_kind
+kiln_op_kind(enum kiln_op op)
+{
+    if (op == KILN_OP_NIL || op >= KILN_OP_COUNT)
+        return KILN_OPK_NONE;
+    if (op == KILN_OP_LIST || op == KILN_OP_LOAD)
+        return op == KILN_OP_LIST ? KILN_OPK_LIST : KILN_OPK_LOAD;
+    if (op == KILN_OP_SELECT || op == KILN_OP_CAST)
+        return op == KILN_OP_SELECT ? KILN_OPK_SELECT : KILN_OPK_CAST;
+    if (kiln_op_arity[op] == 0)
+        return KILN_OPK_LEAF;
+    return kiln_op_arity[op] == 1 ? KILN_OPK_UNARY : KILN_OPK_BINARY;
+}
+
 /* dtype of LIST nodes and of the nil node: no value */
 #define KILN_DTYPE_VOID  KILN_DTYPE_COUNT
 #define KILN_DTYPE_INDEX KILN_DTYPE_I64
