@@ -9,13 +9,14 @@
  * is materialised as a vector and computed lane-wise. The operator helpers work on scalars and
  * vectors alike because LLVM's instructions and intrinsics do.
  *
- * Semantics follow the interpreter (ir/interp_loop.c): float add/sub/mul carry only the
+ * Semantics follow ir/scalar.h (what the interpreters compute): float add/sub/mul carry only the
  * `contract` fast-math flag (so a*b+c may become an FMA), min/max propagate NaN
  * (llvm.minimum/maximum), integer floordiv/floormod round toward -inf and never trap (a
  * divisor of 0 gives 0; -1 cannot overflow), float-to-int casts saturate (llvm.fptosi.sat).
  * SELECT is lazy: with a uniform condition and a load in a branch it becomes a branch and a
  * phi; with a varying condition each side is evaluated under its own lane mask, which the
- * loads honour. tanh and erf call libm (lane by lane in vectors). */
+ * loads honour. tanh and erf call libm (lane by lane in vectors). f32 math runs in f32, and
+ * sigmoid is 1/(1+exp(-x)): equal to the interpreters' value to a few ulps, not bit for bit. */
 #include "llvm_cg.h"
 
 #include <stdio.h>

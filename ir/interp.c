@@ -13,11 +13,12 @@
  * subroutine runs at most once per point, so the value stack never holds more entries than the
  * program has instructions.
  *
- * Semantics. Floats (f16, bf16, f32, f64) are computed in double with no rounding to their
- * dtype. Integers (i8, i32, i64) and bool are computed in int64 and wrapped to the node's dtype
- * after every operation, on cast and on store (as generated code does; for + - * this equals
- * wrapping once at the end). floordiv/floormod round toward -inf; a zero divisor is an error.
- * Comparisons give 0/1; min and max propagate NaN. Casts: float -> int truncates toward zero
+ * Semantics (operators and casts are ir/scalar.h's, shared with the loop-nest interpreter and
+ * the builders' folding). Floats (f16, bf16, f32, f64) are computed in double with no rounding
+ * to their dtype. Integers (i8, i32, i64) and bool are computed in int64 and wrapped to the
+ * node's dtype after every operation, on cast and on store (as generated code does; for + - * this
+ * equals wrapping once at the end). floordiv/floormod round toward -inf; a zero divisor is an
+ * error. Comparisons give 0/1; min and max propagate NaN. Casts: float -> int truncates toward zero
  * and saturates to the target's range (NaN gives 0), like LLVM's fptosi.sat; int -> int wraps;
  * any -> bool is `!= 0`. Integer and bool tensors hold integral doubles; a load converts with
  * the same truncating cast. Reductions start from 0 (sum), -inf (max) or +inf (min) and
@@ -406,25 +407,23 @@ run(struct interp *in, struct prog *p, union kiln_scalar *result)
             sp++;
             break;
         case C_UNARY:
-            /* compile_node emits only operators the builders type-checked: no failure */
-            (void)kiln_scalar_eval((enum kiln_op)i->op, (enum kiln_dtype)i->dt,
-                                   (enum kiln_dtype)i->dt, st[sp - 1], st[sp - 1], &st[sp - 1]);
-            break;
         case C_BINARY:
         case C_BINARY_K:
         case C_BINARY_AX:
         case C_BINARY_RV: {
-            union kiln_scalar b;
+            union kiln_scalar b = {.i = 1}; /* unary: not read */
             if (i->code == C_BINARY)
                 b = st[--sp];
             else if (i->code == C_BINARY_K)
                 b = i->imm;
-            else
+            else if (i->code != C_UNARY)
                 b.i = i->code == C_BINARY_AX ? in->ax[i->a] : in->rv[i->a];
             if ((i->op == KILN_OP_FLOORDIV || i->op == KILN_OP_FLOORMOD) && b.i == 0) {
                 fail_div0(in, (enum kiln_op)i->op);
                 return false;
             }
+            /* one call site, so that it is inlined here; compile_node emits only operators the
+             * builders type-checked, so it cannot fail */
             (void)kiln_scalar_eval((enum kiln_op)i->op, (enum kiln_dtype)i->odt,
                                    (enum kiln_dtype)i->dt, st[sp - 1], b, &st[sp - 1]);
             break;

@@ -1,7 +1,8 @@
 /* ir/interp_loop.c -- the loop-nest interpreter: a deliberately simple tree walker over a
  * struct kiln_func, the oracle for the code generator and for the lowering passes.
  *
- * Every value is computed in double (floats) or int64 (integers and bool) and integer results
+ * Operators and casts are ir/scalar.h's (the graph interpreter's too); every value is computed
+ * in double (floats) or int64 (integers and bool) and integer results
  * are wrapped to their dtype after each operation, which is what generated code does; stores
  * round to the buffer's dtype (f32 buffers hold float-representable doubles, integer buffers
  * integral doubles). Loops of every kind run serially in order, SELECT evaluates only the

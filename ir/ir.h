@@ -31,7 +31,7 @@ extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
 extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
 
 /* How a node takes its operands: what evaluators and rewriters dispatch on, so that only
- * ops.def, ir/scalar.c and the code generators' operator tables list operators one by one. */
+ * ops.def, ir/scalar.h and the code generators' operator tables list operators one by one. */
 enum kiln_op_kind {
     KILN_OPK_NONE,   /* NIL (and out-of-range values): no value */
     KILN_OPK_LEAF,   /* INT, FLOAT, VAR */
@@ -96,38 +96,8 @@ kiln_var_index(int64_t key)
     return (uint32_t)((uint64_t)key & 0xffffffffu);
 }
 
-/* ---- scalar semantics (ir/scalar.c) ----
- * What every operator computes on one value, written once: the interpreters, the builders'
- * constant folding and the simplifier call these; the LLVM backend emits the same meaning.
- * Floats are held as double, integers and bool as int64 wrapped to their dtype. */
-union kiln_scalar {
-    double  f;
-    int64_t i;
-};
-bool kiln_dtype_is_float(enum kiln_dtype dt); /* f16, bf16, f32, f64 */
-bool kiln_dtype_is_int(enum kiln_dtype dt);   /* i8, i32, i64 (not bool) */
-/* [lo, hi] of an integer or bool dtype; false (and the i64 range) for other dtypes. */
-bool    kiln_dtype_range(enum kiln_dtype dt, int64_t *lo, int64_t *hi);
-int64_t kiln_scalar_wrap(int64_t v, enum kiln_dtype dt); /* two's complement; bool: != 0 */
-/* Float -> integer dtype: truncates toward zero and saturates to the dtype's range, NaN gives
- * 0 (llvm.fptosi.sat); to bool: x != 0 (NaN is true). */
-int64_t kiln_scalar_to_int(double x, enum kiln_dtype dt);
-/* v rounded to the nearest value of float dtype dt (ties to even; f16/bf16 overflow to inf). */
-double  kiln_scalar_round(double v, enum kiln_dtype dt);
-int64_t kiln_scalar_floordiv(int64_t a, int64_t b); /* toward -inf; b != 0; b == -1 wraps */
-int64_t kiln_scalar_floormod(int64_t a, int64_t b); /* sign of b; b != 0 */
-double  kiln_scalar_fmin(double a, double b);       /* NaN if either is NaN */
-double  kiln_scalar_fmax(double a, double b);
-double  kiln_scalar_sigmoid(double x);
-/* Operator op (unary: b ignored) on operands of dtype odt, giving dtype dt (integer results
- * wrapped to dt; floats unrounded). False, with r zeroed or meaningless, when op is not an
- * operator on odt values (floordiv of floats, exp of an integer, select, ...) or an integer
- * floordiv/floormod divides by zero: the caller reports that. */
-bool kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union kiln_scalar a,
-                      union kiln_scalar b, union kiln_scalar *r);
-/* Cast from -> to: float -> float keeps the double (no rounding), float -> int as
- * kiln_scalar_to_int, int -> float exact in double, int -> int wraps. */
-union kiln_scalar kiln_scalar_cast(enum kiln_dtype from, enum kiln_dtype to, union kiln_scalar a);
+/* ---- scalar semantics (ir/scalar.h, ir/scalar.c) ---- */
+#include "scalar.h"
 
 /* ---- expression builders (ir/expr.c): sticky nil on error or nil operand ---- */
 /* Builders fold constants, drop identities (x+0, x*1, int x*0, min/max/select of constants),

@@ -4,7 +4,9 @@
  * seed is printed; replay with --seed) and compared element by element with kiln_func_eval:
  * every loop kind, tails, masked vector code, lazy select guarding out-of-range loads, gathers
  * and scatters, every math operator, integer dtypes and floor division, misaligned arrays,
- * temporaries, NaN propagation. Then target parsing, the ABI tables' layout, the IR text
+ * temporaries, NaN propagation; and scalar_semantics, where every operator and cast on every
+ * dtype is evaluated by constant folding, the simplifier, both interpreters and the JIT, which
+ * must agree bit for bit. Then target parsing, the ABI tables' layout, the IR text
  * (vector widths and stated alignments), object and shared-object emission, and the errors. */
 #include "../harness.h"
 
