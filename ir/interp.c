@@ -380,8 +380,10 @@ fail_div0(struct interp *in, enum kiln_op op)
          op == KILN_OP_FLOORDIV ? "floordiv" : "floormod", text);
 }
 
-/* Runs the program at the current point (in->ax, in->rv); false after recording an error. */
-static bool
+/* Runs the program at the current point (in->ax, in->rv); false after recording an error.
+ * Not inlined: compiled inside kiln_ir_eval, the dispatch loop's code depended on everything
+ * else in that function and ran up to a third slower after unrelated edits. */
+static KILN_NOINLINE bool
 run(struct interp *in, struct prog *p, union kiln_scalar *result)
 {
     union kiln_scalar *st = p->stack;
