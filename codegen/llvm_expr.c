@@ -9,24 +9,18 @@
  * is materialised as a vector and computed lane-wise. The operator helpers work on scalars and
  * vectors alike because LLVM's instructions and intrinsics do.
  *
- * Semantics follow the interpreter (ir/interp_loop.c): float add/sub/mul carry only the
+ * Semantics follow ir/scalar.h (what the interpreters compute): float add/sub/mul carry only the
  * `contract` fast-math flag (so a*b+c may become an FMA), min/max propagate NaN
  * (llvm.minimum/maximum), integer floordiv/floormod round toward -inf and never trap (a
  * divisor of 0 gives 0; -1 cannot overflow), float-to-int casts saturate (llvm.fptosi.sat).
  * SELECT is lazy: with a uniform condition and a load in a branch it becomes a branch and a
  * phi; with a varying condition each side is evaluated under its own lane mask, which the
- * loads honour. tanh and erf call libm (lane by lane in vectors). */
+ * loads honour. tanh and erf call libm (lane by lane in vectors). f32 math runs in f32, and
+ * sigmoid is 1/(1+exp(-x)): equal to the interpreters' value to a few ulps, not bit for bit. */
 #include "llvm_cg.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
-           || dt == KILN_DTYPE_BF16;
-}
 
 LLVMTypeRef
 cg_type(struct cg *cg, enum kiln_dtype dt)
@@ -181,8 +175,8 @@ cg_mult(const struct cg *cg, kiln_expr e)
     case KILN_OP_ABS:
         return cg_mult(cg, a);
     case KILN_OP_CAST:
-        return is_float((enum kiln_dtype)n->dtype) || n->dtype == KILN_DTYPE_BOOL
-                       || is_float(kiln_expr_dtype(cg->ctx, a))
+        return kiln_dtype_is_float((enum kiln_dtype)n->dtype) || n->dtype == KILN_DTYPE_BOOL
+                       || kiln_dtype_is_float(kiln_expr_dtype(cg->ctx, a))
                    ? 1
                    : cg_mult(cg, a);
     case KILN_OP_FLOORMOD:
@@ -396,7 +390,7 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
           const int64_t *cdiv)
 {
     LLVMBuilderRef bl = cg->b;
-    bool           fl = is_float(dt), bo = dt == KILN_DTYPE_BOOL;
+    bool           fl = kiln_dtype_is_float(dt), bo = dt == KILN_DTYPE_BOOL;
     switch (op) {
     case KILN_OP_ADD:
         return fl ? contract(LLVMBuildFAdd(bl, a, b, "")) : LLVMBuildAdd(bl, a, b, "");
@@ -450,9 +444,9 @@ op_unary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a)
     case KILN_OP_NOT:
         return LLVMBuildNot(bl, a, "");
     case KILN_OP_NEG:
-        return is_float(dt) ? LLVMBuildFNeg(bl, a, "") : LLVMBuildNeg(bl, a, "");
+        return kiln_dtype_is_float(dt) ? LLVMBuildFNeg(bl, a, "") : LLVMBuildNeg(bl, a, "");
     case KILN_OP_ABS:
-        if (is_float(dt))
+        if (kiln_dtype_is_float(dt))
             return call1(cg, "llvm.fabs", a);
         return call2(cg, "llvm.abs", a, LLVMConstInt(cg->t_i1, 0, 0));
     case KILN_OP_FLOOR:
@@ -490,7 +484,7 @@ op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
         return NULL;
     if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
         tt = LLVMVectorType(tt, LLVMGetVectorSize(vt));
-    bool ff = is_float(from), tf = is_float(to);
+    bool ff = kiln_dtype_is_float(from), tf = kiln_dtype_is_float(to);
     if (to == KILN_DTYPE_BOOL)
         return ff ? LLVMBuildFCmp(bl, LLVMRealUNE, v, LLVMConstNull(vt), "")
                   : LLVMBuildICmp(bl, LLVMIntNE, v, LLVMConstNull(vt), "");
@@ -524,7 +518,8 @@ emit_binary(struct cg *cg, kiln_expr e)
         return bad;
     if (a.kind == CG_UNIFORM && b.kind == CG_UNIFORM)
         return uniform(op_binary(cg, op, dt, a.v, b.v, cb ? &c : NULL));
-    if (a.kind != CG_VARYING && b.kind != CG_VARYING && !is_float(dt) && dt != KILN_DTYPE_BOOL) {
+    if (a.kind != CG_VARYING && b.kind != CG_VARYING && !kiln_dtype_is_float(dt)
+        && dt != KILN_DTYPE_BOOL) {
         int64_t sa = a.kind == CG_AFFINE ? a.stride : 0, sb = b.kind == CG_AFFINE ? b.stride : 0;
         switch (op) {
         case KILN_OP_ADD:
@@ -762,6 +757,29 @@ cg_emit_index(struct cg *cg, kiln_expr e)
     return affine(sum, stride);
 }
 
+/* INT, FLOAT, VAR */
+static struct cg_val
+emit_leaf(struct cg *cg, kiln_expr e)
+{
+    const struct kiln_node n = cg->ctx->node[e.id];
+    enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
+    if (n.op == KILN_OP_INT || n.op == KILN_OP_FLOAT) {
+        LLVMTypeRef ty = cg_type(cg, dt);
+        if (!ty)
+            return bad;
+        if (n.op == KILN_OP_INT)
+            return uniform(LLVMConstInt(ty, (unsigned long long)n.imm, 1));
+        return uniform(LLVMConstReal(ty, kiln_expr_float_value(cg->ctx, e)));
+    }
+    const struct cg_bind *bd = cg_lookup(cg, e);
+    if (bd)
+        return bd->val;
+    cg_fail(cg, KILN_ERR_INVALID, "variable %s is not bound",
+            kiln_var_kind_of(n.imm) == KILN_VAR_NAMED ? kiln_sym_str(cg->ctx, kiln_var_index(n.imm))
+                                                      : "(axis or reduce)");
+    return bad;
+}
+
 struct cg_val
 cg_emit(struct cg *cg, kiln_expr e)
 {
@@ -769,26 +787,10 @@ cg_emit(struct cg *cg, kiln_expr e)
         return bad;
     const struct kiln_node n = cg->ctx->node[e.id];
     enum kiln_dtype        dt = (enum kiln_dtype)n.dtype;
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_INT: {
-        LLVMTypeRef ty = cg_type(cg, dt);
-        return ty ? uniform(LLVMConstInt(ty, (unsigned long long)n.imm, 1)) : bad;
-    }
-    case KILN_OP_FLOAT: {
-        LLVMTypeRef ty = cg_type(cg, dt);
-        return ty ? uniform(LLVMConstReal(ty, kiln_expr_float_value(cg->ctx, e))) : bad;
-    }
-    case KILN_OP_VAR: {
-        const struct cg_bind *bd = cg_lookup(cg, e);
-        if (bd)
-            return bd->val;
-        cg_fail(cg, KILN_ERR_INVALID, "variable %s is not bound",
-                kiln_var_kind_of(n.imm) == KILN_VAR_NAMED
-                    ? kiln_sym_str(cg->ctx, kiln_var_index(n.imm))
-                    : "(axis or reduce)");
-        return bad;
-    }
-    case KILN_OP_LOAD: {
+    switch (kiln_op_kind((enum kiln_op)n.op)) {
+    case KILN_OPK_LEAF:
+        return emit_leaf(cg, e);
+    case KILN_OPK_LOAD: {
         kiln_expr idx = kiln_load_idx(cg->ctx, e, 0);
         if (!idx.id || kiln_load_nidx(cg->ctx, e) != 1 || (uint32_t)n.imm >= cg->f->nbuf) {
             cg_fail(cg, KILN_ERR_INVALID, "load needs one flat index of an existing buffer");
@@ -801,9 +803,9 @@ cg_emit(struct cg *cg, kiln_expr e)
             return cg_emit_vector_load(cg, e, iv);
         return scalar_load(cg, e, iv.v);
     }
-    case KILN_OP_SELECT:
+    case KILN_OPK_SELECT:
         return emit_select(cg, e);
-    case KILN_OP_CAST: {
+    case KILN_OPK_CAST: {
         kiln_expr       ea = {n.kid[0]};
         enum kiln_dtype from = kiln_expr_dtype(cg->ctx, ea);
         struct cg_val   a = cg_emit(cg, ea);
@@ -813,33 +815,9 @@ cg_emit(struct cg *cg, kiln_expr e)
             return uniform(op_cast(cg, from, dt, a.v));
         return varying(op_cast(cg, from, dt, cg_vector(cg, a, from)));
     }
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
+    case KILN_OPK_BINARY:
         return emit_binary(cg, e);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID: {
+    case KILN_OPK_UNARY: {
         struct cg_val a = cg_emit(cg, (kiln_expr){n.kid[0]});
         if (!a.v)
             return bad;
@@ -849,9 +827,8 @@ cg_emit(struct cg *cg, kiln_expr e)
             return affine(LLVMBuildNeg(cg->b, a.v, ""), (int64_t)(0 - (uint64_t)a.stride));
         return varying(op_unary(cg, (enum kiln_op)n.op, dt, cg_vector(cg, a, dt)));
     }
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     cg_fail(cg, KILN_ERR_INTERNAL, "cannot generate code for a %s node",

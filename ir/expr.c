@@ -172,19 +172,6 @@ kiln_expr_dtype(const kiln_ctx *ctx, kiln_expr e)
     return (enum kiln_dtype)ctx->node[e.id].dtype;
 }
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
-static bool
-is_int(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64;
-}
-
 double
 kiln_expr_float_value(const kiln_ctx *ctx, kiln_expr e)
 {
@@ -216,6 +203,22 @@ kiln_expr_is_int(const kiln_ctx *ctx, kiln_expr e, int64_t *v)
         return false;
     *v = ctx->node[e.id].imm;
     return true;
+}
+
+static bool
+is_literal(const kiln_ctx *ctx, kiln_expr e)
+{
+    return ctx->node[e.id].op == KILN_OP_INT || ctx->node[e.id].op == KILN_OP_FLOAT;
+}
+
+/* The value of an INT or FLOAT node. */
+static union kiln_scalar
+const_value(const kiln_ctx *ctx, kiln_expr e)
+{
+    union kiln_scalar v = {.i = ctx->node[e.id].imm};
+    if (ctx->node[e.id].op == KILN_OP_FLOAT)
+        v.f = kiln_expr_float_value(ctx, e);
+    return v;
 }
 
 uint64_t
@@ -258,29 +261,14 @@ leaf(kiln_ctx *ctx, enum kiln_op op, enum kiln_dtype dt, int64_t imm)
     return intern(ctx, (struct kiln_node){.op = (uint8_t)op, .dtype = (uint8_t)dt, .imm = imm});
 }
 
-static int64_t
-wrap_int(int64_t v, enum kiln_dtype dt)
-{
-    switch (dt) {
-    case KILN_DTYPE_I8:
-        return (int8_t)(uint8_t)((uint64_t)v & 0xff);
-    case KILN_DTYPE_I32:
-        return (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    case KILN_DTYPE_BOOL:
-        return v != 0;
-    default:
-        return v;
-    }
-}
-
 kiln_expr
 kiln_int(kiln_ctx *ctx, int64_t v, enum kiln_dtype dt)
 {
-    if (!is_int(dt) && dt != KILN_DTYPE_BOOL) {
+    if (!kiln_dtype_is_int(dt) && dt != KILN_DTYPE_BOOL) {
         KILN_FAIL(ctx, KILN_ERR_INTERNAL, "expr", "int constant of dtype %s", kiln_dtype_name(dt));
         return (kiln_expr){0};
     }
-    return leaf(ctx, KILN_OP_INT, dt, wrap_int(v, dt));
+    return leaf(ctx, KILN_OP_INT, dt, kiln_scalar_wrap(v, dt));
 }
 
 kiln_expr
@@ -298,7 +286,7 @@ kiln_bool(kiln_ctx *ctx, bool v)
 kiln_expr
 kiln_float(kiln_ctx *ctx, double v, enum kiln_dtype dt)
 {
-    if (!is_float(dt)) {
+    if (!kiln_dtype_is_float(dt)) {
         KILN_FAIL(ctx, KILN_ERR_INTERNAL, "expr", "float constant of dtype %s",
                   kiln_dtype_name(dt));
         return (kiln_expr){0};
@@ -315,13 +303,20 @@ kiln_float(kiln_ctx *ctx, double v, enum kiln_dtype dt)
 kiln_expr
 kiln_const(kiln_ctx *ctx, double v, enum kiln_dtype dt)
 {
-    if (is_float(dt))
+    if (kiln_dtype_is_float(dt))
         return kiln_float(ctx, v, dt);
     if (dt == KILN_DTYPE_BOOL)
         return kiln_bool(ctx, v != 0);
     if (isnan(v) || v >= 9.2e18 || v <= -9.2e18)
         v = v > 0 ? (double)INT64_MAX : (double)INT64_MIN;
     return kiln_int(ctx, (int64_t)v, dt);
+}
+
+/* The literal of dtype dt holding r (an integer or bool r.i, a float r.f). */
+static kiln_expr
+const_node(kiln_ctx *ctx, union kiln_scalar r, enum kiln_dtype dt)
+{
+    return kiln_dtype_is_float(dt) ? kiln_float(ctx, r.f, dt) : kiln_int(ctx, r.i, dt);
 }
 
 kiln_expr
@@ -349,119 +344,6 @@ mk(kiln_ctx *ctx, enum kiln_op op, enum kiln_dtype dt, kiln_expr a, kiln_expr b,
 {
     return intern(ctx, (struct kiln_node){
                            .op = (uint8_t)op, .dtype = (uint8_t)dt, .kid = {a.id, b.id, c.id}});
-}
-
-static int64_t
-floordiv64(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
-
-static int64_t
-floormod64(int64_t a, int64_t b)
-{
-    int64_t r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0)))
-        r += b;
-    return r;
-}
-
-/* Folds a binary op over int constants; returns false when it must not fold. */
-static bool
-fold_int(enum kiln_op op, int64_t a, int64_t b, int64_t *r)
-{
-    switch (op) {
-    case KILN_OP_ADD:
-        *r = (int64_t)((uint64_t)a + (uint64_t)b);
-        return true;
-    case KILN_OP_SUB:
-        *r = (int64_t)((uint64_t)a - (uint64_t)b);
-        return true;
-    case KILN_OP_MUL:
-        *r = (int64_t)((uint64_t)a * (uint64_t)b);
-        return true;
-    case KILN_OP_FLOORDIV:
-        if (b == 0 || (a == INT64_MIN && b == -1))
-            return false;
-        *r = floordiv64(a, b);
-        return true;
-    case KILN_OP_FLOORMOD:
-        if (b == 0 || (a == INT64_MIN && b == -1))
-            return false;
-        *r = floormod64(a, b);
-        return true;
-    case KILN_OP_MIN:
-        *r = a < b ? a : b;
-        return true;
-    case KILN_OP_MAX:
-        *r = a > b ? a : b;
-        return true;
-    case KILN_OP_EQ:
-        *r = a == b;
-        return true;
-    case KILN_OP_NE:
-        *r = a != b;
-        return true;
-    case KILN_OP_LT:
-        *r = a < b;
-        return true;
-    case KILN_OP_LE:
-        *r = a <= b;
-        return true;
-    case KILN_OP_AND:
-        *r = a && b;
-        return true;
-    case KILN_OP_OR:
-        *r = a || b;
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool
-fold_float(enum kiln_op op, double a, double b, double *r)
-{
-    switch (op) {
-    case KILN_OP_ADD:
-        *r = a + b;
-        return true;
-    case KILN_OP_SUB:
-        *r = a - b;
-        return true;
-    case KILN_OP_MUL:
-        *r = a * b;
-        return true;
-    case KILN_OP_DIV:
-        *r = a / b;
-        return true;
-    case KILN_OP_MIN:
-        *r = isnan(a) || isnan(b) ? NAN : fmin(a, b);
-        return true;
-    case KILN_OP_MAX:
-        *r = isnan(a) || isnan(b) ? NAN : fmax(a, b);
-        return true;
-    case KILN_OP_POW:
-        *r = pow(a, b);
-        return true;
-    case KILN_OP_EQ:
-        *r = a == b;
-        return true;
-    case KILN_OP_NE:
-        *r = a != b;
-        return true;
-    case KILN_OP_LT:
-        *r = a < b;
-        return true;
-    case KILN_OP_LE:
-        *r = a <= b;
-        return true;
-    default:
-        return false;
-    }
 }
 
 static kiln_expr type_error(kiln_ctx *ctx, enum kiln_op op, const char *fmt, ...) KILN_PRINTF(3, 4);
@@ -514,10 +396,10 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
         return type_error(ctx, op, "needs bool operands, not %s", DT(da));
     if ((fl & KILN_OPF_ARITH) && da == KILN_DTYPE_BOOL)
         return type_error(ctx, op, "needs numeric operands, not %s", DT(da));
-    if ((op == KILN_OP_DIV || op == KILN_OP_POW) && !is_float(da))
+    if ((op == KILN_OP_DIV || op == KILN_OP_POW) && !kiln_dtype_is_float(da))
         return type_error(ctx, op, "needs float operands, not %s (use floordiv for integers)",
                           DT(da));
-    if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD) && !is_int(da))
+    if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD) && !kiln_dtype_is_int(da))
         return type_error(ctx, op, "needs integer operands, not %s", DT(da));
     enum kiln_dtype rt = (fl & KILN_OPF_CMP) ? KILN_DTYPE_BOOL : da;
 
@@ -526,23 +408,17 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
     bool                    ca = na->op == KILN_OP_INT || na->op == KILN_OP_FLOAT;
     bool                    cb = nb->op == KILN_OP_INT || nb->op == KILN_OP_FLOAT;
     if (ca && cb) {
-        if (na->op == KILN_OP_INT) {
-            int64_t r;
-            if (op == KILN_OP_FLOORDIV && nb->imm == 0) {
-                KILN_FAIL(ctx, KILN_ERR_INVALID, "expr", "floordiv: division by zero");
-                return (kiln_expr){0};
-            }
-            if (op == KILN_OP_FLOORMOD && nb->imm == 0) {
-                KILN_FAIL(ctx, KILN_ERR_INVALID, "expr", "floormod: division by zero");
-                return (kiln_expr){0};
-            }
-            if (fold_int(op, na->imm, nb->imm, &r))
-                return kiln_int(ctx, r, rt);
-        } else {
-            double r;
-            if (fold_float(op, kiln_expr_float_value(ctx, a), kiln_expr_float_value(ctx, b), &r))
-                return rt == KILN_DTYPE_BOOL ? kiln_bool(ctx, r != 0) : kiln_float(ctx, r, rt);
+        union kiln_scalar r;
+        if (na->op == KILN_OP_INT && (op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD)
+            && nb->imm == 0) {
+            KILN_FAIL(ctx, KILN_ERR_INVALID, "expr", "%s: division by zero", opname(op));
+            return (kiln_expr){0};
         }
+        /* INT64_MIN // -1 overflows: left unfolded, as written (the interpreters wrap it) */
+        bool overflow = na->op == KILN_OP_INT && na->imm == INT64_MIN && nb->imm == -1
+                        && (op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD);
+        if (!overflow && kiln_scalar_eval(op, da, rt, const_value(ctx, a), const_value(ctx, b), &r))
+            return const_node(ctx, r, rt);
     }
     /* canonical order: constants second, otherwise by structural hash */
     if (fl & KILN_OPF_COMM) {
@@ -563,7 +439,7 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
         }
     }
     /* identities (b is the constant when there is one) */
-    bool fa = is_float(da);
+    bool fa = kiln_dtype_is_float(da);
     switch (op) {
     case KILN_OP_ADD:
         if (is_zero(ctx, b))
@@ -634,12 +510,6 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
     return mk(ctx, op, rt, a, b, (kiln_expr){0});
 }
 
-static double
-sigmoid(double x)
-{
-    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-}
-
 kiln_expr
 kiln_unary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a)
 {
@@ -655,60 +525,14 @@ kiln_unary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a)
         return type_error(ctx, op, "needs a bool operand, not %s", DT(dt));
     if ((fl & KILN_OPF_ARITH) && (dt == KILN_DTYPE_BOOL || dt == KILN_DTYPE_VOID))
         return type_error(ctx, op, "needs a numeric operand, not %s", DT(dt));
-    if ((fl & KILN_OPF_MATH) && !is_float(dt))
+    if ((fl & KILN_OPF_MATH) && !kiln_dtype_is_float(dt))
         return type_error(ctx, op, "needs a float operand, not %s", DT(dt));
 
     const struct kiln_node *n = &ctx->node[a.id];
-    if (n->op == KILN_OP_INT) {
-        switch (op) {
-        case KILN_OP_NOT:
-            return kiln_bool(ctx, !n->imm);
-        case KILN_OP_NEG:
-            return kiln_int(ctx, (int64_t)(0 - (uint64_t)n->imm), dt);
-        case KILN_OP_ABS:
-            return kiln_int(ctx, n->imm < 0 ? (int64_t)(0 - (uint64_t)n->imm) : n->imm, dt);
-        default:
-            break;
-        }
-    }
-    if (n->op == KILN_OP_FLOAT) {
-        double x = kiln_expr_float_value(ctx, a), r;
-        switch (op) {
-        case KILN_OP_NEG:
-            r = -x;
-            break;
-        case KILN_OP_ABS:
-            r = fabs(x);
-            break;
-        case KILN_OP_FLOOR:
-            r = floor(x);
-            break;
-        case KILN_OP_EXP:
-            r = exp(x);
-            break;
-        case KILN_OP_LOG:
-            r = log(x);
-            break;
-        case KILN_OP_SQRT:
-            r = sqrt(x);
-            break;
-        case KILN_OP_RSQRT:
-            r = 1.0 / sqrt(x);
-            break;
-        case KILN_OP_TANH:
-            r = tanh(x);
-            break;
-        case KILN_OP_ERF:
-            r = erf(x);
-            break;
-        case KILN_OP_SIGMOID:
-            r = sigmoid(x);
-            break;
-        default:
-            return mk(ctx, op, dt, a, (kiln_expr){0}, (kiln_expr){0});
-        }
-        return kiln_float(ctx, r, dt);
-    }
+    union kiln_scalar       r;
+    if (is_literal(ctx, a)
+        && kiln_scalar_eval(op, dt, dt, const_value(ctx, a), const_value(ctx, a), &r))
+        return const_node(ctx, r, dt);
     if ((op == KILN_OP_NOT || op == KILN_OP_NEG) && n->op == op)
         return (kiln_expr){n->kid[0]};
     return mk(ctx, op, dt, a, (kiln_expr){0}, (kiln_expr){0});
@@ -743,25 +567,8 @@ kiln_cast(kiln_ctx *ctx, enum kiln_dtype dt, kiln_expr a)
         return type_error(ctx, KILN_OP_CAST, "cannot cast %s to %s", DT(from), DT(dt));
     if (from == dt)
         return a;
-    double v;
-    if (kiln_expr_is_const(ctx, a, &v)) {
-        if (dt == KILN_DTYPE_BOOL) /* nonzero (NaN included) is true, as in codegen */
-            return kiln_bool(ctx, v != 0);
-        if (!is_float(dt)) { /* float -> int truncates and saturates; NaN gives 0 (as codegen) */
-            static const double lim[KILN_DTYPE_COUNT][2] = {
-                [KILN_DTYPE_I8] = {-128.0, 127.0},
-                [KILN_DTYPE_I32] = {-2147483648.0, 2147483647.0},
-                [KILN_DTYPE_I64] = {-9223372036854775808.0, 9223372036854774784.0},
-                [KILN_DTYPE_BOOL] = {-1e308, 1e308},
-            };
-            v = isnan(v) ? 0 : trunc(v);
-            if (is_float(from) && v < lim[dt][0])
-                v = lim[dt][0];
-            if (is_float(from) && v > lim[dt][1])
-                v = lim[dt][1];
-        }
-        return kiln_const(ctx, v, dt);
-    }
+    if (is_literal(ctx, a))
+        return const_node(ctx, kiln_scalar_cast(from, dt, const_value(ctx, a)), dt);
     return mk(ctx, KILN_OP_CAST, dt, a, (kiln_expr){0}, (kiln_expr){0});
 }
 
@@ -774,7 +581,7 @@ kiln_load(kiln_ctx *ctx, uint32_t tensor, enum kiln_dtype dt, uint32_t n, const 
     for (uint32_t i = n; i-- > 0;) {
         if (!idx[i].id)
             return (kiln_expr){0};
-        if (!is_int(kiln_expr_dtype(ctx, idx[i]))) {
+        if (!kiln_dtype_is_int(kiln_expr_dtype(ctx, idx[i]))) {
             KILN_FAIL(ctx, KILN_ERR_INVALID, "expr", "load: index %u has dtype %s, not an integer",
                       i, kiln_dtype_name(kiln_expr_dtype(ctx, idx[i])));
             return (kiln_expr){0};
@@ -857,57 +664,29 @@ memo_free(struct memo *m)
     kiln_mem_free(m->ctx, m->key, sizeof(uint32_t) * m->cap * 2);
 }
 
-/* Rebuilds node n with new operands through the builders, so that folding applies. */
-static kiln_expr
-rebuild(kiln_ctx *ctx, const struct kiln_node *n0, const kiln_expr *k)
+kiln_expr
+kiln_expr_rebuild(kiln_ctx *ctx, kiln_expr e, const kiln_expr *k)
 {
-    struct kiln_node n = *n0;
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-        return (kiln_expr){0};
-    case KILN_OP_LIST:
+    const struct kiln_node n = ctx->node[e.id];
+    enum kiln_op           op = (enum kiln_op)n.op;
+    switch (kiln_op_kind(op)) {
+    case KILN_OPK_NONE:
+    case KILN_OPK_LEAF:
+        return e;
+    case KILN_OPK_LIST:
         return mk(ctx, KILN_OP_LIST, KILN_DTYPE_VOID, k[0], k[1], (kiln_expr){0});
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return intern(
             ctx, (struct kiln_node){
                      .op = KILN_OP_LOAD, .dtype = n.dtype, .kid = {k[0].id, 0, 0}, .imm = n.imm});
-    case KILN_OP_SELECT:
+    case KILN_OPK_SELECT:
         return kiln_select(ctx, k[0], k[1], k[2]);
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return kiln_cast(ctx, (enum kiln_dtype)n.dtype, k[0]);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        return kiln_unary(ctx, (enum kiln_op)n.op, k[0]);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-        return kiln_binary(ctx, (enum kiln_op)n.op, k[0], k[1]);
-    case KILN_OP_COUNT:
-        break;
+    case KILN_OPK_UNARY:
+        return kiln_unary(ctx, op, k[0]);
+    case KILN_OPK_BINARY:
+        return kiln_binary(ctx, op, k[0], k[1]);
     }
     return (kiln_expr){0};
 }
@@ -968,7 +747,7 @@ rewrite(kiln_ctx *ctx, struct rewriter *rw, kiln_expr e)
                                                  .kid = {k[0].id, 0, 0},
                                                  .imm = rw->to});
         else if (changed)
-            out = rebuild(ctx, &n, k);
+            out = kiln_expr_rebuild(ctx, e, k);
     }
     memo_put(&rw->memo, e.id, out.id);
     return out;

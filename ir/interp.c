@@ -13,11 +13,12 @@
  * subroutine runs at most once per point, so the value stack never holds more entries than the
  * program has instructions.
  *
- * Semantics. Floats (f16, bf16, f32, f64) are computed in double with no rounding to their
- * dtype. Integers (i8, i32, i64) and bool are computed in int64 and wrapped to the node's dtype
- * after every operation, on cast and on store (as generated code does; for + - * this equals
- * wrapping once at the end). floordiv/floormod round toward -inf; a zero divisor is an error.
- * Comparisons give 0/1; min and max propagate NaN. Casts: float -> int truncates toward zero
+ * Semantics (operators and casts are ir/scalar.h's, shared with the loop-nest interpreter and
+ * the builders' folding). Floats (f16, bf16, f32, f64) are computed in double with no rounding
+ * to their dtype. Integers (i8, i32, i64) and bool are computed in int64 and wrapped to the
+ * node's dtype after every operation, on cast and on store (as generated code does; for + - * this
+ * equals wrapping once at the end). floordiv/floormod round toward -inf; a zero divisor is an
+ * error. Comparisons give 0/1; min and max propagate NaN. Casts: float -> int truncates toward zero
  * and saturates to the target's range (NaN gives 0), like LLVM's fptosi.sat; int -> int wraps;
  * any -> bool is `!= 0`. Integer and bool tensors hold integral doubles; a load converts with
  * the same truncating cast. Reductions start from 0 (sum), -inf (max) or +inf (min) and
@@ -29,11 +30,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-union val {
-    double  f;
-    int64_t i;
-};
 
 enum code {
     C_CONST,     /* push imm */
@@ -54,12 +50,12 @@ enum code {
 };
 
 struct insn {
-    uint8_t   code; /* enum code */
-    uint8_t   op;   /* enum kiln_op (C_UNARY, C_BINARY) */
-    uint8_t   dt;   /* result dtype */
-    uint8_t   odt;  /* operand dtype */
-    uint32_t  a;
-    union val imm;
+    uint8_t           code; /* enum code */
+    uint8_t           op;   /* enum kiln_op (C_UNARY, C_BINARY) */
+    uint8_t           dt;   /* result dtype */
+    uint8_t           odt;  /* operand dtype */
+    uint32_t          a;
+    union kiln_scalar imm;
 };
 
 /* One op's compiled body plus its run-time state. */
@@ -71,11 +67,11 @@ struct prog {
     uint32_t    *entry; /* per slot (1-based): first instruction of its subroutine */
     uint32_t     nslot, capentry;
     /* run time */
-    union val *stack;
-    uint32_t  *rstack; /* return addresses */
-    union val *cache;  /* per slot */
-    uint64_t  *stamp;  /* per slot: point number the cached value belongs to */
-    uint64_t   point;
+    union kiln_scalar *stack;
+    uint32_t          *rstack; /* return addresses */
+    union kiln_scalar *cache;  /* per slot */
+    uint64_t          *stamp;  /* per slot: point number the cached value belongs to */
+    uint64_t           point;
 };
 
 /* Everything one evaluation needs. refs and slot are indexed by node id (zeroed again after
@@ -92,57 +88,6 @@ struct interp {
     int64_t                  ax[KILN_MAX_DIMS];
     int64_t                  rv[KILN_MAX_REDUCE];
 };
-
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
-static int64_t
-wrap(int64_t v, enum kiln_dtype dt)
-{
-    switch (dt) {
-    case KILN_DTYPE_I8:
-        return (int8_t)(uint8_t)((uint64_t)v & 0xffu);
-    case KILN_DTYPE_I32:
-        return (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    case KILN_DTYPE_BOOL:
-        return v != 0;
-    case KILN_DTYPE_I64:
-    case KILN_DTYPE_F32:
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
-    case KILN_DTYPE_F64:
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return v;
-}
-
-/* Float -> integer dtype: truncate toward zero, saturate to the dtype's range, NaN -> 0. */
-static int64_t
-float_to_int(double x, enum kiln_dtype dt)
-{
-    double lo = -9223372036854775808.0, hi = 9223372036854775807.0;
-    if (dt == KILN_DTYPE_BOOL)
-        return x != 0;
-    if (dt == KILN_DTYPE_I8) {
-        lo = -128;
-        hi = 127;
-    } else if (dt == KILN_DTYPE_I32) {
-        lo = -2147483648.0;
-        hi = 2147483647.0;
-    }
-    if (isnan(x))
-        return 0;
-    if (x <= lo)
-        return dt == KILN_DTYPE_I64 ? INT64_MIN : (int64_t)lo;
-    if (x >= hi)
-        return dt == KILN_DTYPE_I64 ? INT64_MAX : (int64_t)hi;
-    return (int64_t)x;
-}
 
 static const char *
 out_name(const struct interp *in)
@@ -248,7 +193,7 @@ compile_load(struct interp *in, struct prog *p, const struct kiln_node *n)
     for (uint32_t l = n->kid[0]; l; l = ctx->node[l].kid[1], nidx++) {
         uint32_t        ix = ctx->node[l].kid[0];
         enum kiln_dtype dt = (enum kiln_dtype)ctx->node[ix].dtype;
-        if (is_float(dt) || dt == KILN_DTYPE_BOOL || dt == KILN_DTYPE_VOID) {
+        if (kiln_dtype_is_float(dt) || dt == KILN_DTYPE_BOOL || dt == KILN_DTYPE_VOID) {
             fail(in, KILN_ERR_INTERNAL, "index %u of a load of %s is not an integer", nidx, name);
             return false;
         }
@@ -295,20 +240,19 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
     const kiln_ctx         *ctx = in->ctx;
     const struct kiln_node *n = &ctx->node[id];
     struct insn             ins = {.op = n->op, .dt = n->dtype};
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
+    switch (kiln_op_kind((enum kiln_op)n->op)) {
+    case KILN_OPK_LEAF:
+        if (n->op == KILN_OP_VAR)
+            return bound_var(in, n, &ins.a, &ins.code) && emit(in, p, ins);
         ins.code = C_CONST;
-        ins.imm.i = n->imm;
+        if (n->op == KILN_OP_INT)
+            ins.imm.i = n->imm;
+        else
+            ins.imm.f = kiln_expr_float_value(ctx, (kiln_expr){id});
         return emit(in, p, ins);
-    case KILN_OP_FLOAT:
-        ins.code = C_CONST;
-        ins.imm.f = kiln_expr_float_value(ctx, (kiln_expr){id});
-        return emit(in, p, ins);
-    case KILN_OP_VAR:
-        return bound_var(in, n, &ins.a, &ins.code) && emit(in, p, ins);
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return compile_load(in, p, n);
-    case KILN_OP_SELECT: {
+    case KILN_OPK_SELECT: {
         uint32_t c = n->kid[0], a = n->kid[1], b = n->kid[2];
         if (!compile(in, p, c))
             return false;
@@ -324,39 +268,12 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
         p->code[jmp].a = p->n;
         return true;
     }
-    case KILN_OP_CAST:
-        ins.code = C_CAST;
+    case KILN_OPK_CAST:
+    case KILN_OPK_UNARY:
+        ins.code = n->op == KILN_OP_CAST ? C_CAST : C_UNARY;
         ins.odt = ctx->node[n->kid[0]].dtype;
         return compile(in, p, n->kid[0]) && emit(in, p, ins);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        ins.code = C_UNARY;
-        ins.odt = ctx->node[n->kid[0]].dtype;
-        return compile(in, p, n->kid[0]) && emit(in, p, ins);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR: {
+    case KILN_OPK_BINARY: {
         uint32_t                a = n->kid[0], b = n->kid[1];
         const struct kiln_node *nb = &ctx->node[b];
         ins.code = C_BINARY;
@@ -382,9 +299,8 @@ compile_node(struct interp *in, struct prog *p, uint32_t id)
         }
         return compile(in, p, b) && emit(in, p, ins);
     }
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     fail(in, KILN_ERR_INTERNAL, "cannot evaluate a %s node",
@@ -410,248 +326,19 @@ compile_body(struct interp *in, struct prog *p)
             return false;
     }
     size_t ns = (size_t)p->nslot + 1;
-    p->stack = kiln_arena_alloc(in->ctx, sizeof(union val) * ((size_t)p->n + 1));
+    p->stack = kiln_arena_alloc(in->ctx, sizeof(union kiln_scalar) * ((size_t)p->n + 1));
     p->rstack = kiln_arena_alloc(in->ctx, sizeof(uint32_t) * ns);
-    p->cache = kiln_arena_alloc(in->ctx, sizeof(union val) * ns);
+    p->cache = kiln_arena_alloc(in->ctx, sizeof(union kiln_scalar) * ns);
     p->stamp = kiln_arena_alloc(in->ctx, sizeof(uint64_t) * ns);
     return p->stack && p->rstack && p->cache && p->stamp;
 }
 
 /* ---- execution ---- */
 
-static double
-sigmoid(double x)
-{
-    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-}
-
-static double
-nan_min(double a, double b)
-{
-    return isnan(a) || isnan(b) ? NAN : fmin(a, b);
-}
-
-static double
-nan_max(double a, double b)
-{
-    return isnan(a) || isnan(b) ? NAN : fmax(a, b);
-}
-
-static int64_t
-floordiv(int64_t x, int64_t y)
-{
-    if (y == -1) /* x / -1 overflows for INT64_MIN: wrap instead */
-        return (int64_t)(0 - (uint64_t)x);
-    int64_t q = x / y;
-    if (x % y != 0 && ((x < 0) != (y < 0)))
-        q--;
-    return q;
-}
-
-static int64_t
-floormod(int64_t x, int64_t y)
-{
-    if (y == -1)
-        return 0;
-    int64_t m = x % y;
-    if (m != 0 && ((m < 0) != (y < 0)))
-        m += y;
-    return m;
-}
-
-/* Unary op on a value of dtype dt (the builders make result and operand dtypes equal). */
-static union val
-unary(enum kiln_op op, enum kiln_dtype dt, union val a)
-{
-    bool      fl = is_float(dt);
-    double    x = a.f;
-    union val r = {.i = 0};
-    switch (op) {
-    case KILN_OP_NOT:
-        r.i = !a.i;
-        break;
-    case KILN_OP_NEG:
-        if (fl)
-            r.f = -x;
-        else
-            r.i = wrap((int64_t)(0 - (uint64_t)a.i), dt);
-        break;
-    case KILN_OP_ABS:
-        if (fl)
-            r.f = fabs(x);
-        else
-            r.i = wrap(a.i < 0 ? (int64_t)(0 - (uint64_t)a.i) : a.i, dt);
-        break;
-    case KILN_OP_FLOOR:
-        r.f = floor(x);
-        break;
-    case KILN_OP_EXP:
-        r.f = exp(x);
-        break;
-    case KILN_OP_LOG:
-        r.f = log(x);
-        break;
-    case KILN_OP_SQRT:
-        r.f = sqrt(x);
-        break;
-    case KILN_OP_RSQRT:
-        r.f = 1.0 / sqrt(x);
-        break;
-    case KILN_OP_TANH:
-        r.f = tanh(x);
-        break;
-    case KILN_OP_ERF:
-        r.f = erf(x);
-        break;
-    case KILN_OP_SIGMOID:
-        r.f = sigmoid(x);
-        break;
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_SELECT:
-    case KILN_OP_CAST:
-    case KILN_OP_COUNT:
-        break; /* not unary operators: compile_node never emits them as C_UNARY */
-    }
-    return r;
-}
-
-/* Binary op on operands of dtype odt giving dtype dt. Integer results wrap to dt; the caller
- * has checked that an integer divisor of floordiv/floormod is not zero. */
-static union val
-binary(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union val a, union val b)
-{
-    bool      fl = is_float(odt);
-    double    x = a.f, y = b.f;
-    int64_t   i = a.i, j = b.i;
-    uint64_t  ui = (uint64_t)i, uj = (uint64_t)j;
-    union val r = {.i = 0};
-    switch (op) {
-    case KILN_OP_ADD:
-        if (fl)
-            r.f = x + y;
-        else
-            r.i = (int64_t)(ui + uj);
-        break;
-    case KILN_OP_SUB:
-        if (fl)
-            r.f = x - y;
-        else
-            r.i = (int64_t)(ui - uj);
-        break;
-    case KILN_OP_MUL:
-        if (fl)
-            r.f = x * y;
-        else
-            r.i = (int64_t)(ui * uj);
-        break;
-    case KILN_OP_DIV:
-        r.f = x / y;
-        break;
-    case KILN_OP_FLOORDIV:
-        r.i = floordiv(i, j);
-        break;
-    case KILN_OP_FLOORMOD:
-        r.i = floormod(i, j);
-        break;
-    case KILN_OP_MIN:
-        if (fl)
-            r.f = nan_min(x, y);
-        else
-            r.i = i < j ? i : j;
-        break;
-    case KILN_OP_MAX:
-        if (fl)
-            r.f = nan_max(x, y);
-        else
-            r.i = i > j ? i : j;
-        break;
-    case KILN_OP_POW:
-        r.f = pow(x, y);
-        break;
-    case KILN_OP_EQ:
-        r.i = fl ? x == y : i == j;
-        break;
-    case KILN_OP_NE:
-        r.i = fl ? x != y : i != j;
-        break;
-    case KILN_OP_LT:
-        r.i = fl ? x < y : i < j;
-        break;
-    case KILN_OP_LE:
-        r.i = fl ? x <= y : i <= j;
-        break;
-    case KILN_OP_AND:
-        r.i = i && j;
-        break;
-    case KILN_OP_OR:
-        r.i = i || j;
-        break;
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_NOT:
-    case KILN_OP_SELECT:
-    case KILN_OP_CAST:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_COUNT:
-        break; /* not binary operators: compile_node never emits them as C_BINARY */
-    }
-    if (!is_float(dt))
-        r.i = wrap(r.i, dt);
-    return r;
-}
-
-static union val
-cast(enum kiln_dtype from, enum kiln_dtype to, union val a)
-{
-    union val r;
-    if (is_float(from) && is_float(to))
-        r.f = a.f; /* no rounding: floats of every width evaluate in double */
-    else if (is_float(from))
-        r.i = float_to_int(a.f, to);
-    else if (is_float(to))
-        r.f = (double)a.i;
-    else
-        r.i = wrap(a.i, to);
-    return r;
-}
-
 /* Loads tensor t at the n indices idx[]; false after recording an out-of-bounds error. */
 static bool
-load(struct interp *in, uint32_t t, enum kiln_dtype dt, const union val *idx, uint32_t n,
-     union val *out)
+load(struct interp *in, uint32_t t, enum kiln_dtype dt, const union kiln_scalar *idx, uint32_t n,
+     union kiln_scalar *out)
 {
     const struct kiln_tensor *tt = &in->g->tensor[t];
     int64_t                   flat = 0;
@@ -677,10 +364,10 @@ load(struct interp *in, uint32_t t, enum kiln_dtype dt, const union val *idx, ui
         return false;
     }
     double v = in->vals[t][flat];
-    if (is_float(dt))
+    if (kiln_dtype_is_float(dt))
         out->f = v;
     else
-        out->i = wrap(float_to_int(v, KILN_DTYPE_I64), dt);
+        out->i = kiln_scalar_wrap(kiln_scalar_to_int(v, KILN_DTYPE_I64), dt);
     return true;
 }
 
@@ -693,11 +380,13 @@ fail_div0(struct interp *in, enum kiln_op op)
          op == KILN_OP_FLOORDIV ? "floordiv" : "floormod", text);
 }
 
-/* Runs the program at the current point (in->ax, in->rv); false after recording an error. */
-static bool
-run(struct interp *in, struct prog *p, union val *result)
+/* Runs the program at the current point (in->ax, in->rv); false after recording an error.
+ * Not inlined: compiled inside kiln_ir_eval, the dispatch loop's code depended on everything
+ * else in that function and ran up to a third slower after unrelated edits. */
+static KILN_NOINLINE bool
+run(struct interp *in, struct prog *p, union kiln_scalar *result)
 {
-    union val         *st = p->stack;
+    union kiln_scalar *st = p->stack;
     uint32_t           sp = 0, rsp = 0, pc = 0;
     uint64_t           point = ++p->point;
     const struct insn *code = p->code;
@@ -720,29 +409,30 @@ run(struct interp *in, struct prog *p, union val *result)
             sp++;
             break;
         case C_UNARY:
-            st[sp - 1] = unary((enum kiln_op)i->op, (enum kiln_dtype)i->dt, st[sp - 1]);
-            break;
         case C_BINARY:
         case C_BINARY_K:
         case C_BINARY_AX:
         case C_BINARY_RV: {
-            union val b;
+            union kiln_scalar b = {.i = 1}; /* unary: not read */
             if (i->code == C_BINARY)
                 b = st[--sp];
             else if (i->code == C_BINARY_K)
                 b = i->imm;
-            else
+            else if (i->code != C_UNARY)
                 b.i = i->code == C_BINARY_AX ? in->ax[i->a] : in->rv[i->a];
             if ((i->op == KILN_OP_FLOORDIV || i->op == KILN_OP_FLOORMOD) && b.i == 0) {
                 fail_div0(in, (enum kiln_op)i->op);
                 return false;
             }
-            st[sp - 1] = binary((enum kiln_op)i->op, (enum kiln_dtype)i->odt,
-                                (enum kiln_dtype)i->dt, st[sp - 1], b);
+            /* one call site, so that it is inlined here; compile_node emits only operators the
+             * builders type-checked, so it cannot fail */
+            (void)kiln_scalar_eval((enum kiln_op)i->op, (enum kiln_dtype)i->odt,
+                                   (enum kiln_dtype)i->dt, st[sp - 1], b, &st[sp - 1]);
             break;
         }
         case C_CAST:
-            st[sp - 1] = cast((enum kiln_dtype)i->odt, (enum kiln_dtype)i->dt, st[sp - 1]);
+            st[sp - 1] =
+                kiln_scalar_cast((enum kiln_dtype)i->odt, (enum kiln_dtype)i->dt, st[sp - 1]);
             break;
         case C_JZ:
             if (!st[--sp].i)
@@ -783,10 +473,10 @@ next_point(int64_t *idx, const int64_t *ext, uint32_t n)
     return false;
 }
 
-static union val
+static union kiln_scalar
 identity(enum kiln_reduce r, bool fl)
 {
-    union val v = {.i = 0};
+    union kiln_scalar v = {.i = 0};
     if (r == KILN_REDUCE_MAX) {
         if (fl)
             v.f = -INFINITY;
@@ -804,25 +494,25 @@ identity(enum kiln_reduce r, bool fl)
 }
 
 static void
-combine(enum kiln_reduce r, enum kiln_dtype dt, union val *acc, union val v)
+combine(enum kiln_reduce r, enum kiln_dtype dt, union kiln_scalar *acc, union kiln_scalar v)
 {
-    bool fl = is_float(dt);
+    bool fl = kiln_dtype_is_float(dt);
     switch (r) {
     case KILN_REDUCE_SUM:
         if (fl)
             acc->f += v.f;
         else
-            acc->i = wrap((int64_t)((uint64_t)acc->i + (uint64_t)v.i), dt);
+            acc->i = kiln_scalar_wrap((int64_t)((uint64_t)acc->i + (uint64_t)v.i), dt);
         break;
     case KILN_REDUCE_MAX:
         if (fl)
-            acc->f = nan_max(acc->f, v.f);
+            acc->f = kiln_scalar_fmax(acc->f, v.f);
         else
             acc->i = v.i > acc->i ? v.i : acc->i;
         break;
     case KILN_REDUCE_MIN:
         if (fl)
-            acc->f = nan_min(acc->f, v.f);
+            acc->f = kiln_scalar_fmin(acc->f, v.f);
         else
             acc->i = v.i < acc->i ? v.i : acc->i;
         break;
@@ -855,7 +545,7 @@ eval_op(struct interp *in, uint32_t opi)
     int64_t flat = 0;
     memset(in->ax, 0, sizeof in->ax);
     while (ok) {
-        union val acc = identity(red, is_float(dt)), v;
+        union kiln_scalar acc = identity(red, kiln_dtype_is_float(dt)), v;
         memset(in->rv, 0, sizeof in->rv);
         do {
             if (!run(in, &p, &v)) {
@@ -866,7 +556,7 @@ eval_op(struct interp *in, uint32_t opi)
         } while (red != KILN_REDUCE_NONE && next_point(in->rv, op->rext, op->nred));
         if (!ok)
             break;
-        out[flat++] = is_float(dt) ? acc.f : (double)wrap(acc.i, dt);
+        out[flat++] = kiln_dtype_is_float(dt) ? acc.f : (double)kiln_scalar_wrap(acc.i, dt);
         if (!next_point(in->ax, t->shape, t->ndim))
             break;
     }

@@ -1,7 +1,8 @@
 /* ir/interp_loop.c -- the loop-nest interpreter: a deliberately simple tree walker over a
  * struct kiln_func, the oracle for the code generator and for the lowering passes.
  *
- * Every value is computed in double (floats) or int64 (integers and bool) and integer results
+ * Operators and casts are ir/scalar.h's (the graph interpreter's too); every value is computed
+ * in double (floats) or int64 (integers and bool) and integer results
  * are wrapped to their dtype after each operation, which is what generated code does; stores
  * round to the buffer's dtype (f32 buffers hold float-representable doubles, integer buffers
  * integral doubles). Loops of every kind run serially in order, SELECT evaluates only the
@@ -19,14 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 
-union ival {
-    double  f;
-    int64_t i;
-};
-
 struct binding {
-    uint32_t   var; /* expression id of the VAR node */
-    union ival v;
+    uint32_t          var; /* expression id of the VAR node */
+    union kiln_scalar v;
 };
 
 struct interp {
@@ -39,61 +35,6 @@ struct interp {
     uint32_t                nenv, capenv;
     bool                    failed;
 };
-
-static bool
-is_float_dt(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
-           || dt == KILN_DTYPE_BF16;
-}
-
-static int64_t
-wrap(int64_t v, enum kiln_dtype dt)
-{
-    switch (dt) {
-    case KILN_DTYPE_I8:
-        return (int8_t)(uint8_t)((uint64_t)v & 0xffu);
-    case KILN_DTYPE_I32:
-        return (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    case KILN_DTYPE_BOOL:
-        return v != 0;
-    case KILN_DTYPE_I64:
-    case KILN_DTYPE_F32:
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
-    case KILN_DTYPE_F64:
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return v;
-}
-
-/* Truncating, saturating float -> int conversion (NaN -> 0), like llvm.fptosi.sat. */
-static int64_t
-sat_int(double x, enum kiln_dtype dt)
-{
-    double lo = -9223372036854775808.0, hi = 9223372036854775807.0;
-    if (dt == KILN_DTYPE_I8) {
-        lo = -128;
-        hi = 127;
-    } else if (dt == KILN_DTYPE_I32) {
-        lo = -2147483648.0;
-        hi = 2147483647.0;
-    }
-    if (isnan(x))
-        return 0;
-    if (x <= lo)
-        return dt == KILN_DTYPE_I64 ? INT64_MIN : (int64_t)lo;
-    if (x >= hi)
-        return dt == KILN_DTYPE_I64 ? INT64_MAX : (int64_t)hi;
-    return (int64_t)x;
-}
-
-static double
-round_float(double v, enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 ? (double)(float)v : v;
-}
 
 static const char *
 fname(const struct interp *in)
@@ -123,7 +64,7 @@ fail(struct interp *in, enum kiln_status st, const char *fmt, ...)
 }
 
 static bool
-bind(struct interp *in, kiln_expr var, union ival v)
+bind(struct interp *in, kiln_expr var, union kiln_scalar v)
 {
     if (in->nenv == in->capenv) {
         uint32_t        ncap = in->capenv ? 2 * in->capenv : 32;
@@ -140,7 +81,7 @@ bind(struct interp *in, kiln_expr var, union ival v)
     return true;
 }
 
-static union ival eval(struct interp *in, kiln_expr e);
+static union kiln_scalar eval(struct interp *in, kiln_expr e);
 
 static int64_t
 eval_int(struct interp *in, kiln_expr e)
@@ -203,12 +144,12 @@ element(struct interp *in, uint32_t b, uint32_t list, const char *what)
     return flat;
 }
 
-static union ival
+static union kiln_scalar
 eval_load(struct interp *in, kiln_expr e)
 {
     const struct kiln_node n = in->ctx->node[e.id];
     uint32_t               b = (uint32_t)n.imm;
-    union ival             r = {.i = 0};
+    union kiln_scalar      r = {.i = 0};
     if (b >= in->f->nbuf) {
         fail(in, KILN_ERR_INVALID, "load of buffer %u, which does not exist", b);
         return r;
@@ -217,7 +158,7 @@ eval_load(struct interp *in, kiln_expr e)
     if (k < 0)
         return r;
     double v = in->mem[b][k];
-    if (is_float_dt((enum kiln_dtype)n.dtype)) {
+    if (kiln_dtype_is_float((enum kiln_dtype)n.dtype)) {
         r.f = v;
         return r;
     }
@@ -226,243 +167,67 @@ eval_load(struct interp *in, kiln_expr e)
              (long long)k);
         return r;
     }
-    r.i = wrap(sat_int(v, KILN_DTYPE_I64), (enum kiln_dtype)n.dtype);
+    r.i = kiln_scalar_wrap(kiln_scalar_to_int(v, KILN_DTYPE_I64), (enum kiln_dtype)n.dtype);
     return r;
 }
 
-static double
-sigmoid(double x)
+static union kiln_scalar
+eval_op(struct interp *in, enum kiln_op op, enum kiln_dtype dt, kiln_expr ea, kiln_expr eb)
 {
-    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-}
-
-static double
-fmin_nan(double a, double b)
-{
-    return isnan(a) || isnan(b) ? NAN : fmin(a, b);
-}
-
-static double
-fmax_nan(double a, double b)
-{
-    return isnan(a) || isnan(b) ? NAN : fmax(a, b);
-}
-
-static union ival
-eval_binary(struct interp *in, enum kiln_op op, enum kiln_dtype dt, kiln_expr ea, kiln_expr eb)
-{
-    union ival      r = {.i = 0};
-    enum kiln_dtype odt = kiln_expr_dtype(in->ctx, ea);
-    union ival      a = eval(in, ea), b = eval(in, eb);
+    union kiln_scalar r = {.i = 0}, a, b = {.i = 0};
+    enum kiln_dtype   odt = kiln_expr_dtype(in->ctx, ea);
+    a = eval(in, ea);
+    if (eb.id)
+        b = eval(in, eb);
     if (in->failed)
         return r;
-    if (is_float_dt(odt)) {
-        double x = a.f, y = b.f;
-        switch (op) {
-        case KILN_OP_ADD:
-            r.f = x + y;
-            break;
-        case KILN_OP_SUB:
-            r.f = x - y;
-            break;
-        case KILN_OP_MUL:
-            r.f = x * y;
-            break;
-        case KILN_OP_DIV:
-            r.f = x / y;
-            break;
-        case KILN_OP_MIN:
-            r.f = fmin_nan(x, y);
-            break;
-        case KILN_OP_MAX:
-            r.f = fmax_nan(x, y);
-            break;
-        case KILN_OP_POW:
-            r.f = pow(x, y);
-            break;
-        case KILN_OP_EQ:
-            r.i = x == y;
-            break;
-        case KILN_OP_NE:
-            r.i = x != y;
-            break;
-        case KILN_OP_LT:
-            r.i = x < y;
-            break;
-        case KILN_OP_LE:
-            r.i = x <= y;
-            break;
-        default:
-            fail(in, KILN_ERR_INVALID, "%s of floats", kiln_op_name[op]);
-            break;
-        }
+    if (kiln_scalar_eval(op, odt, dt, a, b, &r))
         return r;
-    }
-    int64_t  x = a.i, y = b.i;
-    uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
-    switch (op) {
-    case KILN_OP_ADD:
-        r.i = (int64_t)(ux + uy);
-        break;
-    case KILN_OP_SUB:
-        r.i = (int64_t)(ux - uy);
-        break;
-    case KILN_OP_MUL:
-        r.i = (int64_t)(ux * uy);
-        break;
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-        if (y == 0) {
-            fail(in, KILN_ERR_INVALID, "%s by zero",
-                 op == KILN_OP_FLOORDIV ? "floordiv" : "floormod");
-            return r;
-        }
-        if (y == -1) { /* avoids INT64_MIN / -1 */
-            r.i = op == KILN_OP_FLOORDIV ? (int64_t)(0 - ux) : 0;
-            break;
-        }
-        if (op == KILN_OP_FLOORDIV) {
-            int64_t q = x / y;
-            if (x % y != 0 && ((x < 0) != (y < 0)))
-                q--;
-            r.i = q;
-        } else {
-            int64_t m = x % y;
-            if (m != 0 && ((m < 0) != (y < 0)))
-                m += y;
-            r.i = m;
-        }
-        break;
-    case KILN_OP_MIN:
-        r.i = x < y ? x : y;
-        break;
-    case KILN_OP_MAX:
-        r.i = x > y ? x : y;
-        break;
-    case KILN_OP_EQ:
-        r.i = x == y;
-        break;
-    case KILN_OP_NE:
-        r.i = x != y;
-        break;
-    case KILN_OP_LT:
-        r.i = x < y;
-        break;
-    case KILN_OP_LE:
-        r.i = x <= y;
-        break;
-    case KILN_OP_AND: /* both operands are evaluated: only SELECT is lazy */
-        r.i = x && y;
-        break;
-    case KILN_OP_OR:
-        r.i = x || y;
-        break;
-    default:
-        fail(in, KILN_ERR_INVALID, "%s of integers", kiln_op_name[op]);
-        break;
-    }
-    r.i = wrap(r.i, dt);
+    if (op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD)
+        fail(in, KILN_ERR_INVALID, "%s by zero", op == KILN_OP_FLOORDIV ? "floordiv" : "floormod");
+    else
+        fail(in, KILN_ERR_INVALID, "%s of %s", kiln_op_name[op], kiln_dtype_name(odt));
     return r;
 }
 
-static union ival
-eval_unary(struct interp *in, enum kiln_op op, enum kiln_dtype dt, kiln_expr ea)
+/* Values of f32 (the dtype generated code computes in) are rounded after a cast; f16 and bf16
+ * are not (the LLVM backend does not support them) and keep the double. */
+static double
+round_f32(double v, enum kiln_dtype dt)
 {
-    union ival a = eval(in, ea), r = {.i = 0};
-    if (in->failed)
-        return r;
-    if (!is_float_dt(dt)) {
-        switch (op) {
-        case KILN_OP_NOT:
-            r.i = !a.i;
-            break;
-        case KILN_OP_NEG:
-            r.i = wrap((int64_t)(0 - (uint64_t)a.i), dt);
-            break;
-        case KILN_OP_ABS:
-            r.i = wrap(a.i < 0 ? (int64_t)(0 - (uint64_t)a.i) : a.i, dt);
-            break;
-        default:
-            fail(in, KILN_ERR_INVALID, "%s of an integer", kiln_op_name[op]);
-            break;
-        }
-        return r;
-    }
-    double x = a.f;
-    switch (op) {
-    case KILN_OP_NEG:
-        r.f = -x;
-        break;
-    case KILN_OP_ABS:
-        r.f = fabs(x);
-        break;
-    case KILN_OP_FLOOR:
-        r.f = floor(x);
-        break;
-    case KILN_OP_EXP:
-        r.f = exp(x);
-        break;
-    case KILN_OP_LOG:
-        r.f = log(x);
-        break;
-    case KILN_OP_SQRT:
-        r.f = sqrt(x);
-        break;
-    case KILN_OP_RSQRT:
-        r.f = 1.0 / sqrt(x);
-        break;
-    case KILN_OP_TANH:
-        r.f = tanh(x);
-        break;
-    case KILN_OP_ERF:
-        r.f = erf(x);
-        break;
-    case KILN_OP_SIGMOID:
-        r.f = sigmoid(x);
-        break;
-    default:
-        fail(in, KILN_ERR_INVALID, "%s of a float", kiln_op_name[op]);
-        break;
-    }
-    return r;
+    return dt == KILN_DTYPE_F32 ? kiln_scalar_round(v, dt) : v;
 }
 
-static union ival
+static union kiln_scalar
 eval_cast(struct interp *in, enum kiln_dtype to, kiln_expr ea)
 {
-    enum kiln_dtype from = kiln_expr_dtype(in->ctx, ea);
-    union ival      a = eval(in, ea), r = {.i = 0};
+    enum kiln_dtype   from = kiln_expr_dtype(in->ctx, ea);
+    union kiln_scalar a = eval(in, ea), r = {.i = 0};
     if (in->failed)
         return r;
-    bool ff = is_float_dt(from), tf = is_float_dt(to);
-    if (ff && tf)
-        r.f = round_float(a.f, to);
-    else if (ff && to == KILN_DTYPE_BOOL)
-        r.i = a.f != 0;
-    else if (ff)
-        r.i = sat_int(a.f, to);
-    else if (tf)
-        r.f = round_float((double)a.i, to);
-    else
-        r.i = wrap(a.i, to);
+    r = kiln_scalar_cast(from, to, a);
+    if (kiln_dtype_is_float(to))
+        r.f = round_f32(r.f, to);
     return r;
 }
 
-static union ival
+static union kiln_scalar
 eval(struct interp *in, kiln_expr e)
 {
-    union ival             r = {.i = 0};
+    union kiln_scalar      r = {.i = 0};
     const struct kiln_node n = in->ctx->node[e.id];
     if (in->failed)
         return r;
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_INT:
-        r.i = n.imm;
-        return r;
-    case KILN_OP_FLOAT:
-        r.f = kiln_expr_float_value(in->ctx, e);
-        return r;
-    case KILN_OP_VAR:
+    switch (kiln_op_kind((enum kiln_op)n.op)) {
+    case KILN_OPK_LEAF:
+        if (n.op == KILN_OP_INT) {
+            r.i = n.imm;
+            return r;
+        }
+        if (n.op == KILN_OP_FLOAT) {
+            r.f = kiln_expr_float_value(in->ctx, e);
+            return r;
+        }
         for (uint32_t i = in->nenv; i-- > 0;)
             if (in->env[i].var == e.id)
                 return in->env[i].v;
@@ -472,48 +237,22 @@ eval(struct interp *in, kiln_expr e)
         else
             fail(in, KILN_ERR_INVALID, "axis or reduce variable left in a loop nest");
         return r;
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return eval_load(in, e);
-    case KILN_OP_SELECT: {
+    case KILN_OPK_SELECT: {
         int64_t c = eval_int(in, (kiln_expr){n.kid[0]});
         if (in->failed)
             return r;
         return eval(in, (kiln_expr){c ? n.kid[1] : n.kid[2]});
     }
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return eval_cast(in, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]});
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-        return eval_binary(in, (enum kiln_op)n.op, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]},
-                           (kiln_expr){n.kid[1]});
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        return eval_unary(in, (enum kiln_op)n.op, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]});
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_COUNT:
+    case KILN_OPK_UNARY:
+    case KILN_OPK_BINARY:
+        return eval_op(in, (enum kiln_op)n.op, (enum kiln_dtype)n.dtype, (kiln_expr){n.kid[0]},
+                       (kiln_expr){n.kid[1]}); /* nil for unary operators */
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         break;
     }
     fail(in, KILN_ERR_INVALID, "cannot evaluate a %s node",
@@ -522,11 +261,11 @@ eval(struct interp *in, kiln_expr e)
 }
 
 static double
-to_storage(union ival v, enum kiln_dtype dt)
+to_storage(union kiln_scalar v, enum kiln_dtype dt)
 {
-    if (is_float_dt(dt))
-        return round_float(v.f, dt);
-    return (double)wrap(v.i, dt);
+    if (kiln_dtype_is_float(dt))
+        return round_f32(v.f, dt);
+    return (double)kiln_scalar_wrap(v.i, dt);
 }
 
 static void exec(struct interp *in, const struct kiln_stmt *s);
@@ -575,7 +314,7 @@ exec(struct interp *in, const struct kiln_stmt *s)
     case KILN_STMT_FOR: {
         int64_t lo = eval_int(in, s->u.for_.min), ext = eval_int(in, s->u.for_.extent);
         for (int64_t k = 0; k < ext && !in->failed; k++) {
-            if (!bind(in, s->u.for_.var, (union ival){.i = lo + k}))
+            if (!bind(in, s->u.for_.var, (union kiln_scalar){.i = lo + k}))
                 return;
             exec(in, s->u.for_.body);
             in->nenv--;
@@ -591,7 +330,7 @@ exec(struct interp *in, const struct kiln_stmt *s)
         int64_t k = element(in, b, s->u.store.index.id, "store");
         if (k < 0)
             return;
-        union ival v = eval(in, s->u.store.value);
+        union kiln_scalar v = eval(in, s->u.store.value);
         if (!in->failed)
             in->mem[b][k] = to_storage(v, (enum kiln_dtype)in->f->buf[b].dtype);
         return;
@@ -611,7 +350,7 @@ exec(struct interp *in, const struct kiln_stmt *s)
         return;
     }
     case KILN_STMT_LET: {
-        union ival v = eval(in, s->u.let.value);
+        union kiln_scalar v = eval(in, s->u.let.value);
         if (in->failed || !bind(in, s->u.let.var, v))
             return;
         exec(in, s->u.let.body);

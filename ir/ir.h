@@ -30,6 +30,32 @@ extern const char *const kiln_op_name[KILN_OP_COUNT]; /* "add", "floordiv", ... 
 extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
 extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
 
+/* How a node takes its operands: what evaluators and rewriters dispatch on, so that only
+ * ops.def, ir/scalar.h and the code generators' operator tables list operators one by one. */
+enum kiln_op_kind {
+    KILN_OPK_NONE,   /* NIL (and out-of-range values): no value */
+    KILN_OPK_LEAF,   /* INT, FLOAT, VAR */
+    KILN_OPK_LIST,   /* index list cell */
+    KILN_OPK_LOAD,   /* kid0: LIST of indices */
+    KILN_OPK_SELECT, /* lazy */
+    KILN_OPK_CAST,   /* to the node's dtype */
+    KILN_OPK_UNARY,  /* one value: kiln_scalar_eval */
+    KILN_OPK_BINARY, /* two values of one dtype: kiln_scalar_eval */
+};
+static inline enum kiln_op_kind
+kiln_op_kind(enum kiln_op op)
+{
+    if (op == KILN_OP_NIL || op >= KILN_OP_COUNT)
+        return KILN_OPK_NONE;
+    if (op == KILN_OP_LIST || op == KILN_OP_LOAD)
+        return op == KILN_OP_LIST ? KILN_OPK_LIST : KILN_OPK_LOAD;
+    if (op == KILN_OP_SELECT || op == KILN_OP_CAST)
+        return op == KILN_OP_SELECT ? KILN_OPK_SELECT : KILN_OPK_CAST;
+    if (kiln_op_arity[op] == 0)
+        return KILN_OPK_LEAF;
+    return kiln_op_arity[op] == 1 ? KILN_OPK_UNARY : KILN_OPK_BINARY;
+}
+
 /* dtype of LIST nodes and of the nil node: no value */
 #define KILN_DTYPE_VOID  KILN_DTYPE_COUNT
 #define KILN_DTYPE_INDEX KILN_DTYPE_I64
@@ -69,6 +95,9 @@ kiln_var_index(int64_t key)
 {
     return (uint32_t)((uint64_t)key & 0xffffffffu);
 }
+
+/* ---- scalar semantics (ir/scalar.h, ir/scalar.c) ---- */
+#include "scalar.h"
 
 /* ---- expression builders (ir/expr.c): sticky nil on error or nil operand ---- */
 /* Builders fold constants, drop identities (x+0, x*1, int x*0, min/max/select of constants),
@@ -167,6 +196,10 @@ kiln_expr kiln_expr_subst(kiln_ctx *ctx, kiln_expr e, const kiln_expr *ax, uint3
 /* Replaces each variable node vars[i] by vals[i] (named variables of the loop-nest IR). */
 kiln_expr kiln_expr_subst_vars(kiln_ctx *ctx, kiln_expr e, const kiln_expr *vars,
                                const kiln_expr *vals, uint32_t n);
+/* Node e with its operands replaced by k[0..arity) through the builders, so that folding,
+ * identities and canonical operand order apply (the same node when nothing changes); a leaf
+ * is returned as it is. */
+kiln_expr kiln_expr_rebuild(kiln_ctx *ctx, kiln_expr e, const kiln_expr *k);
 /* Replaces every load of tensor `from` by a load of tensor `to` (same indices). */
 kiln_expr kiln_expr_retarget(kiln_ctx *ctx, kiln_expr e, uint32_t from, uint32_t to);
 /* Rewrites every load in e bottom-up: fn receives the original load node and its indices

@@ -204,18 +204,11 @@ lib_same_dtype(struct libcall *c)
     return KILN_OK;
 }
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
 enum kiln_status
 lib_want_float(struct libcall *c, uint32_t i)
 {
     enum kiln_dtype dt = (enum kiln_dtype)lib_in(c, i)->dtype;
-    if (is_float(dt))
+    if (kiln_dtype_is_float(dt))
         return KILN_OK;
     return lib_fail(c, "input %s has dtype %s; a float dtype is required", lib_in_name(c, i),
                     kiln_dtype_name(dt));

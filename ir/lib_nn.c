@@ -59,18 +59,11 @@ get_pool(struct libcall *c, struct pool *pl, bool avg)
     return lib_want_float(c, 0);
 }
 
-static int64_t
-floordiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
 /* PyTorch's pooling output size. */
 static int64_t
 pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
 {
-    int64_t o = floordiv(in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0), s) + 1;
+    int64_t o = kiln_scalar_floordiv(in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0), s) + 1;
     if (ceil && o > 0 && (o - 1) * s >= in + p)
         o--;
     return o;

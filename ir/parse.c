@@ -169,19 +169,6 @@ intern_tok(struct parser *p, const struct kiln_token *t)
     return kiln_sym(p->ctx, t->s, t->len);
 }
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
-static bool
-is_int(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64;
-}
-
 /* ---- expressions: syntax ---- */
 
 static struct ast *
@@ -1136,9 +1123,9 @@ fail_msg(struct parser *p, const struct ast *e, const char *fmt, ...)
 static kiln_expr
 lit_int(struct parser *p, const struct ast *e, enum kiln_dtype want)
 {
-    if (is_float(want))
+    if (kiln_dtype_is_float(want))
         return kiln_float(p->ctx, (double)e->i, want);
-    if (!is_int(want))
+    if (!kiln_dtype_is_int(want))
         want = KILN_DTYPE_I64;
     int64_t lo = want == KILN_DTYPE_I8 ? INT8_MIN : want == KILN_DTYPE_I32 ? INT32_MIN : INT64_MIN;
     int64_t hi = want == KILN_DTYPE_I8 ? INT8_MAX : want == KILN_DTYPE_I32 ? INT32_MAX : INT64_MAX;
@@ -1194,7 +1181,7 @@ build_load(struct parser *p, const struct ast *e)
         if (!(idx[i] = build(p, e->kid[i], KILN_DTYPE_INDEX)).id)
             return (kiln_expr){0};
         enum kiln_dtype dt = kiln_expr_dtype(ctx, idx[i]);
-        if (!is_int(dt)) {
+        if (!kiln_dtype_is_int(dt)) {
             perr(p, e->kid[i]->line, e->kid[i]->col, "index %u of %s has dtype %s, not an integer",
                  i, sym(p, e->ref), kiln_dtype_name(dt));
             return (kiln_expr){0};
@@ -1224,9 +1211,9 @@ build_binary(struct parser *p, const struct ast *e, enum kiln_dtype want)
         return (kiln_expr){0};
     }
     const char *dn = kiln_dtype_name(da);
-    if (op == KILN_OP_DIV && is_int(da))
+    if (op == KILN_OP_DIV && kiln_dtype_is_int(da))
         return fail_msg(p, e, "'/' divides floats, not %s: use '//' for integer division", dn);
-    if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD) && !is_int(da))
+    if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD) && !kiln_dtype_is_int(da))
         return fail_msg(p, e, "'%s' needs integer operands, not %s", e->text, dn);
     if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD)
         && kiln_node_get(ctx, b)->op == KILN_OP_INT && kiln_node_get(ctx, b)->imm == 0)
@@ -1235,7 +1222,7 @@ build_binary(struct parser *p, const struct ast *e, enum kiln_dtype want)
         return fail_msg(p, e, "'%s' needs bool operands, not %s", e->text, dn);
     if ((kiln_op_flags[op] & KILN_OPF_ARITH) && da == KILN_DTYPE_BOOL)
         return fail_msg(p, e, "'%s' needs numeric operands, not bool", e->text);
-    if (op == KILN_OP_POW && !is_float(da))
+    if (op == KILN_OP_POW && !kiln_dtype_is_float(da))
         return fail_msg(p, e, "pow needs float operands, not %s", dn);
     kiln_expr r = kiln_binary(ctx, op, a, b);
     return r.id ? r : fail_at(p, e);
@@ -1252,7 +1239,7 @@ build(struct parser *p, const struct ast *e, enum kiln_dtype want)
     case A_INT:
         return lit_int(p, e, want);
     case A_FLOAT:
-        r = kiln_float(ctx, e->f, is_float(want) ? want : KILN_DTYPE_F32);
+        r = kiln_float(ctx, e->f, kiln_dtype_is_float(want) ? want : KILN_DTYPE_F32);
         break;
     case A_VAR: {
         const struct var *v = &p->cur->def->var[e->ref];
@@ -1270,7 +1257,7 @@ build(struct parser *p, const struct ast *e, enum kiln_dtype want)
         enum kiln_op    op = (enum kiln_op)e->op;
         enum kiln_dtype w = op == KILN_OP_NOT                        ? KILN_DTYPE_VOID
                             : op == KILN_OP_NEG || op == KILN_OP_ABS ? want
-                            : is_float(want)                         ? want
+                            : kiln_dtype_is_float(want)              ? want
                                                                      : KILN_DTYPE_F32;
         if (!(a = build(p, e->kid[0], w)).id)
             return a;
@@ -1279,7 +1266,7 @@ build(struct parser *p, const struct ast *e, enum kiln_dtype want)
             return fail_msg(p, e, "'!' needs a bool operand, not %s", kiln_dtype_name(da));
         if ((kiln_op_flags[op] & KILN_OPF_ARITH) && da == KILN_DTYPE_BOOL)
             return fail_msg(p, e, "'%s' needs a numeric operand, not bool", e->text);
-        if ((kiln_op_flags[op] & KILN_OPF_MATH) && !is_float(da))
+        if ((kiln_op_flags[op] & KILN_OPF_MATH) && !kiln_dtype_is_float(da))
             return fail_msg(p, e, "%s needs a float operand, not %s", e->text, kiln_dtype_name(da));
         r = kiln_unary(ctx, op, a);
         break;
@@ -1326,7 +1313,7 @@ check_bounds(struct parser *p, const struct stmt *s, const struct kiln_opdef *na
     struct kiln_buf           text = {0};
     kiln_expr                 ix = kiln_load_idx(ctx, oob.load, oob.dim);
     const struct kiln_node   *in = kiln_node_get(ctx, ix);
-    if (in->op == KILN_OP_CAST && is_int(kiln_expr_dtype(ctx, (kiln_expr){in->kid[0]})))
+    if (in->op == KILN_OP_CAST && kiln_dtype_is_int(kiln_expr_dtype(ctx, (kiln_expr){in->kid[0]})))
         ix = (kiln_expr){in->kid[0]}; /* the cast kiln_load adds to a narrower index */
     KILN_TRY(kiln_ir_print_expr(ctx, p->g, names, ix, &text));
     const char *name = kiln_sym_str(ctx, tt->name);

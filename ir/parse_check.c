@@ -15,12 +15,6 @@
 
 #include <string.h>
 
-static bool
-is_int(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64;
-}
-
 struct infer {
     const struct kiln_graph *g;
     uint32_t                 nax, nred;
@@ -79,13 +73,6 @@ struct ival {
 
 static const struct ival unknown = {INT64_MIN, INT64_MAX, false};
 
-static int64_t
-fdiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 static struct ival
 span(int64_t a, int64_t b, int64_t c, int64_t d)
 {
@@ -127,7 +114,7 @@ ival_of(const kiln_ctx *ctx, kiln_expr e, const int64_t *ext, uint32_t nax, uint
     }
     case KILN_OP_CAST: {
         enum kiln_dtype from = kiln_expr_dtype(ctx, (kiln_expr){n->kid[0]});
-        if (!a.known || !(is_int(from) || from == KILN_DTYPE_BOOL))
+        if (!a.known || !(kiln_dtype_is_int(from) || from == KILN_DTYPE_BOOL))
             return unknown;
         if (n->dtype == KILN_DTYPE_I8 && (a.lo < INT8_MIN || a.hi > INT8_MAX))
             return unknown;
@@ -135,17 +122,13 @@ ival_of(const kiln_ctx *ctx, kiln_expr e, const int64_t *ext, uint32_t nax, uint
             return unknown;
         return a;
     }
-    case KILN_OP_LOAD:
-        switch (n->dtype) {
-        case KILN_DTYPE_I8:
-            return (struct ival){INT8_MIN, INT8_MAX, true};
-        case KILN_DTYPE_I32:
-            return (struct ival){INT32_MIN, INT32_MAX, true};
-        case KILN_DTYPE_BOOL:
-            return (struct ival){0, 1, true};
-        default:
+    case KILN_OP_LOAD: { /* an element holds its dtype's range; i64 is unknown */
+        struct ival r = {0, 0, true};
+        if (n->dtype == KILN_DTYPE_I64
+            || !kiln_dtype_range((enum kiln_dtype)n->dtype, &r.lo, &r.hi))
             return unknown;
-        }
+        return r;
+    }
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:
@@ -185,7 +168,8 @@ ival_of(const kiln_ctx *ctx, kiln_expr e, const int64_t *ext, uint32_t nax, uint
             return unknown;
         if ((a.lo == INT64_MIN || a.hi == INT64_MIN) && (b.lo == -1 || b.hi == -1))
             return unknown;
-        return span(fdiv(a.lo, b.lo), fdiv(a.lo, b.hi), fdiv(a.hi, b.lo), fdiv(a.hi, b.hi));
+        return span(kiln_scalar_floordiv(a.lo, b.lo), kiln_scalar_floordiv(a.lo, b.hi),
+                    kiln_scalar_floordiv(a.hi, b.lo), kiln_scalar_floordiv(a.hi, b.hi));
     case KILN_OP_FLOORMOD:
         if (b.lo > 0)
             return a.lo >= 0 && a.hi < b.lo ? a : (struct ival){0, b.hi - 1, true};

@@ -31,19 +31,6 @@ struct pr {
     bool                     seen[KILN_MAX_REDUCE];
 };
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
-static bool
-is_int(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64;
-}
-
 const char *
 kiln_ir_fmt_float(double v, char *buf)
 {
@@ -246,8 +233,10 @@ bare_ok(const kiln_ctx *ctx, kiln_expr c, enum kiln_dtype want)
     const struct kiln_node *n = kiln_node_get(ctx, c);
     enum kiln_dtype         dt = (enum kiln_dtype)n->dtype;
     if (n->op == KILN_OP_INT)
-        return is_int(dt) && (want == dt || (want == KILN_DTYPE_VOID && dt == KILN_DTYPE_I64));
-    return is_float(dt) && (want == dt || (want == KILN_DTYPE_VOID && dt == KILN_DTYPE_F32));
+        return kiln_dtype_is_int(dt)
+               && (want == dt || (want == KILN_DTYPE_VOID && dt == KILN_DTYPE_I64));
+    return kiln_dtype_is_float(dt)
+           && (want == dt || (want == KILN_DTYPE_VOID && dt == KILN_DTYPE_F32));
 }
 
 static bool pr_expr(struct pr *w, kiln_expr e, enum kiln_dtype want, uint32_t depth);
@@ -329,7 +318,7 @@ pr_load(struct pr *w, kiln_expr e, uint32_t depth)
         kiln_expr               ix = kiln_load_idx(w->ctx, e, i);
         const struct kiln_node *in = kiln_node_get(w->ctx, ix);
         if (in->op == KILN_OP_CAST && in->dtype == KILN_DTYPE_INDEX
-            && is_int(kiln_expr_dtype(w->ctx, (kiln_expr){in->kid[0]})))
+            && kiln_dtype_is_int(kiln_expr_dtype(w->ctx, (kiln_expr){in->kid[0]})))
             ix = (kiln_expr){in->kid[0]};
         if ((i && !puts_(w, ", ")) || !pr_expr(w, ix, KILN_DTYPE_INDEX, depth + 1))
             return false;
@@ -379,7 +368,7 @@ pr_expr(struct pr *w, kiln_expr e, enum kiln_dtype want, uint32_t depth)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
-        wa = op == KILN_OP_ABS || is_float(want) ? want : KILN_DTYPE_F32;
+        wa = op == KILN_OP_ABS || kiln_dtype_is_float(want) ? want : KILN_DTYPE_F32;
         return puts_(w, func(op)) && puts_(w, "(") && pr_expr(w, a, wa, depth + 1) && puts_(w, ")");
     default:
         break;

@@ -71,13 +71,6 @@ set_free(struct idset *s)
     s->cap = s->n = 0;
 }
 
-static bool
-is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16
-           || dt == KILN_DTYPE_F64;
-}
-
 /* Walks the DAG below id once per distinct node: counts float FLOP nodes and collects the
  * tensors loaded (a tensor-indexed flag array). */
 static void
@@ -87,7 +80,7 @@ walk(const kiln_ctx *ctx, uint32_t id, struct idset *seen, double *nflop, bool *
         return;
     const struct kiln_node *n = &ctx->node[id];
     uint32_t                fl = kiln_op_flags[n->op];
-    if ((fl & (KILN_OPF_ARITH | KILN_OPF_MATH)) && is_float((enum kiln_dtype)n->dtype))
+    if ((fl & (KILN_OPF_ARITH | KILN_OPF_MATH)) && kiln_dtype_is_float((enum kiln_dtype)n->dtype))
         *nflop += 1;
     if (n->op == KILN_OP_LOAD)
         read[n->imm] = true;
@@ -118,7 +111,7 @@ ops_flops(const struct kiln_graph *g, uint32_t begin, uint32_t end, bool *read)
         set_free(&seen);
         for (uint32_t r = 0; r < op->nred; r++)
             points *= (double)op->rext[r];
-        if (op->reduce != KILN_REDUCE_NONE && is_float((enum kiln_dtype)t->dtype))
+        if (op->reduce != KILN_REDUCE_NONE && kiln_dtype_is_float((enum kiln_dtype)t->dtype))
             nflop += 1;
         flops += nflop * points;
     }

@@ -147,13 +147,6 @@ seen_insert(struct part *P, uint32_t id) /* true if id was not in the set yet */
 /* ---- analysis of one comparison ---- */
 
 static int64_t
-fdiv(int64_t a, int64_t b) /* b > 0 */
-{
-    int64_t q = a / b;
-    return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
-static int64_t
 cdiv(int64_t a, int64_t b) /* b > 0 */
 {
     int64_t q = a / b;
@@ -188,21 +181,21 @@ rays_of(bool lt, int64_t k, int64_t rlo, int64_t rhi)
     }
     if (lt && k > 0) {
         if (fhi) /* true: k*v + rhi < 0 <=> v <= floor((-rhi - 1) / k) */
-            add_ray(&c, INT64_MIN, fdiv(-rhi - 1, k));
+            add_ray(&c, INT64_MIN, kiln_scalar_floordiv(-rhi - 1, k));
         if (flo) /* false: k*v + rlo >= 0 <=> v >= ceil(-rlo / k) */
             add_ray(&c, cdiv(-rlo, k), INT64_MAX);
     } else if (lt) {
         int64_t kk = -k;
-        if (fhi && fdiv(rhi, kk) < INT64_MAX) /* true: kk*v > rhi */
-            add_ray(&c, fdiv(rhi, kk) + 1, INT64_MAX);
+        if (fhi && kiln_scalar_floordiv(rhi, kk) < INT64_MAX) /* true: kk*v > rhi */
+            add_ray(&c, kiln_scalar_floordiv(rhi, kk) + 1, INT64_MAX);
         if (flo) /* false: kk*v <= rlo */
-            add_ray(&c, INT64_MIN, fdiv(rlo, kk));
+            add_ray(&c, INT64_MIN, kiln_scalar_floordiv(rlo, kk));
     } else {
         /* k*v + R == 0 is possible only for v in [ceil(-rhi/k), floor(-rlo/k)] */
         if (fhi && cdiv(-rhi, k) > INT64_MIN)
             add_ray(&c, INT64_MIN, cdiv(-rhi, k) - 1);
-        if (flo && fdiv(-rlo, k) < INT64_MAX)
-            add_ray(&c, fdiv(-rlo, k) + 1, INT64_MAX);
+        if (flo && kiln_scalar_floordiv(-rlo, k) < INT64_MAX)
+            add_ray(&c, kiln_scalar_floordiv(-rlo, k) + 1, INT64_MAX);
     }
     return c;
 }

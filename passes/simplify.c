@@ -459,14 +459,14 @@ sdiv(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
             return false;
         D->t[D->n++] = (struct term){L.t[i].h, L.t[i].atom, k};
     }
-    out->c = fdiv(L.c, d);
-    R.c = fmod64(L.c, d);
+    out->c = kiln_scalar_floordiv(L.c, d);
+    R.c = kiln_scalar_floormod(L.c, d);
     if (!R.n)
         return true;
     /* decided by bounds */
     struct ival b = lin_bound(S, &R);
-    if (iv_finite(b) && fdiv(b.lo, d) == fdiv(b.hi, d))
-        return add_ok(out->c, fdiv(b.lo, d), &out->c);
+    if (iv_finite(b) && kiln_scalar_floordiv(b.lo, d) == kiln_scalar_floordiv(b.hi, d))
+        return add_ok(out->c, kiln_scalar_floordiv(b.lo, d), &out->c);
     /* (g*A + B) // d = (A + q) // (d/g) when g | d and B in [q*g, q*g + g) */
     int64_t  cand[16];
     uint32_t nc = divisor_candidates(&R, d, cand, 16);
@@ -476,9 +476,10 @@ sdiv(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
         if (!split_by(S, &R, g, &R1, &R2))
             return false;
         struct ival b2 = lin_bound(S, &R2);
-        if (!R1.n || !iv_finite(b2) || fdiv(b2.lo, g) != fdiv(b2.hi, g))
+        if (!R1.n || !iv_finite(b2)
+            || kiln_scalar_floordiv(b2.lo, g) != kiln_scalar_floordiv(b2.hi, g))
             continue;
-        divide_exact(&R1, g, fdiv(b2.lo, g));
+        divide_exact(&R1, g, kiln_scalar_floordiv(b2.lo, g));
         return sdiv(S, &R1, d / g, &sub) && lin_add(S, out, &sub, 1);
     }
     /* (x // a + r) // d = (x + r*a) // (a*d) for a > 0 */
@@ -542,15 +543,18 @@ smod(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
                 return false;
             R.t[R.n++] = L.t[i];
         }
-    R.c = fmod64(L.c, d);
+    R.c = kiln_scalar_floormod(L.c, d);
     if (!R.n) {
         out->c = R.c;
         return true;
     }
     struct ival b = lin_bound(S, &R);
-    if (iv_finite(b) && fdiv(b.lo, d) == fdiv(b.hi, d)) { /* one period: subtract q*d */
+    if (iv_finite(b)
+        && kiln_scalar_floordiv(b.lo, d)
+               == kiln_scalar_floordiv(b.hi, d)) { /* one period: subtract q*d */
         int64_t qd;
-        if (!mul_ok(fdiv(b.lo, d), d, &qd) || qd == INT64_MIN || !add_ok(R.c, -qd, &R.c))
+        if (!mul_ok(kiln_scalar_floordiv(b.lo, d), d, &qd) || qd == INT64_MIN
+            || !add_ok(R.c, -qd, &R.c))
             return false;
         return lin_add(S, out, &R, 1);
     }
@@ -563,9 +567,10 @@ smod(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
         if (!split_by(S, &R, g, &R1, &R2))
             return false;
         struct ival b2 = lin_bound(S, &R2);
-        if (!R1.n || !iv_finite(b2) || fdiv(b2.lo, g) != fdiv(b2.hi, g))
+        if (!R1.n || !iv_finite(b2)
+            || kiln_scalar_floordiv(b2.lo, g) != kiln_scalar_floordiv(b2.hi, g))
             continue;
-        q = fdiv(b2.lo, g);
+        q = kiln_scalar_floordiv(b2.lo, g);
         if (!mul_ok(q, g, &qg) || qg == INT64_MIN || !add_ok(R2.c, -qg, &R2.c))
             return false;
         divide_exact(&R1, g, q);
@@ -577,57 +582,6 @@ smod(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
 }
 
 /* ---- node rules ---- */
-
-/* Rebuilds node e with operands k[] through the builders. */
-static kiln_expr
-rebuild(struct simp *S, kiln_expr e, const kiln_expr *k)
-{
-    kiln_ctx              *ctx = S->ctx;
-    const struct kiln_node n = ctx->node[e.id];
-    switch ((enum kiln_op)n.op) {
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_COUNT:
-        return e;
-    case KILN_OP_SELECT:
-        return kiln_select(ctx, k[0], k[1], k[2]);
-    case KILN_OP_CAST:
-        return kiln_cast(ctx, (enum kiln_dtype)n.dtype, k[0]);
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        return kiln_unary(ctx, (enum kiln_op)n.op, k[0]);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-        return kiln_binary(ctx, (enum kiln_op)n.op, k[0], k[1]);
-    }
-    return e;
-}
 
 /* Simplifies the operands and rebuilds (the rule for everything without a better one). */
 static kiln_expr
@@ -642,7 +596,7 @@ simp_kids(struct simp *S, kiln_expr e)
             return k[i];
         changed |= k[i].id != n.kid[i];
     }
-    return changed ? rebuild(S, e, k) : e;
+    return changed ? kiln_expr_rebuild(S->ctx, e, k) : e;
 }
 
 /* Index lists of loads and stores: each index simplified. */
@@ -866,7 +820,7 @@ simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
     if (g <= 0)
         return keep_cmp(S, op, &A, &B);
     if (lt) { /* g*T + c < 0  <=>  T < ceil(-c/g) = -floor(c/g) */
-        int64_t q = fdiv(E.c, g);
+        int64_t q = kiln_scalar_floordiv(E.c, g);
         if (q == INT64_MIN)
             return keep_cmp(S, op, &A, &B);
         K = -q;

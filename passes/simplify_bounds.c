@@ -267,7 +267,7 @@ sfdiv(int64_t a, int64_t d)
 {
     if (a == INT64_MIN && d == -1)
         return PINF;
-    return fdiv(a, d);
+    return kiln_scalar_floordiv(a, d);
 }
 
 static struct ival
@@ -278,10 +278,10 @@ iv_floordiv(struct ival a, struct ival b)
         if (d == -1)
             return kiln_iv_scale(a, -1);
         if (d > 0)
-            return (struct ival){a.lo == NINF ? NINF : fdiv(a.lo, d),
-                                 a.hi == PINF ? PINF : fdiv(a.hi, d)};
-        return (struct ival){a.hi == PINF ? NINF : fdiv(a.hi, d),
-                             a.lo == NINF ? PINF : fdiv(a.lo, d)};
+            return (struct ival){a.lo == NINF ? NINF : kiln_scalar_floordiv(a.lo, d),
+                                 a.hi == PINF ? PINF : kiln_scalar_floordiv(a.hi, d)};
+        return (struct ival){a.hi == PINF ? NINF : kiln_scalar_floordiv(a.hi, d),
+                             a.lo == NINF ? PINF : kiln_scalar_floordiv(a.lo, d)};
     }
     if (b.lo >= 1 || (b.hi <= -1 && b.hi != NINF)) {
         if (iv_finite(a) && b.lo != NINF && b.hi != PINF) {
@@ -295,7 +295,7 @@ iv_floordiv(struct ival a, struct ival b)
             return r;
         }
         if (b.lo >= 1 && a.lo >= 0)
-            return (struct ival){0, a.hi == PINF ? PINF : fdiv(a.hi, b.lo)};
+            return (struct ival){0, a.hi == PINF ? PINF : kiln_scalar_floordiv(a.hi, b.lo)};
     }
     return IV_FULL;
 }
@@ -305,8 +305,9 @@ iv_floormod(struct ival a, struct ival b)
 {
     if (b.lo == b.hi && b.lo != 0 && b.lo != NINF && b.lo != PINF) {
         int64_t d = b.lo;
-        if (iv_finite(a) && d != -1 && fdiv(a.lo, d) == fdiv(a.hi, d))
-            return (struct ival){fmod64(a.lo, d), fmod64(a.hi, d)};
+        if (iv_finite(a) && d != -1
+            && kiln_scalar_floordiv(a.lo, d) == kiln_scalar_floordiv(a.hi, d))
+            return (struct ival){kiln_scalar_floormod(a.lo, d), kiln_scalar_floormod(a.hi, d)};
         if (d > 0)
             return (struct ival){0, a.lo >= 0 && a.hi < d - 1 ? a.hi : d - 1};
         return (struct ival){d + 1, a.hi <= 0 && a.lo > d + 1 ? a.lo : 0};
@@ -329,22 +330,9 @@ iv_floormod(struct ival a, struct ival b)
 static struct ival
 dtype_range(enum kiln_dtype dt)
 {
-    switch (dt) {
-    case KILN_DTYPE_I8:
-        return (struct ival){INT8_MIN, INT8_MAX};
-    case KILN_DTYPE_I32:
-        return (struct ival){INT32_MIN, INT32_MAX};
-    case KILN_DTYPE_BOOL:
-        return (struct ival){0, 1};
-    case KILN_DTYPE_I64:
-    case KILN_DTYPE_F32:
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
-    case KILN_DTYPE_F64:
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return IV_FULL;
+    struct ival r;
+    kiln_dtype_range(dt, &r.lo, &r.hi); /* the full range (IV_FULL) for i64 and floats */
+    return r;
 }
 
 static struct ival

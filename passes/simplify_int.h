@@ -92,24 +92,6 @@ iv_finite(struct ival v)
     return v.lo != NINF && v.hi != PINF;
 }
 
-static inline int64_t
-fdiv(int64_t a, int64_t b) /* b != 0, not (INT64_MIN, -1) */
-{
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q--;
-    return q;
-}
-
-static inline int64_t
-fmod64(int64_t a, int64_t b)
-{
-    int64_t r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0)))
-        r += b;
-    return r;
-}
-
 static inline bool
 mul_ok(int64_t a, int64_t b, int64_t *r)
 {

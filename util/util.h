@@ -13,9 +13,11 @@
 #if defined(__GNUC__)
 #define KILN_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define KILN_INTERNAL     __attribute__((visibility("hidden")))
+#define KILN_NOINLINE     __attribute__((noinline))
 #else
 #define KILN_PRINTF(f, a)
 #define KILN_INTERNAL
+#define KILN_NOINLINE
 #endif
 
 #define KILN_STR_(x)    #x
