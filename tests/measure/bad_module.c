@@ -86,4 +86,6 @@ const struct kiln_abi_desc        kiln_desc = {
                   "\"0000000000000000\", \"target\": \"c\", \"args\": []}",
            "input a: f32[5, 7]\nweight b: f32[7, 3]\nC[i, j] += a[i, k] * b[k, j]\noutput C\n",
            kDLCPU,
+           NULL,
+           0,
 };
