@@ -24,9 +24,9 @@ struct kernel {
 
 /* Compiles kg (with schedule sched, or NULL; or, when db is not NULL, with the best records
  * of db) and loads it. Returns 0 on success, prints the error and returns 1 otherwise. */
-int    kernel_build(const char *name, const char *kg, const char *sched, const char *db,
-                    struct kernel *k);
-void   kernel_tensor(struct kernel *k, int i, float *data, int ndim, const int64_t *shape);
+int  kernel_build(const char *name, const char *kg, const char *sched, const char *db,
+                  struct kernel *k);
+void kernel_tensor(struct kernel *k, int i, float *data, int ndim, const int64_t *shape);
 /* One call; exits on an ABI error. The first call prepares the module (kiln_prepare: its
  * weight-derived buffers, e.g. packed weights, from the weights set then) and every call is
  * kiln_call_prepared, the steady state of a user with fixed weights; set all tensors (and

@@ -227,7 +227,7 @@ main(int argc, char **argv)
     }
     free(job);
 
-    char    err[512] = "";
+    char err[512] = "";
     if (prepare) { /* weight-derived buffers once, as a user with fixed weights has them */
         int32_t ps = prepare(args, (int32_t)jh.nt, &g_prepared, err, sizeof err);
         if (ps != KILN_ABI_OK) {
