@@ -32,8 +32,9 @@
  *     module with nothing to prepare, whose handle is empty); on error *prepared is NULL.
  *   - kiln_call_prepared(prepared, args, ...) is kiln_call, same arguments, same checks and
  *     the same results, provided the weights' contents did not change since kiln_prepare:
- *     after changing a weight, prepare again (and free the old handle). A NULL handle, one
- *     from another module or one already freed-and-NULLed is an error, never a crash.
+ *     after changing a weight, prepare again (and free the old handle). A NULL handle or one
+ *     made by another module is an error with a message, never a crash; a freed handle must
+ *     not be used.
  *   - The handle is read-only during calls: several threads may call kiln_call_prepared with
  *     one handle at once (with different output buffers). kiln_prepared_free(NULL) is a
  *     no-op; free a handle only when no call uses it.

@@ -419,7 +419,7 @@ test_graphs_random(void)
 {
     uint64_t        seed = opt_seed();
     struct kiln_rng r = kiln_rng_new(seed);
-    uint64_t        iters = opt_iters_or(12);
+    uint64_t        iters = opt_iters_or(20);
     for (uint64_t it = 0; it < iters; it++) {
         kiln_ctx  *ctx = kiln_ctx_new(NULL);
         struct gen G = {.r = &r, .ctx = ctx};
@@ -448,6 +448,48 @@ test_conv_pack(void)
     CHECK(check_case(text, sched, 1, opt_seed()));
     /* the default schedule (which may pack on its own) */
     CHECK(check_case(text, NULL, -1, opt_seed() + 1));
+}
+
+/* The schedule the tuner's sketch gives a ResNet-style 3x3 convolution (tests/sketch
+ * test_bench_like, KILN_SKETCH_DUMP): the weight packed by 16 output channels in a parallel,
+ * vectorised stage of its own, a cached and tiled output. */
+static void
+test_conv_tuner_schedule(void)
+{
+    const char *text =
+        "input x: f32[1, 16, 14, 14]\nweight w: f32[32, 16, 3, 3]\n"
+        "y[n, k, h, q] += select(h + rh >= 1 && h + rh <= 14 && q + rw >= 1 && q + rw <= 14,\n"
+        "                        x[n, c, h + rh - 1, q + rw - 1], 0.0) * w[k, c, rh, rw]\n"
+        "    where h < 14, q < 14\noutput y\n";
+    const char *sched =
+        "{\"steps\": ["
+        "{\"op\": \"pack\", \"stage\": \"w\", \"dim\": 0, \"factor\": 16, \"outer\": 0}, "
+        "{\"op\": \"parallel\", \"stage\": \"w.pack\", \"iter\": \"i0\"}, "
+        "{\"op\": \"vectorize\", \"stage\": \"w.pack\", \"iter\": \"i4\"}, "
+        "{\"op\": \"cache_write\", \"stage\": \"y\"}, "
+        "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"h\", \"factors\": [1, 1, 1]}, "
+        "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"q\", \"factors\": [1, 1, 14]}, "
+        "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [1, 1, 16]}, "
+        "{\"op\": \"reorder\", \"stage\": \"y\", \"order\": [\"q.2\", \"q.0\", \"k.0\", \"h.1\", "
+        "\"k.1\", \"k.2\", \"q.3\", \"k.3\"]}, "
+        "{\"op\": \"reorder\", \"stage\": \"y\", \"order\": [\"h.0\", \"q.1\", \"q.2\", \"h.3\"]}, "
+        "{\"op\": \"parallel\", \"stage\": \"y\", \"iter\": \"h.0\"}, "
+        "{\"op\": \"vectorize\", \"stage\": \"y\", \"iter\": \"k.3\"}, "
+        "{\"op\": \"compute_at\", \"stage\": \"y.local\", \"target\": \"y\", \"iter\": \"k.1\"}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"h\", \"factors\": [1, 1]}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"q\", \"factors\": [1, 14]}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"k\", \"factors\": [1, 16]}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"rh\", \"factors\": [1]}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"rw\", \"factors\": [1]}, "
+        "{\"op\": \"split\", \"stage\": \"y.local\", \"iter\": \"c\", \"factors\": [1]}, "
+        "{\"op\": \"reorder\", \"stage\": \"y.local\", \"order\": [\"q.2\", \"q.0\", \"k.0\", "
+        "\"rw.0\", \"h.1\", \"k.1\", \"c.1\", \"k.2\"]}, "
+        "{\"op\": \"reorder\", \"stage\": \"y.local\", \"order\": [\"h.0\", \"rh.0\", \"c.0\", "
+        "\"rh.1\", \"rw.1\", \"h.2\", \"q.2\"]}, "
+        "{\"op\": \"vectorize\", \"stage\": \"y.local\", \"iter\": \"k.2\"}, "
+        "{\"op\": \"auto_unroll\", \"stage\": \"y.local\", \"max_step\": 512}"
+        "]}";
+    CHECK(check_case(text, sched, 1, opt_seed()));
 }
 
 /* The packed tensor depends on an input: not prepared, and right when the input changes. */
@@ -517,6 +559,7 @@ test_misuse(void)
 static const struct test tests[] = {
     {"graphs_random", test_graphs_random},
     {"conv_pack", test_conv_pack},
+    {"conv_tuner_schedule", test_conv_tuner_schedule},
     {"input_pack", test_input_pack},
     {"misuse", test_misuse},
 };
