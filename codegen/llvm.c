@@ -10,7 +10,10 @@
  * and the values of the free variables the loop body uses, plus the loop's min) and calls an
  * always-inline body function with noalias pointer parameters; the parent stores the closure
  * in its stack frame and calls kiln_rt_parallel_for. `kiln_desc` (struct kiln_abi_desc) and
- * its argument table are constant globals laid out exactly like the C structs.
+ * its argument table are constant globals laid out exactly like the C structs. With
+ * weight-derived buffers (prepared calls, see "phases" below) kiln_body also takes a phase and
+ * the prepared area, `kiln_kernel_phased(data, phase, prepared)` calls it, and kiln_kernel
+ * runs both phases with an area of its own.
  *
  * Status. Generated code returns KILN_ABI_OK or the first nonzero status of a parallel loop
  * or a failed temporary allocation (KILN_ABI_ERR_NOMEM); every error exit first frees the
