@@ -615,6 +615,8 @@ kiln_func_print(const struct kiln_func *f, struct kiln_buf *out)
     if (!kiln_buf_puts(ctx, out, "):\n")
         || (f->ws_bytes
             && !kiln_buf_printf(ctx, out, "  workspace %" PRId64 " bytes\n", f->ws_bytes))
+        || (f->prep_bytes
+            && !kiln_buf_printf(ctx, out, "  prepared %" PRId64 " bytes\n", f->prep_bytes))
         || !put_stmt(f, out, f->body, 1))
         return kiln_ok(ctx) ? KILN_FAIL(ctx, KILN_ERR_INTERNAL, "print", "bad statement")
                             : ctx->err.status;
