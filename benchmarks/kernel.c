@@ -45,6 +45,8 @@ kernel_build(const char *name, const char *kg, const char *sched, const char *db
     }
     k->call = (kiln_call_fn)(uintptr_t)dlsym(k->so, "kiln_call");
     k->threads = (kiln_set_num_threads_fn)(uintptr_t)dlsym(k->so, "kiln_set_num_threads");
+    k->prepare = (kiln_prepare_fn)(uintptr_t)dlsym(k->so, "kiln_prepare");
+    k->call_prepared = (kiln_call_prepared_fn)(uintptr_t)dlsym(k->so, "kiln_call_prepared");
     return !k->call || !k->threads;
 }
 
@@ -65,8 +67,15 @@ kernel_run(void *ud)
     char           err[256];
     for (int i = 0; i < k->nargs; i++)
         args[i] = &k->t[i];
-    if (k->call(args, k->nargs, err, sizeof err) != KILN_ABI_OK) {
-        fprintf(stderr, "bench: kiln_call: %s\n", err);
+    if (k->prepare && k->call_prepared && !k->prepared
+        && k->prepare(args, k->nargs, &k->prepared, err, sizeof err) != KILN_ABI_OK) {
+        fprintf(stderr, "bench: kiln_prepare: %s\n", err);
+        exit(1);
+    }
+    int32_t st = k->prepared ? k->call_prepared(k->prepared, args, k->nargs, err, sizeof err)
+                             : k->call(args, k->nargs, err, sizeof err);
+    if (st != KILN_ABI_OK) {
+        fprintf(stderr, "bench: kiln_call%s: %s\n", k->prepared ? "_prepared" : "", err);
         exit(1);
     }
 }

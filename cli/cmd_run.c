@@ -20,13 +20,16 @@
  * integers and booleans must match exactly, and s = max(1, sqrt(F)) with F the graph's FLOPs
  * per output element: the error of a float sum grows with the number of terms it adds, and F
  * is about twice that number for a matrix product or a convolution. NaN matches NaN; an element
- * still holding the NaN it started with is reported as never written. --bench calls the module
- * until 0.05 s have passed (warm-up), then R times (default 5) for at least --min-time seconds
- * each (default 0.2), and prints the median time per call with GFLOP/s and GB/s computed from
+ * still holding the NaN it started with is reported as never written. --bench prepares the
+ * module (kiln_module_prepare: weight-derived stages such as packed weights, computed once) and
+ * calls the prepared call until 0.05 s have passed (warm-up), then R times (default 5) for at
+ * least --min-time seconds each (default 0.2), and prints the median time per call with
+ * GFLOP/s and GB/s computed from
  * the graph's FLOPs and bytes (the sums of kiln_graph_call), and a memory line: the module's
  * peak per call (metadata "peak_bytes": weights + inputs + outputs + workspace, with the
  * workspace planned and unplanned) and this process's measured maximum resident set size
- * (getrusage; it includes the reference data and guard frames run allocates itself).
+ * (getrusage; it includes the reference data and guard frames run allocates itself). A second
+ * line gives the prepare time and the plain kiln_call's median, timed the same way.
  *
  * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
 #include "cli.h"
@@ -61,7 +64,9 @@ static const char usage[] =
     "                  also fails if an output element was never written, a byte outside an\n"
     "                  output was written, or an input was modified; exit status 1 on failure\n"
     "  --bench         time the call: median over R repeats of at least SEC seconds each;\n"
-    "                  prints time per call, GFLOP/s and GB/s\n"
+    "                  prints time per call, GFLOP/s and GB/s of the prepared call (weights\n"
+    "                  prepared once, kiln_prepare), then the prepare time and the time of\n"
+    "                  the plain kiln_call, which recomputes weight-derived stages each call\n"
     "  --seed S        seed of the input generator (default 0)\n"
     "  --threads N     threads for parallel loops (default: all cores)\n"
     "  --repeat R      timed repeats for --bench (default 5)\n"
@@ -543,18 +548,24 @@ meta_int(const struct kiln_module *m, const char *key)
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-static int
-run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTensor **args,
-          uint32_t n, const struct opts *o)
+/* One call: the prepared call with p, else kiln_call. */
+static enum kiln_status
+bench_call(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_prepared *p, DLTensor **args,
+           uint32_t n)
 {
-    double *t = calloc((size_t)o->repeat, sizeof *t);
-    if (!t)
-        return 0;
+    return p ? kiln_module_call_prepared(ctx, m, p, args, (int32_t)n, NULL)
+             : kiln_module_call(ctx, m, args, (int32_t)n, NULL);
+}
+
+/* Warm-up, then o->repeat timed repeats into t (sorted); 0 after reporting an error. */
+static int
+bench_time(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_prepared *p, DLTensor **args,
+           uint32_t n, const struct opts *o, double *t)
+{
     double start = now();
     do {
-        if (kiln_module_call(ctx, m, args, (int32_t)n, NULL) != KILN_OK) {
+        if (bench_call(ctx, m, p, args, n) != KILN_OK) {
             cli_report(ctx);
-            free(t);
             return 0;
         }
     } while (now() - start < 0.05);
@@ -562,14 +573,48 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
         int64_t iters = 0;
         double  t0 = now(), el;
         do {
-            kiln_module_call(ctx, m, args, (int32_t)n, NULL);
+            bench_call(ctx, m, p, args, n);
             iters++;
             el = now() - t0;
         } while (el < o->min_time);
         t[r] = el / (double)iters;
     }
     qsort(t, (size_t)o->repeat, sizeof *t, cmp_double);
-    double med = o->repeat % 2 ? t[o->repeat / 2] : 0.5 * (t[o->repeat / 2 - 1] + t[o->repeat / 2]);
+    return 1;
+}
+
+static double
+median(const double *t, int n)
+{
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static int
+run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTensor **args,
+          uint32_t n, const struct opts *o)
+{
+    double *t = calloc((size_t)o->repeat, sizeof *t);
+    double *tp = calloc((size_t)o->repeat, sizeof *tp);
+    if (!t || !tp) {
+        free(t);
+        free(tp);
+        return 0;
+    }
+    /* the prepared call (weight-derived stages once, as with fixed weights), then kiln_call */
+    struct kiln_prepared *p = NULL;
+    double                t_prep = now();
+    int                   ok = kiln_module_prepare(ctx, m, args, (int32_t)n, &p, NULL) == KILN_OK;
+    t_prep = now() - t_prep;
+    if (!ok)
+        cli_report(ctx);
+    ok = ok && bench_time(ctx, m, p, args, n, o, tp) && bench_time(ctx, m, NULL, args, n, o, t);
+    kiln_module_prepared_free(m, p);
+    if (!ok) {
+        free(t);
+        free(tp);
+        return 0;
+    }
+    double med = median(tp, o->repeat), med_call = median(t, o->repeat);
     double flops = 0, bytes = 0;
     for (uint32_t c = 0; g && c < kiln_graph_ncalls(g); c++) {
         struct kiln_call_info ci;
@@ -583,7 +628,12 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     else
         snprintf(threads, sizeof threads, "all cores");
     printf("bench: %.6g ms per call (median of %d, min %.6g ms, max %.6g ms; threads: %s)\n",
-           med * 1e3, o->repeat, t[0] * 1e3, t[o->repeat - 1] * 1e3, threads);
+           med * 1e3, o->repeat, tp[0] * 1e3, tp[o->repeat - 1] * 1e3, threads);
+    int64_t prep_bytes = meta_int(m, "prepared_bytes");
+    printf("bench: prepare %.6g ms once (%.4g MB of weight-derived buffers); kiln_call, which "
+           "recomputes them in every call: %.6g ms per call (median of %d)\n",
+           t_prep * 1e3, prep_bytes > 0 ? (double)prep_bytes * 1e-6 : 0.0, med_call * 1e3,
+           o->repeat);
     if (g)
         printf("bench: %.4g GFLOP/s, %.4g GB/s (%.6g GFLOP, %.6g MB per call)\n",
                flops / med * 1e-9, bytes / med * 1e-9, flops * 1e-9, bytes * 1e-6);
@@ -598,6 +648,7 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     else
         printf("bench: memory: max RSS %.4g MB (module metadata has no peak_bytes)\n", rss);
     free(t);
+    free(tp);
     return 1;
 }
 

@@ -58,7 +58,7 @@ plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f)
           : role == 1 ? &r.weights
                       : &r.outputs) += buf_bytes(&f->buf[f->param[i]]);
     }
-    r.peak = r.weights + r.inputs + r.outputs + r.workspace;
+    r.peak = r.weights + r.inputs + r.outputs + r.workspace + f->prep_bytes;
     ctx->mem = r;
     return KILN_OK;
 }
@@ -101,9 +101,9 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
                             "], \"weights_bytes\": %" PRId64 ", \"inputs_bytes\": %" PRId64
                             ", \"outputs_bytes\": %" PRId64 ", \"workspace_bytes\": %" PRId64
                             ", \"workspace_unplanned_bytes\": %" PRId64 ", \"peak_bytes\": %" PRId64
-                            "}",
+                            ", \"prepared_bytes\": %" PRId64 "}",
                             mr->weights, mr->inputs, mr->outputs, mr->workspace,
-                            mr->workspace_unplanned, mr->peak);
+                            mr->workspace_unplanned, mr->peak, f->prep_bytes);
     if (!ok)
         return ctx->err.status;
     const char *src;

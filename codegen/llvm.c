@@ -10,7 +10,10 @@
  * and the values of the free variables the loop body uses, plus the loop's min) and calls an
  * always-inline body function with noalias pointer parameters; the parent stores the closure
  * in its stack frame and calls kiln_rt_parallel_for. `kiln_desc` (struct kiln_abi_desc) and
- * its argument table are constant globals laid out exactly like the C structs.
+ * its argument table are constant globals laid out exactly like the C structs. With
+ * weight-derived buffers (prepared calls, see "phases" below) kiln_body also takes a phase and
+ * the prepared area, `kiln_kernel_phased(data, phase, prepared)` calls it, and kiln_kernel
+ * runs both phases with an area of its own.
  *
  * Status. Generated code returns KILN_ABI_OK or the first nonzero status of a parallel loop
  * or a failed temporary allocation (KILN_ABI_ERR_NOMEM); every error exit first frees the
@@ -664,6 +667,83 @@ emit_root(struct cg *cg, const struct kiln_stmt *s)
     cg->nroot++;
 }
 
+/* ---- phases ----
+ *
+ * With prepared buffers, kiln_body takes a phase (KILN_ABI_PHASE_* bits) and runs a root
+ * statement only when its phase bit is set: a statement storing to prepared buffers (and to
+ * temporaries of its own) is part of KILN_ABI_PHASE_PREPARE, every other one of
+ * KILN_ABI_PHASE_MAIN. Lowering computes a prepared buffer in root statements of its own, so
+ * a statement storing to both is an internal error. */
+
+struct writes {
+    const struct cg *cg;
+    bool             prep, other;
+};
+
+static void
+root_writes(struct writes *W, const struct kiln_stmt *s)
+{
+    if (!s)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        root_writes(W, s->u.for_.body);
+        return;
+    case KILN_STMT_STORE: {
+        const struct kiln_buffer *bf = &W->cg->f->buf[s->u.store.buf];
+        if (bf->prep_offset >= 0)
+            W->prep = true;
+        else if (bf->scope == KILN_SCOPE_GLOBAL || bf->ws_offset >= 0 || W->cg->top[s->u.store.buf])
+            W->other = true;
+        return; /* else a temporary allocated inside the statement */
+    }
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            root_writes(W, s->u.seq.item[i]);
+        return;
+    case KILN_STMT_IF:
+        root_writes(W, s->u.if_.then);
+        root_writes(W, s->u.if_.els);
+        return;
+    case KILN_STMT_LET:
+        root_writes(W, s->u.let.body);
+        return;
+    case KILN_STMT_ALLOC:
+        root_writes(W, s->u.alloc.body);
+        return;
+    }
+}
+
+static void
+emit_phased(struct cg *cg, const struct kiln_stmt *s)
+{
+    if (!cg->fn.prep) {
+        emit_root(cg, s);
+        return;
+    }
+    struct writes W = {.cg = cg};
+    root_writes(&W, s);
+    if (W.prep && W.other) {
+        cg_fail(cg, KILN_ERR_INTERNAL,
+                "a root statement writes both prepared and per-call buffers");
+        return;
+    }
+    unsigned     bit = W.prep ? KILN_ABI_PHASE_PREPARE : KILN_ABI_PHASE_MAIN;
+    LLVMValueRef on = LLVMBuildICmp(
+        cg->b, LLVMIntNE, LLVMBuildAnd(cg->b, cg->fn.phase, LLVMConstInt(cg->t_i32, bit, 0), ""),
+        LLVMConstInt(cg->t_i32, 0, 0), "");
+    LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "phase");
+    LLVMBasicBlockRef skip = LLVMAppendBasicBlockInContext(cg->lc, cg->fn.fn, "endphase");
+    LLVMBuildCondBr(cg->b, on, run, skip);
+    LLVMPositionBuilderAtEnd(cg->b, run);
+    emit_root(cg, s);
+    if (cg->failed)
+        return;
+    LLVMBuildBr(cg->b, skip);
+    LLVMMoveBasicBlockAfter(skip, LLVMGetInsertBlock(cg->b));
+    LLVMPositionBuilderAtEnd(cg->b, skip);
+}
+
 /* ---- other statements ---- */
 
 static void
@@ -681,6 +761,19 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         return;
     if (cg->fn.bufptr[b]) {
         cg_fail(cg, KILN_ERR_INVALID, "buffer %s is allocated twice", cg_buf_name(cg, b));
+        return;
+    }
+    if (bf->prep_offset >= 0) { /* a view of the prepared area, which the caller owns */
+        if (!cg->fn.prep) {
+            cg_fail(cg, KILN_ERR_INVALID, "prepared buffer %s outside kiln_body",
+                    cg_buf_name(cg, b));
+            return;
+        }
+        LLVMValueRef off = cg_const_i64(cg, bf->prep_offset);
+        cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.prep, &off, 1, "");
+        cg->view[b] = cg->fn.bufptr[b];
+        cg_emit_stmt(cg, s->u.alloc.body);
+        cg->fn.bufptr[b] = NULL;
         return;
     }
     if (bf->ws_offset >= 0) { /* a view of the workspace: nothing to allocate or free */
@@ -793,6 +886,12 @@ cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
         cg_fail(cg, KILN_ERR_INVALID, "missing statement");
         return;
     }
+    if (s == cg->root && cg->fn.prep && s->kind != KILN_STMT_SEQ && !cg->in_phase) {
+        cg->in_phase = true; /* a root of one statement is phased as a whole */
+        emit_phased(cg, s);
+        cg->in_phase = false;
+        return;
+    }
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR:
         switch ((enum kiln_loop_kind)s->u.for_.loop) {
@@ -826,9 +925,9 @@ cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
         emit_store(cg, s);
         return;
     case KILN_STMT_SEQ:
-        if (s == cg->root && cg->fn.ws) {
+        if (s == cg->root && (cg->fn.ws || cg->fn.prep)) {
             for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
-                emit_root(cg, s->u.seq.item[i]);
+                emit_phased(cg, s->u.seq.item[i]);
             return;
         }
         for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
@@ -896,7 +995,7 @@ dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
 
 /* struct kiln_abi_arg[] and struct kiln_abi_desc kiln_desc, laid out as in kiln_abi.h */
 static void
-emit_tables(struct cg *cg, LLVMValueRef kernel)
+emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
 {
     const struct kiln_func *f = cg->f;
     LLVMTypeRef   af[8] = {cg->t_ptr, cg->t_i8,  cg->t_i8,  LLVMInt16TypeInContext(cg->lc),
@@ -945,10 +1044,10 @@ emit_tables(struct cg *cg, LLVMValueRef kernel)
         LLVMSetLinkage(table, LLVMPrivateLinkage);
         LLVMSetAlignment(table, 8);
     }
-    LLVMTypeRef  df[7] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr,
-                          cg->t_ptr, cg->t_ptr, cg->t_i32};
-    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 7, 0);
-    LLVMValueRef fields[7] = {
+    LLVMTypeRef  df[9] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                          cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_i64};
+    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 9, 0);
+    LLVMValueRef fields[9] = {
         LLVMConstInt(cg->t_i32, KILN_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, f->nparam, 0),
         table,
@@ -956,9 +1055,11 @@ emit_tables(struct cg *cg, LLVMValueRef kernel)
         const_string(cg, cg->m->metadata ? cg->m->metadata : "{}"),
         const_string(cg, cg->m->source ? cg->m->source : ""),
         LLVMConstInt(cg->t_i32, kDLCPU, 0),
+        phased ? phased : LLVMConstNull(cg->t_ptr),
+        cg_const_i64(cg, phased ? f->prep_bytes : 0),
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, desc_ty, "kiln_desc");
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 7));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 9));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);
@@ -971,47 +1072,94 @@ static void
 emit_functions(struct cg *cg)
 {
     const struct kiln_func *f = cg->f;
-    LLVMTypeRef            *pt = kiln_arena_alloc(cg->ctx, sizeof(LLVMTypeRef) * (f->nparam + 1));
-    if (!pt) {
+    bool                    phased = f->prep_bytes > 0;
+    uint32_t                nbody = f->nparam + (phased ? 2 : 0);
+    LLVMTypeRef            *pt = kiln_arena_alloc(cg->ctx, sizeof(LLVMTypeRef) * (nbody + 1));
+    LLVMValueRef           *args = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (nbody + 1));
+    if (!pt || !args) {
         cg->failed = true;
         return;
     }
     for (uint32_t i = 0; i < f->nparam; i++)
         pt[i] = cg->t_ptr;
-    LLVMTypeRef  body_ty = LLVMFunctionType(cg->t_i32, pt, f->nparam, 0);
+    if (phased) { /* kiln_body(params..., i32 phase, ptr prepared) */
+        pt[f->nparam] = cg->t_i32;
+        pt[f->nparam + 1] = cg->t_ptr;
+    }
+    LLVMTypeRef  body_ty = LLVMFunctionType(cg->t_i32, pt, nbody, 0);
     LLVMValueRef body = LLVMAddFunction(cg->mod, "kiln_body", body_ty);
     LLVMSetLinkage(body, LLVMInternalLinkage);
     fn_attrs(cg, body, true);
     for (uint32_t i = 0; i < f->nparam; i++)
         ptr_param_attrs(cg, body, i + 1, f->param[i]);
+    if (phased) {
+        unsigned at = f->nparam + 2;
+        enum_attr(cg, body, at, "noalias", 0);
+        enum_attr(cg, body, at, "nonnull", 0);
+        enum_attr(cg, body, at, "align", KILN_WS_ALIGN);
+        enum_attr(cg, body, at, "dereferenceable", (uint64_t)f->prep_bytes);
+    }
 
+    /* kiln_kernel(data), or with prepared buffers kiln_kernel_phased(data, phase, prepared)
+     * (never inlined, so the body exists once) and kiln_kernel(data) = allocate a prepared
+     * area, run both phases, free it */
+    LLVMTypeRef  ph_pt[3] = {cg->t_ptr, cg->t_i32, cg->t_ptr};
+    LLVMTypeRef  ph_ty = LLVMFunctionType(cg->t_i32, ph_pt, 3, 0);
     LLVMValueRef kernel =
         LLVMAddFunction(cg->mod, "kiln_kernel", LLVMFunctionType(cg->t_i32, &cg->t_ptr, 1, 0));
+    LLVMValueRef entry = phased ? LLVMAddFunction(cg->mod, "kiln_kernel_phased", ph_ty) : kernel;
     LLVMSetLinkage(kernel, LLVMInternalLinkage);
     fn_attrs(cg, kernel, false);
-    if (!begin_fn(cg, kernel))
-        return;
-    LLVMValueRef *args = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nparam + 1));
-    if (!args) {
-        cg->failed = true;
-        return;
+    if (phased) {
+        LLVMSetLinkage(entry, LLVMInternalLinkage);
+        fn_attrs(cg, entry, false);
+        enum_attr(cg, entry, LLVMAttributeFunctionIndex, "noinline", 0);
+        if (!begin_fn(cg, kernel))
+            return;
+        LLVMValueRef sz = cg_const_i64(cg, f->prep_bytes);
+        LLVMValueRef p = call_rt(cg, "kiln_rt_alloc", &sz, 1);
+        error_exit_if(cg, LLVMBuildIsNull(cg->b, p, ""),
+                      LLVMConstInt(cg->t_i32, KILN_ABI_ERR_NOMEM, 0));
+        LLVMValueRef a[3] = {LLVMGetParam(kernel, 0),
+                             LLVMConstInt(cg->t_i32, KILN_ABI_PHASE_ALL, 0), p};
+        LLVMValueRef st = LLVMBuildCall2(cg->b, ph_ty, entry, a, 3, "");
+        call_rt(cg, "kiln_rt_free", &p, 1);
+        LLVMBuildRet(cg->b, st);
     }
+    if (!begin_fn(cg, entry))
+        return;
     for (uint32_t i = 0; i < f->nparam; i++) {
         LLVMValueRef k = cg_const_i64(cg, i);
         LLVMValueRef slot =
-            LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, LLVMGetParam(kernel, 0), &k, 1, "");
+            LLVMBuildInBoundsGEP2(cg->b, cg->t_ptr, LLVMGetParam(entry, 0), &k, 1, "");
         args[i] = LLVMBuildLoad2(cg->b, cg->t_ptr, slot, "");
         LLVMSetAlignment(args[i], 8);
     }
-    LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, body_ty, body, args, f->nparam, ""));
+    if (phased) {
+        args[f->nparam] = LLVMGetParam(entry, 1);
+        args[f->nparam + 1] = LLVMGetParam(entry, 2);
+    }
+    LLVMBuildRet(cg->b, LLVMBuildCall2(cg->b, body_ty, body, args, nbody, ""));
 
     if (!begin_fn(cg, body))
         return;
     for (uint32_t i = 0; i < f->nparam; i++)
         cg->fn.bufptr[f->param[i]] = LLVMGetParam(body, i);
+    if (phased) {
+        cg->fn.phase = LLVMGetParam(body, f->nparam);
+        cg->fn.prep = LLVMGetParam(body, f->nparam + 1);
+    }
     cg->root = f->body;
-    while (cg->root && cg->root->kind == KILN_STMT_ALLOC)
+    cg->top = kiln_arena_alloc(cg->ctx, sizeof(bool) * (f->nbuf + 1));
+    if (!cg->top) {
+        cg->failed = true;
+        return;
+    }
+    while (cg->root && cg->root->kind == KILN_STMT_ALLOC) {
+        if (cg->root->u.alloc.buf < f->nbuf)
+            cg->top[cg->root->u.alloc.buf] = true;
         cg->root = cg->root->u.alloc.body;
+    }
     cg->view = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nbuf + 1));
     if (!cg->view) {
         cg->failed = true;
@@ -1036,7 +1184,7 @@ emit_functions(struct cg *cg)
     if (!cg->failed)
         LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
     if (!cg->failed)
-        emit_tables(cg, kernel);
+        emit_tables(cg, kernel, phased ? entry : NULL);
 }
 
 /* Checks what the generator relies on; computes each buffer's pointer alignment. */

@@ -49,7 +49,9 @@ struct cg_fn {
     LLVMValueRef     *bufptr; /* per buffer: its data pointer here, or NULL */
     LLVMValueRef     *heap;   /* live kiln_rt_alloc results, freed on an error exit */
     uint32_t          nheap, capheap;
-    LLVMValueRef      ws; /* the workspace (kiln_body only), or NULL */
+    LLVMValueRef      ws;    /* the workspace (kiln_body only), or NULL */
+    LLVMValueRef      prep;  /* the prepared area (kiln_body with prepared buffers), or NULL */
+    LLVMValueRef      phase; /* i32 KILN_ABI_PHASE_* bits (with prep) */
 };
 
 struct cg {
@@ -71,6 +73,8 @@ struct cg {
     const struct kiln_stmt      *root;  /* the root statements (below the ALLOC chain) */
     LLVMValueRef                *view;  /* per buffer: its workspace view in kiln_body, or NULL */
     uint32_t                     nroot; /* root statements tagged so far */
+    bool                        *top;   /* per buffer: allocated in the ALLOC chain above root */
+    bool                         in_phase; /* emitting the root statement itself (emit_phased) */
     bool                         failed;
 };
 

@@ -208,7 +208,7 @@ struct kiln_memory_report {
     int64_t weights, inputs, outputs; /* arguments, by role */
     int64_t workspace;                /* root-level intermediates as compiled (planned or not) */
     int64_t workspace_unplanned;      /* their sum: each intermediate in its own allocation */
-    int64_t peak;                     /* weights + inputs + outputs + workspace */
+    int64_t peak; /* weights + inputs + outputs + workspace + weight-derived (prepared) buffers */
 };
 /* The report of the last successful kiln_graph_compile or kiln_graph_lower_print (flat) with
  * ctx; all zeros before one. */
@@ -393,6 +393,10 @@ KILN_API enum kiln_status kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_g
  *     if (kiln_module_load(ctx, "mm.so", &m) != KILN_OK) ...  // message in kiln_ctx_error(ctx)
  *     DLTensor *args[3] = {&a, &b, &c};                      // a, b inputs; c output
  *     if (kiln_module_call(ctx, m, args, 3, NULL) != KILN_OK) ...
+ *     struct kiln_prepared *p;                               // weights packed once:
+ *     if (kiln_module_prepare(ctx, m, args, 3, &p, NULL) != KILN_OK) ...
+ *     if (kiln_module_call_prepared(ctx, m, p, args, 3, NULL) != KILN_OK) ...  // many times
+ *     kiln_module_prepared_free(m, p);
  *     kiln_module_free(m);
  */
 #ifdef __cplusplus
@@ -452,6 +456,26 @@ KILN_API void kiln_module_set_num_threads(struct kiln_module *m, int32_t n);
 KILN_API enum kiln_status kiln_module_call(kiln_ctx *ctx, struct kiln_module *m,
                                            DLTensor *const *args, int32_t nargs,
                                            int32_t *abi_status);
+
+/* Prepared calls (include/kiln_abi.h, "Prepared calls"): kiln_module_prepare computes the
+ * module's weight-derived buffers (e.g. weights packed into a blocked layout) once, from the
+ * weights in args (the same array as kiln_module_call; inputs and outputs are checked but not
+ * read); kiln_module_call_prepared then runs the call without recomputing them, with the same
+ * results as kiln_module_call as long as the weights' contents have not changed since the
+ * prepare (prepare again after changing them). *out is a new handle (also for a module with
+ * nothing to prepare, or one built before prepared calls existed, whose prepared calls are
+ * plain calls), NULL on error. Several threads may call kiln_module_call_prepared with one
+ * handle at once. A NULL handle, or one of another module, is refused (KILN_ERR_INVALID).
+ * Free each handle with kiln_module_prepared_free before kiln_module_free of its module. */
+struct kiln_prepared;
+KILN_API enum kiln_status kiln_module_prepare(kiln_ctx *ctx, struct kiln_module *m,
+                                              DLTensor *const *args, int32_t nargs,
+                                              struct kiln_prepared **out, int32_t *abi_status);
+KILN_API enum kiln_status kiln_module_call_prepared(kiln_ctx *ctx, struct kiln_module *m,
+                                                    const struct kiln_prepared *p,
+                                                    DLTensor *const *args, int32_t nargs,
+                                                    int32_t *abi_status);
+KILN_API void             kiln_module_prepared_free(struct kiln_module *m, struct kiln_prepared *p);
 
 #ifdef __cplusplus
 }

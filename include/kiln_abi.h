@@ -8,6 +8,11 @@
  *     const char *kiln_source(void);               // the kernel graph in .kg text
  *     int32_t     kiln_call(DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
  *     void        kiln_set_num_threads(int32_t n); // 0 = all cores (OpenMP's default)
+ *     int32_t     kiln_prepare(DLTensor *const *args, int32_t nargs, void **prepared,
+ *                              char *err, size_t errsize);
+ *     int32_t     kiln_call_prepared(const void *prepared, DLTensor *const *args,
+ *                                    int32_t nargs, char *err, size_t errsize);
+ *     void        kiln_prepared_free(void *prepared);
  *
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
  * by its outputs, as DLPack tensors: CPU device, the declared dtype and shape, compact
@@ -16,6 +21,26 @@
  * returns KILN_ABI_OK, or an error code with a NUL-terminated message naming the argument and
  * the problem written to err (when err is non-NULL and errsize > 0). It never crashes on such
  * misuse. It may be called from several threads at once with different output buffers.
+ *
+ * Prepared calls (weights packed once). A module may compute some intermediates from the
+ * weights alone (e.g. a schedule's `pack` of a weight into a blocked layout). kiln_call
+ * computes them in every call; kiln_prepare computes them once into a prepared handle and
+ * kiln_call_prepared runs the call without them, reading the handle instead:
+ *   - kiln_prepare takes the same argument array as kiln_call and checks it the same way, but
+ *     reads only the weights (inputs and outputs must be valid tensors; their contents are
+ *     neither read nor written). On success *prepared is a new handle (never NULL, also for a
+ *     module with nothing to prepare, whose handle is empty); on error *prepared is NULL.
+ *   - kiln_call_prepared(prepared, args, ...) is kiln_call, same arguments, same checks and
+ *     the same results, provided the weights' contents did not change since kiln_prepare:
+ *     after changing a weight, prepare again (and free the old handle). A NULL handle or one
+ *     made by another module is an error with a message, never a crash; a freed handle must
+ *     not be used.
+ *   - The handle is read-only during calls: several threads may call kiln_call_prepared with
+ *     one handle at once (with different output buffers). kiln_prepared_free(NULL) is a
+ *     no-op; free a handle only when no call uses it.
+ * The metadata's "prepared_bytes" is the size of the handle's data (0: nothing to prepare).
+ * Modules built before these entry points existed lack them; a consumer can fall back to
+ * kiln_call.
  *
  * Example (plain C):
  *
@@ -32,12 +57,16 @@
  *   "args": [{"name": "a", "dtype": "f32", "shape": [64, 128], "role": "input"|"weight"|
  *             "output", "align": 4}, ...],
  *   "weights_bytes": 32768, "inputs_bytes": 32768, "outputs_bytes": 8192,
- *   "workspace_bytes": 4096, "workspace_unplanned_bytes": 8192, "peak_bytes": 77824}
+ *   "workspace_bytes": 4096, "workspace_unplanned_bytes": 8192, "peak_bytes": 77824,
+ *   "prepared_bytes": 0}
  * The *_bytes fields (added in kiln 0.1.0 without changing abi_version; readers must accept
  * their absence in older modules) describe one call's memory: the arguments by role; the
  * workspace the call allocates for the intermediates computed at root (shared by live range
  * when the module was compiled with memory planning, else their sum); the sum of those
- * intermediates each in its own allocation; peak = weights + inputs + outputs + workspace.
+ * intermediates each in its own allocation; peak = weights + inputs + outputs + workspace +
+ * prepared. prepared_bytes (added later, also without a version change) is the size of the
+ * weight-derived buffers a prepared handle holds (see "Prepared calls"); they are not part of
+ * the workspace.
  * Temporaries of stages computed inside other stages (region-sized, mostly on the stack) are
  * not counted. */
 #ifndef KILN_ABI_H
@@ -71,6 +100,11 @@ typedef int32_t (*kiln_call_fn)(DLTensor *const *args, int32_t nargs, char *err,
 typedef const char *(*kiln_metadata_fn)(void);
 typedef int32_t (*kiln_abi_version_fn)(void);
 typedef void (*kiln_set_num_threads_fn)(int32_t n);
+typedef int32_t (*kiln_prepare_fn)(DLTensor *const *args, int32_t nargs, void **prepared, char *err,
+                                   size_t errsize);
+typedef int32_t (*kiln_call_prepared_fn)(const void *prepared, DLTensor *const *args, int32_t nargs,
+                                         char *err, size_t errsize);
+typedef void (*kiln_prepared_free_fn)(void *prepared);
 
 /* ---- below: the contract between kiln's code generators and its runtime; consumers of a
  * generated .so do not need it ---- */
@@ -90,6 +124,17 @@ struct kiln_abi_arg {
 /* The kernel proper: data pointers of all arguments in order; returns a kiln_abi_status. */
 typedef int32_t (*kiln_kernel_fn)(void *const *data);
 
+/* Phases of kiln_kernel_phased_fn: PREPARE computes the weight-derived buffers into the
+ * prepared area, MAIN computes the rest reading them; ALL = both (what kernel does, with a
+ * prepared area of its own). */
+enum kiln_abi_phase {
+    KILN_ABI_PHASE_PREPARE = 1,
+    KILN_ABI_PHASE_MAIN = 2,
+    KILN_ABI_PHASE_ALL = 3,
+};
+/* The kernel with its phases: `prepared` is prepared_bytes bytes, 64-byte aligned. */
+typedef int32_t (*kiln_kernel_phased_fn)(void *const *data, int32_t phase, void *prepared);
+
 /* Emitted by the code generator as a constant global named `kiln_desc` in every module. */
 struct kiln_abi_desc {
     int32_t                    abi_version;
@@ -99,6 +144,9 @@ struct kiln_abi_desc {
     const char                *metadata; /* JSON above */
     const char                *source;   /* .kg text of the graph */
     int32_t                    device;   /* DLDeviceType the kernel runs on */
+    /* NULL (and prepared_bytes 0) when the module has no weight-derived buffer */
+    kiln_kernel_phased_fn kernel_phased;
+    int64_t               prepared_bytes;
 };
 
 #ifdef __cplusplus

@@ -401,6 +401,11 @@ struct kiln_buffer {
      * last root statement touching it: buffers whose live ranges are disjoint may share
      * bytes. */
     int64_t ws_offset;
+    /* Weight-derived buffers (computed only from weights, passes/lower.c): byte offset in the
+     * function's prepared area (a multiple of KILN_WS_ALIGN, never shared with another
+     * buffer), which the generated module computes once per kiln_prepare instead of once per
+     * call; -1 = not weight-derived. Never also in the workspace. */
+    int64_t prep_offset;
 };
 
 #define KILN_WS_ALIGN 64 /* alignment of the workspace and of every offset in it */
@@ -456,7 +461,8 @@ struct kiln_func {
     uint32_t           *param; /* GLOBAL buffers in call order */
     uint32_t            nparam, capparam;
     struct kiln_stmt   *body;
-    int64_t             ws_bytes; /* workspace allocated once per call (0 = none) */
+    int64_t             ws_bytes;   /* workspace allocated once per call (0 = none) */
+    int64_t             prep_bytes; /* prepared area of weight-derived buffers (0 = none) */
 };
 
 struct kiln_func *kiln_func_new(kiln_ctx *ctx, const char *name);

@@ -45,7 +45,8 @@ kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt, 
                             .ndim = (uint8_t)ndim,
                             .tensor = tensor,
                             .align = (uint32_t)kiln_dtype_size(dt),
-                            .ws_offset = -1};
+                            .ws_offset = -1,
+                            .prep_offset = -1};
     for (uint32_t i = 0; i < ndim; i++)
         b.shape[i] = shape[i];
     uint32_t id = f->nbuf;
@@ -366,9 +367,12 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
             snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
             return false;
         }
-        if (vs->f->buf[s->u.alloc.buf].ws_offset >= 0 && vs->nested) {
+        if ((vs->f->buf[s->u.alloc.buf].ws_offset >= 0
+             || vs->f->buf[s->u.alloc.buf].prep_offset >= 0)
+            && vs->nested) {
             snprintf(vs->msg, sizeof vs->msg,
-                     "workspace buffer %s is allocated inside a loop, if or sequence",
+                     "%s buffer %s is allocated inside a loop, if or sequence",
+                     vs->f->buf[s->u.alloc.buf].ws_offset >= 0 ? "workspace" : "prepared",
                      kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
             return false;
         }
@@ -387,11 +391,22 @@ kiln_func_verify(const struct kiln_func *f, bool flat)
     for (uint32_t b = 0; b < f->nbuf; b++) {
         const struct kiln_buffer *bf = &f->buf[b];
         int64_t                   bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
-        if (bf->ws_offset < 0)
+        if (bf->ws_offset < 0 && bf->prep_offset < 0)
             continue;
         for (int d = 0; d < bf->ndim; d++)
             if (bf->shape[d] < 0 || kiln_mul_overflows(bytes, bf->shape[d], &bytes))
                 bytes = INT64_MAX;
+        if (bf->prep_offset >= 0) {
+            if (bf->scope != KILN_SCOPE_HEAP || bf->ws_offset >= 0
+                || bf->prep_offset % KILN_WS_ALIGN || bytes > f->prep_bytes - bf->prep_offset)
+                return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify",
+                                 "%s: prepared buffer %s (%" PRId64 " bytes at offset %" PRId64
+                                 ") is not a %d-byte aligned heap buffer inside the %" PRId64
+                                 "-byte prepared area",
+                                 kiln_sym_str(f->ctx, f->name), kiln_sym_str(f->ctx, bf->name),
+                                 bytes, bf->prep_offset, KILN_WS_ALIGN, f->prep_bytes);
+            continue;
+        }
         if (bf->scope != KILN_SCOPE_HEAP || bf->ws_offset % KILN_WS_ALIGN
             || bytes > f->ws_bytes - bf->ws_offset)
             return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify",
@@ -570,7 +585,10 @@ put_stmt(const struct kiln_func *f, struct kiln_buf *out, const struct kiln_stmt
         if (b->ws_offset >= 0
             && !kiln_buf_printf(ctx, out, "] at workspace + %" PRId64 "\n", b->ws_offset))
             return false;
-        return (b->ws_offset >= 0 || kiln_buf_puts(ctx, out, "]\n"))
+        if (b->prep_offset >= 0
+            && !kiln_buf_printf(ctx, out, "] at prepared + %" PRId64 "\n", b->prep_offset))
+            return false;
+        return (b->ws_offset >= 0 || b->prep_offset >= 0 || kiln_buf_puts(ctx, out, "]\n"))
                && put_stmt(f, out, s->u.alloc.body, depth);
     }
     }
@@ -597,6 +615,8 @@ kiln_func_print(const struct kiln_func *f, struct kiln_buf *out)
     if (!kiln_buf_puts(ctx, out, "):\n")
         || (f->ws_bytes
             && !kiln_buf_printf(ctx, out, "  workspace %" PRId64 " bytes\n", f->ws_bytes))
+        || (f->prep_bytes
+            && !kiln_buf_printf(ctx, out, "  prepared %" PRId64 " bytes\n", f->prep_bytes))
         || !put_stmt(f, out, f->body, 1))
         return kiln_ok(ctx) ? KILN_FAIL(ctx, KILN_ERR_INTERNAL, "print", "bad statement")
                             : ctx->err.status;

@@ -604,6 +604,71 @@ emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base, const int64_t *
     return nest ? KILN_OK : ctx->err.status;
 }
 
+/* ---- weight-derived stages ----
+ *
+ * A tensor is weight-derived when it is a weight, or no output and computed by a stage whose
+ * body reads only weight-derived tensors (inlined stages are already substituted into their
+ * readers, so their loads count where they are read; stages computed inside another stage
+ * are tensors of their own and count through the loads of that stage). A root stage is
+ * prepared when its tensor is weight-derived and so is every stage computed inside it: the
+ * generated module then computes it once in kiln_prepare, not in every call, and its buffer
+ * lives in the prepared area (prep_offset) instead of the per-call workspace. */
+
+struct derived_visit {
+    const struct kiln_state *s;
+    const bool              *derived;
+    bool                     all;
+};
+
+static bool
+derived_load(void *ud, kiln_expr load)
+{
+    struct derived_visit *V = ud;
+    uint32_t              t = (uint32_t)kiln_node_get(V->s->ctx, load)->imm;
+    V->all &= t < V->s->nt && V->derived[t];
+    return V->all;
+}
+
+/* derived[t] for every tensor of the state (least fixpoint, so cycles cannot count). */
+static void
+weight_derived(const struct kiln_state *s, bool *derived)
+{
+    for (uint32_t t = 0; t < s->nt; t++)
+        derived[t] = s->t[t].kind == KILN_TENSOR_WEIGHT && !s->t[t].is_output;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < s->nst; i++) {
+            const struct kiln_stage *st = &s->st[i];
+            uint32_t                 t = st->tensor;
+            if (t >= s->nt || derived[t] || s->t[t].is_output || s->t[t].kind != KILN_TENSOR_OP)
+                continue;
+            struct derived_visit V = {.s = s, .derived = derived, .all = true};
+            kiln_expr_visit_loads(s->ctx, st->body, derived_load, &V);
+            if (V.all) {
+                derived[t] = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+/* Whether every stage computed inside stage sid (at any depth) is weight-derived. */
+static bool
+attached_derived(const struct kiln_state *s, const bool *derived, uint32_t sid, uint32_t depth)
+{
+    if (depth > s->nst)
+        return false;
+    for (uint32_t i = 0; i < s->nst; i++) {
+        const struct kiln_stage *a = &s->st[i];
+        if (a->attach != KILN_ATTACH_AT || a->at_stage != sid)
+            continue;
+        if (a->tensor >= s->nt || !derived[a->tensor]
+            || !attached_derived(s, derived, i, depth + 1))
+            return false;
+    }
+    return true;
+}
+
 static enum kiln_status
 lower_state(struct lower *L)
 {
@@ -619,8 +684,10 @@ lower_state(struct lower *L)
     struct kiln_stmt **items = kiln_arena_alloc(ctx, sizeof(*items) * (s->norder + 1));
     uint32_t          *heap = kiln_arena_alloc(ctx, sizeof(uint32_t) * (s->nt + 1));
     uint32_t           nitems = 0, nheap = 0;
-    if (!items || !heap)
+    bool              *derived = kiln_arena_alloc(ctx, sizeof(bool) * (s->nt + 1));
+    if (!items || !heap || !derived)
         return ctx->err.status;
+    weight_derived(s, derived);
     for (uint32_t i = 0; i < s->norder; i++) {
         const struct kiln_stage *st = &s->st[s->order[i]];
         if (st->attach != KILN_ATTACH_ROOT)
@@ -630,6 +697,17 @@ lower_state(struct lower *L)
             if (b == KILN_NONE)
                 return ctx->err.status;
             heap[nheap++] = b;
+            if (derived[st->tensor] && attached_derived(s, derived, s->order[i], 0)) {
+                struct kiln_buffer *bf = &L->f->buf[b];
+                int64_t             bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+                for (uint32_t d = 0; d < bf->ndim; d++)
+                    if (kiln_mul_overflows(bytes, bf->shape[d], &bytes))
+                        return lower_fail(L, "%s is too large", tname(L, st->tensor));
+                bytes = (bytes + KILN_WS_ALIGN - 1) / KILN_WS_ALIGN * KILN_WS_ALIGN;
+                bf->prep_offset = L->f->prep_bytes;
+                if (kiln_add_overflows(L->f->prep_bytes, bytes, &L->f->prep_bytes))
+                    return lower_fail(L, "the weight-derived buffers are too large");
+            }
         }
         KILN_TRY(emit_stage(L, s->order[i], NULL, NULL, &items[nitems]));
         nitems++;

@@ -240,7 +240,8 @@ kiln_pass_memplan(struct kiln_func *f, bool plan, int64_t *unplanned)
     for (const struct kiln_stmt *s = f->body; st == KILN_OK && s && s->kind == KILN_STMT_ALLOC;
          s = s->u.alloc.body) {
         uint32_t b = s->u.alloc.buf;
-        if (b >= f->nbuf || f->buf[b].scope != KILN_SCOPE_HEAP || f->buf[b].ws_offset >= 0)
+        if (b >= f->nbuf || f->buf[b].scope != KILN_SCOPE_HEAP || f->buf[b].ws_offset >= 0
+            || f->buf[b].prep_offset >= 0) /* weight-derived: in the prepared area */
             continue;
         cand[n] = live[b];
         id[n++] = b;

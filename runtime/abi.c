@@ -18,6 +18,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -265,9 +266,10 @@ status_text(int32_t st)
     }
 }
 
-int32_t
-kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, char *err,
-              size_t errsize)
+/* Checks the arguments of a call (all of kiln_abi_call's checks); 0 or a status with err. */
+static int32_t
+check_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, char *err,
+           size_t errsize)
 {
     if (err && errsize > 0)
         err[0] = 0;
@@ -314,7 +316,14 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
                             arg_name(&d->args[i]), (int)j, arg_name(&d->args[j]));
         }
     }
+    return KILN_ABI_OK;
+}
 
+/* Runs the checked arguments through d->kernel (prepared == NULL) or d->kernel_phased. */
+static int32_t
+run(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, int32_t phase,
+    void *prepared, char *err, size_t errsize)
+{
     enum { MAX_STACK_ARGS = 64 };
     void        *stack[MAX_STACK_ARGS] = {0}; /* zeroed: GCC cannot see nargs entries get set */
     void *const *data;
@@ -331,12 +340,103 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
             stack[i] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
         data = stack;
     }
-    int32_t st = d->kernel ? d->kernel(data) : KILN_ABI_ERR_RUNTIME;
+    bool    has = prepared ? d->kernel_phased != NULL : d->kernel != NULL;
+    int32_t st = !has       ? KILN_ABI_ERR_RUNTIME
+                 : prepared ? d->kernel_phased(data, phase, prepared)
+                            : d->kernel(data);
     if (data != stack)
         kiln_rt_free((void *)data);
     if (st != KILN_ABI_OK)
-        return fail(err, errsize, st, "%s: %s (status %d)",
-                    d->kernel ? "the kernel failed" : "no kernel",
-                    d->kernel ? status_text(st) : "the descriptor has no kernel", (int)st);
+        return fail(err, errsize, st, "%s: %s (status %d)", has ? "the kernel failed" : "no kernel",
+                    has ? status_text(st) : "the descriptor has no kernel", (int)st);
     return KILN_ABI_OK;
+}
+
+int32_t
+kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, char *err,
+              size_t errsize)
+{
+    int32_t st = check_call(d, args, nargs, err, errsize);
+    return st != KILN_ABI_OK ? st : run(d, args, nargs, KILN_ABI_PHASE_ALL, NULL, err, errsize);
+}
+
+/* ---- prepared calls ----
+ *
+ * A handle is one kiln_rt_alloc: this header, padded to 64 bytes, then the prepared area of
+ * d->prepared_bytes bytes (64-byte aligned, as the kernel assumes). A module without
+ * weight-derived buffers gets a header alone (area NULL), and its prepared calls are plain
+ * calls. The header names the descriptor, so a handle of another module is refused. */
+
+#define PREPARED_MAGIC UINT64_C(0x6b696c6e70726570) /* "kilnprep" */
+#define PREPARED_HEAD  64
+
+struct prepared {
+    uint64_t                    magic;
+    const struct kiln_abi_desc *desc;
+    void                       *area;
+};
+
+int32_t
+kiln_abi_prepare(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs,
+                 void **prepared, char *err, size_t errsize)
+{
+    if (prepared)
+        *prepared = NULL;
+    int32_t st = check_call(d, args, nargs, err, errsize);
+    if (st != KILN_ABI_OK)
+        return st;
+    if (!prepared)
+        return fail(err, errsize, KILN_ABI_ERR_NULL,
+                    "kiln_prepare: the pointer to store the prepared handle in is NULL");
+    int64_t bytes = d->kernel_phased && d->prepared_bytes > 0 ? d->prepared_bytes : 0;
+    if (bytes > INT64_MAX - PREPARED_HEAD)
+        return fail(err, errsize, KILN_ABI_ERR_NOMEM, "kiln_prepare: %lld bytes is too large",
+                    (long long)bytes);
+    struct prepared *h = kiln_rt_alloc(PREPARED_HEAD + bytes);
+    if (!h)
+        return fail(err, errsize, KILN_ABI_ERR_NOMEM,
+                    "kiln_prepare: cannot allocate %lld bytes for the weight-derived buffers",
+                    (long long)bytes);
+    h->magic = PREPARED_MAGIC;
+    h->desc = d;
+    h->area = bytes ? (char *)h + PREPARED_HEAD : NULL;
+    if (h->area) {
+        st = run(d, args, nargs, KILN_ABI_PHASE_PREPARE, h->area, err, errsize);
+        if (st != KILN_ABI_OK) {
+            kiln_abi_prepared_free(h);
+            return st;
+        }
+    }
+    *prepared = h;
+    return KILN_ABI_OK;
+}
+
+int32_t
+kiln_abi_call_prepared(const struct kiln_abi_desc *d, const void *prepared, DLTensor *const *args,
+                       int32_t nargs, char *err, size_t errsize)
+{
+    const struct prepared *h = prepared;
+    if (err && errsize > 0)
+        err[0] = 0;
+    if (!h)
+        return fail(err, errsize, KILN_ABI_ERR_NULL,
+                    "kiln_call_prepared: the prepared handle is NULL (call kiln_prepare first)");
+    if (h->magic != PREPARED_MAGIC || h->desc != d)
+        return fail(err, errsize, KILN_ABI_ERR_RUNTIME,
+                    "kiln_call_prepared: the handle was not made by this module's kiln_prepare");
+    int32_t st = check_call(d, args, nargs, err, errsize);
+    if (st != KILN_ABI_OK)
+        return st;
+    return run(d, args, nargs, h->area ? KILN_ABI_PHASE_MAIN : KILN_ABI_PHASE_ALL, h->area, err,
+               errsize);
+}
+
+void
+kiln_abi_prepared_free(void *prepared)
+{
+    struct prepared *h = prepared;
+    if (!h)
+        return;
+    h->magic = 0; /* a stale handle read before the memory is reused is refused */
+    kiln_rt_free(h);
 }

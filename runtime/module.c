@@ -34,7 +34,13 @@ struct kiln_module {
     kiln_metadata_fn            metadata;
     source_fn                   source;
     kiln_set_num_threads_fn     set_num_threads;
+    kiln_prepare_fn             prepare; /* NULL for modules older than prepared calls */
+    kiln_call_prepared_fn       call_prepared;
+    kiln_prepared_free_fn       prepared_free;
 };
+
+/* The handle of a module without kiln_prepare: its prepared calls are plain calls. */
+static const char no_prepare = 0;
 
 /* Looks up a function symbol without the object-to-function-pointer cast ISO C forbids. */
 static void *
@@ -128,6 +134,13 @@ kiln_module_load(kiln_ctx *ctx, const char *path, struct kiln_module **out)
     memcpy(&m->source, &sym[2].p, sizeof m->source);
     memcpy(&m->call, &sym[3].p, sizeof m->call);
     memcpy(&m->set_num_threads, &sym[4].p, sizeof m->set_num_threads);
+    void *pp = lookup(h, "kiln_prepare"), *pc = lookup(h, "kiln_call_prepared"),
+         *pf = lookup(h, "kiln_prepared_free");
+    if (pp && pc && pf) {
+        memcpy(&m->prepare, &pp, sizeof m->prepare);
+        memcpy(&m->call_prepared, &pc, sizeof m->call_prepared);
+        memcpy(&m->prepared_free, &pf, sizeof m->prepared_free);
+    }
     *out = m;
     return KILN_OK;
 }
@@ -249,4 +262,63 @@ kiln_module_call(kiln_ctx *ctx, struct kiln_module *m, DLTensor *const *args, in
     if (rc == KILN_ABI_OK)
         return KILN_OK;
     return KILN_FAIL(ctx, status_of(rc), "run", "%s", err[0] ? err : "kiln_call failed");
+}
+
+enum kiln_status
+kiln_module_prepare(kiln_ctx *ctx, struct kiln_module *m, DLTensor *const *args, int32_t nargs,
+                    struct kiln_prepared **out, int32_t *abi_status)
+{
+    if (abi_status)
+        *abi_status = KILN_ABI_OK;
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return KILN_ERR_INVALID;
+    if (!m || !out)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "run", "kiln_module_prepare: %s is NULL",
+                         !m ? "module" : "out");
+    char    err[sizeof ctx->err.msg];
+    int32_t rc;
+    void   *p = NULL;
+    if (m->prepare) {
+        rc = m->prepare(args, nargs, &p, err, sizeof err);
+    } else { /* an older module: check the arguments with a plain call */
+        rc = m->call(args, nargs, err, sizeof err);
+        p = (void *)&no_prepare;
+    }
+    if (abi_status)
+        *abi_status = rc;
+    if (rc != KILN_ABI_OK)
+        return KILN_FAIL(ctx, status_of(rc), "run", "%s", err[0] ? err : "kiln_prepare failed");
+    *out = p;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_module_call_prepared(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_prepared *p,
+                          DLTensor *const *args, int32_t nargs, int32_t *abi_status)
+{
+    if (abi_status)
+        *abi_status = KILN_ABI_OK;
+    if (!ctx)
+        return KILN_ERR_INVALID;
+    if (!m || !p)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "run", "kiln_module_call_prepared: %s is NULL",
+                         !m ? "module" : "the prepared handle");
+    char    err[sizeof ctx->err.msg];
+    int32_t rc = (const void *)p == (const void *)&no_prepare || !m->call_prepared
+                     ? m->call(args, nargs, err, sizeof err)
+                     : m->call_prepared(p, args, nargs, err, sizeof err);
+    if (abi_status)
+        *abi_status = rc;
+    if (rc == KILN_ABI_OK)
+        return KILN_OK;
+    return KILN_FAIL(ctx, status_of(rc), "run", "%s", err[0] ? err : "kiln_call_prepared failed");
+}
+
+void
+kiln_module_prepared_free(struct kiln_module *m, struct kiln_prepared *p)
+{
+    if (m && p && (void *)p != (const void *)&no_prepare && m->prepared_free)
+        m->prepared_free(p);
 }

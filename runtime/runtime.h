@@ -33,6 +33,12 @@ void  kiln_rt_free(void *p);
  * message. */
 int32_t kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs,
                       char *err, size_t errsize);
+/* kiln_prepare / kiln_call_prepared / kiln_prepared_free of include/kiln_abi.h over d. */
+int32_t kiln_abi_prepare(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs,
+                         void **prepared, char *err, size_t errsize);
+int32_t kiln_abi_call_prepared(const struct kiln_abi_desc *d, const void *prepared,
+                               DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
+void    kiln_abi_prepared_free(void *prepared);
 
 /* Monotonic time in seconds. */
 double kiln_rt_now(void);

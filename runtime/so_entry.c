@@ -1,7 +1,7 @@
 /* runtime/so_entry.c -- the exported functions of a generated shared object (include/
- * kiln_abi.h): version, metadata, source, the checked call and the thread count, all
- * implemented over `kiln_desc`, the constant descriptor the code generator emits into the same
- * shared object.
+ * kiln_abi.h): version, metadata, source, the checked call, the prepared calls (prepare,
+ * call_prepared, prepared_free) and the thread count, all implemented over `kiln_desc`, the
+ * constant descriptor the code generator emits into the same shared object.
  *
  * Linked only into generated shared objects, never into libkiln (which has no kiln_desc). The
  * archive is built with hidden visibility, so each entry point is marked default visibility
@@ -18,6 +18,11 @@ KILN_EXPORT const char *kiln_metadata(void);
 KILN_EXPORT const char *kiln_source(void);
 KILN_EXPORT int32_t     kiln_call(DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
 KILN_EXPORT void        kiln_set_num_threads(int32_t n);
+KILN_EXPORT int32_t kiln_prepare(DLTensor *const *args, int32_t nargs, void **prepared, char *err,
+                                 size_t errsize);
+KILN_EXPORT int32_t kiln_call_prepared(const void *prepared, DLTensor *const *args, int32_t nargs,
+                                       char *err, size_t errsize);
+KILN_EXPORT void    kiln_prepared_free(void *prepared);
 
 int32_t
 kiln_abi_version(void)
@@ -47,4 +52,23 @@ void
 kiln_set_num_threads(int32_t n)
 {
     kiln_rt_set_num_threads(n);
+}
+
+int32_t
+kiln_prepare(DLTensor *const *args, int32_t nargs, void **prepared, char *err, size_t errsize)
+{
+    return kiln_abi_prepare(&kiln_desc, args, nargs, prepared, err, errsize);
+}
+
+int32_t
+kiln_call_prepared(const void *prepared, DLTensor *const *args, int32_t nargs, char *err,
+                   size_t errsize)
+{
+    return kiln_abi_call_prepared(&kiln_desc, prepared, args, nargs, err, errsize);
+}
+
+void
+kiln_prepared_free(void *prepared)
+{
+    kiln_abi_prepared_free(prepared);
 }

@@ -212,6 +212,20 @@ class Module:
                                  ctypes.c_char_p, ctypes.c_size_t]
         so.kiln_set_num_threads.restype = None
         so.kiln_set_num_threads.argtypes = [ctypes.c_int32]
+        # prepared calls (weights packed once); modules built before them lack the three
+        self._has_prepare = all(hasattr(so, s) for s in (
+            "kiln_prepare", "kiln_call_prepared", "kiln_prepared_free"))
+        if self._has_prepare:
+            so.kiln_prepare.restype = ctypes.c_int32
+            so.kiln_prepare.argtypes = [ctypes.POINTER(ctypes.POINTER(dl.DLTensor)),
+                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.c_char_p, ctypes.c_size_t]
+            so.kiln_call_prepared.restype = ctypes.c_int32
+            so.kiln_call_prepared.argtypes = [ctypes.c_void_p,
+                                              ctypes.POINTER(ctypes.POINTER(dl.DLTensor)),
+                                              ctypes.c_int32, ctypes.c_char_p, ctypes.c_size_t]
+            so.kiln_prepared_free.restype = None
+            so.kiln_prepared_free.argtypes = [ctypes.c_void_p]
         v = so.kiln_abi_version()
         if v != ABI_VERSION:
             raise Error("%s was built for kiln ABI version %d; this package supports version %d"
@@ -256,6 +270,18 @@ class Module:
         metadata says. Returns the outputs (one: the array itself; several: a tuple) as the
         library of the first input, or writes into ``out`` (an array or a sequence of them) and
         returns it."""
+        return self._run(inputs, out, lambda ptrs, n, err: self._so.kiln_call(
+            ptrs, n, err, len(err)), "kiln_call")
+
+    def prepare(self, *inputs):
+        """Computes the module's weight-derived buffers (e.g. weights packed into a blocked
+        layout) once from the weights among ``inputs`` (all inputs as for a call; only the
+        weights are read) and returns a ``Prepared``: call it like the module, with the same
+        weights unchanged, to run without recomputing them (include/kiln_abi.h, "Prepared
+        calls"). Change a weight: prepare again."""
+        return Prepared(self, inputs)
+
+    def _run(self, inputs, out, fn, what):
         if len(inputs) != len(self.args):
             raise Error("expected %d input%s (%s), got %d" % (
                 len(self.args), "" if len(self.args) == 1 else "s",
@@ -278,9 +304,9 @@ class Module:
         ptrs = (ctypes.POINTER(dl.DLTensor) * max(n, 1))(
             *[ctypes.pointer(t) for t in call.tensors])
         err = ctypes.create_string_buffer(512)
-        st = self._so.kiln_call(ptrs, n, err, len(err))
+        st = fn(ptrs, n, err)
         if st != 0:
-            raise Error(err.value.decode(errors="replace") or "kiln_call failed",
+            raise Error(err.value.decode(errors="replace") or ("%s failed" % what),
                         status=ABI_STATUS[st] if 0 <= st < len(ABI_STATUS) else st)
         del call
         if out is not None:
@@ -291,6 +317,42 @@ class Module:
         return "<kiln.Module %s: %s -> %s>" % (
             self.name, ", ".join(a.name for a in self.args),
             ", ".join(a.name for a in self.outputs))
+
+
+class Prepared:
+    """A module with its weight-derived buffers computed (``Module.prepare``). Calling it runs
+    the module's prepared call (``kiln_call_prepared``) with the same arguments as the module;
+    the weights must be the ones given to ``prepare``, unchanged. Safe to call from several
+    threads at once. Modules built before prepared calls existed run their plain call."""
+
+    def __init__(self, module, inputs):
+        self.module = module
+        self._handle = ctypes.c_void_p()
+        if module._has_prepare:
+            so = module._so
+            module._run(inputs, None, lambda ptrs, n, err: so.kiln_prepare(
+                ptrs, n, ctypes.byref(self._handle), err, len(err)), "kiln_prepare")
+
+    def __call__(self, *inputs, out=None):
+        m = self.module
+        if not m._has_prepare:
+            return m(*inputs, out=out)
+        if not self._handle.value:
+            raise Error("this prepared module was freed")
+        return m._run(inputs, out, lambda ptrs, n, err: m._so.kiln_call_prepared(
+            self._handle, ptrs, n, err, len(err)), "kiln_call_prepared")
+
+    def free(self):
+        """Frees the prepared buffers now (also done when the object is collected)."""
+        if self._handle.value and self.module._has_prepare:
+            self.module._so.kiln_prepared_free(self._handle)
+        self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
 
 
 def load(path):

@@ -78,4 +78,6 @@ const struct kiln_abi_desc        kiln_desc = {
                   "\"dtype\": \"f32\", \"shape\": [5, 3], \"role\": \"output\", \"align\": 16}]}",
            "input a: f32[5, 7]\nweight b: f32[7, 3]\nC[i, j] += a[i, k] * b[k, j]\noutput C\n",
            kDLCPU,
+           NULL,
+           0,
 };

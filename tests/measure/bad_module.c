@@ -4,8 +4,10 @@
  * candidate can fail: 0 none, 1 one wrong element, 2 an element never written, 3 SIGSEGV,
  * 4 an endless loop, 5 exit(3), 6 abort(), 7 a failed huge allocation (KILN_ABI_ERR_NOMEM),
  * 8 SIGILL, 9 an allocation of 9/10 of the physical memory, never touched (the runner's
- * address-space limit makes it fail: KILN_ABI_ERR_NOMEM), 10 correct but 0.5 s per call. Built by
- * the test with
+ * address-space limit makes it fail: KILN_ABI_ERR_NOMEM), 10 correct but 0.5 s per call, 11 a
+ * prepared module (kiln_prepare copies b into its prepared area) whose prepared call is correct
+ * but whose plain kiln_call gets one element wrong: the measurement must check (and time) the
+ * prepared call. Built by the test with
  *
  *     cc -shared -fPIC -fopenmp -Iinclude -DBAD=n bad_module.c \
  *        -Wl,--whole-archive libkiln_rt.a -Wl,--no-whole-archive -o bad.so */
@@ -71,8 +73,28 @@ kernel(void *const *data)
             c[i * N + j] = s;
         }
     }
-    if (BAD == 1)
+    if (BAD == 1 || BAD == 11)
         c[7] += 0.5f;
+    return KILN_ABI_OK;
+}
+
+/* BAD 11: PREPARE copies the weight into the prepared area, MAIN computes from the copy. */
+static int32_t
+kernel_phased(void *const *data, int32_t phase, void *prepared)
+{
+    const float *a = data[0];
+    float       *pb = prepared, *c = data[2];
+    if (phase & KILN_ABI_PHASE_PREPARE)
+        for (int64_t e = 0; e < K * N; e++)
+            pb[e] = ((const float *)data[1])[e];
+    if (phase & KILN_ABI_PHASE_MAIN)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += a[i * K + k] * pb[k * N + j];
+                c[i * N + j] = s;
+            }
     return KILN_ABI_OK;
 }
 
@@ -86,4 +108,6 @@ const struct kiln_abi_desc        kiln_desc = {
                   "\"0000000000000000\", \"target\": \"c\", \"args\": []}",
            "input a: f32[5, 7]\nweight b: f32[7, 3]\nC[i, j] += a[i, k] * b[k, j]\noutput C\n",
            kDLCPU,
+    BAD == 11 ? kernel_phased : NULL,
+    BAD == 11 ? (int64_t)sizeof(float) * K *N : 0,
 };

@@ -492,6 +492,32 @@ def generated_matches_interpreter_numpy_torch():
 
 
 @test("generated")
+def generated_prepared_calls():
+    """Module.prepare: a schedule packing the weight; prepared calls equal the interpreter,
+    also after new inputs, and after new weights with a new prepare."""
+    import numpy as np
+    import kiln
+    src = GRAPHS["matmul"]
+    if not Env.has_compile:
+        raise Skip("`kiln compile --help` does not answer yet: no generated shared objects")
+    sched = {"steps": [{"op": "pack", "stage": "b", "dim": 1, "factor": 4, "outer": 0}]}
+    g = kiln.parse(src)
+    m = kiln.compile(src, os.path.join(Env.tmp, "prep.so"), schedule=sched, name="prep")
+    assert m.metadata["prepared_bytes"] > 0
+    a, b = oracle_inputs(g, 8)
+    p = m.prepare(a, b)
+    for _ in range(2):
+        np.testing.assert_allclose(p(a, b), kiln.eval(src, a, b), rtol=1e-4, atol=1e-5)
+    a2, b2 = oracle_inputs(g, 9)
+    np.testing.assert_allclose(p(a2, b), kiln.eval(src, a2, b), rtol=1e-4, atol=1e-5)
+    p2 = m.prepare(a2, b2)
+    np.testing.assert_allclose(p2(a2, b2), kiln.eval(src, a2, b2), rtol=1e-4, atol=1e-5)
+    p.free()
+    expect_error(lambda: p(a, b), "freed")
+    expect_error(lambda: m.prepare(a), "expected 2 inputs")
+
+
+@test("generated")
 def generated_threads_out_and_errors():
     import numpy as np
     import kiln

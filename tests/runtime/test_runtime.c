@@ -37,8 +37,8 @@ add_kernel(void *const *data)
     return 0;
 }
 
-static const struct kiln_abi_desc desc3 = {
-    KILN_ABI_VERSION, 3, args3, add_kernel, "{}", "", kDLCPU};
+static const struct kiln_abi_desc desc3 = {KILN_ABI_VERSION, 3,    args3, add_kernel, "{}", "",
+                                           kDLCPU,           NULL, 0};
 
 struct fixture {
     _Alignas(64) float a[32 + 16];
@@ -334,7 +334,8 @@ test_abi_many_args(void)
         many_args[i] = (struct kiln_abi_arg){
             names[i], kDLFloat, 64, 1, 0, NULL, 8, (uint8_t)(i == NMANY - 1 ? 2 : 0)};
     }
-    struct kiln_abi_desc d = {KILN_ABI_VERSION, NMANY, many_args, sum_kernel, "{}", "", kDLCPU};
+    struct kiln_abi_desc d = {KILN_ABI_VERSION, NMANY, many_args, sum_kernel, "{}", "",
+                              kDLCPU,           NULL,  0};
     double               v[NMANY];
     DLTensor             t[NMANY];
     DLTensor            *a[NMANY];
@@ -556,7 +557,9 @@ sodir_fini(struct sodir *s)
         fprintf(stderr, "warning: could not remove %s\n", s->tmp);
 }
 
-/* Builds tests/abi/fake_module.c (with extra defines) into tmp/name. */
+/* Builds tests/abi/fake_module.c (with extra defines) into tmp/name; -z nodelete as for
+ * generated modules (codegen/llvm_emit.c): a dlclose must not unload libgomp under its idle
+ * worker threads (the consumer crashed at exit on a loaded machine without it). */
 static int
 build_fake(const struct sodir *s, const char *name, const char *defines)
 {
@@ -564,7 +567,7 @@ build_fake(const struct sodir *s, const char *name, const char *defines)
     snprintf(cmd, sizeof cmd,
              SO_BUILD_CC " -std=c11 -O1 -fPIC -shared -fopenmp" SO_BUILD_SAN
                          " %s -Iinclude tests/abi/fake_module.c -Wl,--whole-archive "
-                         "'%s/libkiln_rt.a' -Wl,--no-whole-archive -o '%s/%s'",
+                         "'%s/libkiln_rt.a' -Wl,--no-whole-archive -Wl,-z,nodelete -o '%s/%s'",
              defines, s->build, s->tmp, name);
     if (so_build_run(cmd, s->log) != 0) {
         harness_fail(__FILE__, __LINE__, "building %s failed: %s", name, cmd);

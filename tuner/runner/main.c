@@ -4,6 +4,11 @@
  * process per candidate, and may be killed at any moment: it owns no file and leaves nothing
  * behind. Standalone: libc and libdl only (the object brings its own OpenMP).
  *
+ * What is called: the module's prepared call (include/kiln_abi.h): kiln_prepare once on the
+ * job's arguments (untimed), then kiln_call_prepared for the checked call and every timed one,
+ * so weight-derived stages (a schedule's packed weights) are not part of the measured latency,
+ * as for a user with fixed weights. Modules without kiln_prepare are timed with kiln_call.
+ *
  * Timing: WARMUP untimed calls, then REPEAT repeats; each repeat calls the kernel until
  * MIN_REPEAT_MS milliseconds have passed (at least once) and records the mean time per call.
  * With FLUSH, a buffer twice the size of the last-level cache is written before every call and
@@ -26,6 +31,18 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+static kiln_call_fn          g_call;
+static kiln_call_prepared_fn g_call_prepared;
+static void                 *g_prepared; /* from kiln_prepare, or NULL: plain kiln_call */
+
+/* The call that is checked and timed: the prepared call when the module was prepared. */
+static int32_t
+invoke(DLTensor *const *args, int32_t n, char *err, size_t errsize)
+{
+    return g_prepared ? g_call_prepared(g_prepared, args, n, err, errsize)
+                      : g_call(args, n, err, errsize);
+}
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -167,6 +184,12 @@ main(int argc, char **argv)
         fail(KILN_RUNNER_LOAD, "the module takes %d tensors, the task has %u", desc->nargs, jh.nt);
     if (set_threads)
         set_threads((int32_t)threads);
+    /* the prepared call, where the module has one (modules older than it: kiln_call) */
+    kiln_prepare_fn prepare = (kiln_prepare_fn)dlsym(so, "kiln_prepare");
+    g_call_prepared = (kiln_call_prepared_fn)dlsym(so, "kiln_call_prepared");
+    g_call = call;
+    if (!g_call_prepared)
+        prepare = NULL;
 
     DLTensor  *t = calloc(jh.nt, sizeof *t);
     DLTensor **args = calloc(jh.nt, sizeof *args);
@@ -204,9 +227,16 @@ main(int argc, char **argv)
     }
     free(job);
 
-    char    err[512] = "";
+    char err[512] = "";
+    if (prepare) { /* weight-derived buffers once, as a user with fixed weights has them */
+        int32_t ps = prepare(args, (int32_t)jh.nt, &g_prepared, err, sizeof err);
+        if (ps != KILN_ABI_OK) {
+            reply.abi_status = ps;
+            fail(KILN_RUNNER_CALL, "%s", err[0] ? err : "kiln_prepare failed");
+        }
+    }
     double  t_first = now();
-    int32_t st = call(args, (int32_t)jh.nt, err, sizeof err);
+    int32_t st = invoke(args, (int32_t)jh.nt, err, sizeof err);
     double  est = now() - t_first; /* what one more call is expected to cost */
     if (st != KILN_ABI_OK) {
         reply.abi_status = st;
@@ -237,7 +267,7 @@ main(int argc, char **argv)
             fail(KILN_RUNNER_SETUP, "cannot allocate the cache flushing buffer");
     }
     for (long w = 0; w < warmup && now() + est < soft_end; w++)
-        call(args, (int32_t)jh.nt, NULL, 0);
+        invoke(args, (int32_t)jh.nt, NULL, 0);
     double *times = calloc((size_t)repeat + 1, sizeof *times);
     if (!times)
         fail(KILN_RUNNER_SETUP, "out of memory");
@@ -256,14 +286,14 @@ main(int argc, char **argv)
                 memset(fbuf, (int)(calls + (uint32_t)r), fsize);
                 sink = fbuf[fsize / 2];
                 double t0 = now();
-                call(args, (int32_t)jh.nt, NULL, 0);
+                invoke(args, (int32_t)jh.nt, NULL, 0);
                 spent += now() - t0;
                 calls++;
             } while (now() - wall0 < goal);
         } else {
             double t0 = now();
             do {
-                call(args, (int32_t)jh.nt, NULL, 0);
+                invoke(args, (int32_t)jh.nt, NULL, 0);
                 calls++;
                 spent = now() - t0;
             } while (spent < goal);
