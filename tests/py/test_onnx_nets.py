@@ -35,6 +35,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
+import harness  # noqa: E402  (tests/py/harness.py, beside this file)
+
 TOL = 1e-4
 
 
@@ -91,21 +93,10 @@ def main():
     ap.add_argument("--keep-bn", action="store_true",
                     help="export with batch norms kept; kiln must fold them")
     ap.add_argument("filter", nargs="?", default=None)
-    opt = ap.parse_args()
-    kiln_bin = os.path.abspath(opt.kiln)
-    os.chdir(REPO)
-    if not os.environ.get("KILN_LIB"):
-        os.environ["KILN_LIB"] = os.path.join(os.path.dirname(kiln_bin), "libkiln.so")
-    seed = opt.seed if opt.seed is not None else int(time.time()) % 100000
-    print("seed %d" % seed)
-    try:
-        import numpy  # noqa: F401
-        import onnx  # noqa: F401
-        import torch  # noqa: F401
-        import torchvision  # noqa: F401
-    except ImportError as e:
-        print("skip: %s (use Debian's /usr/bin/python3 with torchvision and onnx)" % e)
+    started = harness.start(ap, ['numpy', 'onnx', 'torch', 'torchvision'])
+    if started is None:
         return 77
+    opt, kiln_bin, seed = started
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kiln-onnx-") as tmp:
         for name in ("resnet18", "mobilenet_v2"):

@@ -27,10 +27,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
+
+import harness  # noqa: E402  (tests/py/harness.py, beside this file)
 
 TOL = 1e-4
 
@@ -177,20 +178,10 @@ def main():
     ap.add_argument("--kiln", required=True, help="the kiln binary of the build to test")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("filter", nargs="?", default=None)
-    opt = ap.parse_args()
-    kiln_bin = os.path.abspath(opt.kiln)
-    os.chdir(REPO)
-    if not os.environ.get("KILN_LIB"):
-        os.environ["KILN_LIB"] = os.path.join(os.path.dirname(kiln_bin), "libkiln.so")
-    seed = opt.seed if opt.seed is not None else int(time.time()) % 100000
-    print("seed %d" % seed)
-    try:
-        import numpy  # noqa: F401
-        import onnx  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as e:
-        print("skip: %s (use Debian's /usr/bin/python3 with torch and onnx)" % e)
+    started = harness.start(ap, ['numpy', 'onnx', 'torch'])
+    if started is None:
         return 77
+    opt, kiln_bin, seed = started
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kiln-simplify-") as tmp:
         for name, fn in (("bn", test_bn), ("const", test_const)):
