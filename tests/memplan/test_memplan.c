@@ -511,7 +511,7 @@ test_alias_scopes(void)
                                           "c[i] = b[i] * a[i]\n"
                                           "y[i] = c[i] + 1.0\n");
     struct kiln_schedule sched = {0};
-    struct kiln_func    *f;
+    struct kiln_func    *f = NULL;
     struct kiln_target   t;
     const char          *ir = NULL;
     int64_t              unplanned;
