@@ -17,9 +17,9 @@ struct test {
 };
 
 int      harness_main(int argc, char **argv, const struct test *tests, size_t ntests);
-uint64_t opt_seed(void);  /* --seed S (default: time-based, printed) */
-uint64_t opt_iters(void); /* --iters N (default given by the test) */
-uint64_t opt_iters_or(uint64_t dflt);
+uint64_t opt_seed(void);              /* --seed S (default: time-based, printed) */
+uint64_t opt_iters(void);             /* --iters N (default given by the test) */
+uint64_t opt_iters_or(uint64_t dflt); /* --iters N, else min(dflt, KILN_ITERS), else dflt */
 void     harness_fail(const char *file, int line, const char *fmt, ...) KILN_PRINTF(3, 4);
 void     harness_skip(const char *why);
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL if unreadable. */
