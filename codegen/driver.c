@@ -27,15 +27,6 @@ kiln_ctx_memory_report(const kiln_ctx *ctx, struct kiln_memory_report *out)
     *out = ctx ? ctx->mem : (struct kiln_memory_report){0};
 }
 
-static int64_t
-buf_bytes(const struct kiln_buffer *b)
-{
-    int64_t n = (int64_t)kiln_dtype_size((enum kiln_dtype)b->dtype);
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d]; /* graph tensors have at most 2^40 elements */
-    return n;
-}
-
 static uint8_t
 role_of(const struct kiln_graph *g, const struct kiln_func *f, uint32_t i)
 {
@@ -54,9 +45,9 @@ plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f)
                                    .workspace_unplanned = unplanned};
     for (uint32_t i = 0; i < f->nparam; i++) {
         uint8_t role = role_of(g, f, i);
-        *(role == 0   ? &r.inputs
-          : role == 1 ? &r.weights
-                      : &r.outputs) += buf_bytes(&f->buf[f->param[i]]);
+        int64_t bytes = 0; /* graph tensors have at most 2^40 elements */
+        kiln_buffer_bytes(&f->buf[f->param[i]], &bytes);
+        *(role == 0 ? &r.inputs : role == 1 ? &r.weights : &r.outputs) += bytes;
     }
     r.peak = r.weights + r.inputs + r.outputs + r.workspace + f->prep_bytes;
     ctx->mem = r;

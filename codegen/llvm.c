@@ -144,10 +144,8 @@ fn_attrs(struct cg *cg, LLVMValueRef fn, bool always_inline)
 static int64_t
 buf_bytes(const struct cg *cg, uint32_t b)
 {
-    const struct kiln_buffer *bf = &cg->f->buf[b];
-    int64_t                   n = (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
-    for (int d = 0; d < bf->ndim; d++)
-        n *= bf->shape[d]; /* checked against overflow before generation */
+    int64_t n = 0;
+    kiln_buffer_bytes(&cg->f->buf[b], &n); /* checked against overflow before generation */
     return n;
 }
 

@@ -410,6 +410,10 @@ struct kiln_buffer {
 
 #define KILN_WS_ALIGN 64 /* alignment of the workspace and of every offset in it */
 
+/* The bytes of buffer b (its dtype's size times its extents) in *out; false, *out unchanged,
+ * when an extent is negative or the product overflows int64. */
+bool kiln_buffer_bytes(const struct kiln_buffer *b, int64_t *out);
+
 enum kiln_stmt_kind {
     KILN_STMT_FOR,
     KILN_STMT_STORE,

@@ -28,6 +28,17 @@ kiln_func_new(kiln_ctx *ctx, const char *name)
     return f;
 }
 
+bool
+kiln_buffer_bytes(const struct kiln_buffer *b, int64_t *out)
+{
+    int64_t n = (int64_t)kiln_dtype_size((enum kiln_dtype)b->dtype);
+    for (int d = 0; d < b->ndim; d++)
+        if (b->shape[d] < 0 || kiln_mul_overflows(n, b->shape[d], &n))
+            return false;
+    *out = n;
+    return true;
+}
+
 uint32_t
 kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt, uint32_t ndim,
                      const int64_t *shape, enum kiln_scope scope, uint32_t tensor)

@@ -699,10 +699,9 @@ lower_state(struct lower *L)
             heap[nheap++] = b;
             if (derived[st->tensor] && attached_derived(s, derived, s->order[i], 0)) {
                 struct kiln_buffer *bf = &L->f->buf[b];
-                int64_t             bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
-                for (uint32_t d = 0; d < bf->ndim; d++)
-                    if (kiln_mul_overflows(bytes, bf->shape[d], &bytes))
-                        return lower_fail(L, "%s is too large", tname(L, st->tensor));
+                int64_t             bytes;
+                if (!kiln_buffer_bytes(bf, &bytes))
+                    return lower_fail(L, "%s is too large", tname(L, st->tensor));
                 bytes = (bytes + KILN_WS_ALIGN - 1) / KILN_WS_ALIGN * KILN_WS_ALIGN;
                 bf->prep_offset = L->f->prep_bytes;
                 if (kiln_add_overflows(L->f->prep_bytes, bytes, &L->f->prep_bytes))

@@ -198,12 +198,10 @@ kiln_memplan_live(const struct kiln_func *f, struct kiln_live *live)
     const struct kiln_stmt  *top = root_items(f, &items, &n);
     struct live_scan         L = {.f = f, .live = live};
     for (uint32_t b = 0; b < f->nbuf; b++) {
-        int64_t bytes = (int64_t)kiln_dtype_size((enum kiln_dtype)f->buf[b].dtype);
-        for (int d = 0; d < f->buf[b].ndim; d++)
-            if (f->buf[b].shape[d] < 0 || kiln_mul_overflows(bytes, f->buf[b].shape[d], &bytes))
-                return KILN_FAIL(f->ctx, KILN_ERR_INVALID, "memplan",
-                                 "memplan: buffer %s is too large",
-                                 kiln_sym_str(f->ctx, f->buf[b].name));
+        int64_t bytes;
+        if (!kiln_buffer_bytes(&f->buf[b], &bytes))
+            return KILN_FAIL(f->ctx, KILN_ERR_INVALID, "memplan", "memplan: buffer %s is too large",
+                             kiln_sym_str(f->ctx, f->buf[b].name));
         live[b] = (struct kiln_live){.bytes = bytes, .first = 1, .last = 0};
     }
     for (uint32_t i = 0; i < n; i++) {
