@@ -27,3 +27,14 @@ def start(ap, modules):
             print("skip: %s (use Debian's /usr/bin/python3 with %s)" % (e, ", ".join(modules)))
             return None
     return opt, kiln_bin, seed
+
+
+FAILS = []  # messages of the failed checks of this test process
+
+
+def check(cond, msg):
+    """Records (and prints) a failed check without stopping the test; returns cond."""
+    if not cond:
+        FAILS.append(msg)
+        print("FAIL " + msg)
+    return cond

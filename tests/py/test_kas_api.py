@@ -32,14 +32,7 @@ from torch import nn
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
-FAILS = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL " + msg)
-    return cond
+from harness import FAILS, check  # noqa: E402  (tests/py/harness.py, beside this file)
 
 
 def raises(fn, text):

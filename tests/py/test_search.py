@@ -34,15 +34,9 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
+from harness import FAILS, check  # noqa: E402  (tests/py/harness.py, beside this file)
+
 DATA = "/usr/share/datasets/fashion-mnist"
-FAILS = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL " + msg)
-    return cond
 
 
 def search(kiln, out, seed, extra=(), expect=0):
