@@ -127,7 +127,7 @@ kas_emit_kg(kiln_ctx *ctx, const struct kas_design *d, const struct kas_placehol
     shape_list(b, ctx, batch, &c[0]);
     kiln_buf_puts(ctx, b, "\n");
     for (int i = 1; i < d->nnode; i++) {
-        struct kas_mono wd[4];
+        struct kas_mono wd[KAS_MAX_WDIMS];
         int             nw = kas_node_weight(d, i, wd);
         if (!nw)
             continue;
@@ -219,7 +219,7 @@ kas_emit_kg(kiln_ctx *ctx, const struct kas_design *d, const struct kas_placehol
             break;
         case KAS_CONV: {
             int64_t         cg;
-            struct kas_mono wd[4];
+            struct kas_mono wd[KAS_MAX_WDIMS];
             kas_node_weight(d, i, wd);
             kas_mono_eval(wd[1], vals, &cg);
             kiln_buf_printf(ctx, b, "%s = conv2d(%s, w%d, padding=[%d, %d], groups=%lld)\n", t, x,
@@ -513,7 +513,7 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
         kiln_buf_puts(ctx, b, "        assert K == C, \"this kernel was sampled for K = C\"\n");
     py_relative_sizes(b, ctx, d);
     for (int i = 1; i < d->nnode; i++) {
-        struct kas_mono wd[4];
+        struct kas_mono wd[KAS_MAX_WDIMS];
         int             nw = kas_node_weight(d, i, wd);
         if (!nw)
             continue;
@@ -531,7 +531,7 @@ kas_emit_py(kiln_ctx *ctx, const struct kas_design *d, const char *name, struct 
                   "weight (+-1/sqrt(fan_in))\n");
     bool any = false;
     for (int i = 1; i < d->nnode; i++) {
-        struct kas_mono wd[4];
+        struct kas_mono wd[KAS_MAX_WDIMS];
         if (!kas_node_weight(d, i, wd))
             continue;
         any = true;

@@ -359,7 +359,7 @@ kas_design_eval(const struct kas_design *d, const int64_t *vals, int64_t H, int6
             memcpy(t[0].v, x, sizeof(double) * (size_t)t[0].n);
             continue;
         }
-        struct kas_mono wd[4];
+        struct kas_mono wd[KAS_MAX_WDIMS];
         int             nw = kas_node_weight(d, i, wd);
         int64_t         wn = 1, fan = 1;
         for (int k = 0; k < nw && ok; k++) {

@@ -24,9 +24,10 @@ enum kas_var {
     KAS_NVAR,
 };
 #define KAS_MAX_UNKNOWN 3
-#define KAS_MAX_RANK    5                        /* non-spatial dims of a tensor */
-#define KAS_MAX_NODES   24                       /* primitives of one design, input included */
-#define KAS_MAX_PH      16                       /* placeholders */
+#define KAS_MAX_RANK    5            /* non-spatial dims of a tensor */
+#define KAS_MAX_WDIMS   KAS_MAX_RANK /* dims of a weight: a scale may span every dim (conv: 4) */
+#define KAS_MAX_NODES   24           /* primitives of one design, input included */
+#define KAS_MAX_PH      16           /* placeholders */
 extern const char *const kas_var_name[KAS_NVAR]; /* "C", "K", "G", "x0", ... */
 
 /* A size: num/den * prod var^e[var]; num, den > 0 and coprime. */
@@ -147,7 +148,7 @@ int  kas_design_add(struct kas_design *d, struct kas_node nd);
 void kas_design_init(struct kas_design *d, bool k_is_c, int stride);
 /* Substitutes the solver's solutions into every size of d. */
 void kas_design_resolve(struct kas_design *d);
-/* Weight tensor of node i, if any: rank and dims (at most 4). */
+/* Weight tensor of node i, if any: rank and dims (at most KAS_MAX_WDIMS). */
 int kas_node_weight(const struct kas_design *d, int i, struct kas_mono *dims);
 
 /* Concrete values of every variable for one placeholder (C, K from it; G, unknowns from d). */

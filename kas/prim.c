@@ -282,7 +282,7 @@ kas_node_weight(const struct kas_design *d, int i, struct kas_mono *w)
     switch ((enum kas_prim)n->prim) {
     case KAS_SCALE: {
         int nw = 0;
-        for (int k = 0; k < in->rank && nw < 4; k++)
+        for (int k = 0; k < in->rank; k++)
             if (n->a & (1 << k))
                 w[nw++] = in->d[k];
         return nw;
@@ -361,7 +361,7 @@ kas_node_cost(const struct kas_design *d, int i, const int64_t *vals, int64_t H,
     const struct kas_shape *in = n->nin ? &d->node[n->in[0]].out : NULL;
     if (in && !numel(in, vals, H, W, &ni))
         return false;
-    struct kas_mono wd[4];
+    struct kas_mono wd[KAS_MAX_WDIMS];
     int             nw = kas_node_weight(d, i, wd);
     double          wn = 1;
     for (int k = 0; k < nw; k++) {

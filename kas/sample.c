@@ -34,7 +34,7 @@ target_of(const struct kas_design *d)
 static bool
 has_weight(const struct kas_design *d)
 {
-    struct kas_mono w[4];
+    struct kas_mono w[KAS_MAX_WDIMS];
     for (int i = 1; i < d->nnode; i++)
         if (kas_node_weight(d, i, w))
             return true;

@@ -467,7 +467,7 @@ kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng
     /* sizes to check for integrality, each at the level of its last free variable */
     for (int i = 0; i < d->nnode; i++) {
         const struct kas_node *n = &d->node[i];
-        struct kas_mono        w[4];
+        struct kas_mono        w[KAS_MAX_WDIMS];
         int                    nw = kas_node_weight(d, i, w);
         for (int k = 0; k < n->out.rank; k++)
             add_check(&b, n->out.d[k]);

@@ -352,6 +352,11 @@ test_primitives_against_kiln(void)
         {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
          {.prim = KAS_FOLD, .nin = 1, .in = {1}, .a = 1, .b = KAS_FOLD_MEAN},
          {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_SUM}},
+
+        /* a scale over all five dims of a twice-unfolded tensor: a weight of rank 5 */
+        {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 3},
+         {.prim = KAS_UNFOLD, .nin = 1, .in = {1}, .a = 3, .b = 3, .c = 1},
+         {.prim = KAS_SCALE, .nin = 1, .in = {2}, .a = 31}},
     };
     int nscript = (int)KILN_COUNTOF(script);
     for (int c = 0; c < nscript; c++) {
