@@ -23,23 +23,12 @@
 
 const char *const kas_var_name[KAS_NVAR] = {"C", "K", "G", "x0", "x1", "x2"};
 
-static int64_t
-gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a < 0 ? -a : a;
-}
-
 static struct kas_mono
 reduce(int64_t num, int64_t den, const int8_t *e)
 {
     struct kas_mono m;
     memset(&m, 0, sizeof m);
-    int64_t g = gcd64(num, den);
+    int64_t g = kiln_gcd64(num, den);
     if (g > 1) {
         num /= g;
         den /= g;
@@ -272,7 +261,7 @@ kas_budget_candidates(const struct kas_spec *s, const struct kas_design *d, enum
     if (v == KAS_G) {
         int64_t gmax = 0; /* G must divide every C and K */
         for (uint32_t p = 0; p < s->nph; p++)
-            gmax = gcd64(gmax, gcd64(s->ph[p].C, s->ph[p].K));
+            gmax = kiln_gcd64(gmax, kiln_gcd64(s->ph[p].C, s->ph[p].K));
         for (size_t k = 0; k < KILN_COUNTOF(g_cand) && n < cap; k++)
             if (gmax % g_cand[k] == 0)
                 out[n++] = kas_mono_const(g_cand[k]);

@@ -112,6 +112,7 @@ vector_knobs(const struct kiln_sketch *sk, const struct kiln_prog *p, bool *vec)
 }
 
 #define KILN_TILE_REGS 24 /* accumulators an innermost tile may hold without spilling */
+#define KILN_TILE_MIN  8  /* accumulators that keep the FMA units busy: latency 4 x 2 ports */
 
 static bool
 tiled(const struct kiln_op_plan *op)
@@ -136,6 +137,56 @@ tile_registers(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int 
         regs *= vec[k] ? (inner + lanes - 1) / lanes : inner;
     }
     return regs;
+}
+
+/* A vectorised tile of fewer than KILN_TILE_MIN accumulators leaves the FMA units waiting on
+ * their own latency, and each of its rows beyond the first reuses the vector operand's loads
+ * (a 2x4-vector matmul tile streams four vectors of B per 8 FMAs; an 8x2 one two per 16). So
+ * small tiles grow along the other axes, in random order, each innermost part to a divisor of
+ * the extent that keeps the tile within KILN_TILE_REGS (the outer parts shrink to what still
+ * divides the rest), until the tile holds at least KILN_TILE_MIN. */
+static void
+fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
+          int lanes, const bool *vec, uint32_t vk, struct kiln_prog *p)
+{
+    uint32_t order[KILN_MAX_DIMS], n = 0;
+    for (uint32_t a = 0; a < op->nvcand && n < KILN_COUNTOF(order); a++)
+        if (op->k_split[op->vcand[a]] != KILN_NONE && op->k_split[op->vcand[a]] != vk)
+            order[n++] = op->k_split[op->vcand[a]];
+    for (uint32_t i = n; i > 1; i--) { /* shuffle */
+        uint32_t j = (uint32_t)kiln_rng_below(rng, i), t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t regs = tile_registers(sk, op, lanes, vec, p);
+        if (regs >= KILN_TILE_MIN)
+            return;
+        const struct kiln_knob *k = &sk->knob[order[i]];
+        int64_t                *v = &p->v[k->slot];
+        int64_t                 d[512], reach[64], fit = 0;
+        uint32_t                nreach = 0;
+        if (k->nparts == 0)
+            continue;
+        int64_t  rest = regs / v[k->nparts - 1]; /* the tile without this axis */
+        uint32_t nd = divisors(k->extent, d, KILN_COUNTOF(d));
+        for (uint32_t j = 0; j < nd; j++) {
+            if (d[j] > KILN_MAX_INNER || rest * d[j] > KILN_TILE_REGS)
+                continue;
+            fit = d[j];
+            if (rest * d[j] >= KILN_TILE_MIN && nreach < KILN_COUNTOF(reach))
+                reach[nreach++] = d[j];
+        }
+        if (!nreach && fit <= v[k->nparts - 1])
+            continue;
+        v[k->nparts - 1] = nreach ? pick(rng, reach, nreach) : fit;
+        /* the outer parts keep what still divides the rest of the extent */
+        int64_t rem = k->extent / v[k->nparts - 1];
+        for (uint32_t j = k->nparts - 1; j-- > 0;) {
+            v[j] = kiln_gcd64(v[j], rem);
+            rem /= v[j];
+        }
+    }
 }
 
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
@@ -189,6 +240,8 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
             v[kn->nparts - 1] = 1;
         }
     }
+    if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.7)
+        fill_tile(sk, op, rng, lanes, vec, vk, p);
 }
 
 void

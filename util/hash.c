@@ -107,3 +107,15 @@ kiln_add_overflows(int64_t a, int64_t b, int64_t *out)
 {
     return __builtin_add_overflow(a, b, out);
 }
+
+int64_t
+kiln_gcd64(int64_t a, int64_t b)
+{
+    uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+    while (y) {
+        uint64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x > (uint64_t)INT64_MAX ? 0 : (int64_t)x;
+}

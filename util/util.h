@@ -141,5 +141,7 @@ double          kiln_rng_normal(struct kiln_rng *r);            /* standard norm
 /* ---- checked 64-bit arithmetic for sizes ---- */
 bool kiln_mul_overflows(int64_t a, int64_t b, int64_t *out);
 bool kiln_add_overflows(int64_t a, int64_t b, int64_t *out);
+/* gcd of |a| and |b|; 0 when both are 0 or it is not representable (2^63) */
+int64_t kiln_gcd64(int64_t a, int64_t b);
 
 #endif /* KILN_UTIL_H */
