@@ -189,8 +189,13 @@ kiln_stmt_alloc(kiln_ctx *ctx, uint32_t buf, struct kiln_stmt *body)
 kiln_expr
 kiln_fresh_var(kiln_ctx *ctx, const char *base)
 {
-    char name[96];
-    snprintf(name, sizeof name, "%s", base);
+    if (!base) /* the caller's name failed to allocate: the error is set */
+        return (kiln_expr){0};
+    size_t size = strlen(base) + 16; /* room for ".%u" */
+    char  *name = kiln_arena_alloc(ctx, size);
+    if (!name)
+        return (kiln_expr){0};
+    snprintf(name, size, "%s", base);
     for (uint32_t k = 1; k < 1000000; k++) {
         /* a symbol that exists already may be in use: take the first unused spelling */
         uint32_t before = ctx->nsym;
@@ -199,7 +204,7 @@ kiln_fresh_var(kiln_ctx *ctx, const char *base)
             return (kiln_expr){0};
         if (ctx->nsym != before)
             return kiln_var_named(ctx, sym, KILN_DTYPE_INDEX);
-        snprintf(name, sizeof name, "%s.%u", base, k);
+        snprintf(name, size, "%s.%u", base, k);
     }
     KILN_FAIL(ctx, KILN_ERR_INTERNAL, "loop", "no fresh name for %s", base);
     return (kiln_expr){0};

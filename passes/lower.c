@@ -351,9 +351,8 @@ init_nest(struct nest *N, uint32_t from)
         } else if (st->it[l].reduce) {
             val[l] = kiln_idx(ctx, 0);
         } else {
-            char nm[96];
-            snprintf(nm, sizeof nm, "%s.%s.init", tname(L, st->tensor),
-                     kiln_sym_str(ctx, st->it[l].name));
+            const char *nm = kiln_arena_printf(ctx, "%s.%s.init", tname(L, st->tensor),
+                                               kiln_sym_str(ctx, st->it[l].name));
             val[l] = fresh[nfresh] = kiln_fresh_var(ctx, nm);
             pos[nfresh++] = p;
         }
@@ -576,9 +575,8 @@ emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base, const int64_t *
                      .loop = loop,
                      .first_red = st->nleaf};
     for (uint32_t p = 0; p < st->nleaf; p++) {
-        char nm[96];
-        snprintf(nm, sizeof nm, "%s.%s", tname(L, st->tensor),
-                 kiln_sym_str(ctx, st->it[st->leaf[p]].name));
+        const char *nm = kiln_arena_printf(ctx, "%s.%s", tname(L, st->tensor),
+                                           kiln_sym_str(ctx, st->it[st->leaf[p]].name));
         var[p] = val[st->leaf[p]] = kiln_fresh_var(ctx, nm);
         if (st->it[st->leaf[p]].reduce && N.first_red == st->nleaf)
             N.first_red = p;

@@ -64,16 +64,15 @@ add_iter(kiln_ctx *ctx, struct kiln_stage *st, uint32_t name, int64_t ext, bool 
 static uint32_t
 unique_name(kiln_ctx *ctx, const struct kiln_stage *st, const char *base)
 {
-    char name[96];
-    snprintf(name, sizeof name, "%s", base);
-    for (int k = 1; k < 100; k++) {
+    const char *name = base;
+    for (int k = 1; k < 100 && name; k++) {
         uint32_t sym = kiln_sym_cstr(ctx, name);
         bool     clash = false;
         for (uint32_t i = 0; i < st->nit; i++)
             clash |= st->it[i].name == sym;
         if (!clash)
             return sym;
-        snprintf(name, sizeof name, "%s_%d", base, k);
+        name = kiln_arena_printf(ctx, "%s_%d", base, k);
     }
     return kiln_sym_cstr(ctx, base);
 }
@@ -327,8 +326,9 @@ do_split(struct apply *a, struct kiln_stage *st, uint32_t iname, uint32_t n, con
     struct kiln_rel rel = {.kind = KILN_REL_SPLIT, .n = (uint8_t)(n + 1), .parent = parent};
     int64_t         ext = st->it[parent].extent;
     for (uint32_t j = 0; j <= n; j++) {
-        char name[96];
-        snprintf(name, sizeof name, "%s.%u", kiln_sym_str(ctx, iname), j);
+        const char *name = kiln_arena_printf(ctx, "%s.%u", kiln_sym_str(ctx, iname), j);
+        if (!name)
+            return ctx->err.status;
         int64_t e = j ? factors[j - 1] : (ext + inner - 1) / inner;
         if (!add_iter(ctx, st, unique_name(ctx, st, name), e, st->it[parent].reduce, &rel.parts[j]))
             return ctx->err.status;
@@ -588,8 +588,9 @@ derived_tensor(struct apply *a, uint32_t from, const char *suffix, uint32_t ndim
 {
     kiln_ctx           *ctx = a->ctx;
     struct kiln_stensor t = a->s->t[from];
-    char                name[160];
-    snprintf(name, sizeof name, "%s.%s", kiln_sym_str(ctx, t.name), suffix);
+    const char         *name = kiln_arena_printf(ctx, "%s.%s", kiln_sym_str(ctx, t.name), suffix);
+    if (!name)
+        return KILN_NONE;
     t.name = kiln_sym_cstr(ctx, name);
     if (find_tensor(a->s, t.name) != KILN_NONE) {
         step_fail(a, "%s already exists", name);

@@ -774,6 +774,20 @@ sym(struct emit *E, const char *s)
     return kiln_sym_cstr(E->ctx, s);
 }
 
+/* The name of a stage derived from `base` ("C.local", "B.pack", "C.rf"), however long base is:
+ * interned, so it lives as long as the context. */
+static const char *
+derived(struct emit *E, const char *base, const char *suffix)
+{
+    size_t lb = strlen(base), ls = strlen(suffix);
+    char  *buf = kiln_arena_alloc(E->ctx, lb + ls + 1);
+    if (!buf)
+        return "";
+    memcpy(buf, base, lb);
+    memcpy(buf + lb, suffix, ls + 1);
+    return kiln_sym_str(E->ctx, sym(E, buf));
+}
+
 static enum kiln_status
 push(struct emit *E, struct kiln_step st)
 {
@@ -980,11 +994,11 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     }
     int64_t f = val(E, p->k_split[t->ndim], 0, 1);
     KILN_TRY(emit_split(E, tn, &L, r, 1, &f));
-    char rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME], rf[KILN_SKETCH_NAME];
+    char        rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME];
+    const char *rf = derived(E, tn, ".rf");
     snprintf(rout, sizeof rout, "%.58s.0", r);
     snprintf(rin, sizeof rin, "%.58s.1", r);
     KILN_TRY(step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
-    snprintf(rf, sizeof rf, "%.58s.rf", tn);
     /* tn.rf: spatial axes, the rfactored part (spatial), the other part (reduction) */
     struct leaves R = {.n = 0};
     for (uint32_t k = 0; k < t->ndim; k++)
@@ -1056,9 +1070,9 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
                                    .n = 2,
                                    .factors = {l[v][2], 0}};
             KILN_TRY(push(E, st));
-            char ps[KILN_SKETCH_NAME + 8], it[16];
-            snprintf(ps, sizeof ps, "%.58s.pack", an);
-            int64_t outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
+            const char *ps = derived(E, an, ".pack");
+            char        it[16];
+            int64_t     outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
             if (E->sk->priv->cores > 1 && outer0 > 1)
                 KILN_TRY(step1(E, KILN_STEP_PARALLEL, ps, "i0"));
             snprintf(it, sizeof it, "i%u", (unsigned)tt->ndim);
@@ -1066,12 +1080,10 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         }
     }
     const char *P = tn, *X = NULL; /* producer (tiled SSRSRS) and consumer stage */
-    char        local[KILN_SKETCH_NAME + 8];
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        snprintf(local, sizeof local, "%.58s.local", tn);
-        P = local;
+        P = derived(E, tn, ".local");
         X = tn;
         memcpy(xnames, names, sizeof names);
     } else if (p->mode == KILN_PLAN_TILE_FUSE) {
