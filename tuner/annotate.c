@@ -244,6 +244,63 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
         fill_tile(sk, op, rng, lanes, vec, vk, p);
 }
 
+/* Iterations of the parallel loop of a tiled op: its `par` first spatial axes in the order the
+ * sketch fuses them (split axes, the vector axis last), each over its outermost tile. */
+static int64_t
+parallel_extent(const struct kiln_sketch *sk, const struct kiln_prog *p, const uint32_t *order,
+                uint32_t n, int64_t par)
+{
+    int64_t ext = 1;
+    for (uint32_t i = 0; i < n && i < (uint64_t)par; i++) {
+        const struct kiln_knob *k = &sk->knob[order[i]];
+        int64_t                 inner = 1;
+        for (uint32_t j = 0; j < k->nparts; j++)
+            inner *= p->v[k->slot + j];
+        ext *= (k->extent + inner - 1) / inner;
+    }
+    return ext;
+}
+
+/* A parallel loop of fewer iterations than cores leaves cores idle (a matmul tiled as one
+ * outermost row block ran on one of two cores). Such draws fuse more outer loops into the
+ * parallel one and, if that is not enough, move factors of the middle tile levels out to the
+ * outermost (never the innermost, register tile), most of the time. */
+static void
+parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
+               struct kiln_prog *p)
+{
+    int cores = sk->priv->cores;
+    if (!tiled(op) || op->k_par == KILN_NONE || cores < 2 || kiln_rng_uniform(rng) < 0.1)
+        return;
+    uint32_t va = op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]];
+    uint32_t order[KILN_MAX_DIMS], n = 0;
+    for (uint32_t a = 0; a < op->nvcand; a++)
+        if (op->vcand[a] != va && op->k_split[op->vcand[a]] != KILN_NONE)
+            order[n++] = op->k_split[op->vcand[a]];
+    if (op->k_split[va] != KILN_NONE)
+        order[n++] = op->k_split[va];
+    const struct kiln_knob *kp = &sk->knob[op->k_par];
+    int64_t                *par = &p->v[kp->slot];
+    if (*par == 0 || n == 0)
+        return; /* serial by choice */
+    while (parallel_extent(sk, p, order, n, *par) < cores && *par < (int64_t)n
+           && *par + 1 < kp->nchoice)
+        ++*par;
+    for (int tries = 0; tries < 32 && parallel_extent(sk, p, order, n, *par) < cores; tries++) {
+        uint32_t                i = (uint32_t)kiln_rng_below(rng, (uint64_t)(*par < n ? *par : n));
+        const struct kiln_knob *k = &sk->knob[order[i]];
+        int64_t                *v = &p->v[k->slot];
+        for (uint32_t j = 0; j + 1 < k->nparts; j++) /* the first middle part with a factor */
+            if (v[j] > 1) {
+                int64_t f = 2;
+                while (v[j] % f)
+                    f++;
+                v[j] /= f;
+                break;
+            }
+    }
+}
+
 void
 kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out)
 {
@@ -287,8 +344,10 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         if (k->kind == KILN_KNOB_SPLIT)
             sample_split(rng, k->extent, k->nparts, lanes, vec[i], &out->v[k->slot]);
     }
-    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
         register_tile(sk, &sk->priv->op[i], rng, lanes, vec, out);
+        parallel_prior(sk, &sk->priv->op[i], rng, out);
+    }
 }
 
 static const double role_weight[] = {

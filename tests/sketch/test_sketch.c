@@ -25,6 +25,7 @@ now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+#define LONG "t__features_features_12_conv_conv_0_conv_0_0_Conv_output_0_as_an_onnx_export_names_it"
 static const char *const graphs[][2] = {
     {"matmul", "input A: f32[12, 20]\nweight B: f32[20, 24]\nC[i, j] += A[i, k] * B[k, j]\n"
                "output C\n"},
@@ -46,6 +47,15 @@ static const char *const graphs[][2] = {
                    "C = matmul(E, B)\noutput C\n"},
     {"two_anchors", "input x: f32[8, 12]\nweight w1: f32[12, 16]\nweight w2: f32[16, 8]\n"
                     "h = matmul(x, w1)\nr = relu(h)\ny = matmul(r, w2)\noutput y\n"},
+    /* stage names derived from long tensor names ("<name>.local", "<w>.pack", "<s>.rf") were
+     * cut at 58 characters, so every program of those sketches failed to apply */
+    {"long_names", "input x_" LONG ": f32[1, 8, 6, 6]\nweight w_" LONG ": f32[16, 8, 3, 3]\n"
+                   "weight b_" LONG ": f32[16, 1, 1]\n"
+                   "y_" LONG " = conv2d(x_" LONG ", w_" LONG ", padding=1)\n"
+                   "z_" LONG " = add(y_" LONG ", b_" LONG ")\nr_" LONG " = relu(z_" LONG ")\n"
+                   "output r_" LONG "\n"},
+    {"long_names_rowsum", "input x_" LONG ": f32[2, 600]\ns_" LONG "[i] += x_" LONG "[i, k]\n"
+                          "output s_" LONG "\n"},
 };
 
 static void
@@ -501,7 +511,7 @@ test_prior(void)
         if (!pv || pv->nop != 1 || pv->op[0].mode != KILN_PLAN_TILE_CW)
             continue;
         const struct kiln_op_plan *op = &pv->op[0];
-        uint32_t                   n = 2000, packed = 0, fits = 0, full = 0, nvec = 0;
+        uint32_t n = 2000, packed = 0, fits = 0, full = 0, nvec = 0, npar = 0, busy = 0;
         for (uint32_t i = 0; i < n; i++) {
             struct kiln_prog p;
             kiln_prog_sample(&sk[s], &r, &p);
@@ -519,13 +529,31 @@ test_prior(void)
             fits += regs <= 24;
             nvec += vec;
             full += vec && regs >= 8 && regs <= 24;
+            /* the parallel loop: the first `par` axes (split ones, the vector axis last) over
+             * their outermost tiles */
+            int64_t  par = op->k_par == KILN_NONE ? 0 : p.v[sk[s].knob[op->k_par].slot], ext = 1;
+            uint32_t order[KILN_MAX_DIMS], no = 0;
+            for (uint32_t a = 0; a < op->nvcand; a++)
+                if (op->vcand[a] != va)
+                    order[no++] = op->vcand[a];
+            order[no++] = va;
+            for (uint32_t a = 0; a < no && a < par; a++) {
+                const struct kiln_knob *k = &sk[s].knob[op->k_split[order[a]]];
+                int64_t                 inner = 1;
+                for (uint32_t j = 0; j < k->nparts; j++)
+                    inner *= p.v[k->slot + j];
+                ext *= (k->extent + inner - 1) / inner;
+            }
+            npar += par > 0;
+            busy += par > 0 && ext >= hw.num_cores;
         }
         printf("sketch %s: %u of %u programs vectorise the packed k axis, %u fit 24 registers; "
-               "%u of %u vectorised ones hold 8 to 24\n",
-               sk[s].desc, packed, n, fits, full, nvec);
+               "%u of %u vectorised ones hold 8 to 24; %u of %u parallel ones keep %d cores busy\n",
+               sk[s].desc, packed, n, fits, full, nvec, busy, npar, hw.num_cores);
         CHECK(packed >= n * 3 / 10);
         CHECK(fits >= n * 6 / 10);
         CHECK(full >= nvec * 3 / 4);
+        CHECK(busy >= npar * 8 / 10);
         tested++;
     }
     CHECK(tested > 0);
