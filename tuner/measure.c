@@ -82,7 +82,8 @@ struct kiln_measurer {
     double                 **ref;    /* per output (nt - nin), numel doubles */
     double                  *refmax; /* per output: max |ref| over finite values */
     const char              *ref_kind;
-    uint64_t                 seq; /* names of temporary files */
+    uint64_t                 seq;        /* names of temporary files */
+    double                   hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
 };
 
 /* ---- dtype conversions (the same rounding as `kiln run`) ---- */
@@ -654,13 +655,14 @@ measure_batch(struct kiln_measurer *m, const struct kiln_measure_input *in, uint
             snprintf(so[i], sizeof so[i], "%s/c%llu.so", m->dir, (unsigned long long)m->seq++);
         }
     }
-    char sr[16], sw[16], sm[32], sf[4], sth[16], sb[32];
+    char sr[16], sw[16], sm[32], sf[4], sth[16], sb[32], sh[32];
     snprintf(sr, sizeof sr, "%u", capture ? 0 : m->o.repeat);
     snprintf(sw, sizeof sw, "%u", capture ? 0 : m->o.warmup);
     snprintf(sm, sizeof sm, "%.0f", capture ? 0 : ceil(m->o.min_repeat_ms));
     snprintf(sf, sizeof sf, "%d", m->o.flush_cache && !capture);
     snprintf(sth, sizeof sth, "%d", m->threads);
     snprintf(sb, sizeof sb, "%.0f", floor(m->o.run_timeout_s * 800));
+    snprintf(sh, sizeof sh, "%.0f", capture ? 0 : ceil(m->hopeless_s * 1e6));
 
     uint32_t done = 0, next_build = 0, next_run;
     while (done < n) {
@@ -696,7 +698,8 @@ measure_batch(struct kiln_measurer *m, const struct kiln_measure_input *in, uint
             uint32_t s = 0;
             while (jobs[s].active)
                 s++;
-            const char *argv[] = {m->runner, m->job, so[next_run], sr, sw, sm, sf, sth, sb, NULL};
+            const char *argv[] = {m->runner, m->job, so[next_run], sr, sw,  sm,
+                                  sf,        sth,    sb,           sh, NULL};
             st = start_job(m, &jobs[s], JOB_RUN, next_run, &in[next_run], so[next_run], argv);
             if (st != KILN_OK)
                 goto out;
@@ -993,6 +996,13 @@ kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds)
 {
     if (m && seconds > 0)
         m->o.run_timeout_s = seconds;
+}
+
+void
+kiln_measurer_set_hopeless(struct kiln_measurer *m, double seconds)
+{
+    if (m)
+        m->hopeless_s = seconds > 0 ? seconds : 0;
 }
 
 void

@@ -522,6 +522,11 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
         if (best > 0)
             limit = fmin(limit, fmax(1.0, 30 * best));
         kiln_measurer_set_run_timeout(t->meas, limit);
+        /* and one 4x slower on its first call gets a single repeat: most sampled programs
+         * are, and their warm-up and repeats were most of the tuning time (not below 5 ms:
+         * a first call may include starting the thread pool, and a repeat lasts at least
+         * min_repeat_ms anyway) */
+        kiln_measurer_set_hopeless(t->meas, best > 0 ? fmax(4 * best, 5e-3) : 0);
         if (o->strategy == KILN_STRATEGY_ANSOR_DROPLET && t->phase == TPHASE_ANSOR
             && t->trials >= o->droplet_after)
             t->phase = TPHASE_DROPLET;

@@ -286,6 +286,9 @@ void             kiln_measurer_free(struct kiln_measurer *m);
 /* Changes the run timeout of later measurements (the tuner tightens it to a multiple of the
  * best time found, so hopeless candidates cost little). */
 void kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds);
+/* A candidate whose first (checked) call takes longer than `seconds` cannot become the best:
+ * it gets one timed repeat and no warm-up, and its time is recorded as usual. 0: off. */
+void kiln_measurer_set_hopeless(struct kiln_measurer *m, double seconds);
 /* "interpreter" or "default schedule": where the reference outputs came from. */
 const char *kiln_measurer_reference(const struct kiln_measurer *m);
 /* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner

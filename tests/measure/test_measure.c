@@ -299,6 +299,25 @@ run_faults(bool interpreter_ref)
         }
         print_result("valid schedule after faults", &r[NF]);
         check_ok(&r[NF], o.repeat);
+        /* a hopeless candidate (its first call slower than 0.1 s) gets one repeat, no
+         * warm-up, even with the time for all of them (10 s); a fast one all its repeats */
+        uint32_t slow = 0;
+        while (slow < NF && faults[slow].bad != 10)
+            slow++;
+        if (slow < NF) {
+            kiln_measurer_set_hopeless(m, 0.1);
+            kiln_measurer_set_run_timeout(m, 10);
+            in[0] = (struct kiln_measure_input){NULL, true, so[slow]};
+            in[1] = (struct kiln_measure_input){good_scheds[2], true, NULL};
+            CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, 2, r));
+            print_result("hopeless 0.5 s per call", &r[0]);
+            CHECK_EQ_INT(KILN_MEASURE_OK, r[0].error);
+            CHECK_EQ_INT(1, r[0].nrepeat);
+            CHECK(r[0].time_s >= 0.45 && r[0].time_s < 1);
+            check_ok(&r[1], o.repeat);
+            kiln_measurer_set_hopeless(m, 0);
+            kiln_measurer_set_run_timeout(m, o.run_timeout_s);
+        }
         /* the endless loop was killed at its deadline, not much later */
         CHECK(el < o.run_timeout_s + 20);
         /* and the planted objects are still there: the measurer removes only its own files */

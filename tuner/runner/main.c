@@ -138,13 +138,15 @@ main(int argc, char **argv)
     if (out_fd < 0 || dup2(2, 1) < 0)
         return 3;
     double start = now();
-    if (argc != 9)
+    if (argc != 9 && argc != 10)
         fail(KILN_RUNNER_SETUP, "usage: kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS "
-                                "FLUSH THREADS BUDGET_MS");
+                                "FLUSH THREADS BUDGET_MS [HOPELESS_US]");
     long repeat = arg_long(argv[3]), warmup = arg_long(argv[4]), min_ms = arg_long(argv[5]);
     long flush = arg_long(argv[6]), threads = arg_long(argv[7]);
     /* past this, no further warm-up call or repeat is started (one repeat always is) */
     double soft_end = start + 1e-3 * (double)arg_long(argv[8]);
+    /* a first call slower than this cannot make the best: one repeat, no warm-up */
+    double hopeless = argc == 10 ? 1e-6 * (double)arg_long(argv[9]) : 0;
 
 #if !defined(RUNNER_SANITIZED)
     /* A candidate that allocates more than 3/4 of the memory gets NULL (its kernel then
@@ -266,6 +268,8 @@ main(int argc, char **argv)
         if (!fbuf)
             fail(KILN_RUNNER_SETUP, "cannot allocate the cache flushing buffer");
     }
+    if (hopeless > 0 && est > hopeless)
+        warmup = 0, repeat = 1;
     for (long w = 0; w < warmup && now() + est < soft_end; w++)
         invoke(args, (int32_t)jh.nt, NULL, 0);
     double *times = calloc((size_t)repeat + 1, sizeof *times);
