@@ -15,6 +15,8 @@
  * a usage error. */
 #include "cli.h"
 
+#include "../ir/ir.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -81,11 +83,11 @@ dtype_ok(enum kiln_dtype dt)
     return dt != KILN_DTYPE_COUNT;
 }
 
-/* f16 bits of v (rounded to nearest even by cli_round_float, so the encoding is exact). */
+/* f16 bits of v (rounded to nearest even by kiln_scalar_round, so the encoding is exact). */
 static uint16_t
 half_bits(double v)
 {
-    v = cli_round_float(v, KILN_DTYPE_F16);
+    v = kiln_scalar_round(v, KILN_DTYPE_F16);
     uint16_t sign = signbit(v) ? 0x8000 : 0;
     double   a = fabs(v);
     if (isnan(v))
@@ -110,7 +112,7 @@ half_value(uint16_t h)
 static uint16_t
 bf16_bits(double v)
 {
-    float    f = (float)cli_round_float(v, KILN_DTYPE_BF16);
+    float    f = (float)kiln_scalar_round(v, KILN_DTYPE_BF16);
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return isnan(f) ? 0x7fc0 : (uint16_t)(u >> 16);

@@ -34,7 +34,7 @@
  * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
 #include "cli.h"
 
-#include "../util/util.h"
+#include "../ir/ir.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -381,7 +381,7 @@ fill_input(struct buffer *b, struct kiln_rng *r)
     for (int64_t i = 0; i < b->numel; i++) {
         double v;
         if (cli_is_float(b->info.dtype))
-            v = cli_round_float(2 * kiln_rng_uniform(r) - 1, b->info.dtype);
+            v = kiln_scalar_round(2 * kiln_rng_uniform(r) - 1, b->info.dtype);
         else if (b->info.dtype == KILN_DTYPE_BOOL)
             v = (double)kiln_rng_below(r, 2);
         else
