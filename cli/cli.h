@@ -62,10 +62,7 @@ const char *cli_bytes(char *buf, size_t size, double bytes);
 const char *cli_count(char *buf, size_t size, double n);
 /* Prints s as a JSON string literal (quotes and escapes included). */
 void cli_json_string(FILE *f, const char *s);
-/* Rounds v to the nearest value of dtype dt (f32, f16, bf16: round to nearest even; f64
- * unchanged). Integer dtypes are returned unchanged. */
-double cli_round_float(double v, enum kiln_dtype dt);
-bool   cli_is_float(enum kiln_dtype dt);
+bool cli_is_float(enum kiln_dtype dt);
 /* Creates directory path and its missing parents (mode 0777 & ~umask); false with errno set. */
 bool cli_mkdirs(const char *path);
 

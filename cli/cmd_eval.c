@@ -18,7 +18,7 @@
  * there, so a random run can be replayed with --inputs DIR. */
 #include "cli.h"
 
-#include "../util/util.h"
+#include "../ir/ir.h"
 
 #include <errno.h>
 #include <math.h>
@@ -153,7 +153,7 @@ convert_arg(const char *path, const struct npy_array *a, const struct kiln_tenso
                     path, (long long)i, v, t->name, kiln_dtype_name(t->dtype));
             return false;
         }
-        vals[i] = is_int ? v : cli_round_float(v, t->dtype);
+        vals[i] = is_int ? v : kiln_scalar_round(v, t->dtype);
     }
     return true;
 }
@@ -184,7 +184,7 @@ fill_random(struct kiln_rng *r, enum kiln_dtype dt, double *vals, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++) {
         if (cli_is_float(dt))
-            vals[i] = cli_round_float(2 * kiln_rng_uniform(r) - 1, dt);
+            vals[i] = kiln_scalar_round(2 * kiln_rng_uniform(r) - 1, dt);
         else if (dt == KILN_DTYPE_BOOL)
             vals[i] = (double)kiln_rng_below(r, 2);
         else

@@ -15,6 +15,8 @@
  * a usage error. */
 #include "cli.h"
 
+#include "../ir/ir.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -79,109 +81,6 @@ static bool
 dtype_ok(enum kiln_dtype dt)
 {
     return dt != KILN_DTYPE_COUNT;
-}
-
-/* f16 bits of v (rounded to nearest even by cli_round_float, so the encoding is exact). */
-static uint16_t
-half_bits(double v)
-{
-    v = cli_round_float(v, KILN_DTYPE_F16);
-    uint16_t sign = signbit(v) ? 0x8000 : 0;
-    double   a = fabs(v);
-    if (isnan(v))
-        return 0x7e00;
-    if (isinf(a))
-        return sign | 0x7c00;
-    if (a < ldexp(1, -14)) /* subnormal: a multiple of 2^-24 */
-        return sign | (uint16_t)(a * ldexp(1, 24));
-    int    e;
-    double f = frexp(a, &e); /* a = f 2^e, f in [0.5, 1) */
-    return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((f * 2 - 1) * 1024);
-}
-
-static double
-half_value(uint16_t h)
-{
-    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t
-bf16_bits(double v)
-{
-    float    f = (float)cli_round_float(v, KILN_DTYPE_BF16);
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return isnan(f) ? 0x7fc0 : (uint16_t)(u >> 16);
-}
-
-static double
-bf16_value(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float    f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static void
-put(enum kiln_dtype dt, void *data, int64_t i, double v)
-{
-    switch (dt) {
-    case KILN_DTYPE_F32:
-        ((float *)data)[i] = (float)v;
-        break;
-    case KILN_DTYPE_F64:
-        ((double *)data)[i] = v;
-        break;
-    case KILN_DTYPE_I8:
-        ((int8_t *)data)[i] = (int8_t)v;
-        break;
-    case KILN_DTYPE_I32:
-        ((int32_t *)data)[i] = (int32_t)v;
-        break;
-    case KILN_DTYPE_I64:
-        ((int64_t *)data)[i] = (int64_t)v;
-        break;
-    case KILN_DTYPE_BOOL:
-        ((uint8_t *)data)[i] = v != 0;
-        break;
-    case KILN_DTYPE_F16:
-        ((uint16_t *)data)[i] = half_bits(v);
-        break;
-    case KILN_DTYPE_BF16:
-        ((uint16_t *)data)[i] = bf16_bits(v);
-        break;
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-}
-
-static double
-get(enum kiln_dtype dt, const void *data, int64_t i)
-{
-    switch (dt) {
-    case KILN_DTYPE_F32:
-        return ((const float *)data)[i];
-    case KILN_DTYPE_F64:
-        return ((const double *)data)[i];
-    case KILN_DTYPE_I8:
-        return ((const int8_t *)data)[i];
-    case KILN_DTYPE_I32:
-        return ((const int32_t *)data)[i];
-    case KILN_DTYPE_I64:
-        return (double)((const int64_t *)data)[i];
-    case KILN_DTYPE_BOOL:
-        return ((const uint8_t *)data)[i];
-    case KILN_DTYPE_F16:
-        return half_value(((const uint16_t *)data)[i]);
-    case KILN_DTYPE_BF16:
-        return bf16_value(((const uint16_t *)data)[i]);
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return NAN;
 }
 
 static bool
@@ -348,7 +247,7 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
                 return fail(t, "weight %s has no values", a.name);
         }
         for (int64_t e = 0; e < t->bufs[i].numel; e++)
-            put(a.dtype, t->bufs[i].data, e, vals[e]);
+            kiln_scalar_store(a.dtype, t->bufs[i].data, e, vals[e]);
     }
     (void)ninputs;
     DLTensor **args = calloc(t->nargs, sizeof *args);
@@ -380,7 +279,7 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
         int    bad = 0;
         char   first[300] = "";
         for (int64_t e = 0; e < want.numel; e++) {
-            double g = get(a.dtype, t->bufs[i].data, e), w = want.values[e];
+            double g = kiln_scalar_load(a.dtype, t->bufs[i].data, e), w = want.values[e];
             bool   ok =
                 exact ? g == w
                         : (isnan(w) ? isnan(g)

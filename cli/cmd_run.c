@@ -34,7 +34,7 @@
  * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
 #include "cli.h"
 
-#include "../util/util.h"
+#include "../ir/ir.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -91,157 +91,6 @@ struct opts {
     int         repeat;
     double      min_time;
 };
-
-/* ---- dtype conversions ---- */
-
-static float
-bits_to_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint32_t
-float_to_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static double
-half_to_double(uint16_t h)
-{
-    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-/* Round to nearest even; overflow gives infinity. */
-static uint16_t
-double_to_half(double d)
-{
-    uint16_t sign = signbit(d) ? 0x8000 : 0;
-    double   a = fabs(d);
-    if (isnan(d))
-        return 0x7e00;
-    if (a >= 65520.0)
-        return sign | 0x7c00;
-    if (a < ldexp(1, -14)) /* subnormal: multiples of 2^-24 */
-        return sign | (uint16_t)nearbyint(a * ldexp(1, 24));
-    int    e;
-    double f = frexp(a, &e); /* a = f * 2^e, f in [0.5, 1) */
-    double m = nearbyint(f * 2048);
-    if (m == 2048) {
-        m = 1024;
-        e++;
-    }
-    if (e + 14 > 30)
-        return sign | 0x7c00;
-    return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)m - 1024);
-}
-
-static uint16_t
-float_to_bf16(float f)
-{
-    uint32_t u = float_to_bits(f);
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static double
-load(const struct buffer *b, int64_t i)
-{
-    const unsigned char *p = b->data;
-    switch (b->info.dtype) {
-    case KILN_DTYPE_F32: {
-        float v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case KILN_DTYPE_F64: {
-        double v;
-        memcpy(&v, p + 8 * i, 8);
-        return v;
-    }
-    case KILN_DTYPE_F16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return half_to_double(v);
-    }
-    case KILN_DTYPE_BF16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return bits_to_float((uint32_t)v << 16);
-    }
-    case KILN_DTYPE_I8:
-        return (int8_t)p[i];
-    case KILN_DTYPE_I32: {
-        int32_t v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case KILN_DTYPE_I64: {
-        int64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        return (double)v;
-    }
-    case KILN_DTYPE_BOOL:
-        return p[i];
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return NAN;
-}
-
-/* Stores v (already representable) into element i; returns the value stored, as a double. */
-static double
-store(struct buffer *b, int64_t i, double v)
-{
-    unsigned char *p = b->data;
-    switch (b->info.dtype) {
-    case KILN_DTYPE_F32: {
-        float f = (float)v;
-        memcpy(p + 4 * i, &f, 4);
-        break;
-    }
-    case KILN_DTYPE_F64:
-        memcpy(p + 8 * i, &v, 8);
-        break;
-    case KILN_DTYPE_F16: {
-        uint16_t h = double_to_half(v);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case KILN_DTYPE_BF16: {
-        uint16_t h = float_to_bf16((float)v);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case KILN_DTYPE_I8:
-        p[i] = (unsigned char)(int8_t)v;
-        break;
-    case KILN_DTYPE_I32: {
-        int32_t x = (int32_t)v;
-        memcpy(p + 4 * i, &x, 4);
-        break;
-    }
-    case KILN_DTYPE_I64: {
-        int64_t x = (int64_t)v;
-        memcpy(p + 8 * i, &x, 8);
-        break;
-    }
-    case KILN_DTYPE_BOOL:
-        p[i] = v != 0;
-        break;
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return load(b, i);
-}
 
 static void
 tolerance(enum kiln_dtype dt, double *rtol, double *atol)
@@ -381,12 +230,12 @@ fill_input(struct buffer *b, struct kiln_rng *r)
     for (int64_t i = 0; i < b->numel; i++) {
         double v;
         if (cli_is_float(b->info.dtype))
-            v = cli_round_float(2 * kiln_rng_uniform(r) - 1, b->info.dtype);
+            v = 2 * kiln_rng_uniform(r) - 1; /* rounded by the store */
         else if (b->info.dtype == KILN_DTYPE_BOOL)
             v = (double)kiln_rng_below(r, 2);
         else
             v = (double)kiln_rng_below(r, 9) - 4;
-        b->vals[i] = store(b, i, v);
+        b->vals[i] = kiln_scalar_store(b->info.dtype, b->data, i, v);
     }
     b->saved = malloc((size_t)b->info.bytes ? (size_t)b->info.bytes : 1);
     if (!b->saved)
@@ -400,7 +249,7 @@ fill_output(struct buffer *b)
 {
     if (cli_is_float(b->info.dtype)) {
         for (int64_t i = 0; i < b->numel; i++)
-            store(b, i, NAN);
+            kiln_scalar_store(b->info.dtype, b->data, i, NAN);
     } else {
         memset(b->data, FILL_BYTE, (size_t)b->info.bytes);
     }
@@ -428,7 +277,7 @@ check_output(const struct buffer *b, double scale)
     int64_t bad = 0, unwritten = 0;
     char    idx[128];
     for (int64_t i = 0; i < b->numel; i++) {
-        double got = load(b, i), want = b->vals[i];
+        double got = kiln_scalar_load(b->info.dtype, b->data, i), want = b->vals[i];
         if (isnan(want) && isnan(got))
             continue;
         double err = fabs(got - want);
@@ -729,7 +578,7 @@ cmd_run(int argc, char **argv)
         double   sum = 0, sq = 0;
         uint64_t h = KILN_HASH_SEED;
         for (int64_t k = 0; k < b->numel; k++) {
-            double v = load(b, k);
+            double v = kiln_scalar_load(b->info.dtype, b->data, k);
             sum += v;
             sq += v * v;
             if (v == 0)

@@ -252,47 +252,6 @@ cli_is_float(enum kiln_dtype dt)
            || dt == KILN_DTYPE_BF16;
 }
 
-/* Rounds v to a binary float with `mant` explicit mantissa bits and exponents down to emin
- * (normal numbers are m * 2^e with 1 <= m < 2, e >= emin; below that the spacing is fixed),
- * overflowing to infinity above max. Round to nearest, ties to even. */
-static double
-round_to(double v, int mant, int emin, double max)
-{
-    if (!isfinite(v) || v == 0)
-        return v;
-    int e;
-    frexp(v, &e); /* v = f * 2^e, 0.5 <= |f| < 1, so |v| in [2^(e-1), 2^e) */
-    e -= 1;       /* now |v| in [2^e, 2^(e+1)) */
-    if (e < emin)
-        e = emin;
-    double q = ldexp(1, e - mant);   /* spacing of representable values near v */
-    double r = nearbyint(v / q) * q; /* nearbyint rounds ties to even in the default mode */
-    if (fabs(r) > max)
-        return v > 0 ? INFINITY : -INFINITY;
-    return r;
-}
-
-double
-cli_round_float(double v, enum kiln_dtype dt)
-{
-    switch (dt) {
-    case KILN_DTYPE_F32:
-        return (double)(float)v;
-    case KILN_DTYPE_F16:
-        return round_to(v, 10, -14, 65504);
-    case KILN_DTYPE_BF16:
-        return round_to(v, 7, -126, 3.3895313892515355e38);
-    case KILN_DTYPE_F64:
-    case KILN_DTYPE_I8:
-    case KILN_DTYPE_I32:
-    case KILN_DTYPE_I64:
-    case KILN_DTYPE_BOOL:
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return v;
-}
-
 bool
 cli_mkdirs(const char *path)
 {

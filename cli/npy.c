@@ -14,6 +14,8 @@
  * decoded byte by byte (little-endian), so the host's byte order does not matter. */
 #include "cli.h"
 
+#include "../ir/ir.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -220,20 +222,6 @@ le(const unsigned char *p, int n)
     return v;
 }
 
-static double
-half(uint16_t h)
-{
-    int    e = (h >> 10) & 0x1f;
-    double m = h & 0x3ff, v;
-    if (e == 0)
-        v = ldexp(m, -24); /* subnormal */
-    else if (e == 31)
-        v = m != 0 ? NAN : INFINITY;
-    else
-        v = ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
 static bool
 decode(const unsigned char *p, const struct dtype_desc *dt, double *out, int64_t numel, char *err,
        size_t errsize)
@@ -243,7 +231,7 @@ decode(const unsigned char *p, const struct dtype_desc *dt, double *out, int64_t
         switch (dt->kind) {
         case 'f':
             if (dt->size == 2) {
-                out[i] = half((uint16_t)bits);
+                out[i] = kiln_scalar_f16_value((uint16_t)bits);
             } else if (dt->size == 4) {
                 uint32_t u = (uint32_t)bits;
                 float    f;

@@ -70,23 +70,6 @@ raw_size(int32_t t)
     }
 }
 
-static double
-half_value(uint32_t h)
-{
-    int    e = (int)((h >> 10) & 0x1f), m = (int)(h & 0x3ff);
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static double
-bf16_value(uint32_t h)
-{
-    uint32_t u = (h & 0xffffu) << 16;
-    float    f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Element i of packed little-endian data of type t (b points at it). */
 static double
 raw_value(int32_t t, const uint8_t *b)
@@ -115,9 +98,9 @@ raw_value(int32_t t, const uint8_t *b)
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
         return (double)(int8_t)(uint8_t)u;
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
-        return half_value((uint32_t)u);
+        return kiln_scalar_f16_value((uint16_t)u);
     case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
-        return bf16_value((uint32_t)u);
+        return kiln_scalar_bf16_value((uint16_t)u);
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
         return u != 0;
     default:
@@ -131,9 +114,9 @@ int32_field_value(int32_t t, int32_t v)
 {
     switch (t) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
-        return half_value((uint32_t)v);
+        return kiln_scalar_f16_value((uint16_t)v);
     case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
-        return bf16_value((uint32_t)v);
+        return kiln_scalar_bf16_value((uint16_t)v);
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
         return v != 0;
     default:

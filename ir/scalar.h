@@ -55,6 +55,17 @@ kiln_scalar_wrap(int64_t v, enum kiln_dtype dt)
  * other dtypes: v. (scalar.c) */
 double kiln_scalar_round(double v, enum kiln_dtype dt);
 
+/* Element i of an array of dtype dt at data (native byte order), as a double (i64 rounds to
+ * the nearest double; bool is 0 or 1). (scalar.c) */
+double kiln_scalar_load(enum kiln_dtype dt, const void *data, int64_t i);
+/* Stores v into element i: float dtypes rounded by kiln_scalar_round (NaN and infinities kept),
+ * integer and bool dtypes converted by kiln_scalar_to_int (saturating; NaN is 0). Returns the
+ * value stored, as kiln_scalar_load reads it back. (scalar.c) */
+double kiln_scalar_store(enum kiln_dtype dt, void *data, int64_t i, double v);
+/* The value of f16 / bf16 bits h (IEEE binary16; the top half of a binary32). (scalar.c) */
+double kiln_scalar_f16_value(uint16_t h);
+double kiln_scalar_bf16_value(uint16_t h);
+
 /* [lo, hi] of an integer or bool dtype; false (and the i64 range) for other dtypes. */
 static inline bool
 kiln_dtype_range(enum kiln_dtype dt, int64_t *lo, int64_t *hi)

@@ -792,7 +792,10 @@ keep_cmp(struct simp *S, enum kiln_op op, const struct lin *A, const struct lin 
     return a.id && b.id ? kiln_binary(S->ctx, op, a, b) : (kiln_expr){0};
 }
 
-/* Comparison of i64 operands, canonicalised as  P < N + K  (or -K < N), P == N + K. */
+/* Comparison of i64 operands, canonicalised as  P < N + K  (or -K < N), P == N + K, and
+ * P <= N + K when both sides keep terms. A `<=` becomes `<` only against a constant
+ * (P <= K  ->  P < K + 1, K <= N  ->  K - 1 < N), where the +-1 folds exactly: rewriting
+ * x <= y as x < y + 1 would add an overflow the input did not have (y = INT64_MAX). */
 static kiln_expr
 simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
 {
@@ -800,15 +803,15 @@ simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
     struct lin A, B, E = {0};
     if (!lin_of(S, ea, &A) || !lin_of(S, eb, &B))
         return (kiln_expr){0};
-    bool ok = lin_add(S, &E, &A, 1) && lin_add(S, &E, &B, -1)
-              && (op != KILN_OP_LE || add_ok(E.c, -1, &E.c)) && lin_norm(S, &E);
+    bool ok = lin_add(S, &E, &A, 1) && lin_add(S, &E, &B, -1) && lin_norm(S, &E);
     if (!ok) /* overflow: keep the operands */
         return live(S) ? keep_cmp(S, op, &A, &B) : (kiln_expr){0};
     struct ival v = lin_bound(S, &E);
-    bool        lt = op == KILN_OP_LT || op == KILN_OP_LE; /* now E < 0 */
-    if (lt && v.hi != PINF && v.hi < 0)
+    bool        le = op == KILN_OP_LE;
+    bool        lt = op == KILN_OP_LT || le; /* now E < 0, or E <= 0 for le */
+    if (lt && v.hi != PINF && (le ? v.hi <= 0 : v.hi < 0))
         return kiln_bool(ctx, true);
-    if (lt && v.lo != NINF && v.lo >= 0)
+    if (lt && v.lo != NINF && (le ? v.lo > 0 : v.lo >= 0))
         return kiln_bool(ctx, false);
     if (!lt && ((v.lo != NINF && v.lo > 0) || (v.hi != PINF && v.hi < 0)))
         return kiln_bool(ctx, op == KILN_OP_NE);
@@ -819,8 +822,12 @@ simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
         g = gcd64(g, E.t[i].k);
     if (g <= 0)
         return keep_cmp(S, op, &A, &B);
-    if (lt) { /* g*T + c < 0  <=>  T < ceil(-c/g) = -floor(c/g) */
+    if (lt) {
+        /* lt: g*T + c < 0  <=>  T < ceil(-c/g) = -floor(c/g);
+         * le: g*T + c <= 0  <=>  T <= floor(-c/g) = -ceil(c/g) */
         int64_t q = kiln_scalar_floordiv(E.c, g);
+        if (le && kiln_scalar_floormod(E.c, g) != 0)
+            q++; /* ceil; cannot overflow: q <= c/g */
         if (q == INT64_MIN)
             return keep_cmp(S, op, &A, &B);
         K = -q;
@@ -839,15 +846,19 @@ simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
             return (kiln_expr){0};
         D->t[D->n++] = (struct term){E.t[i].h, E.t[i].atom, k > 0 ? k : -k};
     }
-    if (!P.n) { /* lt only: -N < K  <=>  -K < N */
+    if (le && !N.n && K < INT64_MAX) { /* P <= K  ->  P < K + 1 */
+        le = false;
+        N.c = K + 1;
+    }
+    if (!P.n) { /* -N < K  <=>  -K < N;  -N <= K  <=>  -K - 1 < N */
         N.c = 0;
         kiln_expr n = build(S, &N);
-        return n.id ? kiln_lt(ctx, kiln_idx(ctx, -K), n) : n;
+        return n.id ? kiln_lt(ctx, kiln_idx(ctx, le ? -K - 1 : -K), n) : n;
     }
     kiln_expr p = build(S, &P), n = build(S, &N);
     if (!p.id || !n.id)
         return (kiln_expr){0};
-    return kiln_binary(ctx, lt ? KILN_OP_LT : op, p, n);
+    return kiln_binary(ctx, le ? KILN_OP_LE : lt ? KILN_OP_LT : op, p, n);
 }
 
 static bool

@@ -86,142 +86,6 @@ struct kiln_measurer {
     double                   hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
 };
 
-/* ---- dtype conversions (the same rounding as `kiln run`) ---- */
-
-static double
-half_to_double(uint16_t h)
-{
-    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t
-double_to_half(double d)
-{
-    uint16_t sign = signbit(d) ? 0x8000 : 0;
-    double   a = fabs(d);
-    if (isnan(d))
-        return 0x7e00;
-    if (a >= 65520.0)
-        return sign | 0x7c00;
-    if (a < ldexp(1, -14))
-        return sign | (uint16_t)nearbyint(a * ldexp(1, 24));
-    int    e;
-    double f = frexp(a, &e);
-    double mm = nearbyint(f * 2048);
-    if (mm == 2048) {
-        mm = 1024;
-        e++;
-    }
-    if (e + 14 > 30)
-        return sign | 0x7c00;
-    return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((int)mm - 1024);
-}
-
-static double
-load_elem(uint8_t dt, const unsigned char *p, int64_t i)
-{
-    switch ((enum kiln_dtype)dt) {
-    case KILN_DTYPE_F32: {
-        float v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case KILN_DTYPE_F64: {
-        double v;
-        memcpy(&v, p + 8 * i, 8);
-        return v;
-    }
-    case KILN_DTYPE_F16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        return half_to_double(v);
-    }
-    case KILN_DTYPE_BF16: {
-        uint16_t v;
-        memcpy(&v, p + 2 * i, 2);
-        uint32_t u = (uint32_t)v << 16;
-        float    f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    case KILN_DTYPE_I8:
-        return (int8_t)p[i];
-    case KILN_DTYPE_I32: {
-        int32_t v;
-        memcpy(&v, p + 4 * i, 4);
-        return v;
-    }
-    case KILN_DTYPE_I64: {
-        int64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        return (double)v;
-    }
-    case KILN_DTYPE_BOOL:
-        return p[i];
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return NAN;
-}
-
-/* Stores v rounded to the dtype; returns the value stored. */
-static double
-store_elem(uint8_t dt, unsigned char *p, int64_t i, double v)
-{
-    switch ((enum kiln_dtype)dt) {
-    case KILN_DTYPE_F32: {
-        float f = (float)v;
-        memcpy(p + 4 * i, &f, 4);
-        break;
-    }
-    case KILN_DTYPE_F64:
-        memcpy(p + 8 * i, &v, 8);
-        break;
-    case KILN_DTYPE_F16: {
-        uint16_t h = double_to_half(v);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case KILN_DTYPE_BF16: {
-        float    f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        u += 0x7fff + ((u >> 16) & 1);
-        uint16_t h = (uint16_t)(u >> 16);
-        memcpy(p + 2 * i, &h, 2);
-        break;
-    }
-    case KILN_DTYPE_I8:
-        p[i] = (unsigned char)(int8_t)v;
-        break;
-    case KILN_DTYPE_I32: {
-        int32_t x = (int32_t)v;
-        memcpy(p + 4 * i, &x, 4);
-        break;
-    }
-    case KILN_DTYPE_I64: {
-        int64_t x = (int64_t)v;
-        memcpy(p + 8 * i, &x, 8);
-        break;
-    }
-    case KILN_DTYPE_BOOL:
-        p[i] = v != 0;
-        break;
-    case KILN_DTYPE_COUNT:
-        break;
-    }
-    return load_elem(dt, p, i);
-}
-
-static bool
-is_float(uint8_t dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
-           || dt == KILN_DTYPE_BF16;
-}
-
 /* Tolerance of max |out - ref| / max |ref|: f32 1e-4 leaves ~100x headroom over the rounding
  * error of a 1e6-term f32 sum in any order on inputs in [-1, 1); integers must match. */
 static double
@@ -516,10 +380,10 @@ check_outputs(struct kiln_measurer *m, const unsigned char *out, struct kiln_mea
         struct kiln_tensor_info ti;
         kiln_graph_tensor(m->g, kiln_graph_output(m->g, o), &ti);
         for (int64_t i = 0; i < m->numel[t]; i++) {
-            double got = load_elem(dt, out + off, i), want = ref[i], e;
+            double got = kiln_scalar_load((enum kiln_dtype)dt, out + off, i), want = ref[i], e;
             if (isnan(want) && isnan(got))
                 continue;
-            if (isnan(got) && is_float(dt)) {
+            if (isnan(got) && kiln_dtype_is_float((enum kiln_dtype)dt)) {
                 if (first_unwritten < 0)
                     first_unwritten = i;
                 unwritten++;
@@ -550,7 +414,8 @@ check_outputs(struct kiln_measurer *m, const unsigned char *out, struct kiln_mea
                      "output %s: max error %.3g of max |ref| %.3g at flat index %lld (got %.9g, "
                      "want %.9g) exceeds the tolerance %g (reference: %s)",
                      ti.name, worst, m->refmax[o], (long long)worst_i,
-                     load_elem(dt, out + off, worst_i), ref[worst_i], tol, m->ref_kind);
+                     kiln_scalar_load((enum kiln_dtype)dt, out + off, worst_i), ref[worst_i], tol,
+                     m->ref_kind);
             return;
         }
         off += (size_t)m->numel[t] * kiln_dtype_size((enum kiln_dtype)dt);
@@ -566,7 +431,7 @@ capture_reference(struct kiln_measurer *m, const unsigned char *out)
         uint32_t o = t - m->nin;
         m->refmax[o] = 0;
         for (int64_t i = 0; i < m->numel[t]; i++) {
-            m->ref[o][i] = load_elem(m->dtype[t], out + off, i);
+            m->ref[o][i] = kiln_scalar_load((enum kiln_dtype)m->dtype[t], out + off, i);
             if (isfinite(m->ref[o][i]) && fabs(m->ref[o][i]) > m->refmax[o])
                 m->refmax[o] = fabs(m->ref[o][i]);
         }
@@ -830,7 +695,7 @@ write_job(struct kiln_measurer *m, double **argv_d)
             return KILN_ERR_NOMEM;
         }
         for (int64_t i = 0; i < m->numel[t]; i++)
-            store_elem(m->dtype[t], buf, i, argv_d[t][i]);
+            kiln_scalar_store((enum kiln_dtype)m->dtype[t], buf, i, argv_d[t][i]);
         ok = fwrite(buf, es, (size_t)m->numel[t], f) == (size_t)m->numel[t];
         kiln_mem_free(ctx, buf, (size_t)m->numel[t] * es);
     }
@@ -858,10 +723,10 @@ make_reference(struct kiln_measurer *m, uint64_t seed)
         }
         for (int64_t i = 0; i < m->numel[t]; i++) {
             uint8_t dt = m->dtype[t];
-            double  v = is_float(dt)            ? 2 * kiln_rng_uniform(&rng) - 1
-                        : dt == KILN_DTYPE_BOOL ? (double)kiln_rng_below(&rng, 2)
+            double  v = kiln_dtype_is_float((enum kiln_dtype)dt) ? 2 * kiln_rng_uniform(&rng) - 1
+                        : dt == KILN_DTYPE_BOOL                  ? (double)kiln_rng_below(&rng, 2)
                                                 : (double)kiln_rng_below(&rng, 9) - 4;
-            val[t][i] = store_elem(dt, tmp, 0, v);
+            val[t][i] = kiln_scalar_store((enum kiln_dtype)dt, tmp, 0, v);
         }
     }
     if (st == KILN_OK)

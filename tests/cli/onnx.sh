@@ -3,7 +3,8 @@
 # of ONNX's own node tests (one or more per supported op; every one must PASS) with its output
 # format and exit status, shape inputs bound to the data set's values; a model with an unsupported op is a SKIP with the reason, a truncated
 # model a FAIL, never a crash; `kiln inspect`, `kiln eval` and `kiln compile` accept .onnx files
-# (compile --save-weights writes the initializers as .npy); usage errors exit 2.
+# (compile --save-weights writes the initializers as .npy), and inspect shows a model simplified
+# unless --no-simplify (fewer statements); usage errors exit 2.
 # Skipped (exit 0 with a note) when Debian's libonnx-testdata is not installed.
 #   bash tests/cli/onnx.sh PATH_TO_KILN
 set -u
@@ -78,6 +79,41 @@ grep -q "^FAIL test_w: .*output .* elements differ" "$T/out" || fail "wrong outp
 M="$DATA/test_gemm_all_attributes/model.onnx"
 "$KILN" inspect "$M" >"$T/out" 2>&1 || fail "inspect: $(cat "$T/out")"
 grep -q "^outputs" "$T/out" || fail "inspect output: $(cat "$T/out")"
+# inspect shows a model simplified, as compile uses it (the same report on stderr), and as
+# imported with --no-simplify: a Linear's bias add folds, and (when Debian's python3-onnx can
+# write the model) a Conv + BatchNormalization becomes one statement
+stmts() { sed -n 's/^.*: \([0-9]*\) statements\{0,1\},.*$/\1/p' "$1" | head -1; }
+inspect_fewer() {
+    "$KILN" inspect "$1" >"$T/out" 2>"$T/rep" || fail "inspect $1: $(cat "$T/rep")"
+    grep -q "^kiln inspect: simplify: folded .*statements $2 -> $3 " "$T/rep" \
+        || fail "inspect simplify report for $1: $(cat "$T/rep")"
+    "$KILN" inspect "$1" --no-simplify >"$T/out0" 2>"$T/err" || fail "inspect --no-simplify: $(cat "$T/err")"
+    grep -q "simplify:" "$T/err" && fail "inspect --no-simplify printed a report: $(cat "$T/err")"
+    [ "$(stmts "$T/out")" = "$3" ] && [ "$(stmts "$T/out0")" = "$2" ] \
+        || fail "inspect $1: want $3 statements simplified, $2 as imported: $(head -1 "$T/out") / $(head -1 "$T/out0")"
+}
+inspect_fewer "$DATA/../pytorch-converted/test_Linear/model.onnx" 2 1
+if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
+    /usr/bin/python3 - "$T/convbn.onnx" <<'PYEOF' || fail "could not write the Conv + BN model"
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+r = np.random.default_rng(0)
+init = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in [
+    ("W", r.standard_normal((4, 3, 3, 3))), ("s", r.random(4) + 0.5),
+    ("b", r.standard_normal(4)), ("m", r.standard_normal(4)), ("v", r.random(4) + 0.5)]]
+g = helper.make_graph(
+    [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+     helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])], "convbn",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], init)
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PYEOF
+    inspect_fewer "$T/convbn.onnx" 2 1
+    grep -q "folded 1 batch norm," "$T/rep" || fail "inspect: no batch norm folded: $(cat "$T/rep")"
+else
+    echo "note: /usr/bin/python3 has no onnx module; Conv + BN inspect check skipped"
+fi
 "$KILN" eval "$M" --seed 3 >"$T/out" 2>&1 || fail "eval: $(cat "$T/out")"
 grep -q "sum=" "$T/out" || fail "eval output: $(cat "$T/out")"
 "$KILN" compile "$M" -o "$T/g.so" --save-weights "$T/w" 2>"$T/err" || fail "compile: $(cat "$T/err")"

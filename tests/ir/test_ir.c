@@ -183,6 +183,93 @@ test_symbols_survive_rewind(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- one element of an array of any dtype (kiln_scalar_load / kiln_scalar_store) ---- */
+
+static uint16_t
+bits16(const void *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* Storing rounds floats like kiln_scalar_round (directly from double: no double rounding
+ * through float for bf16) and converts integers like kiln_scalar_to_int; every f16/bf16 bit
+ * pattern round-trips; f16 agrees with the compiler's _Float16 conversion where it has one. */
+static void
+test_scalar_elements(void)
+{
+    unsigned char buf[32];
+    /* every f16 and bf16 bit pattern survives load -> store (NaNs stay NaN) */
+    uint32_t bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t in = (uint16_t)h;
+        for (int k = 0; k < 2; k++) {
+            enum kiln_dtype dt = k ? KILN_DTYPE_BF16 : KILN_DTYPE_F16;
+            memcpy(buf, &in, 2);
+            double v = kiln_scalar_load(dt, buf, 0), got = kiln_scalar_store(dt, buf + 2, 0, v);
+            bool   ok = isnan(v) ? isnan(got) : bits16(buf + 2) == in && got == v;
+            if (!ok && bad++ < 5)
+                printf("%s bits 0x%04x: value %.17g stored as 0x%04x\n", k ? "bf16" : "f16",
+                       (unsigned)h, v, (unsigned)bits16(buf + 2));
+        }
+    }
+    CHECK_EQ_INT(0, bad);
+    /* random values over many binades: the stored value is kiln_scalar_round's, loads agree */
+    struct kiln_rng       r = kiln_rng_new(opt_seed());
+    const enum kiln_dtype fdt[] = {KILN_DTYPE_F16, KILN_DTYPE_BF16, KILN_DTYPE_F32, KILN_DTYPE_F64};
+    uint64_t              n = opt_iters_or(20000);
+    bad = 0;
+    for (uint64_t t = 0; t < n; t++) {
+        double v = ldexp(2 * kiln_rng_uniform(&r) - 1, (int)kiln_rng_below(&r, 80) - 40);
+        if (t % 3 == 0) /* ties and near-ties of the narrow formats */
+            v = ldexp(1 + ldexp((double)kiln_rng_below(&r, 4096), -12),
+                      (int)kiln_rng_below(&r, 40) - 30)
+                + ldexp((double)kiln_rng_below(&r, 3) - 1, -60);
+        for (size_t k = 0; k < KILN_COUNTOF(fdt); k++) {
+            double got = kiln_scalar_store(fdt[k], buf, 1, v), want = kiln_scalar_round(v, fdt[k]);
+            bool   ok = got == want && kiln_scalar_load(fdt[k], buf, 1) == want;
+#ifdef __FLT16_MAX__
+            if (fdt[k] == KILN_DTYPE_F16) {
+                _Float16 h = (_Float16)v;
+                ok = ok && memcmp(&h, buf + 2, 2) == 0;
+            }
+#endif
+            if (!ok && bad++ < 5)
+                printf("dtype %d: %.17g stored as %.17g, want %.17g\n", (int)fdt[k], v, got, want);
+        }
+    }
+    CHECK_EQ_INT(0, bad);
+    /* bf16 rounds once: 1 + 2^-8 + 2^-30 is above the tie, so it rounds up to 1 + 2^-7
+     * (through float it would be the tie 1 + 2^-8 and round to even, 1) */
+    double up = 1 + ldexp(1, -8) + ldexp(1, -30);
+    CHECK(kiln_scalar_store(KILN_DTYPE_BF16, buf, 0, up) == 1 + ldexp(1, -7));
+    CHECK_EQ_INT(0x3f81, bits16(buf));
+    CHECK(kiln_scalar_store(KILN_DTYPE_F16, buf, 0, 65520) == INFINITY); /* overflow */
+    CHECK(kiln_scalar_store(KILN_DTYPE_F16, buf, 0, 65519) == 65504);
+    CHECK(kiln_scalar_store(KILN_DTYPE_F16, buf, 0, -ldexp(1, -25)) == 0); /* tie to 0 */
+    CHECK(signbit(kiln_scalar_load(KILN_DTYPE_F16, buf, 0)));
+    CHECK(isnan(kiln_scalar_store(KILN_DTYPE_BF16, buf, 0, NAN)));
+    CHECK(isnan(kiln_scalar_store(KILN_DTYPE_F16, buf, 0, -NAN)));
+    /* integers: truncation toward zero, saturation, NaN -> 0, bool is v != 0 */
+    CHECK(kiln_scalar_store(KILN_DTYPE_I32, buf, 3, -3.7) == -3);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I32, buf, 3, 1e20) == 2147483647.0);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I32, buf, 3, -1e20) == -2147483648.0);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I8, buf, 3, 300) == 127);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I8, buf, 3, -4) == -4);
+    CHECK_EQ_INT(0xfc, buf[3]);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I64, buf, 1, NAN) == 0);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I64, buf, 1, 1e30) == ldexp(1, 63));
+    int64_t i64;
+    memcpy(&i64, buf + 8, 8);
+    CHECK(i64 == INT64_MAX);
+    CHECK(kiln_scalar_store(KILN_DTYPE_I64, buf, 1, -ldexp(1, 53) - 2) == -ldexp(1, 53) - 2);
+    CHECK(kiln_scalar_store(KILN_DTYPE_BOOL, buf, 5, 0.25) == 1);
+    CHECK_EQ_INT(1, buf[5]);
+    CHECK(kiln_scalar_store(KILN_DTYPE_BOOL, buf, 5, 0) == 0);
+    CHECK(kiln_scalar_store(KILN_DTYPE_F32, buf, 2, 0.1) == (double)0.1f);
+}
+
 static const struct test tests[] = {
     {"symbols_survive_rewind", test_symbols_survive_rewind},
     {"interning", test_interning},
@@ -191,6 +278,7 @@ static const struct test tests[] = {
     {"subst_and_rollback", test_subst_and_rollback},
     {"structural_hash_independent_of_order", test_structural_hash_independent_of_order},
     {"graph_api_errors", test_graph_api_errors},
+    {"scalar_elements", test_scalar_elements},
 };
 
 int

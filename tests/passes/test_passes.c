@@ -269,8 +269,7 @@ test_simplify_compare(void)
     kiln_expr jc = kiln_lt(ctx, j, C(ctx, 2));
     SIMP(kiln_and(ctx, kiln_lt(ctx, i, C(ctx, 16)), jc), jc, r, 2);
     SIMP(kiln_binary(ctx, KILN_OP_OR, kiln_lt(ctx, i, C(ctx, 16)), jc), T, r, 2);
-    SIMP(kiln_unary(ctx, KILN_OP_NOT, kiln_lt(ctx, i, j)),
-         kiln_lt(ctx, j, kiln_add(ctx, i, C(ctx, 1))), NULL, 0);
+    SIMP(kiln_unary(ctx, KILN_OP_NOT, kiln_lt(ctx, i, j)), kiln_le(ctx, j, i), NULL, 0);
     kiln_expr x = kiln_float(ctx, 1.5, KILN_DTYPE_F32), y = kiln_float(ctx, 2.5, KILN_DTYPE_F32);
     SIMP(kiln_select(ctx, kiln_lt(ctx, i, C(ctx, 16)), x, y), x, r, 2);
     SIMP(kiln_select(ctx, kiln_lt(ctx, C(ctx, 20), i), i, j), j, r, 2);
@@ -608,6 +607,115 @@ test_simplify_random(void)
         harness_fail(__FILE__, __LINE__, "%llu of %llu random expressions failed (seeds above)",
                      (unsigned long long)failed, (unsigned long long)n);
     CHECK(checked > n * 4); /* most samples were evaluable */
+}
+
+/* Evaluation with ir/scalar.h's semantics (what both interpreters compute: i64 wraps). With
+ * `checked`, false when an addition, subtraction, multiplication or negation overflows: the
+ * simplifier may assume that the input does not overflow, never that its output does not. */
+static bool
+ev_wrap(kiln_ctx *ctx, kiln_expr e, const kiln_expr *var, const int64_t *val, int nvar,
+        bool checked, int64_t *out)
+{
+    const struct kiln_node n = *kiln_node_get(ctx, e);
+    enum kiln_op           op = (enum kiln_op)n.op;
+    union kiln_scalar      a = {.i = 0}, b = {.i = 0}, r;
+    if (op == KILN_OP_INT) {
+        *out = n.imm;
+        return true;
+    }
+    if (op == KILN_OP_VAR) {
+        for (int i = 0; i < nvar; i++)
+            if (var[i].id == e.id) {
+                *out = val[i];
+                return true;
+            }
+        return false;
+    }
+    if (op == KILN_OP_SELECT) {
+        if (!ev_wrap(ctx, (kiln_expr){n.kid[0]}, var, val, nvar, checked, &a.i))
+            return false;
+        return ev_wrap(ctx, (kiln_expr){n.kid[a.i ? 1 : 2]}, var, val, nvar, checked, out);
+    }
+    if (!ev_wrap(ctx, (kiln_expr){n.kid[0]}, var, val, nvar, checked, &a.i)
+        || (kiln_op_arity[op] > 1
+            && !ev_wrap(ctx, (kiln_expr){n.kid[1]}, var, val, nvar, checked, &b.i)))
+        return false;
+    int64_t t;
+    if (checked
+        && ((op == KILN_OP_ADD && __builtin_add_overflow(a.i, b.i, &t))
+            || (op == KILN_OP_SUB && __builtin_sub_overflow(a.i, b.i, &t))
+            || (op == KILN_OP_MUL && __builtin_mul_overflow(a.i, b.i, &t))
+            || (op == KILN_OP_NEG && a.i == INT64_MIN)))
+        return false;
+    enum kiln_dtype odt = kiln_expr_dtype(ctx, (kiln_expr){n.kid[0]});
+    if (!kiln_scalar_eval(op, odt, (enum kiln_dtype)n.dtype, a, b, &r))
+        return false;
+    *out = r.i;
+    return true;
+}
+
+/* Comparisons at the ends of the i64 range: for every assignment under which the input
+ * evaluates without overflow, the simplified form (with no ranges) gives the same value under
+ * wrap-around. `x <= y` once became `x < y + 1`, false for y = INT64_MAX. */
+static void
+test_simplify_compare_extremes(void)
+{
+    kiln_ctx     *ctx = kiln_ctx_new(NULL);
+    kiln_expr     x = V(ctx, "x"), y = V(ctx, "y"), z = V(ctx, "z");
+    kiln_expr     var[3] = {x, y, z};
+    const int64_t M = INT64_MAX, m = INT64_MIN;
+    const int64_t vals[] = {m, m + 1, m + 2, -2, -1, 0, 1, 2, M - 2, M - 1, M};
+    kiln_expr     es[] = {
+            kiln_le(ctx, x, y),
+            kiln_le(ctx, y, x), /* x >= y */
+            kiln_lt(ctx, x, y),
+            kiln_unary(ctx, KILN_OP_NOT, kiln_lt(ctx, x, y)),
+            kiln_unary(ctx, KILN_OP_NOT, kiln_le(ctx, x, y)),
+            kiln_le(ctx, x, kiln_add(ctx, y, C(ctx, 2))),
+            kiln_le(ctx, kiln_add(ctx, x, y), z),
+            kiln_le(ctx, kiln_sub(ctx, x, y), C(ctx, 0)),
+            kiln_le(ctx, C(ctx, 0), kiln_sub(ctx, x, y)),
+            kiln_le(ctx, kiln_mul(ctx, x, C(ctx, 2)),
+                    kiln_add(ctx, kiln_mul(ctx, y, C(ctx, 2)), C(ctx, 3))),
+            kiln_le(ctx, x, C(ctx, 5)),
+            kiln_le(ctx, C(ctx, 5), x),
+            kiln_le(ctx, x, C(ctx, M)),
+            kiln_le(ctx, x, C(ctx, M - 1)),
+            kiln_le(ctx, C(ctx, m), x),
+            kiln_le(ctx, C(ctx, m + 1), x),
+            kiln_unary(ctx, KILN_OP_NOT, kiln_lt(ctx, x, C(ctx, m + 1))),
+            kiln_binary(ctx, KILN_OP_EQ, x, y),
+            kiln_binary(ctx, KILN_OP_NE, x, y),
+            kiln_select(ctx, kiln_le(ctx, x, y), x, y),
+            kiln_and(ctx, kiln_le(ctx, x, y), kiln_le(ctx, y, z)),
+    };
+    int      bad = 0;
+    uint64_t checked = 0;
+    for (size_t k = 0; k < KILN_COUNTOF(es); k++) {
+        kiln_expr   s = kiln_simplify_expr(ctx, es[k], NULL, 0);
+        struct text ta, tb;
+        CHECK(s.id != 0);
+        if (!s.id)
+            continue;
+        for (size_t i = 0; i < KILN_COUNTOF(vals); i++)
+            for (size_t j = 0; j < KILN_COUNTOF(vals); j++)
+                for (size_t l = 0; l < KILN_COUNTOF(vals); l++) {
+                    int64_t v[3] = {vals[i], vals[j], vals[l]}, want, got;
+                    if (!ev_wrap(ctx, es[k], var, v, 3, true, &want))
+                        continue;
+                    bool ok = ev_wrap(ctx, s, var, v, 3, false, &got) && got == want;
+                    if (!ok && bad++ < 5)
+                        printf("x=%lld y=%lld z=%lld: %s is %lld, simplified %s is %lld\n",
+                               (long long)v[0], (long long)v[1], (long long)v[2],
+                               show(ctx, es[k], &ta), (long long)want, show(ctx, s, &tb),
+                               (long long)got);
+                    checked++;
+                }
+    }
+    CHECK(bad == 0);
+    CHECK(checked > KILN_COUNTOF(es) * 100); /* most assignments were evaluable */
+    CHECK(kiln_ok(ctx));
+    kiln_ctx_free(ctx);
 }
 
 /* ---- loop nests: helpers ---- */
@@ -1236,6 +1344,7 @@ static const struct test tests[] = {
     {"simplify_compare", test_simplify_compare},
     {"simplify_floats_and_identity", test_simplify_floats_and_identity},
     {"simplify_random", test_simplify_random},
+    {"simplify_compare_extremes", test_simplify_compare_extremes},
     {"pass_simplify", test_pass_simplify},
     {"flatten", test_flatten},
     {"flatten_random", test_flatten_random},
