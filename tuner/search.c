@@ -163,35 +163,64 @@ best_measured(const struct ttask *T, uint32_t *idx, uint32_t max)
     return n < max ? n : max;
 }
 
-static enum kiln_status
-train(struct ttask *T)
+#define POOL_OTHERS 4096 /* programs of the other tasks a model trains on, the latest */
+
+/* Appends U's programs from index `from` on: features (shallow: rows stay owned by U) and the
+ * label, throughput normalised by U's best (0 for errors). */
+static uint32_t
+append_task(const struct ttask *U, uint32_t from, struct kiln_feat *f, double *y, uint32_t n)
 {
-    uint32_t n = 0;
-    double   best = INFINITY;
-    for (uint32_t i = 0; i < T->nm; i++)
-        if (T->m[i].feat.nrow && T->m[i].error == KILN_MEASURE_OK && T->m[i].time_s > 0)
-            best = fmin(best, T->m[i].time_s);
-    struct kiln_feat *f = calloc(T->nm + 1, sizeof *f);
-    double           *y = calloc(T->nm + 1, sizeof *y);
+    double best = INFINITY;
+    for (uint32_t i = 0; i < U->nm; i++)
+        if (U->m[i].feat.nrow && U->m[i].error == KILN_MEASURE_OK && U->m[i].time_s > 0)
+            best = fmin(best, U->m[i].time_s);
+    for (uint32_t i = from; i < U->nm; i++) {
+        if (!U->m[i].feat.nrow)
+            continue;
+        f[n] = U->m[i].feat;
+        y[n] = U->m[i].error == KILN_MEASURE_OK && U->m[i].time_s > 0 && isfinite(best)
+                   ? best / U->m[i].time_s
+                   : 0;
+        n++;
+    }
+    return n;
+}
+
+/* The task's model learns from every measured program of the session, as Ansor's does: the
+ * features describe loop nests, not tasks, and labels normalised by each task's best time
+ * rank programs within a task. A task with few measurements of its own (all of them at the
+ * start of a whole-network tuning run, at tens of trials per task) so gets a useful model
+ * from the first round. Its own programs all count; the other tasks' latest POOL_OTHERS. */
+static enum kiln_status
+train(struct tsession *S, struct ttask *T)
+{
+    uint32_t cap = T->nm + 1, n = 0, others = 0;
+    for (uint32_t u = 0; u < S->ntasks; u++)
+        if (&S->tasks[u] != T)
+            others += S->tasks[u].nm;
+    cap += others < POOL_OTHERS ? others : POOL_OTHERS;
+    struct kiln_feat *f = calloc(cap, sizeof *f);
+    double           *y = calloc(cap, sizeof *y);
     enum kiln_status  st = KILN_OK;
     if (!f || !y) {
         free(f);
         free(y);
         return KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory training the model");
     }
-    for (uint32_t i = 0; i < T->nm; i++) {
-        if (!T->m[i].feat.nrow)
+    n = append_task(T, 0, f, y, n);
+    uint32_t left = POOL_OTHERS;
+    for (uint32_t u = S->ntasks; u-- > 0 && left > 0;) {
+        const struct ttask *U = &S->tasks[u];
+        if (U == T || !U->nm)
             continue;
-        f[n] = T->m[i].feat; /* shallow: rows stay owned by the task */
-        y[n] = T->m[i].error == KILN_MEASURE_OK && T->m[i].time_s > 0 && isfinite(best)
-                   ? best / T->m[i].time_s
-                   : 0;
-        n++;
+        uint32_t take = U->nm < left ? U->nm : left;
+        n = append_task(U, U->nm - take, f, y, n);
+        left -= take;
     }
     if (n >= 8)
         st = kiln_cm_train(T->cm, f, y, n);
     if (st == KILN_OK)
-        T->trained_at = T->nm;
+        T->trained_at = S->nrecorded;
     free(f);
     free(y);
     return st;
@@ -225,8 +254,8 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
         st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory in the evolutionary search");
         goto out;
     }
-    if (T->nm > T->trained_at || !kiln_cm_trained(T->cm))
-        if ((st = train(T)) != KILN_OK)
+    if (S->nrecorded > T->trained_at || !kiln_cm_trained(T->cm))
+        if ((st = train(S, T)) != KILN_OK)
             goto out;
     uint32_t neps = (uint32_t)ceil(n * (o->eps_random > 0 ? o->eps_random : 0));
     if (kiln_cm_trained(T->cm)) {

@@ -38,7 +38,7 @@ struct ttask {
     int32_t                      best;   /* index in m, -1 = none */
     uint32_t                     trials; /* records of this task, errors included */
     uint32_t                     errors;
-    uint32_t                     trained_at; /* nm when the model was last trained */
+    uint64_t                     trained_at; /* the session's nrecorded when last trained */
     enum tphase                  phase;
     struct kiln_prog             center; /* Droplet: the current point */
     int32_t                      center_m;
@@ -59,6 +59,9 @@ struct tsession {
     const char                  *target;
     uint32_t                     trials_done;
     double                       t0;
+    struct ttask                *tasks; /* every task of the session (the cost model's data) */
+    uint32_t                     ntasks;
+    uint64_t                     nrecorded; /* programs recorded in any task */
 };
 
 /* Adds a measured program to the task (features computed here when prog is given), updating

@@ -141,6 +141,7 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     }
     struct tprog *q = &T->m[T->nm++];
     memset(q, 0, sizeof *q);
+    S->nrecorded++;
     q->time_s = r->error == KILN_MEASURE_OK ? r->time_s : 0;
     q->stddev_s = r->stddev_s;
     q->nrepeat = r->nrepeat;
@@ -486,12 +487,14 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
     kiln_hw_from_target(&tgt, &hw);
     struct kiln_tasks tasks;
     KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
-    struct tsession S = {ctx, o, NULL, kiln_cg_target_str(ctx, &tgt), 0, now_s()};
+    struct tsession S = {
+        .ctx = ctx, .o = o, .target = kiln_cg_target_str(ctx, &tgt), .t0 = now_s()};
     KILN_TRY(kiln_db_open(ctx, o->db_path, &S.db));
     struct ttask    *T = calloc(tasks.n + 1, sizeof *T);
     enum kiln_status st = T ? KILN_OK : KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
     uint32_t         nt = 0;
-    for (uint32_t i = 0; st == KILN_OK && i < tasks.n; i++, nt++)
+    S.tasks = T;
+    for (uint32_t i = 0; st == KILN_OK && i < tasks.n; i++, nt++, S.ntasks = nt)
         st = setup_task(&S, &T[i], &tasks.task[i], i, &hw);
     uint32_t done_at_start = 0;
     for (uint32_t i = 0; i < nt; i++)
