@@ -140,11 +140,12 @@ tile_registers(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int 
 }
 
 /* A vectorised tile of fewer than KILN_TILE_MIN accumulators leaves the FMA units waiting on
- * their own latency, and each of its rows beyond the first reuses the vector operand's loads
- * (a 2x4-vector matmul tile streams four vectors of B per 8 FMAs; an 8x2 one two per 16). So
- * small tiles grow along the other axes, in random order, each innermost part to a divisor of
- * the extent that keeps the tile within KILN_TILE_REGS (the outer parts shrink to what still
- * divides the rest), until the tile holds at least KILN_TILE_MIN. */
+ * their own latency, and each of its rows (the other axes' lengths) beyond the first reuses
+ * the vector operand's loads: a 2-row x 4-vector matmul tile streams four vectors of B per 8
+ * FMAs, from L2 once B's block outgrows L1, where a 4 x 4 one streams four per 16. So tiles
+ * with too few accumulators or fewer rows than vectors grow along the other axes, in random
+ * order, each innermost part to a divisor of the extent that keeps the tile within
+ * KILN_TILE_REGS (the outer parts shrink to what still divides the rest). */
 static void
 fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
           int lanes, const bool *vec, uint32_t vk, struct kiln_prog *p)
@@ -158,9 +159,12 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
         order[i - 1] = order[j];
         order[j] = t;
     }
+    const struct kiln_knob *kv = &sk->knob[vk];
+    int64_t nvec = (p->v[kv->slot + kv->nparts - 1] + lanes - 1) / lanes; /* vectors per row */
+    nvec = nvec < 1 ? 1 : nvec;
     for (uint32_t i = 0; i < n; i++) {
         int64_t regs = tile_registers(sk, op, lanes, vec, p);
-        if (regs >= KILN_TILE_MIN)
+        if (regs >= KILN_TILE_MIN && regs / nvec >= nvec)
             return;
         const struct kiln_knob *k = &sk->knob[order[i]];
         int64_t                *v = &p->v[k->slot];
@@ -174,7 +178,8 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
             if (d[j] > KILN_MAX_INNER || rest * d[j] > KILN_TILE_REGS)
                 continue;
             fit = d[j];
-            if (rest * d[j] >= KILN_TILE_MIN && nreach < KILN_COUNTOF(reach))
+            if (rest * d[j] >= KILN_TILE_MIN && rest * d[j] / nvec >= nvec
+                && nreach < KILN_COUNTOF(reach))
                 reach[nreach++] = d[j];
         }
         if (!nreach && fit <= v[k->nparts - 1])
@@ -261,10 +266,19 @@ parallel_extent(const struct kiln_sketch *sk, const struct kiln_prog *p, const u
     return ext;
 }
 
+/* Whether a parallel loop of `ext` iterations keeps `cores` cores evenly busy: a multiple of
+ * them, or enough that the last uneven share is small (7 iterations on 2 cores run as 4). */
+static bool
+balanced(int64_t ext, int cores)
+{
+    return ext >= cores && (ext % cores == 0 || ext >= 8 * (int64_t)cores);
+}
+
 /* A parallel loop of fewer iterations than cores leaves cores idle (a matmul tiled as one
- * outermost row block ran on one of two cores). Such draws fuse more outer loops into the
- * parallel one and, if that is not enough, move factors of the middle tile levels out to the
- * outermost (never the innermost, register tile), most of the time. */
+ * outermost row block ran on one of two cores), and an uneven count leaves some idle at the
+ * end. Such draws fuse more outer loops into the parallel one and, if that is not enough, move
+ * factors of the middle tile levels out to the outermost (never the innermost, register
+ * tile), most of the time. */
 static void
 parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
                struct kiln_prog *p)
@@ -283,10 +297,11 @@ parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, stru
     int64_t                *par = &p->v[kp->slot];
     if (*par == 0 || n == 0)
         return; /* serial by choice */
-    while (parallel_extent(sk, p, order, n, *par) < cores && *par < (int64_t)n
+    while (!balanced(parallel_extent(sk, p, order, n, *par), cores) && *par < (int64_t)n
            && *par + 1 < kp->nchoice)
         ++*par;
-    for (int tries = 0; tries < 32 && parallel_extent(sk, p, order, n, *par) < cores; tries++) {
+    for (int tries = 0; tries < 32 && !balanced(parallel_extent(sk, p, order, n, *par), cores);
+         tries++) {
         uint32_t                i = (uint32_t)kiln_rng_below(rng, (uint64_t)(*par < n ? *par : n));
         const struct kiln_knob *k = &sk->knob[order[i]];
         int64_t                *v = &p->v[k->slot];
