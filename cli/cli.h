@@ -62,7 +62,6 @@ const char *cli_bytes(char *buf, size_t size, double bytes);
 const char *cli_count(char *buf, size_t size, double n);
 /* Prints s as a JSON string literal (quotes and escapes included). */
 void cli_json_string(FILE *f, const char *s);
-bool cli_is_float(enum kiln_dtype dt);
 /* Creates directory path and its missing parents (mode 0777 & ~umask); false with errno set. */
 bool cli_mkdirs(const char *path);
 

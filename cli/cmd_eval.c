@@ -183,7 +183,7 @@ static void
 fill_random(struct kiln_rng *r, enum kiln_dtype dt, double *vals, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++) {
-        if (cli_is_float(dt))
+        if (kiln_dtype_is_float(dt))
             vals[i] = kiln_scalar_round(2 * kiln_rng_uniform(r) - 1, dt);
         else if (dt == KILN_DTYPE_BOOL)
             vals[i] = (double)kiln_rng_below(r, 2);

@@ -274,7 +274,7 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
                         cli_shape(s1, sizeof s1, a.ndim, a.shape),
                         cli_shape(s2, sizeof s2, want.ndim, want.shape));
         }
-        bool   exact = !cli_is_float(a.dtype);
+        bool   exact = !kiln_dtype_is_float(a.dtype);
         double maxerr = 0;
         int    bad = 0;
         char   first[300] = "";

@@ -229,7 +229,7 @@ fill_input(struct buffer *b, struct kiln_rng *r)
 {
     for (int64_t i = 0; i < b->numel; i++) {
         double v;
-        if (cli_is_float(b->info.dtype))
+        if (kiln_dtype_is_float(b->info.dtype))
             v = 2 * kiln_rng_uniform(r) - 1; /* rounded by the store */
         else if (b->info.dtype == KILN_DTYPE_BOOL)
             v = (double)kiln_rng_below(r, 2);
@@ -247,7 +247,7 @@ fill_input(struct buffer *b, struct kiln_rng *r)
 static void
 fill_output(struct buffer *b)
 {
-    if (cli_is_float(b->info.dtype)) {
+    if (kiln_dtype_is_float(b->info.dtype)) {
         for (int64_t i = 0; i < b->numel; i++)
             kiln_scalar_store(b->info.dtype, b->data, i, NAN);
     } else {
@@ -292,7 +292,7 @@ check_output(const struct buffer *b, double scale)
         }
         if (ok)
             continue;
-        int never = cli_is_float(b->info.dtype) ? isnan(got) && !isnan(want) : 0;
+        int never = kiln_dtype_is_float(b->info.dtype) ? isnan(got) && !isnan(want) : 0;
         unwritten += never;
         if (bad++ < MAX_REPORT)
             printf("  %s%s: got %.9g, want %.9g%s\n", b->info.name,

@@ -246,13 +246,6 @@ cli_json_string(FILE *f, const char *s)
 }
 
 bool
-cli_is_float(enum kiln_dtype dt)
-{
-    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16
-           || dt == KILN_DTYPE_BF16;
-}
-
-bool
 cli_mkdirs(const char *path)
 {
     size_t n = strlen(path);
