@@ -328,8 +328,8 @@ def kiln_planned(so):
             md.get("inputs_bytes", 0) * mb, md.get("outputs_bytes", 0) * mb,
             md.get("workspace_bytes", 0) * mb)
         if md.get("workspace_unplanned_bytes"):
-            text += " (+ %.1f MB of intermediates outside the plan)" % (
-                md["workspace_unplanned_bytes"] * mb)
+            # the intermediates' sizes summed: the workspace without memory planning
+            text += " (workspace %.1f MB unplanned)" % (md["workspace_unplanned_bytes"] * mb)
         return text
     by_role = {"input": 0, "weight": 0, "output": 0}
     for a in md.get("args", []):
