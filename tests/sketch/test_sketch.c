@@ -492,9 +492,11 @@ test_bench_like(void)
  * tiled sketch, a good share vectorise the packable output-channel axis (and pack the
  * weights), and most keep the innermost tile within the vector registers. Sampling alone,
  * uniform over the knobs, gave 1 in 6 and about a third. Of the vectorised ones, most hold 8
- * to 24 accumulators in at least as many rows as vectors (51% with only the upper bound, 74%
+ * to 24 accumulators in at least as many rows as vectors (51% with only the upper bound, 70%
  * with the lower ones as well), and nearly all parallel loops have a multiple of the cores or
- * at least 8 per core (83% before the parallel prior, 96% after). */
+ * at least 8 per core (83% before the parallel prior, 96% after). 14 has no divisor that is a
+ * multiple of 8, so vectorising w would leave lanes idle: the packed k axis is preferred (78%;
+ * 45% with the general 40% share). */
 static void
 test_prior(void)
 {
@@ -556,9 +558,9 @@ test_prior(void)
                "%u of %u vectorised ones hold 8 to 24 in rows >= vectors; %u of %u parallel ones "
                "keep %d cores evenly busy\n",
                sk[s].desc, packed, n, fits, full, nvec, busy, npar, hw.num_cores);
-        CHECK(packed >= n * 3 / 10);
+        CHECK(packed >= n * 6 / 10); /* 14 wide: no tile of w is a multiple of 8 lanes */
         CHECK(fits >= n * 6 / 10);
-        CHECK(full >= nvec * 2 / 3);
+        CHECK(full >= nvec * 6 / 10);
         CHECK(busy >= npar * 8 / 10);
         tested++;
     }
