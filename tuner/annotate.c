@@ -194,6 +194,25 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
     }
 }
 
+/* Whether op's register tile is vectorised but too small for fill_tile's rules: fewer than
+ * KILN_TILE_MIN accumulators or fewer rows than vectors per row. */
+static bool
+starved(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes, const bool *vec,
+        const struct kiln_prog *p)
+{
+    if (!tiled(op))
+        return false;
+    uint32_t vk =
+        op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
+    if (vk == KILN_NONE || !vec[vk])
+        return false;
+    const struct kiln_knob *kv = &sk->knob[vk];
+    int64_t                 nvec = (p->v[kv->slot + kv->nparts - 1] + lanes - 1) / lanes;
+    int64_t                 regs = tile_registers(sk, op, lanes, vec, p);
+    nvec = nvec < 1 ? 1 : nvec;
+    return regs < KILN_TILE_MIN || regs / nvec < nvec;
+}
+
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
  * on AVX2 and NEON, 32 on AVX-512): a tile of more than KILN_TILE_REGS accumulators spills, so such
  * draws are redrawn most of the time (not always: the space stays the same, only its prior
@@ -455,15 +474,20 @@ kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         vector_knobs(sk, p, vec);
         int64_t old[KILN_SPLIT_MAX];
         memcpy(old, v, sizeof(int64_t) * k->nparts);
+        bool was_starved = false;
+        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+            was_starved |= starved(sk, &sk->priv->op[i], lanes, vec, p);
         if (!mutate_split(k, rng, lanes, vec[k - sk->knob], v))
             continue;
-        /* the prior of kiln_prog_sample: a move that makes a register tile spill is mostly
-         * undone */
-        bool spills = false;
-        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+        /* the prior of kiln_prog_sample: a move that makes a register tile spill, or starves
+         * one that was not (fill_tile's rules), is mostly undone */
+        bool spills = false, starves = false;
+        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
             spills |= tiled(&sk->priv->op[i])
                       && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > KILN_TILE_REGS;
-        if (!spills || kiln_rng_uniform(rng) < 0.2)
+            starves |= !was_starved && starved(sk, &sk->priv->op[i], lanes, vec, p);
+        }
+        if (!(spills || starves) || kiln_rng_uniform(rng) < 0.2)
             return true;
         memcpy(v, old, sizeof(int64_t) * k->nparts);
     }
