@@ -413,6 +413,8 @@ struct kiln_buffer {
 /* The bytes of buffer b (its dtype's size times its extents) in *out; false, *out unchanged,
  * when an extent is negative or the product overflows int64. */
 bool kiln_buffer_bytes(const struct kiln_buffer *b, int64_t *out);
+/* Elements of buffer b (the product of its extents; unchecked, as kiln_tensor_numel). */
+int64_t kiln_buffer_numel(const struct kiln_buffer *b);
 
 enum kiln_stmt_kind {
     KILN_STMT_FOR,

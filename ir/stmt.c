@@ -39,6 +39,15 @@ kiln_buffer_bytes(const struct kiln_buffer *b, int64_t *out)
     return true;
 }
 
+int64_t
+kiln_buffer_numel(const struct kiln_buffer *b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= b->shape[d];
+    return n;
+}
+
 uint32_t
 kiln_func_add_buffer(struct kiln_func *f, const char *name, enum kiln_dtype dt, uint32_t ndim,
                      const int64_t *shape, enum kiln_scope scope, uint32_t tensor)

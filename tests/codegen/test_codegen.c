@@ -76,15 +76,6 @@ struct run_opts {
     double      tol;      /* relative tolerance for floats (default 2e-5 f32, 1e-12 f64) */
 };
 
-static int64_t
-numel(const struct kiln_buffer *b)
-{
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 static bool
 is_float(enum kiln_dtype dt)
 {
@@ -213,7 +204,7 @@ check_run(kiln_ctx *ctx, struct kiln_func *f, const struct run_opts *o, const ch
     for (uint32_t p = 0; p < np; p++) {
         const struct kiln_buffer *b = &f->buf[f->param[p]];
         enum kiln_dtype           dt = (enum kiln_dtype)b->dtype;
-        int64_t                   n = numel(b);
+        int64_t                   n = kiln_buffer_numel(b);
         size_t                    bytes = (size_t)n * kiln_dtype_size(dt) + 128;
         raw[p] = aligned_alloc(64, (bytes + 63) / 64 * 64);
         data[p] = (char *)raw[p] + (o ? o->misalign : 0);
@@ -261,7 +252,7 @@ check_run(kiln_ctx *ctx, struct kiln_func *f, const struct run_opts *o, const ch
         enum kiln_dtype           dt = (enum kiln_dtype)b->dtype;
         double tol = o && o->tol > 0 ? o->tol : dt == KILN_DTYPE_F64 ? 1e-12 : 2e-5;
         int    shown = 0;
-        for (int64_t i = 0; i < numel(b); i++) {
+        for (int64_t i = 0; i < kiln_buffer_numel(b); i++) {
             double want = dbl[p][i], got = get(data[p], dt, i);
             bool   same = is_float(dt) ? (isnan(want) && isnan(got))
                                            || fabs(want - got) <= tol * (1 + fabs(want))

@@ -222,15 +222,6 @@ gen_graph(struct gen *G, uint32_t R, uint32_t C)
     return ok && kiln_buf_puts(ctx, &G->sched, "]}");
 }
 
-static int64_t
-numel(const struct kiln_buffer *b)
-{
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 /* Lowers text under sched, plans (or not), JIT-compiles, runs on random inputs and compares
  * every output with the reference interpreter. *ws and *unplanned receive the workspace sizes. */
 static bool
@@ -272,7 +263,7 @@ run_case(const char *text, const char *sched_json, bool plan, uint64_t seed, int
     double scale = 0;
     for (uint32_t i = 0; !why && i < f->nparam; i++) {
         const struct kiln_buffer *b = &f->buf[f->param[i]];
-        int64_t                   n = numel(b);
+        int64_t                   n = kiln_buffer_numel(b);
         buf[i] = aligned_alloc(64, (size_t)(n * 4 + 63) / 64 * 64);
         for (int64_t e = 0; e < n; e++)
             buf[i][e] = i < g->narg ? (float)(kiln_rng_uniform(&r) * 2 - 1) : NAN;
@@ -290,7 +281,7 @@ run_case(const char *text, const char *sched_json, bool plan, uint64_t seed, int
         why = "kernel returned an error";
     for (uint32_t i = g->narg; !why && i < f->nparam; i++) {
         const struct kiln_buffer *b = &f->buf[f->param[i]];
-        for (int64_t e = 0; e < numel(b) && !why; e++) {
+        for (int64_t e = 0; e < kiln_buffer_numel(b) && !why; e++) {
             double want = all[b->tensor][e], got = buf[i][e];
             if (!(fabs(got - want) <= 2e-5 * (1 + scale))) {
                 fprintf(stderr, "  output %s[%lld]: got %.9g, want %.9g\n",

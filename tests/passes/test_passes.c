@@ -729,15 +729,6 @@ fprint(struct kiln_func *f)
     return b.data;
 }
 
-static int64_t
-bnumel(const struct kiln_buffer *b)
-{
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
 /* Runs f on parameter storage initialised from seed (inputs random, everything else 0) and
  * returns the concatenated parameters (malloc'ed), or NULL when evaluation failed. */
 static double *
@@ -746,12 +737,12 @@ run(struct kiln_func *f, bool flat, uint64_t seed, size_t *total)
     struct kiln_rng r = kiln_rng_new(seed);
     size_t          n = 0, off = 0;
     for (uint32_t p = 0; p < f->nparam; p++)
-        n += (size_t)bnumel(&f->buf[f->param[p]]);
+        n += (size_t)kiln_buffer_numel(&f->buf[f->param[p]]);
     double  *all = malloc(sizeof(double) * (n ? n : 1));
     double **bufs = malloc(sizeof(double *) * (f->nparam ? f->nparam : 1));
     for (uint32_t p = 0; p < f->nparam; p++) {
         bufs[p] = all + off;
-        for (int64_t i = 0; i < bnumel(&f->buf[f->param[p]]); i++)
+        for (int64_t i = 0; i < kiln_buffer_numel(&f->buf[f->param[p]]); i++)
             all[off++] = (double)(int)kiln_rng_below(&r, 17) - 8; /* exact in f32 */
     }
     enum kiln_status st = kiln_func_eval(f, flat, bufs);
