@@ -139,6 +139,25 @@ tile_registers(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int 
     return regs;
 }
 
+/* Whether op's register tile is vectorised but too small: fewer than KILN_TILE_MIN
+ * accumulators or fewer rows than vectors per row (see fill_tile). */
+static bool
+starved(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes, const bool *vec,
+        const struct kiln_prog *p)
+{
+    if (!tiled(op))
+        return false;
+    uint32_t vk =
+        op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
+    if (vk == KILN_NONE || !vec[vk])
+        return false;
+    const struct kiln_knob *kv = &sk->knob[vk];
+    int64_t                 nvec = (p->v[kv->slot + kv->nparts - 1] + lanes - 1) / lanes;
+    int64_t                 regs = tile_registers(sk, op, lanes, vec, p);
+    nvec = nvec < 1 ? 1 : nvec;
+    return regs < KILN_TILE_MIN || regs / nvec < nvec;
+}
+
 /* A vectorised tile of fewer than KILN_TILE_MIN accumulators leaves the FMA units waiting on
  * their own latency, and each of its rows (the other axes' lengths) beyond the first reuses
  * the vector operand's loads: a 2-row x 4-vector matmul tile streams four vectors of B per 8
@@ -162,10 +181,8 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
     const struct kiln_knob *kv = &sk->knob[vk];
     int64_t nvec = (p->v[kv->slot + kv->nparts - 1] + lanes - 1) / lanes; /* vectors per row */
     nvec = nvec < 1 ? 1 : nvec;
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t regs = tile_registers(sk, op, lanes, vec, p);
-        if (regs >= KILN_TILE_MIN && regs / nvec >= nvec)
-            return;
+    for (uint32_t i = 0; i < n && starved(sk, op, lanes, vec, p); i++) {
+        int64_t                 regs = tile_registers(sk, op, lanes, vec, p);
         const struct kiln_knob *k = &sk->knob[order[i]];
         int64_t                *v = &p->v[k->slot];
         int64_t                 d[512], reach[64], fit = 0;
@@ -192,25 +209,6 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
             rem /= v[j];
         }
     }
-}
-
-/* Whether op's register tile is vectorised but too small for fill_tile's rules: fewer than
- * KILN_TILE_MIN accumulators or fewer rows than vectors per row. */
-static bool
-starved(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes, const bool *vec,
-        const struct kiln_prog *p)
-{
-    if (!tiled(op))
-        return false;
-    uint32_t vk =
-        op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
-    if (vk == KILN_NONE || !vec[vk])
-        return false;
-    const struct kiln_knob *kv = &sk->knob[vk];
-    int64_t                 nvec = (p->v[kv->slot + kv->nparts - 1] + lanes - 1) / lanes;
-    int64_t                 regs = tile_registers(sk, op, lanes, vec, p);
-    nvec = nvec < 1 ? 1 : nvec;
-    return regs < KILN_TILE_MIN || regs / nvec < nvec;
 }
 
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers

@@ -779,13 +779,8 @@ sym(struct emit *E, const char *s)
 static const char *
 derived(struct emit *E, const char *base, const char *suffix)
 {
-    size_t lb = strlen(base), ls = strlen(suffix);
-    char  *buf = kiln_arena_alloc(E->ctx, lb + ls + 1);
-    if (!buf)
-        return "";
-    memcpy(buf, base, lb);
-    memcpy(buf + lb, suffix, ls + 1);
-    return kiln_sym_str(E->ctx, sym(E, buf));
+    const char *s = kiln_arena_printf(E->ctx, "%s%s", base, suffix);
+    return s ? kiln_sym_str(E->ctx, sym(E, s)) : "";
 }
 
 static enum kiln_status

@@ -394,14 +394,8 @@ rename_one(kiln_ctx *ctx, const uint32_t *from, const uint32_t *to, uint32_t n, 
         return name;
     if (from[bi] == to[bi])
         return name;
-    const char *t = kiln_sym_str(ctx, to[bi]);
-    size_t      lt = strlen(t), lr = strlen(s + best);
-    char       *buf = kiln_arena_alloc(ctx, lt + lr + 1);
-    if (!buf)
-        return name;
-    memcpy(buf, t, lt);
-    memcpy(buf + lt, s + best, lr + 1);
-    return kiln_sym_cstr(ctx, buf);
+    const char *buf = kiln_arena_printf(ctx, "%s%s", kiln_sym_str(ctx, to[bi]), s + best);
+    return buf ? kiln_sym_cstr(ctx, buf) : name;
 }
 
 enum kiln_status
