@@ -111,8 +111,17 @@ vector_knobs(const struct kiln_sketch *sk, const struct kiln_prog *p, bool *vec)
     }
 }
 
-#define KILN_TILE_REGS 24 /* accumulators an innermost tile may hold without spilling */
-#define KILN_TILE_MIN  8  /* accumulators that keep the FMA units busy: latency 4 x 2 ports */
+#define KILN_TILE_MIN 8 /* accumulators that keep the FMA units busy: latency 4 x 2 ports */
+
+/* Accumulators an innermost tile may hold without spilling: three quarters of the vector
+ * registers, the rest holding the streamed operand's vectors and a broadcast (12 of AVX2's 16:
+ * a 4 x 16 matmul tile of 8 ran at 68 GFLOP/s on Zen 3 where 8 x 16 and 4 x 32, 16 each, spilled
+ * and ran at 38-40; 24 of AVX-512's 32). */
+static int64_t
+tile_cap(const struct kiln_sketch *sk)
+{
+    return sk->priv && sk->priv->vregs > 0 ? sk->priv->vregs * 3 / 4 : 12;
+}
 
 static bool
 tiled(const struct kiln_op_plan *op)
@@ -164,7 +173,7 @@ starved(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes, 
  * FMAs, from L2 once B's block outgrows L1, where a 4 x 4 one streams four per 16. So tiles
  * with too few accumulators or fewer rows than vectors grow along the other axes, in random
  * order, each innermost part to a divisor of the extent that keeps the tile within
- * KILN_TILE_REGS (the outer parts shrink to what still divides the rest). */
+ * tile_cap(sk) (the outer parts shrink to what still divides the rest). */
 static void
 fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
           int lanes, const bool *vec, uint32_t vk, struct kiln_prog *p)
@@ -192,7 +201,7 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
         int64_t  rest = regs / v[k->nparts - 1]; /* the tile without this axis */
         uint32_t nd = divisors(k->extent, d, KILN_COUNTOF(d));
         for (uint32_t j = 0; j < nd; j++) {
-            if (d[j] > KILN_MAX_INNER || rest * d[j] > KILN_TILE_REGS)
+            if (d[j] > KILN_MAX_INNER || rest * d[j] > tile_cap(sk))
                 continue;
             fit = d[j];
             if (rest * d[j] >= KILN_TILE_MIN && rest * d[j] / nvec >= nvec
@@ -212,7 +221,7 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
 }
 
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
- * on AVX2 and NEON, 32 on AVX-512): a tile of more than KILN_TILE_REGS accumulators spills, so such
+ * on AVX2, 32 on AVX-512 and NEON): a tile of more than tile_cap(sk) accumulators spills, so such
  * draws are redrawn most of the time (not always: the space stays the same, only its prior
  * changes). A vector axis of one or two vectors is preferred for the same reason. */
 static void
@@ -224,24 +233,28 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
     uint32_t vk =
         op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
     if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
-        /* one to four vectors' worth of lanes dividing what the outer parts leave: the
-         * smallest half of the time (8 or 16 of 256; 14 or 28 of 28 on 8 lanes) */
+        /* one to four vectors' worth of lanes dividing what the outer parts leave, at most
+         * as many vectors as rows can follow within the cap (vectors^2 <= tile_cap: 3 on
+         * AVX2, 4 on AVX-512): the smallest half of the time (8 or 16 of 256; 14 or 28 of 28
+         * on 8 lanes) */
         const struct kiln_knob *k = &sk->knob[vk];
         int64_t                *v = &p->v[k->slot];
-        int64_t                 outer = 1, d[512], c[64];
+        int64_t                 outer = 1, d[512], c[64], maxvec = 1;
+        while ((maxvec + 1) * (maxvec + 1) <= tile_cap(sk) && maxvec < 4)
+            maxvec++;
         uint32_t                nc = 0;
         for (uint32_t j = 0; j + 1 < k->nparts; j++)
             outer *= v[j];
         uint32_t nd = k->extent % outer == 0 ? divisors(k->extent / outer, d, KILN_COUNTOF(d)) : 0;
         for (uint32_t j = 0; j < nd && nc < KILN_COUNTOF(c); j++)
-            if (d[j] >= lanes && d[j] <= 4 * (int64_t)lanes && d[j] <= KILN_MAX_INNER)
+            if (d[j] >= lanes && d[j] <= maxvec * lanes && d[j] <= KILN_MAX_INNER)
                 c[nc++] = d[j];
         if (nc)
             v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[0] : pick(rng, c, nc);
     }
     if (kiln_rng_uniform(rng) < 0.1)
         return;
-    for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+    for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > tile_cap(sk);
          tries++) {
         uint32_t a = op->vcand[kiln_rng_below(rng, op->nvcand)], k = op->k_split[a];
         if (k == KILN_NONE || k == vk)
@@ -250,7 +263,7 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
                      &p->v[sk->knob[k].slot]);
     }
     /* still too large: the other axes' innermost parts move out one by one */
-    for (uint32_t a = 0; a < op->nvcand && tile_registers(sk, op, lanes, vec, p) > KILN_TILE_REGS;
+    for (uint32_t a = 0; a < op->nvcand && tile_registers(sk, op, lanes, vec, p) > tile_cap(sk);
          a++) {
         uint32_t k = op->k_split[op->vcand[a]];
         if (k == KILN_NONE || k == vk)
@@ -482,7 +495,7 @@ kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         bool spills = false, starves = false;
         for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
             spills |= tiled(&sk->priv->op[i])
-                      && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > KILN_TILE_REGS;
+                      && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > tile_cap(sk);
             starves |= !was_starved && starved(sk, &sk->priv->op[i], lanes, vec, p);
         }
         if (!(spills || starves) || kiln_rng_uniform(rng) < 0.2)

@@ -18,6 +18,7 @@ kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
     hw->cache_line = 64;
     hw->l1_bytes = 48 << 10;
     hw->l2_bytes = 1280 << 10;
+    hw->vector_regs = t && (t->vector_bits >= 512 || !strncmp(t->triple, "aarch64", 7)) ? 32 : 16;
 }
 
 /* ---- analysis of compute definitions ---- */
@@ -595,6 +596,9 @@ emit_sketch(struct gen *G)
         return ctx->err.status;
     sk->priv->nop = g->nop;
     sk->priv->lanes = G->A->hw->vector_lanes;
+    sk->priv->vregs = G->A->hw->vector_regs > 0        ? G->A->hw->vector_regs
+                      : G->A->hw->vector_lanes >= 16 ? 32
+                                                     : 16;
     sk->priv->cores = G->A->hw->num_cores;
     sk->priv->op = kiln_arena_alloc(ctx, sizeof(struct kiln_op_plan) * (g->nop + 1));
     if (!sk->priv->op)

@@ -43,6 +43,7 @@ struct kiln_sketch_priv {
     uint32_t             nop; /* 0: the default schedule */
     struct kiln_op_plan *op;
     int                  lanes, cores;
+    int                  vregs; /* architectural vector registers (struct kiln_hw) */
 };
 
 /* The iterator names passes/state.c gives op `op`'s root loops (spatial, then reduction). */

@@ -110,6 +110,8 @@ struct kiln_hw {
     int vector_lanes; /* f32 lanes of the widest vector register */
     int cache_line;   /* bytes */
     int l1_bytes, l2_bytes;
+    int vector_regs; /* architectural vector registers: 16 on AVX2, 32 on AVX-512 and NEON
+                      * (0: derived from vector_lanes) */
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
 

@@ -390,7 +390,7 @@ bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
            const struct knob_setting *set, uint32_t nset, const char *const *order)
 {
     struct kiln_target tg;
-    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10};
+    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10, 0};
     const char        *out = NULL;
     for (int pass = 0; pass < 2; pass++) {
         struct kiln_graph  *g = PARSE(ctx, pass ? big : small);
@@ -491,14 +491,16 @@ test_bench_like(void)
 /* The sampling prior (tuner/annotate.c): of the programs drawn for a 256-channel 14x14 conv's
  * tiled sketch, a good share vectorise the packable output-channel axis (and pack the
  * weights), and most keep the innermost tile within the vector registers. Sampling alone,
- * uniform over the knobs, gave 1 in 6 and about a third. Of the vectorised ones, most hold 8
- * to 24 accumulators in at least as many rows as vectors (51% with only the upper bound, 70%
- * with the lower ones as well), and nearly all parallel loops have a multiple of the cores or
- * at least 8 per core (83% before the parallel prior, 96% after). 14 has no divisor that is a
- * multiple of 8, so vectorising w would leave lanes idle: the packed k axis is preferred (78%;
- * 45% with the general 40% share). */
-/* A vectorised register tile of 8 to 24 accumulators in at least as many rows as vectors per
- * row (the tile rules of tuner/annotate.c, computed here independently). */
+ * uniform over the knobs, gave 1 in 6 and about a third. Of the vectorised ones, many hold 8
+ * to TILE_CAP accumulators in at least as many rows as vectors (shares in test_prior), and
+ * nearly all parallel loops have a multiple of the cores or at least 8 per core (83% before
+ * the parallel prior, 96% after). 14 has no divisor that is a multiple of 8, so vectorising w
+ * would leave lanes idle: the packed k axis is preferred (78%; 45% with the general 40%
+ * share). */
+/* A vectorised register tile of 8 to TILE_CAP accumulators in at least as many rows as vectors
+ * per row (the tile rules of tuner/annotate.c, computed here independently): 12 of AVX2's 16
+ * vector registers (8 lanes), 24 of AVX-512's 32. */
+#define TILE_CAP(lanes) ((lanes) >= 16 ? 24 : 12)
 static bool
 tile_full(const struct kiln_sketch *sk, const struct kiln_op_plan *op, const struct kiln_prog *p,
           int lanes, int64_t *regs_out)
@@ -514,14 +516,13 @@ tile_full(const struct kiln_sketch *sk, const struct kiln_op_plan *op, const str
         regs *= vec && op->vcand[a] == va ? vecs : inner;
     }
     *regs_out = regs;
-    return vec && regs >= 8 && regs <= 24 && regs / vecs >= vecs;
+    return vec && regs >= 8 && regs <= TILE_CAP(lanes) && regs / vecs >= vecs;
 }
 
 static void
-test_prior(void)
+prior_shares(const struct kiln_hw hw, uint32_t full_pct)
 {
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
     struct kiln_rng     r = kiln_rng_new(opt_seed());
@@ -546,7 +547,7 @@ test_prior(void)
             packed += va == 1 && op->k_pack != KILN_NONE && p.v[sk[s].knob[op->k_pack].slot] != 0;
             int64_t regs;
             bool    is_full = tile_full(&sk[s], op, &p, hw.vector_lanes, &regs);
-            fits += regs <= 24;
+            fits += regs <= TILE_CAP(hw.vector_lanes);
             nvec += vec;
             full += is_full;
             /* a mutation of a full tile mostly keeps it full */
@@ -576,20 +577,32 @@ test_prior(void)
             busy += par > 0 && ext >= hw.num_cores
                     && (ext % hw.num_cores == 0 || ext >= 8 * hw.num_cores);
         }
-        printf("sketch %s: %u of %u programs vectorise the packed k axis, %u fit 24 registers; "
-               "%u of %u vectorised ones hold 8 to 24 in rows >= vectors (%u of %u mutants of "
-               "those too); %u of %u parallel ones "
-               "keep %d cores evenly busy\n",
-               sk[s].desc, packed, n, fits, full, nvec, kept, nmut, busy, npar, hw.num_cores);
+        int cap = TILE_CAP(hw.vector_lanes);
+        printf("%d lanes, sketch %s: %u of %u programs vectorise the packed k axis, %u fit %d "
+               "registers; %u of %u vectorised ones hold 8 to %d in rows >= vectors (%u of %u "
+               "mutants of those too); %u of %u parallel ones keep %d cores evenly busy\n",
+               hw.vector_lanes, sk[s].desc, packed, n, fits, cap, full, nvec, cap, kept, nmut,
+               busy, npar, hw.num_cores);
         CHECK(packed >= n * 6 / 10); /* 14 wide: no tile of w is a multiple of 8 lanes */
         CHECK(fits >= n * 6 / 10);
-        CHECK(full >= nvec * 6 / 10);
+        CHECK(full >= nvec * full_pct / 100);
         CHECK(busy >= npar * 8 / 10);
-        CHECK(kept >= nmut * 9 / 10); /* 83% without the mutation rule, 94% with it */
+        CHECK(kept >= nmut * 85 / 100); /* 83% without the mutation rule, 90-94% with it */
         tested++;
     }
     CHECK(tested > 0);
     kiln_ctx_free(ctx);
+}
+
+/* 16 lanes (AVX-512, 24 accumulators): 70% of vectorised draws are full tiles, 51% without
+ * fill_tile. 8 lanes (AVX2, 12): 256 channels have vector lengths of 1 or 2 vectors (8, 16)
+ * and 14 x 14 rows of 1, 2, 4, 7, 14, ..., so only 2 vectors x 4 rows (or 1 vector x 8 rows
+ * when w is vectorised) fit: 30% full, 17% without fill_tile. */
+static void
+test_prior(void)
+{
+    prior_shares((struct kiln_hw){2, 16, 64, 48 << 10, 1280 << 10, 0}, 60);
+    prior_shares((struct kiln_hw){2, 8, 64, 48 << 10, 1280 << 10, 0}, 25);
 }
 
 /* A plain producer read only by a tiled op gets a location knob; computed at the reader's
@@ -601,7 +614,7 @@ test_location(void)
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
     struct kiln_graph  *g = NULL;
     struct kiln_target  tg;
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10};
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
     struct kiln_rng     r = kiln_rng_new(opt_seed());
@@ -644,7 +657,7 @@ test_examples_lower(void)
         }
         kiln_ctx           *ctx = kiln_ctx_new(NULL);
         struct kiln_graph  *g = PARSE(ctx, text);
-        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10};
+        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10, 0};
         struct kiln_sketch *sk = NULL;
         uint32_t            nsk = 0, nlow = 0;
         struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), files[fi]));
@@ -690,7 +703,7 @@ test_json_errors(void)
 {
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
     struct kiln_graph  *g = PARSE(ctx, graphs[0][1]);
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10};
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
     struct kiln_prog    p;
