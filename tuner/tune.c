@@ -520,10 +520,12 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
             }
         }
         /* a candidate about 10x slower than the best is hopeless: its check call, warm-up and
-         * first repeat alone would take 30x the best time, so stop it there */
+         * first repeat alone would take 30x the best time, so stop it there (not below 0.5 s,
+         * which covers starting the runner and loading the inputs: with a floor of 1 s, 81 of
+         * 300 matmul 1024^3 trials timed out, a quarter of that task's tuning time) */
         double best = task_best(t), limit = o->measure.run_timeout_s;
         if (best > 0)
-            limit = fmin(limit, fmax(1.0, 30 * best));
+            limit = fmin(limit, fmax(0.5, 30 * best));
         kiln_measurer_set_run_timeout(t->meas, limit);
         /* and one 4x slower on its first call gets a single repeat: most sampled programs
          * are, and their warm-up and repeats were most of the tuning time (not below 5 ms:
