@@ -620,7 +620,7 @@ emit_sketch(struct gen *G)
         return ctx->err.status;
     sk->priv->nop = g->nop;
     sk->priv->lanes = G->A->hw->vector_lanes;
-    sk->priv->vregs = G->A->hw->vector_regs > 0        ? G->A->hw->vector_regs
+    sk->priv->vregs = G->A->hw->vector_regs > 0      ? G->A->hw->vector_regs
                       : G->A->hw->vector_lanes >= 16 ? 32
                                                      : 16;
     sk->priv->cores = G->A->hw->num_cores;

@@ -581,8 +581,8 @@ prior_shares(const struct kiln_hw hw, uint32_t full_pct)
         printf("%d lanes, sketch %s: %u of %u programs vectorise the packed k axis, %u fit %d "
                "registers; %u of %u vectorised ones hold 8 to %d in rows >= vectors (%u of %u "
                "mutants of those too); %u of %u parallel ones keep %d cores evenly busy\n",
-               hw.vector_lanes, sk[s].desc, packed, n, fits, cap, full, nvec, cap, kept, nmut,
-               busy, npar, hw.num_cores);
+               hw.vector_lanes, sk[s].desc, packed, n, fits, cap, full, nvec, cap, kept, nmut, busy,
+               npar, hw.num_cores);
         CHECK(packed >= n * 6 / 10); /* 14 wide: no tile of w is a multiple of 8 lanes */
         CHECK(fits >= n * 6 / 10);
         CHECK(full >= nvec * full_pct / 100);
