@@ -223,7 +223,7 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
  * on AVX2, 32 on AVX-512 and NEON): a tile of more than tile_cap(sk) accumulators spills, so such
  * draws are redrawn most of the time (not always: the space stays the same, only its prior
- * changes). A vector axis of one or two vectors is preferred for the same reason. */
+ * changes). The vector axis's length is kept to what leaves room for rows (see below). */
 static void
 register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
               int lanes, const bool *vec, struct kiln_prog *p)

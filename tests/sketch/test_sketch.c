@@ -602,6 +602,33 @@ prior_shares(const struct kiln_hw hw, uint32_t full_pct)
 static void
 test_prior(void)
 {
+    /* the register budget the cap comes from, per target */
+    const struct {
+        const char *target;
+        int         lanes, regs;
+    } hwt[] = {{"llvm -mtriple=x86_64-linux-gnu -mcpu=znver3", 8, 16},
+               {"llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids", 16, 32},
+               {"llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -mattr=-avx512f", 8, 16},
+               {"llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1", 4, 32}};
+    for (size_t i = 0; i < KILN_COUNTOF(hwt); i++) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_target t;
+        struct kiln_hw     hw;
+        if (kiln_cg_target_parse(ctx, hwt[i].target, &t) != KILN_OK) {
+            char msg[600];
+            kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+            printf("target %s: %s\n", hwt[i].target, msg);
+            CHECK(false);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        kiln_hw_from_target(&t, &hw);
+        printf("target %s: %d lanes, %d vector registers\n", hwt[i].target, hw.vector_lanes,
+               hw.vector_regs);
+        CHECK_EQ_INT(hwt[i].lanes, hw.vector_lanes);
+        CHECK_EQ_INT(hwt[i].regs, hw.vector_regs);
+        kiln_ctx_free(ctx);
+    }
     prior_shares((struct kiln_hw){2, 16, 64, 48 << 10, 1280 << 10, 0}, 60);
     prior_shares((struct kiln_hw){2, 8, 64, 48 << 10, 1280 << 10, 0}, 35);
 }
