@@ -171,10 +171,7 @@ static bool
 same_shape(const struct kiln_onnx_tensor *v, const struct kiln_module_arg *a)
 {
     /* a scalar may be stored as [1] and vice versa: compare element counts and non-1 extents */
-    int64_t n = 1;
-    for (int d = 0; d < a->ndim; d++)
-        n *= a->shape[d];
-    if (n != v->numel)
+    if (kiln_shape_numel(a->shape, (int)a->ndim) != v->numel)
         return false;
     int i = 0, k = 0;
     while (i < v->ndim || k < a->ndim) {

@@ -91,12 +91,18 @@ kiln_graph_new(kiln_ctx *ctx)
 }
 
 int64_t
-kiln_tensor_numel(const struct kiln_tensor *t)
+kiln_shape_numel(const int64_t *shape, int ndim)
 {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= t->shape[i];
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
     return n;
+}
+
+int64_t
+kiln_tensor_numel(const struct kiln_tensor *t)
+{
+    return kiln_shape_numel(t->shape, t->ndim);
 }
 
 #define MAX_NUMEL ((int64_t)1 << 40)

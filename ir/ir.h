@@ -327,7 +327,10 @@ enum kiln_status kiln_graph_default_outputs(struct kiln_graph *g);
 /* Checks the invariants: every op tensor defined once, ops in topological order, loads in
  * bounds of rank, dtypes consistent, at least one output. */
 enum kiln_status kiln_graph_verify(const struct kiln_graph *g);
-int64_t          kiln_tensor_numel(const struct kiln_tensor *t);
+/* The product of the first ndim extents of shape (unchecked: verified shapes do not overflow);
+ * kiln_tensor_numel and kiln_buffer_numel count elements with it. */
+int64_t kiln_shape_numel(const int64_t *shape, int ndim);
+int64_t kiln_tensor_numel(const struct kiln_tensor *t);
 
 /* ---- op library (ir/lib.c): one X-macro table, ir/lib.def ---- */
 /* Builds the library op `op` reading tensors in[0..nin) with attributes attr, defining a new

@@ -42,10 +42,7 @@ kiln_buffer_bytes(const struct kiln_buffer *b, int64_t *out)
 int64_t
 kiln_buffer_numel(const struct kiln_buffer *b)
 {
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
+    return kiln_shape_numel(b->shape, b->ndim);
 }
 
 uint32_t

@@ -682,9 +682,7 @@ measure_one(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target 
     float *mem[8];
     for (uint32_t p = 0; p < f->nparam; p++) {
         const struct kiln_buffer *B = &f->buf[f->param[p]];
-        int64_t                   n = 1;
-        for (int d = 0; d < B->ndim; d++)
-            n *= B->shape[d];
+        int64_t                   n = kiln_buffer_numel(B);
         mem[p] = aligned_alloc(64, ((size_t)n * 4 + 63) / 64 * 64);
         for (int64_t e = 0; e < n; e++)
             mem[p][e] = (float)((e * 7 % 13) - 6) * 0.125f;

@@ -537,9 +537,7 @@ run_and_compare(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_schedule 
     void *data[64];
     for (uint32_t i = 0; i < np; i++) {
         const struct kiln_buffer *b = &f->buf[f->param[i]];
-        int64_t                   n = 1;
-        for (int d = 0; d < b->ndim; d++)
-            n *= b->shape[d];
+        int64_t                   n = kiln_buffer_numel(b);
         buf[i] = guarded_alloc(n);
         ref[i] = calloc((size_t)n + 1, sizeof(double));
         if (i < g->narg)
@@ -580,9 +578,7 @@ run_and_compare(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_schedule 
     ok = true;
     for (uint32_t i = 0; i < np && ok; i++) {
         const struct kiln_buffer *b = &f->buf[f->param[i]];
-        int64_t                   n = 1;
-        for (int d = 0; d < b->ndim; d++)
-            n *= b->shape[d];
+        int64_t                   n = kiln_buffer_numel(b);
         for (int64_t e = 0; e < GUARD && ok; e++)
             if (buf[i][e] != GUARD_VALUE || buf[i][GUARD + n + e] != GUARD_VALUE) {
                 ok = false;
