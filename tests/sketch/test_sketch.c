@@ -324,6 +324,11 @@ test_programs(void)
             CHECK(has_sketch(sk, nsk, "C:tile+cache_write@1"));
             CHECK(has_sketch(sk, nsk, "C:tile+cache_write@2"));
             CHECK(has_sketch(sk, nsk, "C:tile"));
+            CHECK(!has_sketch(sk, nsk, "C:plain")); /* two reused tensors */
+        }
+        if (!strcmp(graphs[gi][0], "depthwise")) { /* little reuse: tiled, and plain too */
+            CHECK(has_sketch(sk, nsk, "y:tile"));
+            CHECK(has_sketch(sk, nsk, "y:plain"));
         }
         if (!strcmp(graphs[gi][0], "matmul_bias_relu")) {
             CHECK(has_sketch(sk, nsk, "C:tile+fuse(E)@1"));
