@@ -196,10 +196,10 @@ struct kiln_cm_params {
     uint8_t  objective;      /* enum kiln_cm_objective; default KILN_CM_PACK_SUM */
     uint32_t max_rounds;     /* boosting rounds at most; default 300 */
     uint32_t patience;       /* stop after this many rounds without a better training
-                              * pack-sum RMSE (pack-sum only); default 30 */
+                              * loss (pack-sum only); default 30 */
     int    max_depth;        /* default 10 */
     double eta;              /* default 0.2 */
-    double gamma;            /* default 0.001 */
+    double gamma;            /* default 0 */
     double min_child_weight; /* default 0 */
     int    nthread;          /* XGBoost threads; default 1 */
 };

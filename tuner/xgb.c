@@ -5,9 +5,14 @@
  * between that sum and the program's normalised throughput y, weighted by y, so fast programs
  * dominate and failed ones (y = 0) do not pull. XGBoost cannot express a loss over groups of
  * rows, so each round the gradient is computed here and handed to XGBoosterBoostOneIter: for
- * every row r of program p, grad = y_p * (sum_p - y_p), hess = y_p. Rounds stop early when the
- * training pack-sum RMSE has not improved for `patience` rounds; prediction then uses the
- * trees up to the best round.
+ * every row r of program p, grad = y_p * (sum_p - y_p) and hess = y_p * n_p, n_p the program's
+ * row count. The loss's true Hessian over p's rows is y_p times an n_p x n_p block of ones;
+ * the diagonal y_p * n_p bounds it, so a Newton step cannot overshoot. With hess = y_p (the
+ * diagonal alone) a leaf shared by a program's rows moves its sum n_p times too far: lowered
+ * convolutions have 15-30 stores, every round multiplied the error by about eta * n_p = 5,
+ * early stopping kept no tree, and the search ran on a constant model. Rounds stop early when
+ * the training loss (pack-sum RMSE weighted by y) has not improved for `patience` rounds;
+ * prediction then uses the trees up to the best round.
  *
  * Rank (the alternative): one row per program, the mean of its rows, trained with XGBoost's
  * rank:pairwise objective (all programs in one group) for max_rounds rounds.
@@ -38,7 +43,7 @@ kiln_cm_params_default(struct kiln_cm_params *p)
                                  .patience = 30,
                                  .max_depth = 10,
                                  .eta = 0.2,
-                                 .gamma = 0.001,
+                                 .gamma = 0,
                                  .min_child_weight = 0,
                                  .nthread = 1};
 }
@@ -192,7 +197,8 @@ set_params(kiln_ctx *ctx, BoosterHandle b, const struct kiln_cm_params *p, uint6
     return KILN_OK;
 }
 
-/* Pack-sum RMSE over programs with rows; sums per program into sum[]. */
+/* Pack-sum RMSE over programs with rows, weighted by y as the loss is; sums per program into
+ * sum[]. */
 static double
 pack_rmse(const float *pred, const uint32_t *prog, size_t rows, const double *y, uint32_t n,
           const struct kiln_feat *feats, double *sum)
@@ -200,14 +206,13 @@ pack_rmse(const float *pred, const uint32_t *prog, size_t rows, const double *y,
     memset(sum, 0, sizeof(double) * n);
     for (size_t r = 0; r < rows; r++)
         sum[prog[r]] += pred ? pred[r] : 0;
-    double   se = 0;
-    uint32_t cnt = 0;
+    double se = 0, w = 0;
     for (uint32_t i = 0; i < n; i++)
         if (feats[i].nrow) {
-            se += (sum[i] - y[i]) * (sum[i] - y[i]);
-            cnt++;
+            se += y[i] * (sum[i] - y[i]) * (sum[i] - y[i]);
+            w += y[i];
         }
-    return cnt ? sqrt(se / cnt) : 0;
+    return w > 0 ? sqrt(se / w) : 0;
 }
 
 enum kiln_status
@@ -288,7 +293,7 @@ kiln_cm_train(struct kiln_cost_model *m, const struct kiln_feat *feats, const do
             for (size_t r = 0; r < rows; r++) {
                 double yp = y[prog[r]];
                 grad[r] = (float)(yp * (sum[prog[r]] - yp));
-                hess[r] = (float)yp;
+                hess[r] = (float)(yp * feats[prog[r]].nrow);
             }
             XGB(ctx, XGBoosterBoostOneIter(b, d, grad, hess, (bst_ulong)rows));
         }
