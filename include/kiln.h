@@ -238,6 +238,8 @@ struct kiln_tune_task_status {
     uint32_t    errors; /* programs that failed: did not build, crashed, hung, wrong answer */
     double      best_s; /* best time, 0 = nothing valid measured yet */
     const char *phase;  /* "ansor", "droplet", "done" */
+    uint32_t    model_programs; /* measured programs (of every task) the task's cost model
+                                 * last trained on; 0 = not trained yet: its batches are random */
 };
 
 struct kiln_tune_progress {

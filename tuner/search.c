@@ -221,6 +221,8 @@ train(struct tsession *S, struct ttask *T)
         st = kiln_cm_train(T->cm, f, y, n);
     if (st == KILN_OK)
         T->trained_at = S->nrecorded;
+    if (st == KILN_OK && n >= 8)
+        T->model_n = n;
     free(f);
     free(y);
     return st;

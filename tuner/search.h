@@ -39,6 +39,7 @@ struct ttask {
     uint32_t                     trials; /* records of this task, errors included */
     uint32_t                     errors;
     uint64_t                     trained_at; /* the session's nrecorded when last trained */
+    uint32_t                     model_n;    /* programs the model last trained on */
     enum tphase                  phase;
     struct kiln_prog             center; /* Droplet: the current point */
     int32_t                      center_m;

@@ -150,6 +150,8 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     if (p) {
         q->p = *p;
         q->has_prog = true;
+        /* the cost model trains on the features of every measured program */
+        kiln_ttask_features(T, p, &q->feat);
         struct kiln_buf b = {0};
         if (kiln_prog_to_json(ctx, &T->sk[p->sketch], p, &b) == KILN_OK)
             prog_json = b.data;
@@ -247,6 +249,7 @@ update_status(struct ttask *T)
     T->status.trials = T->trials;
     T->status.errors = T->errors;
     T->status.best_s = T->best >= 0 ? T->m[T->best].time_s : 0;
+    T->status.model_programs = T->model_n;
     T->status.phase = T->phase == TPHASE_ANSOR     ? "ansor"
                       : T->phase == TPHASE_DROPLET ? "droplet"
                                                    : "done";

@@ -246,6 +246,14 @@ best_cb(void *ud, const struct kiln_record *r)
     return true;
 }
 
+/* The last progress report's count of programs the (only) task's cost model trained on. */
+static void
+model_programs_cb(void *ud, const struct kiln_tune_progress *p)
+{
+    if (p->ntask)
+        *(uint32_t *)ud = p->task[0].model_programs;
+}
+
 static void
 tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_strategy strat)
 {
@@ -258,6 +266,9 @@ tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_
     quick_opts(&o, db, trials);
     o.strategy = strat;
     o.droplet_after = trials / 2;
+    uint32_t model_n = 0;
+    o.progress = model_programs_cb;
+    o.progress_ud = &model_n;
     CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
     struct kiln_tasks T;
     CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
@@ -269,10 +280,16 @@ tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_
     struct best_ud b = {0};
     CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
     kiln_db_close(d);
-    printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx)\n", name,
-           kiln_strategy_name[strat], b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
-           b.best > 0 ? b.dflt / b.best : 0);
+    printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx); the "
+           "cost model last trained on %u programs\n",
+           name, kiln_strategy_name[strat], b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
+           b.best > 0 ? b.dflt / b.best : 0, model_n);
     CHECK(b.n <= trials);
+    /* the evolutionary search learns from what it measured in this session: every round but
+     * the first, random one retrains on all programs measured before it (the model once saw
+     * only programs resumed from the database, and a fresh tuning run searched at random) */
+    if (strat == KILN_STRATEGY_ANSOR)
+        CHECK(model_n >= trials / 2);
     CHECK(b.dflt > 0 && b.best > 0);
     CHECK(b.best < b.dflt / 1.5);
 out:
