@@ -197,7 +197,8 @@ struct kiln_cm_params {
     uint32_t max_rounds;     /* boosting rounds at most; default 300 */
     uint32_t patience;       /* stop after this many rounds without a better training
                               * loss (pack-sum only); default 30 */
-    int    max_depth;        /* default 10 */
+    int    max_depth;        /* default 4 */
+    int    max_bin;          /* histogram bins per feature; default 64 */
     double eta;              /* default 0.2 */
     double gamma;            /* default 0 */
     double min_child_weight; /* default 0 */

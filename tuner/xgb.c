@@ -11,8 +11,8 @@
  * diagonal alone) a leaf shared by a program's rows moves its sum n_p times too far: lowered
  * convolutions have 15-30 stores, every round multiplied the error by about eta * n_p = 5,
  * early stopping kept no tree, and the search ran on a constant model. Rounds stop early when
- * the training loss (pack-sum RMSE weighted by y) has not improved for `patience` rounds;
- * prediction then uses the trees up to the best round.
+ * the training loss (pack-sum RMSE weighted by y) has not improved by KILN_CM_MIN_GAIN for
+ * `patience` rounds; prediction then uses the trees up to the last such improvement.
  *
  * Rank (the alternative): one row per program, the mean of its rows, trained with XGBoost's
  * rank:pairwise objective (all programs in one group) for max_rounds rounds.
@@ -25,6 +25,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A boosting round improves the training loss when it lowers it by this share: the last 1%
+ * takes hundreds of rounds of overfitting (gamma 0) and most of the training time. */
+#define KILN_CM_MIN_GAIN 0.01
 
 struct kiln_cost_model {
     kiln_ctx             *ctx;
@@ -41,7 +45,8 @@ kiln_cm_params_default(struct kiln_cm_params *p)
     *p = (struct kiln_cm_params){.objective = KILN_CM_PACK_SUM,
                                  .max_rounds = 300,
                                  .patience = 30,
-                                 .max_depth = 10,
+                                 .max_depth = 4,
+                                 .max_bin = 64,
                                  .eta = 0.2,
                                  .gamma = 0,
                                  .min_child_weight = 0,
@@ -77,11 +82,12 @@ enum kiln_status
 kiln_cm_set_params(struct kiln_cost_model *m, const struct kiln_cm_params *p)
 {
     if (!p || p->objective > KILN_CM_RANK || p->max_rounds == 0 || p->max_rounds > 100000
-        || p->max_depth < 1 || p->max_depth > 30 || !(p->eta > 0 && p->eta <= 1) || !(p->gamma >= 0)
-        || !(p->min_child_weight >= 0) || p->nthread < 1 || p->nthread > 1024)
+        || p->max_depth < 1 || p->max_depth > 30 || p->max_bin < 2 || p->max_bin > 4096
+        || !(p->eta > 0 && p->eta <= 1) || !(p->gamma >= 0) || !(p->min_child_weight >= 0)
+        || p->nthread < 1 || p->nthread > 1024)
         return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "xgboost",
                          "cost model parameters out of range (objective 0-1, max_rounds "
-                         "1-100000, max_depth 1-30, eta in (0, 1], gamma >= 0, "
+                         "1-100000, max_depth 1-30, max_bin 2-4096, eta in (0, 1], gamma >= 0, "
                          "min_child_weight >= 0, nthread 1-1024)");
     m->p = *p;
     return KILN_OK;
@@ -171,8 +177,9 @@ build_matrix(const struct kiln_feat *feats, uint32_t n, size_t nrows, bool poole
 static enum kiln_status
 set_params(kiln_ctx *ctx, BoosterHandle b, const struct kiln_cm_params *p, uint64_t seed)
 {
-    char depth[32], eta[32], gamma[32], mcw[32], nth[32], sd[32];
+    char depth[32], bins[32], eta[32], gamma[32], mcw[32], nth[32], sd[32];
     snprintf(depth, sizeof depth, "%d", p->max_depth);
+    snprintf(bins, sizeof bins, "%d", p->max_bin);
     snprintf(eta, sizeof eta, "%.17g", p->eta);
     snprintf(gamma, sizeof gamma, "%.17g", p->gamma);
     snprintf(mcw, sizeof mcw, "%.17g", p->min_child_weight);
@@ -189,6 +196,7 @@ set_params(kiln_ctx *ctx, BoosterHandle b, const struct kiln_cm_params *p, uint6
         {"nthread", nth},
         {"seed", sd},
         {"base_score", p->objective == KILN_CM_RANK ? "0.5" : "0"},
+        {"max_bin", bins},
         {"objective", p->objective == KILN_CM_RANK ? "rank:pairwise" : "reg:squarederror"},
     };
     for (size_t i = 0; i < KILN_COUNTOF(kv); i++)
@@ -282,7 +290,7 @@ kiln_cm_train(struct kiln_cost_model *m, const struct kiln_feat *feats, const do
                 }
             }
             double rmse = pack_rmse(pred, prog, rows, y, n, feats, sum);
-            if (rmse < best) {
+            if (rmse < best * (1 - KILN_CM_MIN_GAIN)) {
                 best = rmse;
                 best_it = it;
             } else if (it - best_it >= p->patience) {
