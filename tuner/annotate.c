@@ -30,14 +30,21 @@ pick(struct kiln_rng *r, const int64_t *v, uint32_t n)
     return v[kiln_rng_below(r, n)];
 }
 
+/* Share of split draws that need not divide the extent (partial tiles, loop-partitioned).
+ * It was 15%: with six split knobs most programs then held one, and a young cost model, seeing
+ * feature values it had never been trained on, ranked such programs first -- one conv 28^2 run
+ * spent its second round on 62-lane vector tiles that took LLVM 20 s each to compile and ran
+ * 10x slower than the best. */
+#define NONDIVISOR_P 0.03
+
 /* nparts inner lengths (outer to inner) of an extent: usually a factorisation (the product
  * divides the extent), the innermost at most KILN_MAX_INNER and, for a vector axis, preferring
- * multiples of the vector lanes. */
+ * multiples of the vector lanes (always, when the split need not divide the extent). */
 static void
 sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, bool vec, int64_t *out)
 {
     int64_t rem = extent, d[512], f[512];
-    if (kiln_rng_uniform(r) < 0.85) {
+    if (kiln_rng_uniform(r) >= NONDIVISOR_P) {
         for (uint32_t j = nparts; j-- > 0;) {
             uint32_t nd = divisors(rem, d, KILN_COUNTOF(d)), nf = 0;
             if (j + 1 == nparts) {
@@ -63,7 +70,10 @@ sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, boo
         int64_t max = rem < 1 ? 1 : rem;
         if (j + 1 == nparts && max > KILN_MAX_INNER)
             max = KILN_MAX_INNER;
-        out[j] = 1 + (int64_t)kiln_rng_below(r, (uint64_t)max);
+        if (j + 1 == nparts && vec && lanes > 1 && max >= lanes)
+            out[j] = lanes * (1 + (int64_t)kiln_rng_below(r, (uint64_t)(max / lanes)));
+        else
+            out[j] = 1 + (int64_t)kiln_rng_below(r, (uint64_t)max);
         rem /= out[j];
     }
 }
