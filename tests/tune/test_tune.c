@@ -266,6 +266,8 @@ tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_
     quick_opts(&o, db, trials);
     o.strategy = strat;
     o.droplet_after = trials / 2;
+    if (strat == KILN_STRATEGY_ANSOR)
+        o.batch = 4; /* rounds enough for the model to retrain under the sanitizers' 16 trials */
     uint32_t model_n = 0;
     o.progress = model_programs_cb;
     o.progress_ud = &model_n;
