@@ -704,7 +704,8 @@ ref_eval(struct ref *rf, uint32_t id)
                 return 0;
             double lo = n.dtype == I32 ? -2147483648.0 : -9223372036854775808.0;
             double hi = n.dtype == I32 ? 2147483647.0 : 9223372036854775807.0;
-            return a <= lo ? lo : a >= hi ? hi : trunc(a);
+            /* an integer has no negative zero: i32(-0.0) is 0, and f32 of it is +0.0 */
+            return a <= lo ? lo : a >= hi ? hi : trunc(a) == 0 ? 0 : trunc(a);
         }
         return (double)wrapi((int64_t)a, n.dtype);
     }
