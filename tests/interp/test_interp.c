@@ -726,10 +726,12 @@ ref_eval(struct ref *rf, uint32_t id)
         return (double)wrapi(fdiv(i, j), n.dtype);
     case KILN_OP_FLOORMOD:
         return (double)wrapi(fmod_(i, j), n.dtype);
+    /* C's fmin/fmax, as kiln defines min/max: the sign of min(+0.0, -0.0) is left open by
+     * IEEE 754, and `a < b ? a : b` picked the other zero (rsqrt then gave -inf for +inf) */
     case KILN_OP_MIN:
-        return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+        return isnan(a) || isnan(b) ? NAN : fmin(a, b);
     case KILN_OP_MAX:
-        return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+        return isnan(a) || isnan(b) ? NAN : fmax(a, b);
     case KILN_OP_POW:
         return pow(a, b);
     case KILN_OP_EQ:
