@@ -217,12 +217,10 @@ train(struct tsession *S, struct ttask *T)
         n = append_task(U, U->nm - take, f, y, n);
         left -= take;
     }
-    if (n >= 8)
-        st = kiln_cm_train(T->cm, f, y, n);
+    if (n >= 8 && (st = kiln_cm_train(T->cm, f, y, n)) == KILN_OK)
+        T->model_n = n;
     if (st == KILN_OK)
         T->trained_at = S->nrecorded;
-    if (st == KILN_OK && n >= 8)
-        T->model_n = n;
     free(f);
     free(y);
     return st;

@@ -150,7 +150,7 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     if (p) {
         q->p = *p;
         q->has_prog = true;
-        /* the cost model trains on the features of every measured program */
+        /* the cost model trains on the features of every measured or resumed program */
         kiln_ttask_features(T, p, &q->feat);
         struct kiln_buf b = {0};
         if (kiln_prog_to_json(ctx, &T->sk[p->sketch], p, &b) == KILN_OK)
@@ -399,15 +399,6 @@ free_tasks(struct ttask *T, uint32_t n)
     free(T);
 }
 
-/* Features of every resumed program, so the model trains on them. */
-static void
-resume_features(struct ttask *T)
-{
-    for (uint32_t k = 0; k < T->nm; k++)
-        if (T->m[k].has_prog && !T->m[k].feat.nrow)
-            kiln_ttask_features(T, &T->m[k].p, &T->m[k].feat);
-}
-
 static enum kiln_status
 setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t index,
            const struct kiln_hw *hw)
@@ -431,7 +422,6 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     struct resume R = {S, T, KILN_OK};
     KILN_TRY(kiln_db_each(S->db, task->key, S->target, resume_one, &R));
     KILN_TRY(R.st);
-    resume_features(T);
     if (S->o->curve_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/task%u_%s.csv", S->o->curve_dir, index, task->key);
