@@ -1108,6 +1108,9 @@ test_cm_errors(void)
     kiln_cm_params_default(&p);
     p.nthread = 0;
     EXPECT(KILN_ERR_INVALID, kiln_cm_set_params(m, &p), "nthread");
+    kiln_cm_params_default(&p);
+    p.max_bin = 1;
+    EXPECT(KILN_ERR_INVALID, kiln_cm_set_params(m, &p), "max_bin 2-4096");
     /* a model that failed to train keeps the previous one; predictions keep working */
     CHECK_EQ_INT(KILN_OK, kiln_cm_train(m, F, y, 8));
     CHECK_EQ_INT(KILN_OK, kiln_cm_predict(m, F, 8, s));
