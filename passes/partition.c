@@ -28,6 +28,10 @@
  * a nest of depth d to about 3 * 3^MAX_COLD per level instead of 3^d. */
 #define MAX_COLD 1
 
+/* Conditions not affine in the loop variable are evaluated at every value of a loop of at most
+ * this many iterations. */
+#define SCAN_MAX 64
+
 struct ray {
     int64_t lo, hi; /* inclusive; INT64_MIN / INT64_MAX: unbounded */
 };
@@ -46,7 +50,8 @@ struct part {
     uint32_t                snr;  /* nr the session's ranges were set with, or UINT32_MAX */
     /* analysis of one loop */
     kiln_expr    v;
-    uint32_t    *seen; /* open-addressing set of expression ids */
+    int64_t      vlo, vhi; /* its range */
+    uint32_t    *seen;     /* open-addressing set of expression ids */
     uint32_t     capseen, nseen;
     struct cond *cond;
     uint32_t     ncond, capcond;
@@ -200,6 +205,50 @@ rays_of(bool lt, int64_t k, int64_t rlo, int64_t rhi)
     return c;
 }
 
+/* The value of `E < 0` (lt) or `E == 0` at v = v0 for every value of the other variables: 1
+ * true, 0 false, -1 undecided. */
+static int
+decided_at(struct part *P, kiln_expr E, bool lt, int64_t v0)
+{
+    kiln_expr c = kiln_idx(P->ctx, v0);
+    int64_t   lo, hi;
+    bounds(P, kiln_expr_subst_vars(P->ctx, E, &P->v, &c, 1), &lo, &hi);
+    if (lt)
+        return hi < 0 ? 1 : lo >= 0 ? 0 : -1;
+    return lo == 0 && hi == 0 ? 1 : (lo > 0 || hi < 0) ? 0 : -1;
+}
+
+/* A comparison not affine in v (v under a floordiv, as in a fused loop): over a short loop, its
+ * value is found at every v. When it is a step -- one value on a first run of v, none or the
+ * other on a last run, undecided only between them -- those runs are its rays. (A periodic
+ * condition, `v % 2 == 1`, has none: peeling a few iterations would not remove it.) */
+static struct cond
+rays_by_scan(struct part *P, kiln_expr E, bool lt)
+{
+    struct cond c = {.nray = 0};
+    int         val[SCAN_MAX + 1];
+    int64_t     n = P->vhi - P->vlo + 1;
+    if (n > SCAN_MAX)
+        return c;
+    for (int64_t i = 0; i < n; i++)
+        val[i] = decided_at(P, E, lt, P->vlo + i);
+    int64_t t1 = 0, t2 = n - 1; /* first run [0, t1), last run (t2, n) */
+    while (t1 < n && val[t1] >= 0 && val[t1] == val[0])
+        t1++;
+    while (t2 >= t1 && val[t2] >= 0 && val[t2] == val[n - 1])
+        t2--;
+    for (int64_t i = t1; i <= t2; i++)
+        if (val[i] >= 0)
+            return c; /* decided values between the runs: not a step */
+    if (t1 == n || (t1 == 0 && t2 == n - 1))
+        return c; /* one value throughout, or undecided at both ends */
+    if (t1 > 0)
+        add_ray(&c, INT64_MIN, P->vlo + t1 - 1);
+    if (t2 < n - 1)
+        add_ray(&c, P->vlo + t2 + 1, INT64_MAX);
+    return c;
+}
+
 static bool
 analyse_cmp(struct part *P, kiln_expr cmp)
 {
@@ -218,8 +267,14 @@ analyse_cmp(struct part *P, kiln_expr cmp)
     kiln_expr D = simplify(P, kiln_sub(ctx, E1, E));
     if (!D.id)
         return false;
-    if (!kiln_expr_is_int(ctx, D, &k) || k == 0)
-        return true; /* not affine in v, or independent of it */
+    if (!kiln_expr_is_int(ctx, D, &k)) { /* not affine in v */
+        struct cond c = rays_by_scan(P, E, op == KILN_OP_LT || op == KILN_OP_LE);
+        if (!kiln_ok(ctx))
+            return false;
+        return !c.nray || KILN_VEC_PUSH(ctx, P->cond, P->ncond, P->capcond, c);
+    }
+    if (k == 0)
+        return true; /* independent of v */
     kiln_expr R = simplify(P, kiln_sub(ctx, E, kiln_mul(ctx, P->v, kiln_idx(ctx, k))));
     if (!R.id)
         return false;
@@ -360,6 +415,17 @@ copy_stmt(kiln_ctx *ctx, const struct kiln_stmt *s, kiln_expr from, kiln_expr to
 
 /* ---- the pass ---- */
 
+static bool
+is_empty(const struct kiln_stmt *s)
+{
+    if (s->kind != KILN_STMT_SEQ)
+        return false;
+    for (uint32_t i = 0; i < s->u.seq.n; i++)
+        if (!is_empty(s->u.seq.item[i]))
+            return false;
+    return true;
+}
+
 static struct kiln_stmt *pstmt(struct part *P, struct kiln_stmt *s);
 
 /* Chooses the middle range of loop s over [lo, hi]; false on error. */
@@ -368,6 +434,8 @@ choose(struct part *P, struct kiln_stmt *s, int64_t lo, int64_t hi, int64_t *a, 
 {
     uint32_t nr = P->nr;
     P->v = s->u.for_.var;
+    P->vlo = lo;
+    P->vhi = hi;
     P->ncond = 0;
     P->nseen = 0;
     if (P->capseen)
@@ -455,24 +523,31 @@ pfor(struct part *P, struct kiln_stmt *s)
             struct kiln_stmt *piece[3];
             snprintf(name, sizeof name, "%s",
                      kiln_sym_str(ctx, kiln_var_index(kiln_node_get(ctx, var)->imm)));
-            uint32_t n = 0;
+            /* copies for the side pieces before the middle piece rewrites the body in place */
+            kiln_expr         v1 = {0}, v2 = {0};
+            struct kiln_stmt *first_body = NULL, *last_body = NULL, *mid;
             if (a > min) {
-                kiln_expr         v1 = kiln_fresh_var(ctx, name);
-                struct kiln_stmt *body = v1.id ? copy_stmt(ctx, s->u.for_.body, var, v1) : NULL;
-                if (!body || !(piece[n++] = make_piece(P, s, body, v1, min, a - 1, true)))
+                v1 = kiln_fresh_var(ctx, name);
+                first_body = v1.id ? copy_stmt(ctx, s->u.for_.body, var, v1) : NULL;
+                if (!first_body)
                     return NULL;
             }
-            struct kiln_stmt *last_body = NULL;
-            kiln_expr         v2 = {0};
-            if (b < hi) { /* copy before the middle piece rewrites the body in place */
+            if (b < hi) {
                 v2 = kiln_fresh_var(ctx, name);
                 last_body = v2.id ? copy_stmt(ctx, s->u.for_.body, var, v2) : NULL;
                 if (!last_body)
                     return NULL;
             }
-            if (!(piece[n++] = make_piece(P, s, s->u.for_.body, var, a, b, false)))
+            if (!(mid = make_piece(P, s, s->u.for_.body, var, a, b, false)))
                 return NULL;
-            if (b < hi && !(piece[n++] = make_piece(P, s, last_body, v2, b + 1, hi, true)))
+            /* side pieces are cold, unless the middle one does nothing (then no code was
+             * copied, and the side pieces are all that is left of the loop) */
+            bool     cold = !is_empty(mid);
+            uint32_t n = 0;
+            if (a > min && !(piece[n++] = make_piece(P, s, first_body, v1, min, a - 1, cold)))
+                return NULL;
+            piece[n++] = mid;
+            if (b < hi && !(piece[n++] = make_piece(P, s, last_body, v2, b + 1, hi, cold)))
                 return NULL;
             return kiln_stmt_seq(ctx, n, piece);
         }

@@ -1218,6 +1218,23 @@ test_partition_if(void)
     const char *before = fprint(e);
     CHECK_EQ_INT(KILN_OK, kiln_pass_partition(e));
     CHECK_EQ_STR(before, fprint(e));
+    /* a guard of a partial tile under a fused loop, `(f // 4) * 3 + j < 10` for f in [0, 16):
+     * not affine in f, but a step, so the loop splits where the guard stops holding */
+    struct kiln_func *t = kiln_func_new(ctx, "t_fused");
+    int64_t           sh12[1] = {12};
+    uint32_t  T = kiln_func_add_buffer(t, "T", KILN_DTYPE_I64, 1, sh12, KILN_SCOPE_GLOBAL, 0);
+    kiln_expr fv = kiln_fresh_var(ctx, "f"), j = kiln_fresh_var(ctx, "j");
+    kiln_expr row = kiln_add(ctx, kiln_mul(ctx, kiln_floordiv(ctx, fv, C(ctx, 4)), C(ctx, 3)), j);
+    struct kiln_stmt *guarded = kiln_stmt_if(ctx, kiln_lt(ctx, row, C(ctx, 10)),
+                                             kiln_stmt_store(ctx, T, 1, &row, fv), NULL);
+    t->body = kiln_stmt_for(ctx, fv, C(ctx, 0), C(ctx, 16), KILN_LOOP_PARALLEL,
+                            kiln_stmt_for(ctx, j, C(ctx, 0), C(ctx, 3), KILN_LOOP_SERIAL, guarded));
+    want = run(t, false, 3, &n);
+    CHECK_EQ_INT(KILN_OK, kiln_pass_partition(t));
+    const char *got = fprint(t);
+    CHECK(strstr(got, "for f in [0, +12) parallel:\n    for j in [0, +3):\n      T[") != NULL);
+    CHECK(want && same_results(t, false, want, n, 3));
+    free(want);
     kiln_ctx_free(ctx);
 }
 
