@@ -695,13 +695,15 @@ struct rewriter {
     struct memo memo;
     /* returns a replacement id for leaf/any node, or 0 to recurse */
     uint32_t (*leaf)(struct rewriter *rw, const struct kiln_node *n);
-    const kiln_expr *ax, *rv;
-    const kiln_expr *vars, *vals; /* named variables to replace, and their values */
-    uint32_t         nvars;
-    uint32_t         nax, nrv, from, to;
-    bool             retarget; /* replace loads of tensor `from` by loads of `to` */
-    kiln_load_map_fn map;      /* replace every load by map(ud, load, new indices) */
-    void            *map_ud;
+    const kiln_expr     *ax, *rv;
+    const kiln_expr     *vars, *vals; /* named variables to replace, and their values */
+    uint32_t             nvars;
+    uint32_t             nax, nrv, from, to;
+    bool                 retarget; /* replace loads of tensor `from` by loads of `to` */
+    kiln_load_map_fn     map;      /* replace every load by map(ud, load, new indices) */
+    void                *map_ud;
+    kiln_node_replace_fn replace; /* may replace a node before its operands are visited */
+    void                *replace_ud;
 };
 
 static uint32_t
@@ -720,6 +722,12 @@ rewrite(kiln_ctx *ctx, struct rewriter *rw, kiln_expr e)
         return e;
     if (memo_get(&rw->memo, e.id, &done))
         return (kiln_expr){done};
+    kiln_expr by = {0};
+    if (rw->replace && rw->replace(rw->replace_ud, e, &by)) {
+        if (by.id)
+            memo_put(&rw->memo, e.id, by.id);
+        return by;
+    }
     struct kiln_node n = ctx->node[e.id];
     uint32_t         rep = rw->leaf(rw, &n);
     for (uint32_t i = 0; i < rw->nvars && !rep; i++)
@@ -807,6 +815,13 @@ kiln_expr
 kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud)
 {
     struct rewriter rw = {.leaf = no_leaf, .map = fn, .map_ud = ud};
+    return run_rewriter(ctx, &rw, e);
+}
+
+kiln_expr
+kiln_expr_replace(kiln_ctx *ctx, kiln_expr e, kiln_node_replace_fn fn, void *ud)
+{
+    struct rewriter rw = {.leaf = no_leaf, .replace = fn, .replace_ud = ud};
     return run_rewriter(ctx, &rw, e);
 }
 

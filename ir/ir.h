@@ -206,6 +206,11 @@ kiln_expr kiln_expr_retarget(kiln_ctx *ctx, kiln_expr e, uint32_t from, uint32_t
  * after rewriting (n of them) and returns the replacement (nil = error recorded). */
 typedef kiln_expr (*kiln_load_map_fn)(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx);
 kiln_expr kiln_expr_map_loads(kiln_ctx *ctx, kiln_expr e, kiln_load_map_fn fn, void *ud);
+/* Rewrites e top-down: fn sees each node before its operands. When it returns true, *out
+ * replaces the node (its operands are not visited; nil = an error fn recorded); otherwise the
+ * operands are rewritten and the node rebuilt. */
+typedef bool (*kiln_node_replace_fn)(void *ud, kiln_expr node, kiln_expr *out);
+kiln_expr kiln_expr_replace(kiln_ctx *ctx, kiln_expr e, kiln_node_replace_fn fn, void *ud);
 /* Calls fn on every LOAD node reachable from e (each distinct node once per call is not
  * guaranteed: shared subtrees are visited once per occurrence). Stops when fn returns false. */
 bool kiln_expr_visit_loads(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud, kiln_expr load),

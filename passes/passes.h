@@ -100,6 +100,7 @@ enum kiln_step_kind {
     KILN_STEP_RFACTOR,        /* stage, iter: a leaf reduction iterator */
     KILN_STEP_PACK,           /* stage = tensor, value = dim, factors[0] = block, n == 2:
                                * factors[1] = position of the outer part (default: dim) */
+    KILN_STEP_PAD,            /* stage = tensor read, iters = the reading stages */
     KILN_STEP_COUNT
 };
 extern const char *const kiln_step_name[KILN_STEP_COUNT];
@@ -129,6 +130,30 @@ enum kiln_status kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t le
                                       struct kiln_schedule *out);
 enum kiln_status kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s,
                                     struct kiln_buf *out);
+
+/* ---- padded copies (passes/pad.c) ---- */
+/* How far a definition's reads of a tensor hang over its edges, per dimension. */
+struct kiln_pad {
+    int64_t   lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
+    kiln_expr fill; /* the value read outside the bounds */
+};
+/* Widens pad to cover every read of tensor t (shape[ndim]) in body, a compute definition whose
+ * axes range over [0, ax_ext[k]) (k < nax) and reduction variables over [0, rext[r]). *why
+ * says why t cannot be padded (an index the loops do not bound), else NULL. */
+enum kiln_status kiln_pad_scan(kiln_ctx *ctx, kiln_expr body, uint32_t t, const int64_t *shape,
+                               uint32_t ndim, const int64_t *ax_ext, uint32_t nax,
+                               const int64_t *rext, uint32_t nred, struct kiln_pad *pad,
+                               const char **why);
+/* The false arm of a select guarding a read of t in body (nil when there is none). */
+kiln_expr kiln_pad_fill(const kiln_ctx *ctx, kiln_expr body, uint32_t t);
+/* body with every read of t replaced by a read of tpad (t's shape widened by pad) at indices
+ * shifted by pad->lo, and the bounds checks of t in the selects guarding reads that can leave
+ * t's bounds removed. Nil with *why set when a read can leave the bounds unguarded, its select
+ * does not check the bounds it leaves, or its fill value is not pad->fill (a constant). */
+kiln_expr kiln_pad_rewrite(kiln_ctx *ctx, kiln_expr body, uint32_t t, uint32_t tpad,
+                           const int64_t *shape, uint32_t ndim, const int64_t *ax_ext, uint32_t nax,
+                           const int64_t *rext, uint32_t nred, const struct kiln_pad *pad,
+                           const char **why);
 
 /* ---- lowering (passes/lower.c) ---- */
 /* requires: a verified graph; a schedule (may be empty: the default schedule)

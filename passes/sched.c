@@ -26,12 +26,13 @@ const char *const kiln_step_name[KILN_STEP_COUNT] = {
     [KILN_STEP_CACHE_READ] = "cache_read",
     [KILN_STEP_RFACTOR] = "rfactor",
     [KILN_STEP_PACK] = "pack",
+    [KILN_STEP_PAD] = "pad",
 };
 
 /* Which fields each step kind uses. */
 enum {
     F_ITER = 1,     /* "iter" */
-    F_ITERS = 2,    /* "iters" (or "order" for reorder, "readers" for cache_read) */
+    F_ITERS = 2,    /* "iters" (or "order" for reorder, "readers" for cache_read and pad) */
     F_FACTORS = 4,  /* "factors" */
     F_TARGET = 8,   /* "target" */
     F_VALUE = 16,   /* "max_step" / "dim" */
@@ -54,12 +55,15 @@ static const unsigned fields[KILN_STEP_COUNT] = {
     [KILN_STEP_CACHE_READ] = F_ITERS,
     [KILN_STEP_RFACTOR] = F_ITER,
     [KILN_STEP_PACK] = F_VALUE | F_FACTOR1,
+    [KILN_STEP_PAD] = F_ITERS,
 };
 
 static const char *
 iters_key(enum kiln_step_kind k)
 {
-    return k == KILN_STEP_REORDER ? "order" : k == KILN_STEP_CACHE_READ ? "readers" : "iters";
+    return k == KILN_STEP_REORDER                            ? "order"
+           : k == KILN_STEP_CACHE_READ || k == KILN_STEP_PAD ? "readers"
+                                                             : "iters";
 }
 
 static const char *

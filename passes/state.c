@@ -3,7 +3,7 @@
  *
  * The state copies the graph's tensors and makes one stage per op; steps then split, fuse,
  * reorder and annotate a stage's iterators, move stages (inline, root, compute_at) and add
- * stages (cache_write, cache_read, rfactor, pack), rewriting the compute definitions that read
+ * stages (cache_write, cache_read, rfactor, pack, pad), rewriting the compute definitions that read
  * them. Every illegal step is reported as `schedule step N (KIND STAGE.ITER): reason` and
  * leaves the error in the context; nothing here emits loops (passes/lower.c does). */
 #include "state.h"
@@ -779,6 +779,87 @@ do_pack(struct apply *a)
     return redirect(a, &rc, p, p, NULL, 0);
 }
 
+/* T.pad: T widened by how far the readers' windows hang over its edges, holding their fill
+ * value there; the readers read it at shifted indices without the bounds checks (passes/pad.c). */
+static enum kiln_status
+do_pad(struct apply *a)
+{
+    struct kiln_state *s = a->s;
+    kiln_ctx          *ctx = a->ctx;
+    uint32_t           t = find_tensor(s, a->step->stage);
+    if (t == KILN_NONE)
+        return step_fail(a, "no tensor named %s", kiln_sym_str(ctx, a->step->stage));
+    struct kiln_stensor src = s->t[t];
+    struct kiln_pad     pad;
+    memset(&pad, 0, sizeof pad);
+    uint32_t    rd[KILN_STEP_MAXN];
+    const char *why;
+    for (uint32_t j = 0; j < a->step->n; j++) {
+        struct kiln_stage *r;
+        KILN_TRY(get_stage(a, a->step->iters[j], &r));
+        if (!stage_reads(s, r, t))
+            return step_fail(a, "%s does not read %s", kiln_sym_str(ctx, r->name),
+                             kiln_sym_str(ctx, src.name));
+        if (r->attach == KILN_ATTACH_INLINE)
+            return step_fail(a, "reader %s was inlined", kiln_sym_str(ctx, r->name));
+        rd[j] = stage_id(s, r);
+        KILN_TRY(kiln_pad_scan(ctx, r->body, t, src.shape, src.ndim, s->t[r->tensor].shape, r->ndim,
+                               r->rext, r->nred, &pad, &why));
+        if (why)
+            return step_fail(a, "%s reads %s: %s", kiln_sym_str(ctx, r->name),
+                             kiln_sym_str(ctx, src.name), why);
+        if (!pad.fill.id)
+            pad.fill = kiln_pad_fill(ctx, r->body, t);
+    }
+    int64_t   shape[KILN_MAX_DIMS];
+    kiln_expr idx[KILN_MAX_DIMS], cond = kiln_bool(ctx, true);
+    bool      any = false;
+    for (uint32_t d = 0; d < src.ndim; d++) {
+        kiln_expr ax = kiln_axis(ctx, d);
+        shape[d] = src.shape[d] + pad.lo[d] + pad.hi[d];
+        idx[d] = kiln_sub(ctx, ax, kiln_idx(ctx, pad.lo[d]));
+        if (pad.lo[d])
+            cond = kiln_and(ctx, cond, kiln_le(ctx, kiln_idx(ctx, pad.lo[d]), ax));
+        if (pad.hi[d])
+            cond = kiln_and(ctx, cond, kiln_lt(ctx, ax, kiln_idx(ctx, pad.lo[d] + src.shape[d])));
+        any |= pad.lo[d] || pad.hi[d];
+    }
+    if (!any)
+        return step_fail(a, "no read of %s leaves its bounds: nothing to pad",
+                         kiln_sym_str(ctx, src.name));
+    if (!pad.fill.id)
+        return step_fail(a, "no read of %s is guarded by a select on its bounds",
+                         kiln_sym_str(ctx, src.name));
+    uint32_t pt = derived_tensor(a, t, "pad", src.ndim, shape);
+    if (pt == KILN_NONE)
+        return ctx->err.status;
+    kiln_expr body = kiln_select(
+        ctx, cond, kiln_load(ctx, t, (enum kiln_dtype)src.dtype, src.ndim, idx), pad.fill);
+    uint32_t p = add_stage(s, pt, body, KILN_REDUCE_NONE, 0, NULL);
+    if (p == KILN_NONE)
+        return ctx->err.status;
+    KILN_TRY(reset_iters(s, &s->st[p], NULL, NULL));
+    uint32_t first = s->norder;
+    for (uint32_t j = 0; j < a->step->n; j++) {
+        struct kiln_stage *r = &s->st[rd[j]];
+        kiln_expr          nb =
+            kiln_pad_rewrite(ctx, r->body, t, pt, src.shape, src.ndim, s->t[r->tensor].shape,
+                             r->ndim, r->rext, r->nred, &pad, &why);
+        if (why)
+            return step_fail(a, "%s reads %s: %s", kiln_sym_str(ctx, r->name),
+                             kiln_sym_str(ctx, src.name), why);
+        if (!nb.id)
+            return ctx->err.status;
+        r->body = nb;
+        uint32_t pos = order_pos(s, rd[j]);
+        if (pos < first)
+            first = pos;
+    }
+    if (!insert_order(s, first, p))
+        return ctx->err.status;
+    return KILN_OK;
+}
+
 static kiln_expr
 reduce_identity(kiln_ctx *ctx, enum kiln_reduce r, enum kiln_dtype dt)
 {
@@ -883,7 +964,7 @@ apply_step(struct apply *a)
     struct kiln_stage      *st = NULL;
     if (sp->kind >= KILN_STEP_COUNT)
         return step_fail(a, "unknown step kind %d", sp->kind);
-    if (sp->kind != KILN_STEP_CACHE_READ && sp->kind != KILN_STEP_PACK)
+    if (sp->kind != KILN_STEP_CACHE_READ && sp->kind != KILN_STEP_PACK && sp->kind != KILN_STEP_PAD)
         KILN_TRY(get_stage(a, sp->stage, &st));
     if (st && st->attach == KILN_ATTACH_INLINE)
         return step_fail(a, "%s was inlined", kiln_sym_str(a->ctx, st->name));
@@ -927,6 +1008,8 @@ apply_step(struct apply *a)
         return do_rfactor(a, st);
     case KILN_STEP_PACK:
         return do_pack(a);
+    case KILN_STEP_PAD:
+        return do_pad(a);
     case KILN_STEP_COUNT:
         break;
     }

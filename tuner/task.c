@@ -419,7 +419,7 @@ kiln_task_rename(kiln_ctx *ctx, const struct kiln_graph *whole, const struct kil
         st.stage = rename_one(ctx, from, to, n, st.stage);
         if (st.kind == KILN_STEP_COMPUTE_AT)
             st.target = rename_one(ctx, from, to, n, st.target);
-        if (st.kind == KILN_STEP_CACHE_READ)
+        if (st.kind == KILN_STEP_CACHE_READ || st.kind == KILN_STEP_PAD)
             for (uint32_t k = 0; k < st.n; k++)
                 st.iters[k] = rename_one(ctx, from, to, n, st.iters[k]);
         KILN_TRY(kiln_sched_push(ctx, out, st));

@@ -183,6 +183,10 @@ test_illegal_steps(void)
                "dimensions");
     step_error("{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"D\"]}",
                "schedule step 0 (cache_read A): D does not read A");
+    step_error("{\"op\": \"pad\", \"stage\": \"A\", \"readers\": [\"D\"]}",
+               "schedule step 0 (pad A): D does not read A");
+    step_error("{\"op\": \"pad\", \"stage\": \"A\", \"readers\": [\"C\"]}",
+               "schedule step 0 (pad A): no read of A leaves its bounds: nothing to pad");
     step_error("{\"op\": \"auto_unroll\", \"stage\": \"C\", \"max_step\": -1}",
                "schedule step 0 (auto_unroll C): max_step -1 must be in [0, 4096]");
     step_error("{\"op\": \"compute_inline\", \"stage\": \"C.local\"}",
@@ -226,11 +230,86 @@ test_state_shapes(void)
     kiln_ctx_free(ctx);
 }
 
+/* y[h] = sum over r of (guarded) x[h + r - 1], x of 6: each read hangs one element over each
+ * edge. `guard` 0: no select; 1: a select checking the low edge only; 2: both edges. */
+static struct kiln_graph *
+stencil_graph(kiln_ctx *ctx, int guard)
+{
+    struct kiln_graph *g = kiln_graph_new(ctx);
+    int64_t            sx[1] = {6}, r = 3;
+    uint32_t           x = kiln_graph_add_tensor(g, "x", KILN_DTYPE_F32, 1, sx, KILN_TENSOR_INPUT);
+    uint32_t           y = kiln_graph_add_tensor(g, "y", KILN_DTYPE_F32, 1, sx, KILN_TENSOR_OP);
+    kiln_expr          ix =
+        kiln_sub(ctx, kiln_add(ctx, kiln_axis(ctx, 0), kiln_rvar(ctx, 0)), kiln_idx(ctx, 1));
+    kiln_expr body = kiln_load(ctx, x, KILN_DTYPE_F32, 1, &ix);
+    kiln_expr cond = kiln_le(ctx, kiln_idx(ctx, 0), ix);
+    if (guard == 2)
+        cond = kiln_and(ctx, cond, kiln_lt(ctx, ix, kiln_idx(ctx, 6)));
+    if (guard)
+        body = kiln_select(ctx, cond, body, kiln_float(ctx, 0, KILN_DTYPE_F32));
+    kiln_graph_begin_call(g, "compute", 0, NULL, 0, NULL, 1, 1);
+    kiln_graph_add_op(g, y, KILN_REDUCE_SUM, 1, &r, body, NULL, NULL);
+    kiln_graph_end_call(g, y);
+    kiln_graph_mark_output(g, y);
+    CHECK(kiln_ok(ctx));
+    return g;
+}
+
+static void
+pad_error(struct kiln_graph *g, kiln_ctx *ctx, const char *want)
+{
+    const char          *text = "[{\"op\": \"pad\", \"stage\": \"x\", \"readers\": [\"y\"]}]";
+    struct kiln_schedule s;
+    struct kiln_state    st;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(want ? KILN_ERR_INVALID : KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    if (want)
+        CHECK_EQ_STR(want, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+    else
+        CHECK_EQ_INT(8, st.t[st.st[st.order[0]].tensor].shape[0]);
+}
+
+/* pad: the padded shape, and reads it cannot make safe (tests/lower checks the values) */
+static void
+test_pad(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    pad_error(stencil_graph(ctx, 2), ctx, NULL);
+    kiln_ctx_free(ctx);
+    ctx = kiln_ctx_new(NULL);
+    pad_error(stencil_graph(ctx, 1), ctx,
+              "schedule step 0 (pad x): y reads x: a select guarding a read does not check the "
+              "bounds it can leave");
+    kiln_ctx_free(ctx);
+    ctx = kiln_ctx_new(NULL);
+    pad_error(stencil_graph(ctx, 0), ctx,
+              "schedule step 0 (pad x): no read of x is guarded by a select on its bounds");
+    kiln_ctx_free(ctx);
+    /* a grouped, dilated convolution padded [1, 2]: x of 5 x 6 becomes 7 x 10 */
+    ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = PARSE(ctx, "input x: f32[1, 4, 5, 6]\nweight w: f32[4, 1, 3, 3]\n"
+                                          "y = conv2d(x, w, padding=[1, 2], dilation=2, groups=4)\n");
+    const char          *text = "[{\"op\": \"pad\", \"stage\": \"x\", \"readers\": [\"y\"]}]";
+    struct kiln_schedule s;
+    struct kiln_state    st;
+    CHECK(g != NULL);
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    const struct kiln_stensor *pt = &st.t[st.st[st.order[0]].tensor];
+    CHECK_EQ_STR("x.pad", kiln_sym_str(ctx, pt->name));
+    CHECK_EQ_INT(1, pt->shape[0]);
+    CHECK_EQ_INT(4, pt->shape[1]);
+    CHECK_EQ_INT(7, pt->shape[2]);
+    CHECK_EQ_INT(10, pt->shape[3]);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"json_round_trip", test_json_round_trip},
     {"json_errors", test_json_errors},
     {"illegal_steps", test_illegal_steps},
     {"state_shapes", test_state_shapes},
+    {"pad", test_pad},
 };
 
 int
