@@ -30,50 +30,52 @@ pick(struct kiln_rng *r, const int64_t *v, uint32_t n)
     return v[kiln_rng_below(r, n)];
 }
 
-/* Share of split draws that need not divide the extent (partial tiles, loop-partitioned).
- * It was 15%: with six split knobs most programs then held one, and a young cost model, seeing
- * feature values it had never been trained on, ranked such programs first -- one conv 28^2 run
- * spent its second round on 62-lane vector tiles that took LLVM 20 s each to compile and ran
- * 10x slower than the best. */
-#define NONDIVISOR_P 0.03
+/* Share of split draws that need not divide the extent: a partial innermost tile (a 6-row
+ * register tile of a 1024-row matmul, 3 vectors of a 56-wide row). Loop partitioning takes the
+ * guard of the partial tile out of the hot loop nest, so such tiles cost little; their
+ * innermost length is kept small (2..8, or 1..4 vectors). Draws of any length at 15% once
+ * gave a young cost model 62-lane vector tiles that took LLVM 20 s each to compile. */
+#define NONDIVISOR_P 0.08
 
 /* nparts inner lengths (outer to inner) of an extent: usually a factorisation (the product
  * divides the extent), the innermost at most KILN_MAX_INNER and, for a vector axis, preferring
- * multiples of the vector lanes (always, when the split need not divide the extent). */
+ * multiples of the vector lanes; else a small innermost length that need not divide it (a
+ * multiple of the lanes on a vector axis), the outer ones a factorisation of what it leaves. */
 static void
 sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, bool vec, int64_t *out)
 {
     int64_t rem = extent, d[512], f[512];
-    if (kiln_rng_uniform(r) >= NONDIVISOR_P) {
-        for (uint32_t j = nparts; j-- > 0;) {
-            uint32_t nd = divisors(rem, d, KILN_COUNTOF(d)), nf = 0;
-            if (j + 1 == nparts) {
-                for (uint32_t i = 0; i < nd; i++)
-                    if (d[i] <= KILN_MAX_INNER && (!vec || d[i] % lanes == 0))
-                        f[nf++] = d[i];
-                if (nf == 0 || !vec || kiln_rng_uniform(r) < 0.3) {
-                    nf = 0;
-                    for (uint32_t i = 0; i < nd; i++)
-                        if (d[i] <= KILN_MAX_INNER)
-                            f[nf++] = d[i];
-                }
-            } else {
-                memcpy(f, d, sizeof(int64_t) * nd);
-                nf = nd;
-            }
-            out[j] = nf ? pick(r, f, nf) : 1;
-            rem /= out[j];
+    bool    partial = kiln_rng_uniform(r) < NONDIVISOR_P && extent > 2;
+    if (partial) {
+        int64_t inner;
+        if (vec && lanes > 1 && extent >= lanes) {
+            int64_t nv = extent / lanes < 4 ? extent / lanes : 4;
+            inner = lanes * (1 + (int64_t)kiln_rng_below(r, (uint64_t)nv));
+        } else {
+            int64_t top = extent < 8 ? extent : 8;
+            inner = 2 + (int64_t)kiln_rng_below(r, (uint64_t)(top - 1));
         }
-        return;
+        out[nparts - 1] = inner;
+        rem = extent / inner;
+        nparts--;
     }
     for (uint32_t j = nparts; j-- > 0;) {
-        int64_t max = rem < 1 ? 1 : rem;
-        if (j + 1 == nparts && max > KILN_MAX_INNER)
-            max = KILN_MAX_INNER;
-        if (j + 1 == nparts && vec && lanes > 1 && max >= lanes)
-            out[j] = lanes * (1 + (int64_t)kiln_rng_below(r, (uint64_t)(max / lanes)));
-        else
-            out[j] = 1 + (int64_t)kiln_rng_below(r, (uint64_t)max);
+        uint32_t nd = divisors(rem, d, KILN_COUNTOF(d)), nf = 0;
+        if (j + 1 == nparts && !partial) {
+            for (uint32_t i = 0; i < nd; i++)
+                if (d[i] <= KILN_MAX_INNER && (!vec || d[i] % lanes == 0))
+                    f[nf++] = d[i];
+            if (nf == 0 || !vec || kiln_rng_uniform(r) < 0.3) {
+                nf = 0;
+                for (uint32_t i = 0; i < nd; i++)
+                    if (d[i] <= KILN_MAX_INNER)
+                        f[nf++] = d[i];
+            }
+        } else {
+            memcpy(f, d, sizeof(int64_t) * nd);
+            nf = nd;
+        }
+        out[j] = nf ? pick(r, f, nf) : 1;
         rem /= out[j];
     }
 }
