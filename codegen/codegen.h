@@ -17,6 +17,7 @@ struct kiln_target {
     char features[1024]; /* LLVM feature string: "+avx2,+fma,..." */
     int  vector_bits;    /* widest vector register used: 128, 256 or 512 */
     int  num_cores;
+    long l1_bytes, l2_bytes; /* data caches per core, the host's (sysconf); 0 = not known */
 };
 
 enum kiln_status kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t);

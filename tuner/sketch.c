@@ -16,8 +16,9 @@ kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
     hw->vector_lanes = t && t->vector_bits >= 64 ? t->vector_bits / 32 : 4;
     hw->num_cores = t && t->num_cores > 0 ? t->num_cores : 1;
     hw->cache_line = 64;
-    hw->l1_bytes = 48 << 10;
-    hw->l2_bytes = 1280 << 10;
+    /* the host's caches when known, else a recent x86 core's (48 KiB, 1.25 MiB) */
+    hw->l1_bytes = t && t->l1_bytes > 0 ? (int)t->l1_bytes : 48 << 10;
+    hw->l2_bytes = t && t->l2_bytes > 0 ? (int)t->l2_bytes : 1280 << 10;
     hw->vector_regs = t && (t->vector_bits >= 512 || !strncmp(t->triple, "aarch64", 7)) ? 32 : 16;
 }
 
