@@ -23,27 +23,58 @@ struct scan {
     const char                  *why;
 };
 
+/* Whether load (of t) may leave t's bounds, judged by its index ranges; lo_side / hi_side
+ * (when given) say on which side of each dimension. Indices the loops do not bound: *unbounded. */
 static bool
-scan_load(void *ud, kiln_expr load)
+overhangs(kiln_ctx *ctx, kiln_expr load, const int64_t *shape, uint32_t ndim,
+          const struct kiln_var_range *r, uint32_t nr, int64_t *lo, int64_t *hi, bool *unbounded)
+{
+    bool any = false;
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (!kiln_expr_bounds(ctx, kiln_load_idx(ctx, load, d), r, nr, &lo[d], &hi[d]))
+            *unbounded = true;
+        any |= lo[d] < 0 || hi[d] > shape[d] - 1;
+    }
+    return any;
+}
+
+static bool
+is_load_of(const kiln_ctx *ctx, kiln_expr e, uint32_t t)
+{
+    const struct kiln_node *n = kiln_node_get(ctx, e);
+    return n->op == KILN_OP_LOAD && (uint32_t)n->imm == t;
+}
+
+static bool
+scan_node(void *ud, kiln_expr e)
 {
     struct scan            *S = ud;
-    const struct kiln_node *n = kiln_node_get(S->ctx, load);
-    if ((uint32_t)n->imm != S->t)
+    const struct kiln_node *n = kiln_node_get(S->ctx, e);
+    int64_t                 lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
+    bool                    unbounded = false;
+    if (n->op == KILN_OP_SELECT && !S->pad->fill.id) {
+        kiln_expr load = {n->kid[1]}, fill = {n->kid[2]};
+        if (is_load_of(S->ctx, load, S->t) && kiln_load_nidx(S->ctx, load) == S->ndim
+            && overhangs(S->ctx, load, S->shape, S->ndim, S->r, S->nr, lo, hi, &unbounded))
+            S->pad->fill = fill;
         return true;
-    if (kiln_load_nidx(S->ctx, load) != S->ndim) {
+    }
+    if (!is_load_of(S->ctx, e, S->t))
+        return true;
+    if (kiln_load_nidx(S->ctx, e) != S->ndim) {
         S->why = "a read has the wrong number of indices";
         return false;
     }
+    overhangs(S->ctx, e, S->shape, S->ndim, S->r, S->nr, lo, hi, &unbounded);
+    if (unbounded) {
+        S->why = "an index is not bounded by the loops";
+        return false;
+    }
     for (uint32_t d = 0; d < S->ndim; d++) {
-        int64_t lo, hi;
-        if (!kiln_expr_bounds(S->ctx, kiln_load_idx(S->ctx, load, d), S->r, S->nr, &lo, &hi)) {
-            S->why = "an index is not bounded by the loops";
-            return false;
-        }
-        if (lo < 0 && -lo > S->pad->lo[d])
-            S->pad->lo[d] = -lo;
-        if (hi > S->shape[d] - 1 && hi - (S->shape[d] - 1) > S->pad->hi[d])
-            S->pad->hi[d] = hi - (S->shape[d] - 1);
+        if (lo[d] < 0 && -lo[d] > S->pad->lo[d])
+            S->pad->lo[d] = -lo[d];
+        if (hi[d] > S->shape[d] - 1 && hi[d] - (S->shape[d] - 1) > S->pad->hi[d])
+            S->pad->hi[d] = hi[d] - (S->shape[d] - 1);
     }
     return true;
 }
@@ -73,7 +104,7 @@ kiln_pad_scan(kiln_ctx *ctx, kiln_expr body, uint32_t t, const int64_t *shape, u
     if (nax > KILN_MAX_DIMS || nred > KILN_MAX_REDUCE || ndim > KILN_MAX_DIMS)
         return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "pad", "too many dimensions");
     S.nr = def_ranges(ctx, ax_ext, nax, rext, nred, r);
-    kiln_expr_visit_loads(ctx, body, scan_load, &S);
+    kiln_expr_visit_nodes(ctx, body, scan_node, &S);
     *why = S.why;
     return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
 }
@@ -132,26 +163,17 @@ conjuncts(const kiln_ctx *ctx, kiln_expr e, kiln_expr *c, uint32_t *n, uint32_t 
     }
 }
 
-/* Whether load (of t) may leave t's bounds, judged by its own index ranges. */
 static bool
-overhangs(struct rewrite *W, kiln_expr load, bool *lo_side, bool *hi_side)
+overhang_sides(struct rewrite *W, kiln_expr load, bool *lo_side, bool *hi_side)
 {
-    bool any = false;
+    int64_t lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
+    bool    unbounded = false, any;
+    any = overhangs(W->ctx, load, W->shape, W->ndim, W->r, W->nr, lo, hi, &unbounded);
     for (uint32_t d = 0; d < W->ndim; d++) {
-        int64_t lo, hi;
-        kiln_expr_bounds(W->ctx, kiln_load_idx(W->ctx, load, d), W->r, W->nr, &lo, &hi);
-        lo_side[d] = lo < 0;
-        hi_side[d] = hi > W->shape[d] - 1;
-        any |= lo_side[d] || hi_side[d];
+        lo_side[d] = lo[d] < 0;
+        hi_side[d] = hi[d] > W->shape[d] - 1;
     }
     return any;
-}
-
-static bool
-is_load_of(const kiln_ctx *ctx, kiln_expr e, uint32_t t)
-{
-    const struct kiln_node *n = kiln_node_get(ctx, e);
-    return n->op == KILN_OP_LOAD && (uint32_t)n->imm == t;
 }
 
 static bool
@@ -162,7 +184,7 @@ replace_node(void *ud, kiln_expr e, kiln_expr *out)
     bool            lo_side[KILN_MAX_DIMS], hi_side[KILN_MAX_DIMS];
     if (is_load_of(ctx, e, W->t)) {
         /* a read outside any guarding select: it must stay in bounds */
-        if (overhangs(W, e, lo_side, hi_side)) {
+        if (overhang_sides(W, e, lo_side, hi_side)) {
             W->why = "a read that can leave its bounds is not guarded by a select on them";
             *out = (kiln_expr){0};
             return true;
@@ -174,11 +196,11 @@ replace_node(void *ud, kiln_expr e, kiln_expr *out)
     if (n->op != KILN_OP_SELECT)
         return false;
     kiln_expr cond = {n->kid[0]}, load = {n->kid[1]}, fill = {n->kid[2]};
-    if (!is_load_of(ctx, load, W->t) || !overhangs(W, load, lo_side, hi_side))
+    if (!is_load_of(ctx, load, W->t) || !overhang_sides(W, load, lo_side, hi_side))
         return false;
     double fv;
     if (!W->pad->fill.id || fill.id != W->pad->fill.id || !kiln_expr_is_const(ctx, fill, &fv)) {
-        W->why = "reads leaving the bounds are filled with different values";
+        W->why = "the reads leaving the bounds are not all filled with one constant";
         *out = (kiln_expr){0};
         return true;
     }
@@ -201,33 +223,6 @@ replace_node(void *ud, kiln_expr e, kiln_expr *out)
             rest = kiln_and(ctx, rest, c[i]);
     *out = kiln_select(ctx, rest, shifted(W, load), fill);
     return true;
-}
-
-/* The fill value: the false arm of the first select guarding a read of t. */
-struct fill_find {
-    const kiln_ctx *ctx;
-    uint32_t        t;
-    kiln_expr       fill;
-};
-
-static bool
-find_fill(void *ud, kiln_expr e)
-{
-    struct fill_find       *F = ud;
-    const struct kiln_node *n = kiln_node_get(F->ctx, e);
-    if (n->op == KILN_OP_SELECT && is_load_of(F->ctx, (kiln_expr){n->kid[1]}, F->t)) {
-        F->fill = (kiln_expr){n->kid[2]};
-        return false;
-    }
-    return true;
-}
-
-kiln_expr
-kiln_pad_fill(const kiln_ctx *ctx, kiln_expr body, uint32_t t)
-{
-    struct fill_find F = {ctx, t, {0}};
-    kiln_expr_visit_nodes(ctx, body, find_fill, &F);
-    return F.fill;
 }
 
 kiln_expr

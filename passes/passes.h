@@ -138,14 +138,13 @@ struct kiln_pad {
     kiln_expr fill; /* the value read outside the bounds */
 };
 /* Widens pad to cover every read of tensor t (shape[ndim]) in body, a compute definition whose
- * axes range over [0, ax_ext[k]) (k < nax) and reduction variables over [0, rext[r]). *why
- * says why t cannot be padded (an index the loops do not bound), else NULL. */
+ * axes range over [0, ax_ext[k]) (k < nax) and reduction variables over [0, rext[r]), and sets
+ * pad->fill (when nil) to the false arm of a select guarding a read that leaves the bounds.
+ * *why says why t cannot be padded (an index the loops do not bound), else NULL. */
 enum kiln_status kiln_pad_scan(kiln_ctx *ctx, kiln_expr body, uint32_t t, const int64_t *shape,
                                uint32_t ndim, const int64_t *ax_ext, uint32_t nax,
                                const int64_t *rext, uint32_t nred, struct kiln_pad *pad,
                                const char **why);
-/* The false arm of a select guarding a read of t in body (nil when there is none). */
-kiln_expr kiln_pad_fill(const kiln_ctx *ctx, kiln_expr body, uint32_t t);
 /* body with every read of t replaced by a read of tpad (t's shape widened by pad) at indices
  * shifted by pad->lo, and the bounds checks of t in the selects guarding reads that can leave
  * t's bounds removed. Nil with *why set when a read can leave the bounds unguarded, its select

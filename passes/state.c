@@ -808,8 +808,6 @@ do_pad(struct apply *a)
         if (why)
             return step_fail(a, "%s reads %s: %s", kiln_sym_str(ctx, r->name),
                              kiln_sym_str(ctx, src.name), why);
-        if (!pad.fill.id)
-            pad.fill = kiln_pad_fill(ctx, r->body, t);
     }
     int64_t   shape[KILN_MAX_DIMS];
     kiln_expr idx[KILN_MAX_DIMS], cond = kiln_bool(ctx, true);

@@ -472,6 +472,23 @@ rand_step(kiln_ctx *ctx, const struct kiln_state *st, struct kiln_rng *r, struct
     (void)ctx;
 }
 
+/* Whether stage c reads tensor t through a select on bounds its reads can leave. */
+static bool
+pads(kiln_ctx *ctx, const struct kiln_state *st, const struct kiln_stage *c, uint32_t t)
+{
+    struct kiln_pad pad;
+    const char     *why;
+    memset(&pad, 0, sizeof pad);
+    if (c->attach == KILN_ATTACH_INLINE
+        || kiln_pad_scan(ctx, c->body, t, st->t[t].shape, st->t[t].ndim, st->t[c->tensor].shape,
+                         c->ndim, c->rext, c->nred, &pad, &why)
+               != KILN_OK) {
+        kiln_ctx_error_clear(ctx);
+        return false;
+    }
+    return !why && pad.fill.id;
+}
+
 /* A pad step for an argument some stage reads through bounds checks, put first (it moves no
  * loop), and maybe its padded copy computed at a loop of that reader. Drawn after the other
  * steps, so the schedules of earlier seeds stay as they were. */
@@ -486,7 +503,7 @@ add_pad(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_rng *r, struct ki
     }
     for (uint32_t i = 0; i < st.norder && reader == KILN_NONE; i++) {
         const struct kiln_stage *c = &st.st[st.order[i]];
-        if (c->attach != KILN_ATTACH_INLINE && kiln_pad_fill(ctx, c->body, a).id)
+        if (pads(ctx, &st, c, a))
             reader = st.order[i];
     }
     if (reader == KILN_NONE)
@@ -804,7 +821,7 @@ test_library_ops_padded(void)
             struct kiln_step pad = {.kind = KILN_STEP_PAD, .stage = g->tensor[x].name};
             for (uint32_t k = 0; k < st.norder && pad.n < KILN_STEP_MAXN; k++) {
                 const struct kiln_stage *c = &st.st[st.order[k]];
-                if (c->attach != KILN_ATTACH_INLINE && kiln_pad_fill(ctx, c->body, x).id)
+                if (pads(ctx, &st, c, x))
                     pad.iters[pad.n++] = c->name;
             }
             kiln_sched_push(ctx, &s, pad);
