@@ -691,23 +691,39 @@ redirect(struct apply *a, struct retarget_ctx *rc, uint32_t skip, uint32_t added
     return KILN_OK;
 }
 
+/* The tensor a step names (cache_read, pack, pad). */
+static enum kiln_status
+step_tensor(struct apply *a, uint32_t *t)
+{
+    *t = find_tensor(a->s, a->step->stage);
+    if (*t == KILN_NONE)
+        return step_fail(a, "no tensor named %s", kiln_sym_str(a->ctx, a->step->stage));
+    return KILN_OK;
+}
+
+/* The stages a step lists as readers of tensor t (cache_read, pad), each one reading it. */
+static enum kiln_status
+step_readers(struct apply *a, uint32_t t, uint32_t *out)
+{
+    for (uint32_t j = 0; j < a->step->n; j++) {
+        struct kiln_stage *r;
+        KILN_TRY(get_stage(a, a->step->iters[j], &r));
+        if (!stage_reads(a->s, r, t))
+            return step_fail(a, "%s does not read %s", kiln_sym_str(a->ctx, r->name),
+                             kiln_sym_str(a->ctx, a->s->t[t].name));
+        out[j] = stage_id(a->s, r);
+    }
+    return KILN_OK;
+}
+
 static enum kiln_status
 do_cache_read(struct apply *a)
 {
     struct kiln_state *s = a->s;
     kiln_ctx          *ctx = a->ctx;
-    uint32_t           t = find_tensor(s, a->step->stage);
-    if (t == KILN_NONE)
-        return step_fail(a, "no tensor named %s", kiln_sym_str(ctx, a->step->stage));
-    uint32_t only[KILN_STEP_MAXN];
-    for (uint32_t j = 0; j < a->step->n; j++) {
-        struct kiln_stage *r;
-        KILN_TRY(get_stage(a, a->step->iters[j], &r));
-        if (!stage_reads(s, r, t))
-            return step_fail(a, "%s does not read %s", kiln_sym_str(ctx, r->name),
-                             kiln_sym_str(ctx, s->t[t].name));
-        only[j] = stage_id(s, r);
-    }
+    uint32_t           t, only[KILN_STEP_MAXN];
+    KILN_TRY(step_tensor(a, &t));
+    KILN_TRY(step_readers(a, t, only));
     struct kiln_stensor src = s->t[t];
     uint32_t            ct = derived_tensor(a, t, "cache", src.ndim, src.shape);
     if (ct == KILN_NONE)
@@ -726,9 +742,8 @@ do_pack(struct apply *a)
 {
     struct kiln_state *s = a->s;
     kiln_ctx          *ctx = a->ctx;
-    uint32_t           t = find_tensor(s, a->step->stage);
-    if (t == KILN_NONE)
-        return step_fail(a, "no tensor named %s", kiln_sym_str(ctx, a->step->stage));
+    uint32_t           t;
+    KILN_TRY(step_tensor(a, &t));
     struct kiln_stensor src = s->t[t];
     int64_t             d = a->step->value, f = a->step->factors[0];
     int64_t             at = a->step->n > 1 ? a->step->factors[1] : d;
@@ -786,23 +801,17 @@ do_pad(struct apply *a)
 {
     struct kiln_state *s = a->s;
     kiln_ctx          *ctx = a->ctx;
-    uint32_t           t = find_tensor(s, a->step->stage);
-    if (t == KILN_NONE)
-        return step_fail(a, "no tensor named %s", kiln_sym_str(ctx, a->step->stage));
+    uint32_t           t, rd[KILN_STEP_MAXN];
+    KILN_TRY(step_tensor(a, &t));
+    KILN_TRY(step_readers(a, t, rd));
     struct kiln_stensor src = s->t[t];
     struct kiln_pad     pad;
     memset(&pad, 0, sizeof pad);
-    uint32_t    rd[KILN_STEP_MAXN];
     const char *why;
     for (uint32_t j = 0; j < a->step->n; j++) {
-        struct kiln_stage *r;
-        KILN_TRY(get_stage(a, a->step->iters[j], &r));
-        if (!stage_reads(s, r, t))
-            return step_fail(a, "%s does not read %s", kiln_sym_str(ctx, r->name),
-                             kiln_sym_str(ctx, src.name));
+        struct kiln_stage *r = &s->st[rd[j]];
         if (r->attach == KILN_ATTACH_INLINE)
             return step_fail(a, "reader %s was inlined", kiln_sym_str(ctx, r->name));
-        rd[j] = stage_id(s, r);
         KILN_TRY(kiln_pad_scan(ctx, r->body, t, src.shape, src.ndim, s->t[r->tensor].shape, r->ndim,
                                r->rext, r->nred, &pad, &why));
         if (why)
