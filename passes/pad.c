@@ -23,8 +23,8 @@ struct scan {
     const char                  *why;
 };
 
-/* Whether load (of t) may leave t's bounds, judged by its index ranges; lo_side / hi_side
- * (when given) say on which side of each dimension. Indices the loops do not bound: *unbounded. */
+/* Whether load (of t) may leave t's bounds, judged by its index ranges (lo[d], hi[d] receive
+ * them). An index the loops do not bound sets *unbounded. */
 static bool
 overhangs(kiln_ctx *ctx, kiln_expr load, const int64_t *shape, uint32_t ndim,
           const struct kiln_var_range *r, uint32_t nr, int64_t *lo, int64_t *hi, bool *unbounded)
