@@ -415,17 +415,6 @@ copy_stmt(kiln_ctx *ctx, const struct kiln_stmt *s, kiln_expr from, kiln_expr to
 
 /* ---- the pass ---- */
 
-static bool
-is_empty(const struct kiln_stmt *s)
-{
-    if (s->kind != KILN_STMT_SEQ)
-        return false;
-    for (uint32_t i = 0; i < s->u.seq.n; i++)
-        if (!is_empty(s->u.seq.item[i]))
-            return false;
-    return true;
-}
-
 static struct kiln_stmt *pstmt(struct part *P, struct kiln_stmt *s);
 
 /* Chooses the middle range of loop s over [lo, hi]; false on error. */
@@ -542,7 +531,7 @@ pfor(struct part *P, struct kiln_stmt *s)
                 return NULL;
             /* side pieces are cold, unless the middle one does nothing (then no code was
              * copied, and the side pieces are all that is left of the loop) */
-            bool     cold = !is_empty(mid);
+            bool     cold = !kiln_stmt_empty(mid);
             uint32_t n = 0;
             if (a > min && !(piece[n++] = make_piece(P, s, first_body, v1, min, a - 1, cold)))
                 return NULL;

@@ -61,6 +61,8 @@ enum kiln_status kiln_pass_simplify(struct kiln_func *f);
  * after recording an error. */
 struct kiln_stmt *kiln_simplify_stmt(kiln_ctx *ctx, struct kiln_stmt *s,
                                      const struct kiln_var_range *r, uint32_t nr);
+/* Whether s is what the simplifier leaves of a removed statement (an empty SEQ). */
+bool kiln_stmt_empty(const struct kiln_stmt *s);
 
 /* requires: a verified non-flat function
  * provides: every load and store of a buffer with ndim != 1 rewritten to one flat row-major

@@ -115,8 +115,8 @@ wexpr(struct walk *W, kiln_expr e)
     return kiln_simplifier_expr(W->S, e);
 }
 
-static bool
-is_empty(const struct kiln_stmt *s)
+bool
+kiln_stmt_empty(const struct kiln_stmt *s)
 {
     return s->kind == KILN_STMT_SEQ && s->u.seq.n == 0;
 }
@@ -197,7 +197,7 @@ wfor(struct walk *W, struct kiln_stmt *s)
     pop_ranges(W, nr);
     if (!body)
         return NULL;
-    if (is_empty(body))
+    if (kiln_stmt_empty(body))
         return W->empty;
     s->u.for_.min = min;
     s->u.for_.extent = ext;
@@ -267,10 +267,10 @@ wif(struct walk *W, struct kiln_stmt *s)
         pop_ranges(W, nr);
         if (!els)
             return NULL;
-        if (is_empty(els))
+        if (kiln_stmt_empty(els))
             els = NULL;
     }
-    if (is_empty(then)) {
+    if (kiln_stmt_empty(then)) {
         if (!els)
             return W->empty;
         c = kiln_simplifier_expr(W->S, kiln_unary(W->ctx, KILN_OP_NOT, c));
@@ -310,7 +310,7 @@ wlet(struct walk *W, struct kiln_stmt *s)
     pop_ranges(W, nr);
     if (!body)
         return NULL;
-    if (is_empty(body))
+    if (kiln_stmt_empty(body))
         return W->empty;
     s->u.let.value = val;
     s->u.let.body = body;
@@ -343,7 +343,7 @@ wstmt(struct walk *W, struct kiln_stmt *s)
         struct kiln_stmt *body = wstmt(W, s->u.alloc.body);
         if (!body)
             return NULL;
-        if (is_empty(body))
+        if (kiln_stmt_empty(body))
             return W->empty;
         s->u.alloc.body = body;
         return s;
