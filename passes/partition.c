@@ -230,7 +230,11 @@ rays_by_scan(struct part *P, kiln_expr E, bool lt)
     int64_t     n = P->vhi - P->vlo + 1;
     if (n > SCAN_MAX)
         return c;
-    for (int64_t i = 0; i < n; i++)
+    val[0] = decided_at(P, E, lt, P->vlo);
+    val[n - 1] = decided_at(P, E, lt, P->vhi);
+    if (val[0] < 0 && val[n - 1] < 0)
+        return c; /* undecided at both ends: no ray (the common case, checked first) */
+    for (int64_t i = 1; i + 1 < n; i++)
         val[i] = decided_at(P, E, lt, P->vlo + i);
     int64_t t1 = 0, t2 = n - 1; /* first run [0, t1), last run (t2, n) */
     while (t1 < n && val[t1] >= 0 && val[t1] == val[0])
