@@ -10,30 +10,48 @@
  * checks, and rewrites the readers (kiln_pad_rewrite). */
 #include "passes.h"
 
-#include <string.h>
-
-struct scan {
-    kiln_ctx                    *ctx;
-    uint32_t                     t;
-    const int64_t               *shape;
-    uint32_t                     ndim;
-    const struct kiln_var_range *r;
-    uint32_t                     nr;
-    struct kiln_pad             *pad;
-    const char                  *why;
+/* One scan or rewrite of a definition's reads of t. */
+struct padding {
+    kiln_ctx              *ctx;
+    uint32_t               t, tpad; /* tpad: rewrite only */
+    const int64_t         *shape;
+    uint32_t               ndim;
+    struct kiln_var_range  r[KILN_MAX_DIMS + KILN_MAX_REDUCE]; /* the definition's variables */
+    uint32_t               nr;
+    struct kiln_pad       *grow; /* scan: widened to cover every read */
+    const struct kiln_pad *pad;  /* rewrite: the padding applied */
+    const char            *why;
 };
 
-/* Whether load (of t) may leave t's bounds, judged by its index ranges (lo[d], hi[d] receive
- * them). An index the loops do not bound sets *unbounded. */
+/* Sets up P for a definition whose axes range over [0, ax_ext[k]) and reduction variables over
+ * [0, rext[r]). */
+static enum kiln_status
+begin(struct padding *P, kiln_ctx *ctx, uint32_t t, const int64_t *shape, uint32_t ndim,
+      const int64_t *ax_ext, uint32_t nax, const int64_t *rext, uint32_t nred)
+{
+    *P = (struct padding){.ctx = ctx, .t = t, .shape = shape, .ndim = ndim};
+    if (nax > KILN_MAX_DIMS || nred > KILN_MAX_REDUCE || ndim > KILN_MAX_DIMS)
+        return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "pad", "too many dimensions");
+    for (uint32_t k = 0; k < nax; k++)
+        P->r[P->nr++] = (struct kiln_var_range){kiln_axis(ctx, k), 0, ax_ext[k] - 1};
+    for (uint32_t k = 0; k < nred; k++)
+        P->r[P->nr++] = (struct kiln_var_range){kiln_rvar(ctx, k), 0, rext[k] - 1};
+    return KILN_OK;
+}
+
+/* Whether load (of t) may leave t's bounds, judged by its index ranges; lo_side / hi_side
+ * receive the sides per dimension. An index the loops do not bound sets *unbounded. */
 static bool
-overhangs(kiln_ctx *ctx, kiln_expr load, const int64_t *shape, uint32_t ndim,
-          const struct kiln_var_range *r, uint32_t nr, int64_t *lo, int64_t *hi, bool *unbounded)
+overhangs(const struct padding *P, kiln_expr load, int64_t *lo, int64_t *hi, bool *lo_side,
+          bool *hi_side, bool *unbounded)
 {
     bool any = false;
-    for (uint32_t d = 0; d < ndim; d++) {
-        if (!kiln_expr_bounds(ctx, kiln_load_idx(ctx, load, d), r, nr, &lo[d], &hi[d]))
+    for (uint32_t d = 0; d < P->ndim; d++) {
+        if (!kiln_expr_bounds(P->ctx, kiln_load_idx(P->ctx, load, d), P->r, P->nr, &lo[d], &hi[d]))
             *unbounded = true;
-        any |= lo[d] < 0 || hi[d] > shape[d] - 1;
+        lo_side[d] = lo[d] < 0;
+        hi_side[d] = hi[d] > P->shape[d] - 1;
+        any |= lo_side[d] || hi_side[d];
     }
     return any;
 }
@@ -48,49 +66,35 @@ is_load_of(const kiln_ctx *ctx, kiln_expr e, uint32_t t)
 static bool
 scan_node(void *ud, kiln_expr e)
 {
-    struct scan            *S = ud;
-    const struct kiln_node *n = kiln_node_get(S->ctx, e);
+    struct padding         *P = ud;
+    const struct kiln_node *n = kiln_node_get(P->ctx, e);
     int64_t                 lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
-    bool                    unbounded = false;
-    if (n->op == KILN_OP_SELECT && !S->pad->fill.id) {
+    bool                    los[KILN_MAX_DIMS], his[KILN_MAX_DIMS], unbounded = false;
+    if (n->op == KILN_OP_SELECT && !P->grow->fill.id) {
         kiln_expr load = {n->kid[1]}, fill = {n->kid[2]};
-        if (is_load_of(S->ctx, load, S->t) && kiln_load_nidx(S->ctx, load) == S->ndim
-            && overhangs(S->ctx, load, S->shape, S->ndim, S->r, S->nr, lo, hi, &unbounded))
-            S->pad->fill = fill;
+        if (is_load_of(P->ctx, load, P->t) && kiln_load_nidx(P->ctx, load) == P->ndim
+            && overhangs(P, load, lo, hi, los, his, &unbounded))
+            P->grow->fill = fill;
         return true;
     }
-    if (!is_load_of(S->ctx, e, S->t))
+    if (!is_load_of(P->ctx, e, P->t))
         return true;
-    if (kiln_load_nidx(S->ctx, e) != S->ndim) {
-        S->why = "a read has the wrong number of indices";
+    if (kiln_load_nidx(P->ctx, e) != P->ndim) {
+        P->why = "a read has the wrong number of indices";
         return false;
     }
-    overhangs(S->ctx, e, S->shape, S->ndim, S->r, S->nr, lo, hi, &unbounded);
+    overhangs(P, e, lo, hi, los, his, &unbounded);
     if (unbounded) {
-        S->why = "an index is not bounded by the loops";
+        P->why = "an index is not bounded by the loops";
         return false;
     }
-    for (uint32_t d = 0; d < S->ndim; d++) {
-        if (lo[d] < 0 && -lo[d] > S->pad->lo[d])
-            S->pad->lo[d] = -lo[d];
-        if (hi[d] > S->shape[d] - 1 && hi[d] - (S->shape[d] - 1) > S->pad->hi[d])
-            S->pad->hi[d] = hi[d] - (S->shape[d] - 1);
+    for (uint32_t d = 0; d < P->ndim; d++) {
+        if (los[d] && -lo[d] > P->grow->lo[d])
+            P->grow->lo[d] = -lo[d];
+        if (his[d] && hi[d] - (P->shape[d] - 1) > P->grow->hi[d])
+            P->grow->hi[d] = hi[d] - (P->shape[d] - 1);
     }
     return true;
-}
-
-/* The ranges of a definition's variables: axis k over [0, ax_ext[k]), reduction r over
- * [0, rext[r]). */
-static uint32_t
-def_ranges(kiln_ctx *ctx, const int64_t *ax_ext, uint32_t nax, const int64_t *rext, uint32_t nred,
-           struct kiln_var_range *r)
-{
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < nax; k++)
-        r[n++] = (struct kiln_var_range){kiln_axis(ctx, k), 0, ax_ext[k] - 1};
-    for (uint32_t k = 0; k < nred; k++)
-        r[n++] = (struct kiln_var_range){kiln_rvar(ctx, k), 0, rext[k] - 1};
-    return n;
 }
 
 enum kiln_status
@@ -98,31 +102,18 @@ kiln_pad_scan(kiln_ctx *ctx, kiln_expr body, uint32_t t, const int64_t *shape, u
               const int64_t *ax_ext, uint32_t nax, const int64_t *rext, uint32_t nred,
               struct kiln_pad *pad, const char **why)
 {
-    struct kiln_var_range r[KILN_MAX_DIMS + KILN_MAX_REDUCE];
-    struct scan           S = {ctx, t, shape, ndim, r, 0, pad, NULL};
+    struct padding P;
     *why = NULL;
-    if (nax > KILN_MAX_DIMS || nred > KILN_MAX_REDUCE || ndim > KILN_MAX_DIMS)
-        return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "pad", "too many dimensions");
-    S.nr = def_ranges(ctx, ax_ext, nax, rext, nred, r);
-    kiln_expr_visit_nodes(ctx, body, scan_node, &S);
-    *why = S.why;
+    KILN_TRY(begin(&P, ctx, t, shape, ndim, ax_ext, nax, rext, nred));
+    P.grow = pad;
+    kiln_expr_visit_nodes(ctx, body, scan_node, &P);
+    *why = P.why;
     return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
 }
 
-struct rewrite {
-    kiln_ctx                    *ctx;
-    uint32_t                     t, tpad;
-    const int64_t               *shape;
-    uint32_t                     ndim;
-    const struct kiln_var_range *r;
-    uint32_t                     nr;
-    const struct kiln_pad       *pad;
-    const char                  *why;
-};
-
 /* t.pad at the indices of load (of t), shifted by the low padding. */
 static kiln_expr
-shifted(struct rewrite *W, kiln_expr load)
+shifted(struct padding *W, kiln_expr load)
 {
     kiln_expr idx[KILN_MAX_DIMS];
     for (uint32_t d = 0; d < W->ndim; d++)
@@ -133,7 +124,7 @@ shifted(struct rewrite *W, kiln_expr load)
 /* Whether the conjunction with leaves c[0..n) holds `need` (directly, or after simplifying
  * both under the definition's ranges); the matching leaf is cleared. */
 static bool
-take_check(struct rewrite *W, kiln_expr *c, uint32_t n, kiln_expr need)
+take_check(struct padding *W, kiln_expr *c, uint32_t n, kiln_expr need)
 {
     kiln_expr sneed = kiln_simplify_expr(W->ctx, need, W->r, W->nr);
     for (int pass = 0; pass < 2; pass++)
@@ -164,27 +155,15 @@ conjuncts(const kiln_ctx *ctx, kiln_expr e, kiln_expr *c, uint32_t *n, uint32_t 
 }
 
 static bool
-overhang_sides(struct rewrite *W, kiln_expr load, bool *lo_side, bool *hi_side)
-{
-    int64_t lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
-    bool    unbounded = false, any;
-    any = overhangs(W->ctx, load, W->shape, W->ndim, W->r, W->nr, lo, hi, &unbounded);
-    for (uint32_t d = 0; d < W->ndim; d++) {
-        lo_side[d] = lo[d] < 0;
-        hi_side[d] = hi[d] > W->shape[d] - 1;
-    }
-    return any;
-}
-
-static bool
 replace_node(void *ud, kiln_expr e, kiln_expr *out)
 {
-    struct rewrite *W = ud;
+    struct padding *W = ud;
     kiln_ctx       *ctx = W->ctx;
-    bool            lo_side[KILN_MAX_DIMS], hi_side[KILN_MAX_DIMS];
+    int64_t         lo[KILN_MAX_DIMS], hi[KILN_MAX_DIMS];
+    bool            lo_side[KILN_MAX_DIMS], hi_side[KILN_MAX_DIMS], unbounded = false;
     if (is_load_of(ctx, e, W->t)) {
         /* a read outside any guarding select: it must stay in bounds */
-        if (overhang_sides(W, e, lo_side, hi_side)) {
+        if (overhangs(W, e, lo, hi, lo_side, hi_side, &unbounded)) {
             W->why = "a read that can leave its bounds is not guarded by a select on them";
             *out = (kiln_expr){0};
             return true;
@@ -196,7 +175,7 @@ replace_node(void *ud, kiln_expr e, kiln_expr *out)
     if (n->op != KILN_OP_SELECT)
         return false;
     kiln_expr cond = {n->kid[0]}, load = {n->kid[1]}, fill = {n->kid[2]};
-    if (!is_load_of(ctx, load, W->t) || !overhang_sides(W, load, lo_side, hi_side))
+    if (!is_load_of(ctx, load, W->t) || !overhangs(W, load, lo, hi, lo_side, hi_side, &unbounded))
         return false;
     double fv;
     if (!W->pad->fill.id || fill.id != W->pad->fill.id || !kiln_expr_is_const(ctx, fill, &fv)) {
@@ -230,14 +209,12 @@ kiln_pad_rewrite(kiln_ctx *ctx, kiln_expr body, uint32_t t, uint32_t tpad, const
                  uint32_t ndim, const int64_t *ax_ext, uint32_t nax, const int64_t *rext,
                  uint32_t nred, const struct kiln_pad *pad, const char **why)
 {
-    struct kiln_var_range r[KILN_MAX_DIMS + KILN_MAX_REDUCE];
-    struct rewrite        W = {ctx, t, tpad, shape, ndim, r, 0, pad, NULL};
+    struct padding W;
     *why = NULL;
-    if (nax > KILN_MAX_DIMS || nred > KILN_MAX_REDUCE || ndim > KILN_MAX_DIMS) {
-        KILN_FAIL(ctx, KILN_ERR_INTERNAL, "pad", "too many dimensions");
+    if (begin(&W, ctx, t, shape, ndim, ax_ext, nax, rext, nred) != KILN_OK)
         return (kiln_expr){0};
-    }
-    W.nr = def_ranges(ctx, ax_ext, nax, rext, nred, r);
+    W.tpad = tpad;
+    W.pad = pad;
     kiln_expr out = kiln_expr_replace(ctx, body, replace_node, &W);
     *why = W.why;
     return W.why ? (kiln_expr){0} : out;
