@@ -339,9 +339,10 @@ kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
         LLVMDisposeMessage(feat);
         KILN_TRY(st);
         t->num_cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-        t->l1_bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE) > 0 ? sysconf(_SC_LEVEL1_DCACHE_SIZE) : 0;
-        t->l2_bytes = sysconf(_SC_LEVEL2_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL2_CACHE_SIZE) : 0;
+#ifdef _SC_LEVEL1_DCACHE_SIZE /* glibc; -1 or 0 where the kernel does not say */
+        long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        t->l1_bytes = l1 > 0 ? l1 : 0;
+        t->l2_bytes = l2 > 0 ? l2 : 0;
 #endif
     } else {
         if (cpu && (!strcmp(cpu, "native") || !strcmp(cpu, "host")))
