@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double   t_lower, t_jit, t_run; /* seconds spent, printed at the end */
 static uint32_t n_checked;
@@ -634,6 +635,26 @@ test_prior(void)
         CHECK_EQ_INT(hwt[i].regs, hw.vector_regs);
         kiln_ctx_free(ctx);
     }
+    /* the host target carries the host's cache sizes (sysconf, where it knows them); a named
+     * CPU keeps the defaults */
+    kiln_ctx          *hctx = kiln_ctx_new(NULL);
+    struct kiln_target host, named;
+    struct kiln_hw     hh, hn;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(hctx, "llvm", &host));
+    CHECK_EQ_INT(KILN_OK,
+                 kiln_cg_target_parse(hctx, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver3", &named));
+    kiln_hw_from_target(&host, &hh);
+    kiln_hw_from_target(&named, &hn);
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    printf("host caches: L1 %d, L2 %d bytes (sysconf %ld, %ld)\n", hh.l1_bytes, hh.l2_bytes, l1,
+           l2);
+    CHECK_EQ_INT(l1 > 0 ? l1 : 48 << 10, hh.l1_bytes);
+    CHECK_EQ_INT(l2 > 0 ? l2 : 1280 << 10, hh.l2_bytes);
+#endif
+    CHECK_EQ_INT(48 << 10, hn.l1_bytes);
+    CHECK_EQ_INT(1280 << 10, hn.l2_bytes);
+    kiln_ctx_free(hctx);
     prior_shares((struct kiln_hw){2, 16, 64, 48 << 10, 1280 << 10, 0}, 60);
     prior_shares((struct kiln_hw){2, 8, 64, 48 << 10, 1280 << 10, 0}, 35);
 }
