@@ -302,6 +302,32 @@ test_pad(void)
     CHECK_EQ_INT(7, pt->shape[2]);
     CHECK_EQ_INT(10, pt->shape[3]);
     kiln_ctx_free(ctx);
+    /* a convolution (padding reads 0) and a max pooling (-inf) of one input: one padded copy
+     * cannot serve both; an inlined reader; a tensor that does not exist */
+    static const struct {
+        const char *steps, *want;
+    } bad[] = {
+        {"[{\"op\": \"pad\", \"stage\": \"x\", \"readers\": [\"y\", \"p\"]}]",
+         "schedule step 0 (pad x): p reads x: the reads leaving the bounds are not all filled "
+         "with one constant"},
+        {"[{\"op\": \"compute_inline\", \"stage\": \"r\"}, {\"op\": \"pad\", \"stage\": "
+         "\"x\", \"readers\": [\"r\"]}]",
+         "schedule step 1 (pad x): reader r was inlined"},
+        {"[{\"op\": \"pad\", \"stage\": \"q\", \"readers\": [\"y\"]}]",
+         "schedule step 0 (pad q): no tensor named q"},
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(bad); i++) {
+        ctx = kiln_ctx_new(NULL);
+        g = PARSE(ctx, "input x: f32[1, 2, 6, 6]\nweight w: f32[2, 1, 3, 3]\n"
+                       "y = conv2d(x, w, padding=1, groups=2)\n"
+                       "p = max_pool2d(x, kernel=3, stride=1, padding=1)\nr = relu(x)\n"
+                       "z = neg(r)\noutput y\noutput p\noutput z\n");
+        CHECK(g != NULL);
+        CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, bad[i].steps, strlen(bad[i].steps), &s));
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_state_build(ctx, g, &s, &st));
+        CHECK_EQ_STR(bad[i].want, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+        kiln_ctx_free(ctx);
+    }
 }
 
 static const struct test tests[] = {
