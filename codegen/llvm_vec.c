@@ -104,17 +104,38 @@ cg_emit_vector_loop(struct cg *cg, const struct kiln_stmt *s)
                             s->u.for_.body);
         return;
     }
-    uint32_t     saved_lanes = cg->lanes;
-    LLVMValueRef saved_mask = cg->mask;
-    cg->lanes = (uint32_t)lanes;
-    cg->mask = NULL;
-    if (cg_bind(cg, s->u.for_.var, (struct cg_val){.v = lo, .kind = CG_AFFINE, .stride = 1},
-                mult)) {
-        cg_emit_stmt(cg, s->u.for_.body);
-        cg_unbind(cg, 1);
+    /* Chunks: a lane count above the native width that is not a power of two is emitted as
+     * power-of-two chunks, widest first (28 = 16 + 8 + 4, 14 = 8 + 4 + 2), the body once per
+     * chunk. LLVM splits a <28 x float> into registers itself, but a splat into it becomes an
+     * element-by-element insert sequence that is hoisted out of the loop and spilled: one stack
+     * reload per broadcast use. The iterations are independent (the scheduler vectorises only
+     * such loops), so running the chunks one after another keeps the loop's meaning. */
+    int64_t native = cg->t->vector_bits >= 64 ? cg->t->vector_bits / 32 : 4;
+    bool    split = lanes > native && (lanes & (lanes - 1)) != 0;
+    for (int64_t off = 0; off < lanes && !cg->failed;) {
+        int64_t w = lanes;
+        if (split)
+            for (w = 1; 2 * w <= lanes - off;)
+                w *= 2;
+        LLVMValueRef at = off ? LLVMBuildAdd(cg->b, lo, cg_const_i64(cg, off), "") : lo;
+        int64_t      m = off ? kiln_gcd64(mult, off) : mult;
+        if (w == 1) {
+            cg_emit_serial_loop(cg, s->u.for_.var, at, cg_const_i64(cg, 1), m, s->u.for_.body);
+        } else {
+            uint32_t     saved_lanes = cg->lanes;
+            LLVMValueRef saved_mask = cg->mask;
+            cg->lanes = (uint32_t)w;
+            cg->mask = NULL;
+            if (cg_bind(cg, s->u.for_.var, (struct cg_val){.v = at, .kind = CG_AFFINE, .stride = 1},
+                        m)) {
+                cg_emit_stmt(cg, s->u.for_.body);
+                cg_unbind(cg, 1);
+            }
+            cg->lanes = saved_lanes;
+            cg->mask = saved_mask;
+        }
+        off += w;
     }
-    cg->lanes = saved_lanes;
-    cg->mask = saved_mask;
 }
 
 static LLVMValueRef

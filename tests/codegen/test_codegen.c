@@ -870,6 +870,18 @@ test_ir_quality(void)
     ir = ir_text(ctx, f, avx512);
     CHECK(ir && has_line_with(ir, "fmul contract <16 x float>", ""));
     CHECK(ir && has_line_with(ir, "fadd contract <16 x float>", ""));
+    /* a 28-lane vector loop (a 28-wide image row) is emitted as 16 + 8 + 4 lane chunks: a
+     * splat into <28 x float> would be built element by element and spilled */
+    f = kiln_func_new(ctx, "row28");
+    pw.a = BUF(f, "a", KILN_DTYPE_F32, 56, KILN_SCOPE_GLOBAL);
+    pw.b = BUF(f, "b", KILN_DTYPE_F32, 56, KILN_SCOPE_GLOBAL);
+    pw.y = BUF(f, "y", KILN_DTYPE_F32, 56, KILN_SCOPE_GLOBAL);
+    f->body = pointwise(f, SH_VECTOR_TAIL, 56, 28, pw.y, g_fma, &pw);
+    ir = ir_text(ctx, f, "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=haswell");
+    CHECK(ir && has_line_with(ir, "fmul contract <16 x float>", ""));
+    CHECK(ir && has_line_with(ir, "fmul contract <8 x float>", ""));
+    CHECK(ir && has_line_with(ir, "fmul contract <4 x float>", ""));
+    CHECK(ir && !strstr(ir, "<28 x float>"));
     /* matmul with power-of-two extents: the 12 accumulator vectors of a 6x2 tile stay
      * in registers across the k loop (their addresses differ by constants only) */
     ir = ir_text(ctx, matmul_nv(ctx, 12, 128, 64, 6, 2, 16, true), avx512);
