@@ -381,8 +381,10 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
      * channels of a convolution, the columns of a matmul's right operand) makes the innermost
      * tile a broadcast-FMA micro-kernel over contiguous data: 40% of the time, and packed;
      * the last spatial axis (contiguous in the output) 30%; otherwise the uniform draw. When
-     * the last spatial axis has no tile length that is a multiple of the lanes (28 or 14 wide
-     * on 8 lanes), vectorising it leaves lanes idle: then 75% packed, 10% the last axis. */
+     * the last spatial axis has no tile length that is a multiple of the lanes or at least
+     * three vectors long (14 wide on 8 lanes), vectorising it leaves lanes idle: then 75%
+     * packed, 10% the last axis. A 28-wide row on 8 lanes is emitted as 16 + 8 + 4 lane chunks
+     * (codegen/llvm_vec.c), which wastes none. */
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
         const struct kiln_op_plan *op = &sk->priv->op[i];
         if (op->k_vaxis == KILN_NONE)
@@ -396,7 +398,7 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         int64_t  d[512];
         uint32_t nd = kl == KILN_NONE ? 0 : divisors(sk->knob[kl].extent, d, KILN_COUNTOF(d));
         for (uint32_t j = 0; j < nd; j++)
-            lane_tile |= d[j] <= KILN_MAX_INNER && d[j] % lanes == 0;
+            lane_tile |= d[j] <= KILN_MAX_INNER && (d[j] % lanes == 0 || d[j] >= 3 * lanes);
         double u = kiln_rng_uniform(rng), p_pack = lane_tile ? 0.4 : 0.75;
         if (np && u < p_pack) {
             out->v[sk->knob[op->k_vaxis].slot] = packable[kiln_rng_below(rng, np)];

@@ -5,6 +5,8 @@
  * mutation, crossover and Droplet neighbours live in tuner/annotate.c. */
 #include "sketch_priv.h"
 
+#include "../passes/state.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -157,6 +159,8 @@ struct ana {
     uint32_t                *nreader; /* per op: non-inlined ops reading its tensor */
     uint32_t                *reader;  /* per op: the last such reader */
     bool                    *mlt;     /* per op: needs multi-level tiling */
+    uint32_t (*padt)[4];              /* per tiled op: arguments it may read padded */
+    uint8_t *npad;
 };
 
 struct inline_map {
@@ -311,6 +315,59 @@ fusible_consumer(const struct ana *A, uint32_t i)
     return c;
 }
 
+struct guarded {
+    const kiln_ctx          *ctx;
+    const struct kiln_graph *g;
+    uint32_t                 t[4];
+    uint32_t                 n;
+};
+
+static bool
+guarded_visit(void *ud, kiln_expr node)
+{
+    struct guarded         *G = ud;
+    const struct kiln_node *n = kiln_node_get(G->ctx, node);
+    if (n->op != KILN_OP_SELECT)
+        return true;
+    for (int k = 1; k <= 2; k++) {
+        const struct kiln_node *v = kiln_node_get(G->ctx, (kiln_expr){n->kid[k]});
+        if (v->op != KILN_OP_LOAD || G->g->tensor[v->imm].kind == KILN_TENSOR_OP)
+            continue;
+        bool dup = false;
+        for (uint32_t j = 0; j < G->n; j++)
+            dup |= G->t[j] == (uint32_t)v->imm;
+        if (!dup && G->n < KILN_COUNTOF(G->t))
+            G->t[G->n++] = (uint32_t)v->imm;
+    }
+    return true;
+}
+
+/* Arguments op i reads as the value of a select (a convolution's or pooling's window over its
+ * padding) that the pad step accepts for it: kept in A->padt. Tried by applying the step alone,
+ * inside a scratch scope, so a read the step cannot make safe is never offered. */
+static void
+pad_candidates(struct ana *A, uint32_t i)
+{
+    kiln_ctx      *ctx = A->ctx;
+    struct guarded G = {ctx, A->g, {0}, 0};
+    kiln_expr_visit_nodes(ctx, A->eff[i], guarded_visit, &G);
+    uint32_t reader = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, A->g->op[i].out));
+    for (uint32_t j = 0; j < G.n; j++) {
+        struct kiln_step     st = {.kind = KILN_STEP_PAD,
+                                   .n = 1,
+                                   .stage = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, G.t[j])),
+                                   .iters = {reader}};
+        struct kiln_schedule s = {&st, 1, 1};
+        struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+        struct kiln_state    state;
+        bool                 ok = kiln_state_build(ctx, A->g, &s, &state) == KILN_OK;
+        kiln_ctx_error_clear(ctx);
+        kiln_scratch_end(ctx, sc);
+        if (ok)
+            A->padt[i][A->npad[i]++] = G.t[j];
+    }
+}
+
 static enum kiln_status
 analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, struct ana *A)
 {
@@ -321,8 +378,11 @@ analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, str
     A->nreader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
     A->reader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
     A->mlt = kiln_arena_alloc(ctx, sizeof(bool) * n);
-    if (!A->eff || !A->inl || !A->nreader || !A->reader || !A->mlt)
+    A->padt = kiln_arena_alloc(ctx, sizeof(*A->padt) * n);
+    A->npad = kiln_arena_alloc(ctx, sizeof(uint8_t) * n);
+    if (!A->eff || !A->inl || !A->nreader || !A->reader || !A->mlt || !A->padt || !A->npad)
         return ctx->err.status;
+    memset(A->npad, 0, sizeof(uint8_t) * n);
     for (uint32_t i = 0; i < g->nop; i++) {
         A->inl[i] = strictly_inlineable(A, i);
         A->eff[i] = kiln_expr_map_loads(ctx, g->op[i].body, inline_map_load, A);
@@ -352,9 +412,12 @@ analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, str
             for (uint32_t p = 0; p < i; p++)
                 A->nreader[p] += 2;
     }
-    for (uint32_t i = 0; i < g->nop; i++)
+    for (uint32_t i = 0; i < g->nop; i++) {
         A->mlt[i] = !A->inl[i] && needs_mlt(A, i);
-    return KILN_OK;
+        if (A->mlt[i])
+            pad_candidates(A, i);
+    }
+    return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
 }
 
 /* ---- names of stages and iterators (as passes/state.c makes them) ---- */
@@ -460,7 +523,8 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     char                      kn[160];
     kiln_sketch_axis_names(ctx, g, i, names);
-    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
+    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad = KILN_NONE;
+    p->npad = 0;
     for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
         p->k_split[k] = KILN_NONE;
     switch ((enum kiln_plan_mode)p->mode) {
@@ -551,6 +615,12 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
             snprintf(kn, sizeof kn, "%s pack", tn);
             p->k_pack = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
         }
+        if (A->npad[i]) {
+            p->npad = A->npad[i];
+            memcpy(p->padt, A->padt[i], sizeof p->padt);
+            snprintf(kn, sizeof kn, "%s pad", tn);
+            p->k_pad = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
+        }
         snprintf(kn, sizeof kn, "%s vectorize", tn);
         p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
         snprintf(kn, sizeof kn, "%s auto_unroll", tn);
@@ -561,8 +631,8 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
             p->k_par =
                 add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, nsplit + 1, kn);
         }
-        return (!any_pack || p->k_pack != KILN_NONE) && p->k_vec != KILN_NONE
-               && p->k_unroll != KILN_NONE
+        return (!any_pack || p->k_pack != KILN_NONE) && (!p->npad || p->k_pad != KILN_NONE)
+               && p->k_vec != KILN_NONE && p->k_unroll != KILN_NONE
                && (A->hw->num_cores <= 1 || !nsplit || p->k_par != KILN_NONE);
     }
     }
@@ -657,7 +727,9 @@ emit_sketch(struct gen *G)
             mode[i].mode = p->mode = KILN_PLAN_PLAIN;
             if (pass == 0)
                 continue; /* annotated in pass 1 */
-            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = KILN_NONE;
+            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad =
+                KILN_NONE;
+            p->npad = 0;
             for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
                 p->k_split[k] = KILN_NONE;
         }
@@ -796,6 +868,8 @@ struct emit {
     struct kiln_schedule     *out;
     uint32_t                  packed[16];
     uint32_t                  npacked;
+    uint32_t                  padded[16];
+    uint32_t                  npadded;
     const char              **tile_stage, **tile_iter; /* per tiled op: its outermost tile */
 };
 
@@ -1048,6 +1122,35 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     return KILN_OK;
 }
 
+/* The pad step for op i's guarded arguments (P reads them), each padded copy computed at P's
+ * outermost tile loop: one tile's window at a time, while it is in cache. An argument packed or
+ * padded for an earlier op is left alone. */
+static enum kiln_status
+emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char *outer)
+{
+    for (uint32_t q = 0; q < p->npad; q++) {
+        uint32_t pt = p->padt[q];
+        bool     done = E->npadded == KILN_COUNTOF(E->padded);
+        for (uint32_t j = 0; j < E->npacked; j++)
+            done |= E->packed[j] == pt;
+        for (uint32_t j = 0; j < E->npadded; j++)
+            done |= E->padded[j] == pt;
+        if (done)
+            continue;
+        E->padded[E->npadded++] = pt;
+        const char      *an = kiln_graph_tensor_name(E->g, pt);
+        struct kiln_step st = {
+            .kind = KILN_STEP_PAD, .stage = sym(E, an), .n = 1, .iters = {sym(E, P)}};
+        KILN_TRY(push(E, st));
+        struct kiln_step at = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = sym(E, derived(E, an, ".pad")),
+                               .target = sym(E, P),
+                               .iter = sym(E, outer)};
+        KILN_TRY(push(E, at));
+    }
+    return KILN_OK;
+}
+
 /* Multi-level tiling SSRSRS of op i: with cache write (tn.local computed at a tile of tn), with
  * a fused consumer (op i computed at a tile of its consumer), or alone. */
 static enum kiln_status
@@ -1197,6 +1300,8 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         struct kiln_step st = {.kind = KILN_STEP_AUTO_UNROLL, .stage = sym(E, P), .value = unroll};
         KILN_TRY(push(E, st));
     }
+    if (val(E, p->k_pad, 0, 0))
+        KILN_TRY(emit_pad(E, p, P, outer));
     return KILN_OK;
 }
 

@@ -29,6 +29,7 @@ struct kiln_op_plan {
     /* knob indices, KILN_NONE when absent */
     uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE]; /* per root axis (spatial, reduction) */
     uint32_t k_vaxis, k_vec, k_unroll, k_par, k_pack;
+    uint32_t k_pad;                /* TILE modes: 1 pads the arguments in padt (the pad step) */
     uint32_t k_loc;                /* PLAIN: 0 at root, 1 at the outer tile of its tiled reader */
     uint32_t reader;               /* PLAIN with k_loc: the tiled op reading it */
     uint8_t  vcand[KILN_MAX_DIMS]; /* spatial axes that may be the vector axis */
@@ -37,6 +38,9 @@ struct kiln_op_plan {
     uint32_t pack_t[KILN_MAX_DIMS][4];
     uint8_t  pack_d[KILN_MAX_DIMS][4];
     uint8_t  npack[KILN_MAX_DIMS];
+    /* arguments read under a bounds-checking select that the pad step accepts */
+    uint32_t padt[4];
+    uint8_t  npad;
 };
 
 struct kiln_sketch_priv {

@@ -327,6 +327,37 @@ test_programs(void)
             CHECK(has_sketch(sk, nsk, "C:tile"));
             CHECK(!has_sketch(sk, nsk, "C:plain")); /* two reused tensors */
         }
+        /* the pad knob: offered to the tiled sketches of convolutions with padding (their
+         * input is read under a bounds check), to no other; a program that pads runs */
+        const char *nm = graphs[gi][0];
+        bool        guarded =
+            !strcmp(nm, "conv3x3") || !strcmp(nm, "depthwise") || !strcmp(nm, "long_names");
+        for (uint32_t s = 0; s < nsk; s++) {
+            uint32_t kp = KILN_NONE, kpack = KILN_NONE;
+            for (uint32_t k = 0; k < sk[s].nknob; k++) {
+                const char *kn = sk[s].knob[k].name;
+                size_t      len = strlen(kn);
+                if (len > 4 && !strcmp(kn + len - 4, " pad"))
+                    kp = k;
+                if (len > 5 && !strcmp(kn + len - 5, " pack"))
+                    kpack = k;
+            }
+            if (strstr(sk[s].desc, ":tile"))
+                CHECK_EQ_INT(guarded, kp != KILN_NONE);
+            else
+                CHECK_EQ_INT(KILN_NONE, kp);
+            if (kp == KILN_NONE)
+                continue;
+            struct kiln_prog p;
+            kiln_prog_sample(&sk[s], &r, &p);
+            p.v[sk[s].knob[kp].slot] = 1;
+            if (kpack != KILN_NONE) /* a packed argument is not padded as well */
+                p.v[sk[s].knob[kpack].slot] = 0;
+            struct kiln_schedule ps = {0};
+            CHECK(kiln_prog_schedule(ctx, g, &sk[s], &p, &ps) == KILN_OK
+                  && strstr(sched_text(ctx, &ps), "\"op\": \"pad\""));
+            CHECK(check_prog(ctx, g, &tg, &sk[s], &p, &R, "padded", true));
+        }
         if (!strcmp(graphs[gi][0], "depthwise")) { /* little reuse: tiled, and plain too */
             CHECK(has_sketch(sk, nsk, "y:tile"));
             CHECK(has_sketch(sk, nsk, "y:plain"));
