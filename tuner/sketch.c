@@ -1123,10 +1123,13 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
 }
 
 /* The pad step for op i's guarded arguments (P reads them), each padded copy computed at P's
- * outermost tile loop: one tile's window at a time, while it is in cache. An argument packed or
- * padded for an earlier op is left alone. */
+ * loop `at`: its outermost loop when P is computed at a tile of its consumer (cache write or a
+ * fused consumer: the consumer's outer tile), else its last S0 loop or the fused parallel loop.
+ * One outer tile's window is padded at a time, in parallel, while it is in cache; a copy at
+ * P's inner tiles would be redone for every small tile. An argument packed or padded for an
+ * earlier op is left alone. */
 static enum kiln_status
-emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char *outer)
+emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char *at)
 {
     for (uint32_t q = 0; q < p->npad; q++) {
         uint32_t pt = p->padt[q];
@@ -1142,11 +1145,11 @@ emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char
         struct kiln_step st = {
             .kind = KILN_STEP_PAD, .stage = sym(E, an), .n = 1, .iters = {sym(E, P)}};
         KILN_TRY(push(E, st));
-        struct kiln_step at = {.kind = KILN_STEP_COMPUTE_AT,
+        struct kiln_step ca = {.kind = KILN_STEP_COMPUTE_AT,
                                .stage = sym(E, derived(E, an, ".pad")),
                                .target = sym(E, P),
-                               .iter = sym(E, outer)};
-        KILN_TRY(push(E, at));
+                               .iter = sym(E, at)};
+        KILN_TRY(push(E, ca));
     }
     return KILN_OK;
 }
@@ -1301,7 +1304,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         KILN_TRY(push(E, st));
     }
     if (val(E, p->k_pad, 0, 0))
-        KILN_TRY(emit_pad(E, p, P, outer));
+        KILN_TRY(emit_pad(E, p, P, X ? PL.name[0] : outer));
     return KILN_OK;
 }
 
