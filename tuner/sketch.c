@@ -342,9 +342,35 @@ guarded_visit(void *ud, kiln_expr node)
     return true;
 }
 
-/* Arguments op i reads as the value of a select (a convolution's or pooling's window over its
- * padding) that the pad step accepts for it: kept in A->padt. Tried by applying the step alone,
- * inside a scratch scope, so a read the step cannot make safe is never offered. */
+/* True when every output axis of op i (of extent > 1) appears in an index of its loads of t:
+ * then no two outer tiles read the same window of t, so a padded copy per outer tile is made
+ * once (halos aside). A convolution's input is not indexed by the output channels: every
+ * channel tile would copy the same window again. */
+static bool
+indexed_by_all_axes(const struct ana *A, uint32_t i, uint32_t t)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_tensor *out = &A->g->tensor[A->g->op[i].out];
+    struct loads              L;
+    loads_of(ctx, A->eff[i], &L);
+    for (uint32_t k = 0; k < out->ndim; k++) {
+        bool used = out->shape[k] <= 1;
+        for (uint32_t j = 0; j < L.n && !used; j++) {
+            if ((uint32_t)kiln_node_get(ctx, L.l[j])->imm != t)
+                continue;
+            for (uint32_t d = 0; d < kiln_load_nidx(ctx, L.l[j]) && !used; d++)
+                used = mentions_axis(ctx, kiln_load_idx(ctx, L.l[j], d), k);
+        }
+        if (!used)
+            return false;
+    }
+    return !L.overflow;
+}
+
+/* Arguments op i reads as the value of a select (a depthwise convolution's or a pooling's
+ * window over its padding), indexed by every output axis, that the pad step accepts for it:
+ * kept in A->padt. Tried by applying the step alone, inside a scratch scope, so a read the
+ * step cannot make safe is never offered. */
 static void
 pad_candidates(struct ana *A, uint32_t i)
 {
@@ -353,6 +379,8 @@ pad_candidates(struct ana *A, uint32_t i)
     kiln_expr_visit_nodes(ctx, A->eff[i], guarded_visit, &G);
     uint32_t reader = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, A->g->op[i].out));
     for (uint32_t j = 0; j < G.n; j++) {
+        if (!indexed_by_all_axes(A, i, G.t[j]))
+            continue;
         struct kiln_step     st = {.kind = KILN_STEP_PAD,
                                    .n = 1,
                                    .stage = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, G.t[j])),
