@@ -199,15 +199,36 @@ strictly_inlineable(const struct ana *A, uint32_t i)
     return true;
 }
 
+/* True when some output axis of op i of extent > 1 is absent from every index of the loads
+ * of tensor t in L (op i's loads): op i reuses t along that axis. */
+static bool
+misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, uint32_t t)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_tensor *out = &A->g->tensor[A->g->op[i].out];
+    for (uint32_t k = 0; k < out->ndim; k++) {
+        if (out->shape[k] <= 1)
+            continue;
+        bool used = false;
+        for (uint32_t m = 0; m < L->n && !used; m++) {
+            if ((uint32_t)kiln_node_get(ctx, L->l[m])->imm != t)
+                continue;
+            for (uint32_t d = 0; d < kiln_load_nidx(ctx, L->l[m]) && !used; d++)
+                used = mentions_axis(ctx, kiln_load_idx(ctx, L->l[m], d), k);
+        }
+        if (!used)
+            return true;
+    }
+    return false;
+}
+
 /* The number of tensors op i reads for which some output axis of extent > 1 is absent from
  * every index of their loads: the tensors it reuses. */
 static uint32_t
 reused_tensors(const struct ana *A, uint32_t i)
 {
-    const kiln_ctx           *ctx = A->ctx;
-    const struct kiln_opdef  *op = &A->g->op[i];
-    const struct kiln_tensor *out = &A->g->tensor[op->out];
-    struct loads              L;
+    const kiln_ctx *ctx = A->ctx;
+    struct loads    L;
     loads_of(ctx, A->eff[i], &L);
     uint32_t seen[64], nseen = 0, count = 0;
     for (uint32_t j = 0; j < L.n; j++) {
@@ -218,20 +239,7 @@ reused_tensors(const struct ana *A, uint32_t i)
         if (dup)
             continue;
         seen[nseen++] = t;
-        bool missing = false;
-        for (uint32_t k = 0; k < out->ndim && !missing; k++) {
-            if (out->shape[k] <= 1)
-                continue;
-            bool used = false;
-            for (uint32_t m = j; m < L.n && !used; m++) {
-                if ((uint32_t)kiln_node_get(ctx, L.l[m])->imm != t)
-                    continue;
-                for (uint32_t d = 0; d < kiln_load_nidx(ctx, L.l[m]) && !used; d++)
-                    used = mentions_axis(ctx, kiln_load_idx(ctx, L.l[m], d), k);
-            }
-            missing = !used;
-        }
-        count += missing;
+        count += misses_an_axis(A, i, &L, t);
     }
     return count;
 }
@@ -342,45 +350,24 @@ guarded_visit(void *ud, kiln_expr node)
     return true;
 }
 
-/* True when every output axis of op i (of extent > 1) appears in an index of its loads of t:
- * then no two outer tiles read the same window of t, so a padded copy per outer tile is made
- * once (halos aside). A convolution's input is not indexed by the output channels: every
- * channel tile would copy the same window again. */
-static bool
-indexed_by_all_axes(const struct ana *A, uint32_t i, uint32_t t)
-{
-    const kiln_ctx           *ctx = A->ctx;
-    const struct kiln_tensor *out = &A->g->tensor[A->g->op[i].out];
-    struct loads              L;
-    loads_of(ctx, A->eff[i], &L);
-    for (uint32_t k = 0; k < out->ndim; k++) {
-        bool used = out->shape[k] <= 1;
-        for (uint32_t j = 0; j < L.n && !used; j++) {
-            if ((uint32_t)kiln_node_get(ctx, L.l[j])->imm != t)
-                continue;
-            for (uint32_t d = 0; d < kiln_load_nidx(ctx, L.l[j]) && !used; d++)
-                used = mentions_axis(ctx, kiln_load_idx(ctx, L.l[j], d), k);
-        }
-        if (!used)
-            return false;
-    }
-    return !L.overflow;
-}
-
 /* Arguments op i reads as the value of a select (a depthwise convolution's or a pooling's
- * window over its padding), indexed by every output axis, that the pad step accepts for it:
- * kept in A->padt. Tried by applying the step alone, inside a scratch scope, so a read the
- * step cannot make safe is never offered. */
+ * window over its padding), indexed by every output axis (so no two outer tiles read the same
+ * window, halos aside), that the pad step accepts for it: kept in A->padt. Tried by applying
+ * the step alone, inside a scratch scope, so a read the step cannot make safe is never
+ * offered. */
 static void
 pad_candidates(struct ana *A, uint32_t i)
 {
     kiln_ctx      *ctx = A->ctx;
     struct guarded G = {ctx, A->g, {0}, 0};
     kiln_expr_visit_nodes(ctx, A->eff[i], guarded_visit, &G);
-    uint32_t reader = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, A->g->op[i].out));
+    uint32_t     reader = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, A->g->op[i].out));
+    struct loads L;
+    loads_of(ctx, A->eff[i], &L);
     for (uint32_t j = 0; j < G.n; j++) {
-        if (!indexed_by_all_axes(A, i, G.t[j]))
-            continue;
+        if (L.overflow || misses_an_axis(A, i, &L, G.t[j]))
+            continue; /* two outer tiles would copy the same window (a full convolution's
+                       * input is not indexed by the output channels) */
         struct kiln_step     st = {.kind = KILN_STEP_PAD,
                                    .n = 1,
                                    .stage = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, G.t[j])),
