@@ -21,6 +21,12 @@ struct kiln_target {
 };
 
 enum kiln_status kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t);
+/* f32 lanes of t's widest vector register (4 when unknown). */
+static inline int
+kiln_target_f32_lanes(const struct kiln_target *t)
+{
+    return t && t->vector_bits >= 64 ? t->vector_bits / 32 : 4;
+}
 /* The canonical string of t ("llvm -mtriple=... -mcpu=... -mattr=..."), ctx-owned. */
 const char *kiln_cg_target_str(kiln_ctx *ctx, const struct kiln_target *t);
 

@@ -110,7 +110,7 @@ cg_emit_vector_loop(struct cg *cg, const struct kiln_stmt *s)
      * element-by-element insert sequence that is hoisted out of the loop and spilled: one stack
      * reload per broadcast use. The iterations are independent (the scheduler vectorises only
      * such loops), so running the chunks one after another keeps the loop's meaning. */
-    int64_t native = cg->t->vector_bits >= 64 ? cg->t->vector_bits / 32 : 4;
+    int64_t native = kiln_target_f32_lanes(cg->t);
     bool    split = lanes > native && (lanes & (lanes - 1)) != 0;
     for (int64_t off = 0; off < lanes && !cg->failed;) {
         int64_t w = lanes;

@@ -15,7 +15,7 @@ const int64_t kiln_unroll_steps[KILN_UNROLL_NSTEPS] = {0, 16, 64, 512};
 void
 kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
 {
-    hw->vector_lanes = t && t->vector_bits >= 64 ? t->vector_bits / 32 : 4;
+    hw->vector_lanes = kiln_target_f32_lanes(t);
     hw->num_cores = t && t->num_cores > 0 ? t->num_cores : 1;
     hw->cache_line = 64;
     /* the host's caches when known, else a recent x86 core's (48 KiB, 1.25 MiB) */
