@@ -526,6 +526,16 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
+/* No knobs: every knob index KILN_NONE, nothing to pad. */
+static void
+plan_clear(struct kiln_op_plan *p)
+{
+    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad = KILN_NONE;
+    p->npad = 0;
+    for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
+        p->k_split[k] = KILN_NONE;
+}
+
 /* Knobs of op i under its chosen mode; false when the sketch runs out of knob slots. */
 static bool
 plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
@@ -538,10 +548,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     char                      kn[160];
     kiln_sketch_axis_names(ctx, g, i, names);
-    p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad = KILN_NONE;
-    p->npad = 0;
-    for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
-        p->k_split[k] = KILN_NONE;
+    plan_clear(p);
     switch ((enum kiln_plan_mode)p->mode) {
     case KILN_PLAN_INLINE:
     case KILN_PLAN_CONSUMER:
@@ -742,11 +749,7 @@ emit_sketch(struct gen *G)
             mode[i].mode = p->mode = KILN_PLAN_PLAIN;
             if (pass == 0)
                 continue; /* annotated in pass 1 */
-            p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad =
-                KILN_NONE;
-            p->npad = 0;
-            for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
-                p->k_split[k] = KILN_NONE;
+            plan_clear(p);
         }
     /* compute location of a plain op whose only reader is tiled: at root or at the reader's
      * outermost tile */
