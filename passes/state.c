@@ -155,10 +155,15 @@ kiln_state_extents(const struct kiln_stage *st, const int64_t *root_ext, int64_t
     for (uint32_t r = 0; r < st->nrel; r++) {
         const struct kiln_rel *rel = &st->rel[r];
         if (rel->kind == KILN_REL_SPLIT) {
-            int64_t inner = 1;
-            for (uint32_t j = 1; j < rel->n; j++) {
-                ext[rel->parts[j]] = rel->factors[j];
-                inner *= rel->factors[j];
+            /* A part longer than what its inner parts leave of the extent is cut to that
+             * (a split by [128, 6] of a 6-row region is [1, 6]): its other iterations would
+             * all fail the split's guard. Without the cut they stay as guarded loops that
+             * partitioning may not reach (a tail piece of a partial tile) and run empty. */
+            int64_t inner = 1, E = ext[rel->parent] > 0 ? ext[rel->parent] : 1;
+            for (uint32_t j = rel->n; j-- > 1;) {
+                int64_t cap = (E + inner - 1) / inner, f = rel->factors[j];
+                ext[rel->parts[j]] = f < cap ? f : cap;
+                inner *= ext[rel->parts[j]];
             }
             ext[rel->parts[0]] = (ext[rel->parent] + inner - 1) / inner;
         } else {

@@ -230,6 +230,57 @@ test_state_shapes(void)
     kiln_ctx_free(ctx);
 }
 
+/* Extent of iterator `name` of stage st under root extents root. */
+static int64_t
+extent_of(kiln_ctx *ctx, const struct kiln_stage *st, const int64_t *root, const char *name)
+{
+    int64_t ext[512];
+    CHECK(st->nit <= 512);
+    kiln_state_extents(st, root, ext);
+    for (uint32_t k = 0; k < st->nit; k++)
+        if (!strcmp(kiln_sym_str(ctx, st->it[k].name), name))
+            return ext[k];
+    return -1;
+}
+
+/* A split part longer than the extent needs is cut, innermost first: C.local split by
+ * [16, 6] over a 6-row region runs as [1, 6]; over all 64 rows as [11, 6] (11 tiles of 6, the
+ * last partial) under one outer iteration. */
+static void
+test_split_extents(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 30);
+    const char          *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
+                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"i\", "
+                                "\"factors\": [16, 6]},"
+                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"j\", "
+                                "\"factors\": [2, 16]}]";
+    struct kiln_schedule s;
+    struct kiln_state    st;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    const struct kiln_stage *c = NULL;
+    for (uint32_t i = 0; i < st.norder; i++)
+        if (!strcmp(kiln_sym_str(ctx, st.st[st.order[i]].name), "C.local"))
+            c = &st.st[st.order[i]];
+    CHECK(c != NULL);
+    if (c) {
+        int64_t region[2] = {6, 16}, whole[2] = {64, 48};
+        CHECK_EQ_INT(1, extent_of(ctx, c, region, "i.0"));
+        CHECK_EQ_INT(1, extent_of(ctx, c, region, "i.1"));
+        CHECK_EQ_INT(6, extent_of(ctx, c, region, "i.2"));
+        CHECK_EQ_INT(1, extent_of(ctx, c, region, "j.1"));
+        CHECK_EQ_INT(16, extent_of(ctx, c, region, "j.2"));
+        CHECK_EQ_INT(1, extent_of(ctx, c, whole, "i.0"));
+        CHECK_EQ_INT(11, extent_of(ctx, c, whole, "i.1"));
+        CHECK_EQ_INT(6, extent_of(ctx, c, whole, "i.2"));
+        CHECK_EQ_INT(2, extent_of(ctx, c, whole, "j.0"));
+        CHECK_EQ_INT(2, extent_of(ctx, c, whole, "j.1"));
+    }
+    kiln_ctx_free(ctx);
+}
+
 /* y[h] = sum over r of (guarded) x[h + r - 1], x of 6: each read hangs one element over each
  * edge. `guard` 0: no select; 1: a select checking the low edge only; 2: both edges. */
 static struct kiln_graph *
@@ -331,11 +382,9 @@ test_pad(void)
 }
 
 static const struct test tests[] = {
-    {"json_round_trip", test_json_round_trip},
-    {"json_errors", test_json_errors},
-    {"illegal_steps", test_illegal_steps},
-    {"state_shapes", test_state_shapes},
-    {"pad", test_pad},
+    {"json_round_trip", test_json_round_trip}, {"json_errors", test_json_errors},
+    {"illegal_steps", test_illegal_steps},     {"state_shapes", test_state_shapes},
+    {"split_extents", test_split_extents},     {"pad", test_pad},
 };
 
 int
