@@ -29,7 +29,7 @@
 #define MAX_COLD 1
 
 /* Conditions not affine in the loop variable are evaluated at every value of a loop of at most
- * this many iterations. */
+ * this many iterations, and at this many points of a longer one (see rays_by_scan). */
 #define SCAN_MAX 64
 
 struct ray {
@@ -218,32 +218,60 @@ decided_at(struct part *P, kiln_expr E, bool lt, int64_t v0)
     return lo == 0 && hi == 0 ? 1 : (lo > 0 || hi < 0) ? 0 : -1;
 }
 
-/* A comparison not affine in v (v under a floordiv, as in a fused loop): over a short loop, its
- * value is found at every v. When it is a step -- one value on a first run of v, none or the
- * other on a last run, undecided only between them -- those runs are its rays. (A periodic
- * condition, `v % 2 == 1`, has none: peeling a few iterations would not remove it.) */
+/* First i in (from, to) whose value differs from `want` walking from `from` towards `to`
+ * (`to` when none does), assuming the values equal `want` on one run from `from`: binary
+ * search, so a step is found in a long loop in log time. */
+static int64_t
+run_end(struct part *P, kiln_expr E, bool lt, int want, int64_t from, int64_t to)
+{
+    int64_t dir = to > from ? 1 : -1, good = from, bad = to; /* good: value == want */
+    while ((bad - good) * dir > 1) {
+        int64_t mid = good + (bad - good) / 2;
+        if (decided_at(P, E, lt, P->vlo + mid) == want)
+            good = mid;
+        else
+            bad = mid;
+    }
+    return bad;
+}
+
+/* A comparison not affine in v (v under a floordiv, as in a fused loop): when it is a step --
+ * one value on a first run of v, none or the other on a last run, undecided only between them
+ * -- those runs are its rays. (A periodic condition, `v % 2 == 1`, has none: peeling a few
+ * iterations would not remove it.) Over a short loop its value is found at every v; over a
+ * longer one the runs' ends are found by binary search and the step checked at SCAN_MAX evenly
+ * spaced points. A step missed between those points only splits the loop where its tests stay
+ * undecided, which costs speed, never correctness (see the top of the file). */
 static struct cond
 rays_by_scan(struct part *P, kiln_expr E, bool lt)
 {
     struct cond c = {.nray = 0};
-    int         val[SCAN_MAX + 1];
     int64_t     n = P->vhi - P->vlo + 1;
-    if (n > SCAN_MAX)
-        return c;
-    val[0] = decided_at(P, E, lt, P->vlo);
-    val[n - 1] = decided_at(P, E, lt, P->vhi);
-    if (val[0] < 0 && val[n - 1] < 0)
+    int         first = decided_at(P, E, lt, P->vlo), last = decided_at(P, E, lt, P->vhi);
+    if (n < 2 || (first < 0 && last < 0))
         return c; /* undecided at both ends: no ray (the common case, checked first) */
-    for (int64_t i = 1; i + 1 < n; i++)
-        val[i] = decided_at(P, E, lt, P->vlo + i);
     int64_t t1 = 0, t2 = n - 1; /* first run [0, t1), last run (t2, n) */
-    while (t1 < n && val[t1] >= 0 && val[t1] == val[0])
-        t1++;
-    while (t2 >= t1 && val[t2] >= 0 && val[t2] == val[n - 1])
-        t2--;
-    for (int64_t i = t1; i <= t2; i++)
-        if (val[i] >= 0)
-            return c; /* decided values between the runs: not a step */
+    if (n <= SCAN_MAX) {
+        int val[SCAN_MAX];
+        for (int64_t i = 0; i < n; i++)
+            val[i] = i == 0 ? first : i == n - 1 ? last : decided_at(P, E, lt, P->vlo + i);
+        while (t1 < n && val[t1] >= 0 && val[t1] == first)
+            t1++;
+        while (t2 >= t1 && val[t2] >= 0 && val[t2] == last)
+            t2--;
+        for (int64_t i = t1; i <= t2; i++)
+            if (val[i] >= 0)
+                return c; /* decided values between the runs: not a step */
+    } else {
+        t1 = first >= 0 ? run_end(P, E, lt, first, 0, n) : 0;
+        t2 = last >= 0 && t1 < n ? run_end(P, E, lt, last, n - 1, t1 - 1) : n - 1;
+        for (int64_t j = 0; j < SCAN_MAX; j++) {
+            int64_t i = j * (n - 1) / (SCAN_MAX - 1);
+            int     v = decided_at(P, E, lt, P->vlo + i);
+            if (i < t1 ? v != first : i > t2 ? v != last : v >= 0)
+                return c;
+        }
+    }
     if (t1 == n || (t1 == 0 && t2 == n - 1))
         return c; /* one value throughout, or undecided at both ends */
     if (t1 > 0)

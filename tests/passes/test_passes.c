@@ -1235,6 +1235,22 @@ test_partition_if(void)
     CHECK(strstr(got, "for f in [0, +12) parallel:\n    for j in [0, +3):\n      T[") != NULL);
     CHECK(want && same_results(t, false, want, n, 3));
     free(want);
+    /* the same kind of guard over a loop longer than SCAN_MAX (a 24-channel partial tile of
+     * 256 channels fused with 7 rows, 77 iterations): the step is found by binary search */
+    struct kiln_func *u = kiln_func_new(ctx, "u_fused");
+    int64_t           sh256[1] = {256};
+    uint32_t  U = kiln_func_add_buffer(u, "U", KILN_DTYPE_I64, 1, sh256, KILN_SCOPE_GLOBAL, 0);
+    kiln_expr ch = kiln_add(ctx, kiln_mul(ctx, kiln_floordiv(ctx, fv, C(ctx, 7)), C(ctx, 24)), j);
+    u->body = kiln_stmt_for(ctx, fv, C(ctx, 0), C(ctx, 77), KILN_LOOP_PARALLEL,
+                            kiln_stmt_for(ctx, j, C(ctx, 0), C(ctx, 24), KILN_LOOP_SERIAL,
+                                          kiln_stmt_if(ctx, kiln_lt(ctx, ch, C(ctx, 256)),
+                                                       kiln_stmt_store(ctx, U, 1, &ch, fv), NULL)));
+    want = run(u, false, 4, &n);
+    CHECK_EQ_INT(KILN_OK, kiln_pass_partition(u));
+    got = fprint(u);
+    CHECK(strstr(got, "for f in [0, +70) parallel:\n    for j in [0, +24):\n      U[") != NULL);
+    CHECK(want && same_results(u, false, want, n, 4));
+    free(want);
     kiln_ctx_free(ctx);
 }
 
