@@ -56,7 +56,7 @@ sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, boo
             inner = 2 + (int64_t)kiln_rng_below(r, (uint64_t)(top - 1));
         }
         out[nparts - 1] = inner;
-        rem = extent / inner;
+        rem = (extent + inner - 1) / inner; /* tiles, the last one partial */
         nparts--;
     }
     for (uint32_t j = nparts; j-- > 0;) {
@@ -80,12 +80,17 @@ sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, boo
     }
 }
 
+/* Every part at least 1, the innermost at most KILN_MAX_INNER, and no part longer than the
+ * extent needs given the parts inside it (the cut lowering would make, see
+ * kiln_state_extents): [11, 6, 1] of 64 (11 tiles of 6, the last one partial) is one, [12, 6]
+ * is not (its 12th tile would be wholly past the end). */
 static bool
 split_ok(const struct kiln_knob *k, const int64_t *v)
 {
-    int64_t prod = 1;
-    for (uint32_t j = 0; j < k->nparts; j++)
-        if (v[j] < 1 || kiln_mul_overflows(prod, v[j], &prod) || prod > k->extent)
+    int64_t inner = 1;
+    for (uint32_t j = k->nparts; j-- > 0;)
+        if (v[j] < 1 || v[j] > (k->extent + inner - 1) / inner
+            || kiln_mul_overflows(inner, v[j], &inner))
             return false;
     return k->nparts == 0 || v[k->nparts - 1] <= KILN_MAX_INNER;
 }

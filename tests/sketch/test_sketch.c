@@ -575,10 +575,24 @@ prior_shares(const struct kiln_hw hw, uint32_t full_pct)
             continue;
         const struct kiln_op_plan *op = &pv->op[0];
         uint32_t n = 2000, packed = 0, fits = 0, full = 0, nvec = 0, npar = 0, busy = 0;
-        uint32_t nmut = 0, kept = 0;
+        uint32_t nmut = 0, kept = 0, npartial = 0, tight = 0;
         for (uint32_t i = 0; i < n; i++) {
             struct kiln_prog p;
             kiln_prog_sample(&sk[s], &r, &p);
+            /* a partial tile (innermost length not dividing the extent) covers the extent with
+             * no innermost tile wholly past its end */
+            for (uint32_t k = 0; k < sk[s].nknob; k++) {
+                const struct kiln_knob *kn = &sk[s].knob[k];
+                if (kn->kind != KILN_KNOB_SPLIT || kn->nparts == 0)
+                    continue;
+                int64_t inner = p.v[kn->slot + kn->nparts - 1], prod = 1;
+                for (uint32_t j = 0; j < kn->nparts; j++)
+                    prod *= p.v[kn->slot + j];
+                if (kn->extent % inner == 0)
+                    continue;
+                npartial++;
+                tight += (kn->extent + prod - 1) / prod * prod - kn->extent < inner;
+            }
             uint32_t va =
                 op->vcand[op->k_vaxis == KILN_NONE ? 0 : p.v[sk[s].knob[op->k_vaxis].slot]];
             bool vec = p.v[sk[s].knob[op->k_vec].slot] != 0;
@@ -621,11 +635,13 @@ prior_shares(const struct kiln_hw hw, uint32_t full_pct)
                "mutants of those too); %u of %u parallel ones keep %d cores evenly busy\n",
                hw.vector_lanes, sk[s].desc, packed, n, fits, cap, full, nvec, cap, kept, nmut, busy,
                npar, hw.num_cores);
+        printf("  %u of %u partial tiles leave no tile wholly past the end\n", tight, npartial);
         CHECK(packed >= n * 6 / 10); /* 14 wide: no tile of w is a multiple of 8 lanes */
         CHECK(fits >= n * 6 / 10);
         CHECK(full >= nvec * full_pct / 100);
         CHECK(busy >= npar * 8 / 10);
         CHECK(kept >= nmut * 85 / 100); /* 83% without the mutation rule, 90-94% with it */
+        CHECK(npartial > 0 && tight >= npartial * 9 / 10);
         tested++;
     }
     CHECK(tested > 0);
