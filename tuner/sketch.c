@@ -531,7 +531,7 @@ static void
 plan_clear(struct kiln_op_plan *p)
 {
     p->k_vaxis = p->k_vec = p->k_unroll = p->k_par = p->k_pack = p->k_loc = p->k_pad = KILN_NONE;
-    p->npad = 0;
+    p->npad = p->ndim = 0;
     for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
         p->k_split[k] = KILN_NONE;
 }
@@ -554,6 +554,8 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     case KILN_PLAN_CONSUMER:
         return true;
     case KILN_PLAN_PLAIN: {
+        p->ndim = (uint8_t)t->ndim;
+        memcpy(p->shape, t->shape, sizeof(int64_t) * t->ndim);
         if (t->ndim == 0)
             return true;
         uint32_t last = t->ndim - 1u;

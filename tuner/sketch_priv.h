@@ -41,6 +41,9 @@ struct kiln_op_plan {
     /* arguments read under a bounds-checking select that the pad step accepts */
     uint32_t padt[4];
     uint8_t  npad;
+    /* PLAIN: the output's extents, outermost first (the parallel knob fuses a prefix) */
+    int64_t shape[KILN_MAX_DIMS];
+    uint8_t ndim;
 };
 
 struct kiln_sketch_priv {
