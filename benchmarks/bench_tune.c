@@ -11,9 +11,10 @@
  * With --compare it also tunes every workload twice more in separate databases, Ansor alone
  * for the full budget and Ansor+Droplet with Droplet starting after --droplet-after trials,
  * and prints each one's best time: the tuning-efficiency comparison Droplet search is about.
+ * --compare-only runs that comparison alone (no tuning into --db, no timing against oneDNN).
  *
- * usage: bench_tune [--trials N] [--db FILE] [--only NAME] [--reps N] [--rounds R] [--compare]
- *                   [--droplet-after N] [--threads-tune N] */
+ * usage: bench_tune [--trials N] [--db FILE] [--only NAME] [--reps N] [--rounds R]
+ *                   [--compare | --compare-only] [--droplet-after N] [--threads-tune N] */
 #include "kernel.h"
 #include "ref.h"
 
@@ -72,7 +73,7 @@ struct opts {
     uint32_t    trials, droplet_after;
     const char *db;
     int         reps, rounds, threads_tune;
-    bool        compare;
+    bool        compare, compare_only;
 };
 
 static void
@@ -137,11 +138,33 @@ db_best(const char *db)
     return b.best_s;
 }
 
+/* The tuning-efficiency comparison: Ansor alone for --trials trials and Ansor+Droplet for
+ * --droplet-after trials (Droplet from half of them), each into its own database. */
+static int
+compare(const struct workload *w, const struct opts *o, const char *kg, double flop)
+{
+    char da[512], dd[512];
+    int  rc = 0;
+    snprintf(da, sizeof da, "%s.ansor.db", o->db);
+    snprintf(dd, sizeof dd, "%s.droplet.db", o->db);
+    rc |= tune(w, kg, da, o->trials, "ansor", 0, o->threads_tune);
+    rc |= tune(w, kg, dd, o->droplet_after, "ansor+droplet", o->droplet_after / 2, o->threads_tune);
+    double ta = db_best(da), td = db_best(dd);
+    printf("%-13s tuning efficiency: Ansor alone after %u trials %.1f GFLOP/s; "
+           "Ansor+Droplet after %u trials %.1f GFLOP/s (%.2fx)\n",
+           w->name, o->trials, ta > 0 ? flop / ta * 1e-9 : 0, o->droplet_after,
+           td > 0 ? flop / td * 1e-9 : 0, ta > 0 && td > 0 ? ta / td : 0);
+    fflush(stdout);
+    return rc;
+}
+
 static int
 run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 {
     char kg[512];
     graph_text(w, kg, sizeof kg);
+    if (o->compare_only)
+        return compare(w, o, kg, flops_of(w));
     if (tune(w, kg, o->db, o->trials, NULL, o->droplet_after, o->threads_tune))
         return 1;
     struct kernel k;
@@ -209,19 +232,8 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
         }
         free(x), free(wt), free(y), free(r);
     }
-    if (o->compare) {
-        char da[512], dd[512];
-        snprintf(da, sizeof da, "%s.ansor.db", o->db);
-        snprintf(dd, sizeof dd, "%s.droplet.db", o->db);
-        rc |= tune(w, kg, da, o->trials, "ansor", 0, o->threads_tune);
-        rc |= tune(w, kg, dd, o->droplet_after, "ansor+droplet", o->droplet_after / 2,
-                   o->threads_tune);
-        double ta = db_best(da), td = db_best(dd);
-        printf("%-13s tuning efficiency: Ansor alone after %u trials %.1f GFLOP/s; "
-               "Ansor+Droplet after %u trials %.1f GFLOP/s (%.2fx)\n",
-               w->name, o->trials, ta > 0 ? flop / ta * 1e-9 : 0, o->droplet_after,
-               td > 0 ? flop / td * 1e-9 : 0, ta > 0 && td > 0 ? ta / td : 0);
-    }
+    if (o->compare)
+        rc |= compare(w, o, kg, flop);
     dlclose(k.so);
     fflush(stdout);
     return rc;
@@ -230,7 +242,7 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 int
 main(int argc, char **argv)
 {
-    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false};
+    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false, false};
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -251,9 +263,12 @@ main(int argc, char **argv)
             o.threads_tune = atoi(argv[++i]);
         else if (!strcmp(a, "--compare"))
             o.compare = true;
+        else if (!strcmp(a, "--compare-only"))
+            o.compare = o.compare_only = true;
         else {
             fprintf(stderr, "usage: bench_tune [--trials N] [--db FILE] [--only NAME[,NAME]] "
-                            "[--reps N] [--rounds R] [--compare] [--droplet-after N] "
+                            "[--reps N] [--rounds R] [--compare | --compare-only] "
+                            "[--droplet-after N] "
                             "[--threads-tune N]\n");
             return 2;
         }
@@ -272,6 +287,8 @@ main(int argc, char **argv)
             rc = 1;
             continue;
         }
+        if (o.compare_only)
+            continue;
         logsum[0] += log(r[0]);
         logsum[1] += log(r[1]);
         n++;
