@@ -193,22 +193,29 @@ test_illegal_steps(void)
                "schedule step 0 (compute_inline C.local): no stage named C.local");
 }
 
+/* The schedule state of a 64 x 48 (K 30) matmul under the schedule steps `text`. */
+static void
+matmul_state(kiln_ctx *ctx, const char *text, struct kiln_state *st)
+{
+    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 30);
+    struct kiln_schedule s;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, st));
+}
+
 static void
 test_state_shapes(void)
 {
-    kiln_ctx            *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 30);
-    const char          *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
-                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"k\", "
-                                "\"factors\": [4]},"
-                                "{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"]},"
-                                "{\"op\": \"rfactor\", \"stage\": \"C.local\", \"iter\": \"k.1\"},"
-                                "{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": "
-                                "5}]";
-    struct kiln_schedule s;
-    struct kiln_state    st;
-    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
-    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    const char       *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
+                             "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"k\", "
+                             "\"factors\": [4]},"
+                             "{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"]},"
+                             "{\"op\": \"rfactor\", \"stage\": \"C.local\", \"iter\": \"k.1\"},"
+                             "{\"op\": \"pack\", \"stage\": \"B\", \"dim\": 1, \"factor\": "
+                             "5}]";
+    struct kiln_state st = {0};
+    matmul_state(ctx, text, &st);
     /* order: B.pack, C.local.rf, C.local, C, D */
     CHECK_EQ_INT(5, st.norder);
     const char *want[5] = {"B.pack", "C.local.rf", "C.local", "C", "D"};
@@ -249,17 +256,14 @@ extent_of(kiln_ctx *ctx, const struct kiln_stage *st, const int64_t *root, const
 static void
 test_split_extents(void)
 {
-    kiln_ctx            *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph   *g = matmul_graph(ctx, 64, 48, 30);
-    const char          *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
-                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"i\", "
-                                "\"factors\": [16, 6]},"
-                                "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"j\", "
-                                "\"factors\": [2, 16]}]";
-    struct kiln_schedule s;
-    struct kiln_state    st;
-    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
-    CHECK_EQ_INT(KILN_OK, kiln_state_build(ctx, g, &s, &st));
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    const char       *text = "[{\"op\": \"cache_write\", \"stage\": \"C\"},"
+                             "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"i\", "
+                             "\"factors\": [16, 6]},"
+                             "{\"op\": \"split\", \"stage\": \"C.local\", \"iter\": \"j\", "
+                             "\"factors\": [2, 16]}]";
+    struct kiln_state st = {0};
+    matmul_state(ctx, text, &st);
     const struct kiln_stage *c = NULL;
     for (uint32_t i = 0; i < st.norder; i++)
         if (!strcmp(kiln_sym_str(ctx, st.st[st.order[i]].name), "C.local"))
