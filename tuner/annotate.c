@@ -87,6 +87,16 @@ sample_split(struct kiln_rng *r, int64_t extent, uint32_t nparts, int lanes, boo
         out[0] *= rem;
 }
 
+/* Product of a split knob's parts in v (the elements one outermost iteration covers). */
+static int64_t
+split_product(const struct kiln_knob *k, const int64_t *v)
+{
+    int64_t prod = 1;
+    for (uint32_t j = 0; j < k->nparts; j++)
+        prod *= v[j];
+    return prod;
+}
+
 /* Every part at least 1, the innermost at most KILN_MAX_INNER, and no part longer than the
  * extent needs given the parts inside it (the cut lowering would make, see
  * kiln_state_extents): [11, 6, 1] of 64 (11 tiles of 6, the last one partial) is one, [12, 6]
@@ -316,9 +326,7 @@ parallel_extent(const struct kiln_sketch *sk, const struct kiln_prog *p, const u
     int64_t ext = 1;
     for (uint32_t i = 0; i < n && i < (uint64_t)par; i++) {
         const struct kiln_knob *k = &sk->knob[order[i]];
-        int64_t                 inner = 1;
-        for (uint32_t j = 0; j < k->nparts; j++)
-            inner *= p->v[k->slot + j];
+        int64_t                 inner = split_product(k, &p->v[k->slot]);
         ext *= (k->extent + inner - 1) / inner;
     }
     return ext;
@@ -362,10 +370,8 @@ parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, stru
          tries++) {
         uint32_t                i = (uint32_t)kiln_rng_below(rng, (uint64_t)(*par < n ? *par : n));
         const struct kiln_knob *k = &sk->knob[order[i]];
-        int64_t                *v = &p->v[k->slot], prod = 1;
-        for (uint32_t j = 0; j < k->nparts; j++)
-            prod *= v[j];
-        if (k->extent % prod != 0)
+        int64_t                *v = &p->v[k->slot];
+        if (k->extent % split_product(k, v) != 0)
             continue; /* a partial tile keeps its tiles where sample_split put them */
         for (uint32_t j = 0; j + 1 < k->nparts; j++) /* the first middle part with a factor */
             if (v[j] > 1) {
@@ -481,9 +487,7 @@ static const double role_weight[] = {
 static bool
 mutate_split(const struct kiln_knob *k, struct kiln_rng *r, int lanes, bool vec, int64_t *v)
 {
-    int64_t len[KILN_SPLIT_MAX + 1], prod = 1;
-    for (uint32_t j = 0; j < k->nparts; j++)
-        prod *= v[j];
+    int64_t len[KILN_SPLIT_MAX + 1], prod = split_product(k, v);
     if (k->extent % prod != 0) {
         int64_t old[KILN_SPLIT_MAX];
         memcpy(old, v, sizeof(int64_t) * k->nparts);
