@@ -459,7 +459,9 @@ kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint3
     free(nb);
     free(nh);
     if (move < 0) {
-        T->phase = TPHASE_DONE;
+        T->converged_best = T->best;
+        T->center_m = -1;
+        T->phase = S->o->strategy == KILN_STRATEGY_ANSOR_DROPLET ? TPHASE_ANSOR : TPHASE_DONE;
         return KILN_OK;
     }
     T->center_m = move;

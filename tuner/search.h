@@ -44,6 +44,7 @@ struct ttask {
     struct kiln_prog             center; /* Droplet: the current point */
     int32_t                      center_m;
     uint32_t                     droplet_rounds;
+    int32_t                      converged_best; /* best when Droplet last converged, -1 */
     double                       default_s; /* the default schedule's time, 0 = unknown */
     double                      *hist;      /* best time after each round (task scheduler) */
     uint32_t                     nhist, caphist;
@@ -78,8 +79,10 @@ bool kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln
  * them. Returns the number measured in *done. */
 enum kiln_status kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n,
                                          uint32_t *done);
-/* One round of Droplet search from the current point; sets T->phase to TPHASE_DONE when no
- * neighbour improves significantly. */
+/* One round of Droplet search from the current point. When no neighbour improves
+ * significantly, Droplet has converged: T->phase becomes TPHASE_ANSOR under ansor+droplet (the
+ * rest of the budget goes to the evolutionary search, and Droplet starts again from a new best),
+ * TPHASE_DONE under droplet alone. */
 enum kiln_status kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n,
                                            uint32_t *done);
 /* Measures programs progs[0..n) (unmeasured, distinct) of T and records them. */

@@ -7,7 +7,9 @@
  *     gain_i = w_i * (alpha * backward_i + (1 - alpha) * forward_i)
  * with backward_i the best time's drop per round over the last `window` rounds and forward_i
  * = best_i / trials_i, the optimistic guess that the next trials improve as much as the past
- * ones did on average. Tasks whose Droplet search has converged are done. */
+ * ones did on average. Under ansor+droplet, a task whose Droplet search has converged goes
+ * back to the evolutionary search, and Droplet starts again from any new best it finds; under
+ * droplet alone such a task is done. */
 #include "search.h"
 
 #include <errno.h>
@@ -411,6 +413,7 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     T->target = S->target;
     T->best = -1;
     T->center_m = -1;
+    T->converged_best = -1;
     T->phase = S->o->strategy == KILN_STRATEGY_DROPLET ? TPHASE_DROPLET : TPHASE_ANSOR;
     T->rng = kiln_rng_new(S->o->seed * 0x9e3779b97f4a7c15ull + task->hash);
     KILN_TRY(kiln_sketches_generate(ctx, task->g, hw, &T->sk, &T->nsk));
@@ -439,9 +442,16 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
                     isfinite(best) ? best : 0, kiln_measure_error_name[T->m[k].error]);
         }
     }
-    if (S->o->strategy == KILN_STRATEGY_ANSOR_DROPLET && T->trials >= S->o->droplet_after)
-        T->phase = TPHASE_DROPLET;
     return KILN_OK;
+}
+
+/* ansor+droplet: Droplet starts once droplet_after programs are measured, and again whenever
+ * the evolutionary search has found a new best since Droplet last converged. */
+static bool
+droplet_due(const struct kiln_tune_opts *o, const struct ttask *T)
+{
+    return o->strategy == KILN_STRATEGY_ANSOR_DROPLET && T->phase == TPHASE_ANSOR
+           && T->trials >= o->droplet_after && T->best >= 0 && T->best != T->converged_best;
 }
 
 /* The default schedule is every task's first trial: the baseline tuning must beat. */
@@ -525,15 +535,17 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
          * a first call may include starting the thread pool, and a repeat lasts at least
          * min_repeat_ms anyway) */
         kiln_measurer_set_hopeless(t->meas, best > 0 ? fmax(4 * best, 5e-3) : 0);
-        if (o->strategy == KILN_STRATEGY_ANSOR_DROPLET && t->phase == TPHASE_ANSOR
-            && t->trials >= o->droplet_after)
+        if (droplet_due(o, t))
             t->phase = TPHASE_DROPLET;
+        enum tphase phase = t->phase;
+        int32_t     center = t->center_m;
         if (t->phase == TPHASE_DROPLET)
             st = kiln_search_droplet_round(&S, t, n, &done);
         else
             st = kiln_search_ansor_round(&S, t, n, &done);
-        if (st == KILN_OK && done == 0 && t->phase != TPHASE_DONE) {
-            /* the space is exhausted: nothing new to measure */
+        if (st == KILN_OK && done == 0 && t->phase == phase && t->center_m == center) {
+            /* the space is exhausted: nothing new to measure, and Droplet neither moved nor
+             * converged (a move or a convergence on programs measured before is progress) */
             t->phase = TPHASE_DONE;
         }
         push_hist(t);

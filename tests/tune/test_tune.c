@@ -327,6 +327,64 @@ test_tune_droplet_only(void)
                        TRIALS, KILN_STRATEGY_DROPLET);
 }
 
+/* The strategies of a task's records, in order. */
+struct strat_ud {
+    char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, '?' other */
+    uint32_t n;
+};
+
+static bool
+strat_cb(void *ud, const struct kiln_record *r)
+{
+    struct strat_ud *u = ud;
+    const char      *s = r->strategy ? r->strategy : "";
+    if (u->n + 1 < sizeof u->seq)
+        u->seq[u->n] = !strcmp(s, "default")   ? 'd'
+                       : !strcmp(s, "ansor")   ? 'a'
+                       : !strcmp(s, "droplet") ? 'D'
+                                               : '?';
+    u->n++;
+    return true;
+}
+
+/* ansor+droplet uses its whole budget: a converged Droplet search hands the task back to the
+ * evolutionary search (it once ended the task, and a 1,000-trial run of one kernel stopped a
+ * few dozen trials after Droplet began). A small elementwise kernel has few neighbours, so
+ * Droplet converges within the budget. */
+static void
+test_tune_droplet_then_ansor(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input x: f32[64, 256]\ny[i, j] = exp(x[i, j]) * 0.5 + x[i, j]\noutput y\n");
+    char              *db = tmp_path("alternate.db");
+    if (!g)
+        goto out;
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, 40);
+    o.batch = 4;
+    o.droplet_after = 6;
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    struct kiln_tasks T;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    CHECK_EQ_INT(1, T.n);
+    struct kiln_db *d;
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    struct kiln_target t;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    struct strat_ud u = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), strat_cb, &u));
+    kiln_db_close(d);
+    printf("  records in order (d default, a ansor, D droplet): %s\n", u.seq);
+    CHECK_EQ_INT(40, u.n);
+    const char *D = strchr(u.seq, 'D');
+    CHECK(D != NULL);
+    CHECK(D && strchr(D, 'a') != NULL); /* the evolutionary search went on after Droplet */
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
 /* A tuner killed mid-run loses no committed record, and the next run continues to exactly the
  * requested total. */
 static void
@@ -508,6 +566,7 @@ static const struct test tests[] = {
     {"tune_matmul", test_tune_matmul},
     {"tune_conv", test_tune_conv},
     {"tune_droplet_only", test_tune_droplet_only},
+    {"tune_droplet_then_ansor", test_tune_droplet_then_ansor},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
 };
