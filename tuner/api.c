@@ -162,8 +162,6 @@ list_one(void *ud, const struct kiln_record *r)
     e->s.records++;
     if (r->error != KILN_MEASURE_OK)
         e->s.errors++;
-    else if (r->time_s > 0 && (e->s.best_s == 0 || r->time_s < e->s.best_s))
-        summary_set_best(e, r);
     return true;
 }
 
@@ -177,9 +175,18 @@ kiln_records_list(kiln_ctx *ctx, const char                                     
     KILN_TRY(kiln_db_open(ctx, db_path, &db));
     struct lister    L = {0};
     enum kiln_status st = kiln_db_each(db, NULL, NULL, list_one, &L);
-    kiln_db_close(db);
     if (st == KILN_OK && L.oom)
         st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "records", "out of memory listing records");
+    for (uint32_t i = 0; i < L.n; i++) {
+        struct summary    *e = &L.s[i];
+        struct kiln_record best;
+        /* the best as kiln compile picks it: re-measured schedules by their mean time */
+        if (st == KILN_OK && kiln_db_best(db, e->workload, e->target, &best))
+            summary_set_best(e, &best);
+        else if (st == KILN_OK && !kiln_ok(ctx))
+            st = ctx->err.status;
+    }
+    kiln_db_close(db);
     for (uint32_t i = 0; i < L.n; i++) {
         struct summary *e = &L.s[i];
         e->s.workload = e->workload;

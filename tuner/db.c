@@ -293,9 +293,12 @@ kiln_db_best(struct kiln_db *d, const char *workload, const char *target, struct
     if (!d || !workload || !target || !out)
         return false;
     sqlite3_stmt *s;
+    /* a schedule's time is the mean of its measurements, and one that ever failed is out */
     if (sqlite3_prepare_v2(d->db,
-                           "SELECT " RECORD_COLS " FROM records WHERE workload=? AND target=? "
-                           "AND error=0 AND time_s>0 ORDER BY time_s, id LIMIT 1",
+                           "SELECT " RECORD_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
+                           "AVG(time_s) AS mt FROM records WHERE workload=?1 AND target=?2 "
+                           "GROUP BY schedule HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
+                           "ORDER BY mt, fid LIMIT 1",
                            -1, &s, NULL)
         != SQLITE_OK) {
         sql_fail(d, "finding the best record");
@@ -307,6 +310,7 @@ kiln_db_best(struct kiln_db *d, const char *workload, const char *target, struct
     if (found) {
         struct kiln_record r;
         read_row(s, &r);
+        r.time_s = sqlite3_column_double(s, 13);
         kiln_ctx *ctx = d->ctx;
         *out = r;
         out->workload = dup_or_null(ctx, r.workload);

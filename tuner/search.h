@@ -9,9 +9,11 @@
 struct tprog {
     struct kiln_prog p;
     bool             has_prog; /* false for records without a program (imported schedules) */
+    char            *sched;    /* without a program: its schedule JSON (malloc'ed), else NULL */
     struct kiln_feat feat;     /* nrow == 0 when the program did not lower */
     double           time_s, stddev_s;
     uint32_t         nrepeat;
+    uint32_t         nmeas; /* measurements merged: time_s is their mean (kiln_ttask_record) */
     uint8_t          error; /* enum kiln_measure_error */
 };
 
@@ -45,8 +47,8 @@ struct ttask {
     int32_t                      center_m;
     uint32_t                     droplet_rounds;
     int32_t                      converged_best; /* best when Droplet last converged, -1 */
-    double                       default_s; /* the default schedule's time, 0 = unknown */
-    double                      *hist;      /* best time after each round (task scheduler) */
+    double                       default_s;      /* the default schedule's time, 0 = unknown */
+    double                      *hist;           /* best time after each round (task scheduler) */
     uint32_t                     nhist, caphist;
     struct kiln_rng              rng;
     struct kiln_tune_task_status status;
@@ -67,7 +69,9 @@ struct tsession {
 };
 
 /* Adds a measured program to the task (features computed here when prog is given), updating
- * the best; writes the record to the database, the log and the curve. */
+ * the best; writes the record to the database, the log and the curve. A measurement with the
+ * strategy "confirm" of a program the task holds is merged into it instead: its time becomes
+ * the mean of its measurements, and a failed one takes it out for good. */
 enum kiln_status kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
                                    const char *schedule_json, const struct kiln_measure_result *r,
                                    const char *strategy, bool store);

@@ -22,6 +22,7 @@
 
 #define SCHED_ALPHA  0.2
 #define SCHED_WINDOW 3
+#define CONFIRM_MAX  4
 
 const char *const kiln_strategy_name[3] = {"ansor+droplet", "ansor", "droplet"};
 
@@ -127,12 +128,118 @@ json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Index of the task's program p (or, without p, of the record of that schedule), or -1. */
+static int32_t
+find_prog(const struct ttask *T, const struct kiln_prog *p, const char *schedule_json)
+{
+    uint64_t h = p ? kiln_prog_hash(&T->sk[p->sketch], p) : 0;
+    for (uint32_t i = 0; i < T->nm; i++) {
+        const struct tprog *q = &T->m[i];
+        bool                same;
+        if (p)
+            same = q->has_prog && q->p.sketch == p->sketch
+                   && kiln_prog_hash(&T->sk[p->sketch], &q->p) == h;
+        else
+            same = q->sched && schedule_json && !strcmp(q->sched, schedule_json);
+        if (same)
+            return (int32_t)i;
+    }
+    return -1;
+}
+
+/* Writes one measurement (time_s: 0 unless it succeeded) to the database, the log and the
+ * curve. */
+static enum kiln_status
+emit(struct tsession *S, struct ttask *T, const struct kiln_prog *p, const char *schedule_json,
+     const struct kiln_measure_result *r, double time_s, const char *strategy, bool store)
+{
+    kiln_ctx   *ctx = T->ctx;
+    const char *prog_json = NULL;
+    if (p && store) {
+        struct kiln_buf b = {0};
+        if (kiln_prog_to_json(ctx, &T->sk[p->sketch], p, &b) == KILN_OK)
+            prog_json = b.data;
+        kiln_ctx_error_clear(ctx);
+    }
+    if (store) {
+        struct kiln_record rec = {.workload = T->t->key,
+                                  .target = T->target,
+                                  .schedule = schedule_json,
+                                  .prog = prog_json,
+                                  .time_s = time_s,
+                                  .stddev_s = r->stddev_s,
+                                  .error = r->error,
+                                  .error_msg = r->error != KILN_MEASURE_OK ? r->msg : NULL,
+                                  .version = KILN_VERSION,
+                                  .machine = kiln_machine_desc(ctx),
+                                  .timestamp = (int64_t)time(NULL),
+                                  .flops = T->t->flops,
+                                  .strategy = strategy};
+        KILN_TRY(kiln_db_add(S->db, &rec));
+        S->trials_done++;
+    }
+    double best = T->best >= 0 ? T->m[T->best].time_s : 0;
+    if (store && S->o->log) {
+        FILE *f = S->o->log;
+        fprintf(f, "{\"task\": \"%s\", \"trial\": %u, \"strategy\": \"%s\", \"time_s\": %.9g, ",
+                T->t->key, T->trials, strategy, time_s);
+        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"error\": \"%s\", \"msg\": ",
+                time_s > 0 ? T->t->flops / time_s * 1e-9 : 0, best,
+                kiln_measure_error_name[r->error]);
+        json_str(f, r->error != KILN_MEASURE_OK ? r->msg : "");
+        fputs(", \"schedule\": ", f);
+        json_line(f, schedule_json ? schedule_json : "null");
+        fputs("}\n", f);
+        fflush(f);
+    }
+    if (T->curve) {
+        fprintf(T->curve, "%u,%.9g,%.9g,%s,%s\n", T->trials, time_s, best, strategy,
+                kiln_measure_error_name[r->error]);
+        fflush(T->curve);
+    }
+    return KILN_OK;
+}
+
+/* Another measurement of program i: its time becomes the mean of its measurements (the
+ * spread the larger of theirs), a failure takes it out; the best is found again. */
+static enum kiln_status
+merge(struct tsession *S, struct ttask *T, int32_t i, const char *schedule_json,
+      const struct kiln_measure_result *r, const char *strategy, bool store)
+{
+    struct tprog *q = &T->m[i];
+    S->nrecorded++;
+    T->trials++;
+    if (r->error != KILN_MEASURE_OK || !(r->time_s > 0)) {
+        T->errors++;
+        if (q->error == KILN_MEASURE_OK)
+            q->error = r->error != KILN_MEASURE_OK ? r->error : KILN_MEASURE_RUNTIME;
+        q->time_s = 0;
+    } else if (q->error == KILN_MEASURE_OK) {
+        q->time_s = (q->time_s * q->nmeas + r->time_s) / (q->nmeas + 1);
+        q->stddev_s = fmax(q->stddev_s, r->stddev_s);
+        q->nrepeat += r->nrepeat;
+    }
+    q->nmeas++;
+    T->best = -1;
+    for (uint32_t k = 0; k < T->nm; k++)
+        if (T->m[k].error == KILN_MEASURE_OK && T->m[k].time_s > 0
+            && (T->best < 0 || T->m[k].time_s < T->m[T->best].time_s))
+            T->best = (int32_t)k;
+    return emit(S, T, q->has_prog ? &q->p : NULL, schedule_json, r,
+                r->error == KILN_MEASURE_OK ? r->time_s : 0, strategy, store);
+}
+
 enum kiln_status
 kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
                   const char *schedule_json, const struct kiln_measure_result *r,
                   const char *strategy, bool store)
 {
     kiln_ctx *ctx = T->ctx;
+    if (strategy && !strcmp(strategy, "confirm")) {
+        int32_t i = find_prog(T, p, schedule_json);
+        if (i >= 0)
+            return merge(S, T, i, schedule_json, r, strategy, store);
+    }
     if (T->nm == T->capm) {
         uint32_t      ncap = T->capm ? T->capm * 2 : 64;
         struct tprog *nm = realloc(T->m, sizeof *nm * ncap);
@@ -147,62 +254,24 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     q->time_s = r->error == KILN_MEASURE_OK ? r->time_s : 0;
     q->stddev_s = r->stddev_s;
     q->nrepeat = r->nrepeat;
+    q->nmeas = 1;
     q->error = r->error;
-    const char *prog_json = NULL;
     if (p) {
         q->p = *p;
         q->has_prog = true;
         /* the cost model trains on the features of every measured or resumed program */
         kiln_ttask_features(T, p, &q->feat);
-        struct kiln_buf b = {0};
-        if (kiln_prog_to_json(ctx, &T->sk[p->sketch], p, &b) == KILN_OK)
-            prog_json = b.data;
-        kiln_ctx_error_clear(ctx);
         if (!seen_add(T, kiln_prog_hash(&T->sk[p->sketch], p)))
             return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+    } else if (schedule_json && !(q->sched = strdup(schedule_json))) {
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
     }
     T->trials++;
     if (q->error != KILN_MEASURE_OK)
         T->errors++;
     else if (q->time_s > 0 && (T->best < 0 || q->time_s < T->m[T->best].time_s))
         T->best = (int32_t)(T->nm - 1);
-    if (store) {
-        struct kiln_record rec = {.workload = T->t->key,
-                                  .target = T->target,
-                                  .schedule = schedule_json,
-                                  .prog = prog_json,
-                                  .time_s = q->time_s,
-                                  .stddev_s = q->stddev_s,
-                                  .error = q->error,
-                                  .error_msg = r->error != KILN_MEASURE_OK ? r->msg : NULL,
-                                  .version = KILN_VERSION,
-                                  .machine = kiln_machine_desc(ctx),
-                                  .timestamp = (int64_t)time(NULL),
-                                  .flops = T->t->flops,
-                                  .strategy = strategy};
-        KILN_TRY(kiln_db_add(S->db, &rec));
-        S->trials_done++;
-    }
-    double best = T->best >= 0 ? T->m[T->best].time_s : 0;
-    if (store && S->o->log) {
-        FILE *f = S->o->log;
-        fprintf(f, "{\"task\": \"%s\", \"trial\": %u, \"strategy\": \"%s\", \"time_s\": %.9g, ",
-                T->t->key, T->trials, strategy, q->time_s);
-        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"error\": \"%s\", \"msg\": ",
-                q->time_s > 0 ? T->t->flops / q->time_s * 1e-9 : 0, best,
-                kiln_measure_error_name[q->error]);
-        json_str(f, r->error != KILN_MEASURE_OK ? r->msg : "");
-        fputs(", \"schedule\": ", f);
-        json_line(f, schedule_json ? schedule_json : "null");
-        fputs("}\n", f);
-        fflush(f);
-    }
-    if (T->curve) {
-        fprintf(T->curve, "%u,%.9g,%.9g,%s,%s\n", T->trials, q->time_s, best, strategy,
-                kiln_measure_error_name[q->error]);
-        fflush(T->curve);
-    }
-    return KILN_OK;
+    return emit(S, T, p, schedule_json, r, q->time_s, strategy, store);
 }
 
 /* ---- resuming ---- */
@@ -388,8 +457,10 @@ static void
 free_tasks(struct ttask *T, uint32_t n)
 {
     for (uint32_t i = 0; T && i < n; i++) {
-        for (uint32_t k = 0; k < T[i].nm; k++)
+        for (uint32_t k = 0; k < T[i].nm; k++) {
             kiln_feat_free(&T[i].m[k].feat);
+            free(T[i].m[k].sched);
+        }
         free(T[i].m);
         free(T[i].hist);
         free(T[i].seen);
@@ -441,6 +512,43 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
             fprintf(T->curve, "%u,%.9g,%.9g,resumed,%s\n", k + 1, T->m[k].time_s,
                     isfinite(best) ? best : 0, kiln_measure_error_name[T->m[k].error]);
         }
+    }
+    return KILN_OK;
+}
+
+/* A new best is measured once more before it is trusted, and its time becomes the mean of the
+ * two: the lowest of hundreds of noisy times is biased low (a matmul's best, 185 GFLOP/s as
+ * its tuning run timed it, ran at 137-162 when timed again), and a program whose fast time
+ * was luck should not become the best, nor Droplet's centre. When the mean puts another
+ * program first, that one is re-measured in turn, up to CONFIRM_MAX per round. */
+static enum kiln_status
+confirm_best(struct tsession *S, struct ttask *T)
+{
+    for (int k = 0; k < CONFIRM_MAX; k++) {
+        if (T->best < 0 || S->trials_done >= S->o->trials || (S->o->stop && *S->o->stop))
+            return KILN_OK;
+        const struct tprog *b = &T->m[T->best];
+        if (b->nmeas >= 2 || (!b->has_prog && !b->sched))
+            return KILN_OK;
+        if (b->has_prog) {
+            struct kiln_prog p = b->p;
+            uint32_t         done = 0;
+            KILN_TRY(kiln_search_measure(S, T, &p, 1, "confirm", &done));
+            if (!done)
+                return KILN_OK;
+            continue;
+        }
+        /* the default schedule, or an imported one */
+        char *js = strdup(b->sched);
+        if (!js)
+            return KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+        struct kiln_measure_input  in = {.schedule_json = js, .check = true};
+        struct kiln_measure_result r;
+        enum kiln_status           st = kiln_measure(T->meas, &in, 1, &r);
+        if (st == KILN_OK)
+            st = kiln_ttask_record(S, T, NULL, js, &r, "confirm", true);
+        free(js);
+        KILN_TRY(st);
     }
     return KILN_OK;
 }
@@ -548,6 +656,8 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
              * converged (a move or a convergence on programs measured before is progress) */
             t->phase = TPHASE_DONE;
         }
+        if (st == KILN_OK)
+            st = confirm_best(&S, t);
         push_hist(t);
         report(&S, T, nt, start);
     }

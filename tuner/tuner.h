@@ -328,7 +328,10 @@ enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **
 void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
 /* Appends r (committed before returning); workload, target and schedule are required. */
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
-/* Best (lowest time, no error) record of workload/target; false if none. Strings ctx-owned. */
+/* Best record of workload/target; false if none. A schedule measured more than once (the
+ * tuner re-measures each new best: strategy "confirm") counts with the mean of its times, in
+ * out->time_s, and is out if any of its measurements failed; out is its first record. Strings
+ * ctx-owned. */
 bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
                   struct kiln_record *out);
 /* Every record of workload/target in insertion order (errors included; NULL = any workload /

@@ -563,7 +563,7 @@ rand_record(kiln_ctx *ctx, struct kiln_rng *r, const char *workload, const char 
     rec.workload = workload;
     rec.target = target;
     rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%llu]}",
-                                     (unsigned long long)kiln_rng_next(r) % 100000);
+                                     (unsigned long long)kiln_rng_next(r) % 1000000000);
     rec.prog = kiln_rng_below(r, 3) ? rand_str(ctx, r, "prog") : NULL;
     rec.error = (uint8_t)(kiln_rng_below(r, 3) ? KILN_MEASURE_OK
                                                : 1 + kiln_rng_below(r, KILN_MEASURE_COUNT - 1));
@@ -707,6 +707,69 @@ test_db_add_best_each_count(void)
         CHECK_EQ_INT(nw[0], again.n);
         for (uint32_t i = 0; i < again.n && i < c.n; i++)
             CHECK(record_same(&c.rec[i], &again.rec[i]));
+    }
+    kiln_db_close(db);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+/* A schedule measured several times (the tuner re-measures each new best) counts with the
+ * mean of its times, and one that failed any measurement is never the best: random schedules
+ * with one to three measurements each, against the mean computed here. */
+static void
+test_db_best_mean(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    char            path[128];
+    snprintf(path, sizeof path, "%s/mean.db", e.tmp);
+    struct kiln_db *db = open_db(ctx, path);
+    for (int trial = 0; db && trial < 20; trial++) {
+        char wl[32];
+        snprintf(wl, sizeof wl, "%016x", trial);
+        enum { NS = 12 };
+        double   sum[NS] = {0};
+        uint32_t n[NS] = {0};
+        bool     failed[NS] = {false};
+        /* one lucky time: the lowest single measurement, whose schedule's mean is not best */
+        uint32_t lucky = kiln_rng_below(&r, NS);
+        for (uint32_t k = 0; k < 3 * NS; k++) {
+            uint32_t           i = k < NS ? k : kiln_rng_below(&r, NS);
+            struct kiln_record rec = rand_record(ctx, &r, wl, "llvm");
+            rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%u]}", i);
+            rec.error = kiln_rng_below(&r, 10) ? KILN_MEASURE_OK : KILN_MEASURE_WRONG;
+            rec.time_s = rec.error ? 0 : 1e-3 * (1 + kiln_rng_uniform(&r));
+            if (i == lucky || k == 3 * NS - 1) { /* the last one re-measures it */
+                i = lucky;
+                rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%u]}", i);
+                rec.error = KILN_MEASURE_OK;
+                rec.time_s = n[i] ? 0.1 : 1e-4;
+            }
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &rec));
+            failed[i] |= rec.error != KILN_MEASURE_OK;
+            sum[i] += rec.time_s;
+            n[i]++;
+        }
+        int    want = -1;
+        double want_t = 0;
+        for (int i = 0; i < NS; i++)
+            if (!failed[i] && (want < 0 || sum[i] / n[i] < want_t)) {
+                want = i;
+                want_t = sum[i] / n[i];
+            }
+        struct kiln_record got;
+        bool               found = kiln_db_best(db, wl, "llvm", &got);
+        CHECK(found == (want >= 0));
+        if (found && want >= 0) {
+            char s[64];
+            snprintf(s, sizeof s, "{\"steps\": [%d]}", want);
+            CHECK_EQ_STR(s, got.schedule);
+            CHECK_NEAR(want_t, got.time_s, 1e-12);
+            CHECK(want != (int)lucky);
+        }
     }
     kiln_db_close(db);
     kiln_ctx_free(ctx);
@@ -940,6 +1003,7 @@ static const struct test tests[] = {
     {"killed_tuner_leaves_no_worker", test_killed_tuner_leaves_no_worker},
     {"bad_options", test_bad_options},
     {"db_add_best_each_count", test_db_add_best_each_count},
+    {"db_best_mean", test_db_best_mean},
     {"db_killed_writer", test_db_killed_writer},
     {"db_export_import", test_db_export_import},
     {"db_bad_files", test_db_bad_files},

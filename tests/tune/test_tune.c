@@ -329,7 +329,8 @@ test_tune_droplet_only(void)
 
 /* The strategies of a task's records, in order. */
 struct strat_ud {
-    char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, '?' other */
+    char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, 'c' confirm, '?' other */
+    char    *sched[256];
     uint32_t n;
 };
 
@@ -338,11 +339,14 @@ strat_cb(void *ud, const struct kiln_record *r)
 {
     struct strat_ud *u = ud;
     const char      *s = r->strategy ? r->strategy : "";
-    if (u->n + 1 < sizeof u->seq)
+    if (u->n + 1 < sizeof u->seq) {
         u->seq[u->n] = !strcmp(s, "default")   ? 'd'
                        : !strcmp(s, "ansor")   ? 'a'
                        : !strcmp(s, "droplet") ? 'D'
+                       : !strcmp(s, "confirm") ? 'c'
                                                : '?';
+        u->sched[u->n] = strdup(r->schedule ? r->schedule : "");
+    }
     u->n++;
     return true;
 }
@@ -355,8 +359,9 @@ static void
 test_tune_droplet_then_ansor(void)
 {
     kiln_ctx          *ctx = kiln_ctx_new(NULL);
-    struct kiln_graph *g = PARSE(ctx, "input x: f32[64, 256]\ny[i, j] = exp(x[i, j]) * 0.5 + x[i, j]\noutput y\n");
-    char              *db = tmp_path("alternate.db");
+    struct kiln_graph *g =
+        PARSE(ctx, "input x: f32[64, 256]\ny[i, j] = exp(x[i, j]) * 0.5 + x[i, j]\noutput y\n");
+    char *db = tmp_path("alternate.db");
     if (!g)
         goto out;
     struct kiln_tune_opts o;
@@ -372,13 +377,40 @@ test_tune_droplet_then_ansor(void)
     struct kiln_target t;
     CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
     struct strat_ud u = {0};
-    CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), strat_cb, &u));
+    CHECK_EQ_INT(KILN_OK,
+                 kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), strat_cb, &u));
     kiln_db_close(d);
-    printf("  records in order (d default, a ansor, D droplet): %s\n", u.seq);
+    printf("  records in order (d default, a ansor, D droplet, c confirm): %s\n", u.seq);
     CHECK_EQ_INT(40, u.n);
     const char *D = strchr(u.seq, 'D');
     CHECK(D != NULL);
     CHECK(D && strchr(D, 'a') != NULL); /* the evolutionary search went on after Droplet */
+    /* every new best was measured again: a confirmation re-measures a program measured
+     * before, and the best that kiln compile picks has two measurements unless the last
+     * round found it */
+    uint32_t nconfirm = 0, best_n = 0, best_last = 0;
+    for (uint32_t i = 0; i < u.n && i < 40; i++) {
+        bool before = false;
+        for (uint32_t j = 0; j < i && !before; j++)
+            before = !strcmp(u.sched[i], u.sched[j]);
+        if (u.seq[i] == 'c') /* (two programs may make one schedule: not the converse) */
+            CHECK(before);
+        nconfirm += u.seq[i] == 'c';
+    }
+    struct kiln_record best;
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    CHECK(kiln_db_best(d, T.task[0].key, kiln_cg_target_str(ctx, &t), &best));
+    kiln_db_close(d);
+    for (uint32_t i = 0; i < u.n && i < 40; i++)
+        if (!strcmp(u.sched[i], best.schedule)) {
+            best_n++;
+            best_last = i;
+        }
+    printf("  %u confirmations; the best was measured %u times\n", nconfirm, best_n);
+    CHECK(nconfirm >= 1);
+    CHECK(best_n >= 2 || best_last >= 40 - o.batch);
+    for (uint32_t i = 0; i < u.n && i < 40; i++)
+        free(u.sched[i]);
 out:
     unlink(db);
     free(db);
