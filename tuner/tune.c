@@ -32,6 +32,7 @@ kiln_tune_opts_default(struct kiln_tune_opts *o)
     memset(o, 0, sizeof *o);
     o->trials = 1000;
     o->droplet_after = 300;
+    o->confirm_after = 64;
     o->batch = 16;
     o->population = 256;
     o->generations = 4;
@@ -520,12 +521,15 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
  * two: the lowest of hundreds of noisy times is biased low (a matmul's best, 185 GFLOP/s as
  * its tuning run timed it, ran at 137-162 when timed again), and a program whose fast time
  * was luck should not become the best, nor Droplet's centre. When the mean puts another
- * program first, that one is re-measured in turn, up to CONFIRM_MAX per round. */
+ * program first, that one is re-measured in turn, up to CONFIRM_MAX per round. Only from
+ * confirm_after trials of the task on: a whole network's tasks get a few dozen trials each,
+ * where a re-measurement per new best would take a tenth of the budget. */
 static enum kiln_status
 confirm_best(struct tsession *S, struct ttask *T)
 {
     for (int k = 0; k < CONFIRM_MAX; k++) {
-        if (T->best < 0 || S->trials_done >= S->o->trials || (S->o->stop && *S->o->stop))
+        if (T->best < 0 || T->trials < S->o->confirm_after || S->trials_done >= S->o->trials
+            || (S->o->stop && *S->o->stop))
             return KILN_OK;
         const struct tprog *b = &T->m[T->best];
         if (b->nmeas >= 2 || (!b->has_prog && !b->sched))

@@ -254,6 +254,32 @@ model_programs_cb(void *ud, const struct kiln_tune_progress *p)
         *(uint32_t *)ud = p->task[0].model_programs;
 }
 
+/* Tunes g (one task) with o, then walks the task's records on the llvm target with fn; the
+ * task key and target string go to *key and *target when asked for (ctx-owned). */
+static void
+tune_walk(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_tune_opts *o,
+          bool (*fn)(void *ud, const struct kiln_record *r), void *ud, const char **key,
+          const char **target)
+{
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, o));
+    struct kiln_tasks  T;
+    struct kiln_target t;
+    struct kiln_db    *d;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    CHECK_EQ_INT(1, T.n);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    if (T.n != 1 || kiln_db_open(ctx, o->db_path, &d) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "no task or no database");
+        return;
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), fn, ud));
+    kiln_db_close(d);
+    if (key)
+        *key = T.task[0].key;
+    if (target)
+        *target = kiln_cg_target_str(ctx, &t);
+}
+
 static void
 tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_strategy strat)
 {
@@ -271,17 +297,8 @@ tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_
     uint32_t model_n = 0;
     o.progress = model_programs_cb;
     o.progress_ud = &model_n;
-    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
-    struct kiln_tasks T;
-    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
-    CHECK_EQ_INT(1, T.n);
-    struct kiln_db *d;
-    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
-    struct kiln_target t;
-    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
     struct best_ud b = {0};
-    CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
-    kiln_db_close(d);
+    tune_walk(ctx, g, &o, best_cb, &b, NULL, NULL);
     printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx); the "
            "cost model last trained on %u programs\n",
            name, kiln_strategy_name[strat], b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
@@ -368,18 +385,10 @@ test_tune_droplet_then_ansor(void)
     quick_opts(&o, db, 40);
     o.batch = 4;
     o.droplet_after = 6;
-    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
-    struct kiln_tasks T;
-    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
-    CHECK_EQ_INT(1, T.n);
-    struct kiln_db *d;
-    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
-    struct kiln_target t;
-    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    o.confirm_after = 0;
     struct strat_ud u = {0};
-    CHECK_EQ_INT(KILN_OK,
-                 kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), strat_cb, &u));
-    kiln_db_close(d);
+    const char     *key = NULL, *target = NULL;
+    tune_walk(ctx, g, &o, strat_cb, &u, &key, &target);
     printf("  records in order (d default, a ansor, D droplet, c confirm): %s\n", u.seq);
     CHECK_EQ_INT(40, u.n);
     const char *D = strchr(u.seq, 'D');
@@ -397,12 +406,13 @@ test_tune_droplet_then_ansor(void)
             CHECK(before);
         nconfirm += u.seq[i] == 'c';
     }
-    struct kiln_record best;
+    struct kiln_record best = {0};
+    struct kiln_db    *d;
     CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
-    CHECK(kiln_db_best(d, T.task[0].key, kiln_cg_target_str(ctx, &t), &best));
+    CHECK(key && kiln_db_best(d, key, target, &best));
     kiln_db_close(d);
     for (uint32_t i = 0; i < u.n && i < 40; i++)
-        if (!strcmp(u.sched[i], best.schedule)) {
+        if (best.schedule && !strcmp(u.sched[i], best.schedule)) {
             best_n++;
             best_last = i;
         }
