@@ -517,6 +517,16 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     return KILN_OK;
 }
 
+/* Measures a schedule given as text (no program) and records it under strategy. */
+static enum kiln_status
+measure_schedule(struct tsession *S, struct ttask *T, const char *json, const char *strategy,
+                 struct kiln_measure_result *r)
+{
+    struct kiln_measure_input in = {.schedule_json = json, .check = true};
+    KILN_TRY(kiln_measure(T->meas, &in, 1, r));
+    return kiln_ttask_record(S, T, NULL, json, r, strategy, true);
+}
+
 /* A new best is measured once more before it is trusted, and its time becomes the mean of the
  * two: the lowest of hundreds of noisy times is biased low (a matmul's best, 185 GFLOP/s as
  * its tuning run timed it, ran at 137-162 when timed again), and a program whose fast time
@@ -542,17 +552,9 @@ confirm_best(struct tsession *S, struct ttask *T)
                 return KILN_OK;
             continue;
         }
-        /* the default schedule, or an imported one */
-        char *js = strdup(b->sched);
-        if (!js)
-            return KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory");
-        struct kiln_measure_input  in = {.schedule_json = js, .check = true};
+        /* the default schedule, or an imported one (merging keeps the string where it is) */
         struct kiln_measure_result r;
-        enum kiln_status           st = kiln_measure(T->meas, &in, 1, &r);
-        if (st == KILN_OK)
-            st = kiln_ttask_record(S, T, NULL, js, &r, "confirm", true);
-        free(js);
-        KILN_TRY(st);
+        KILN_TRY(measure_schedule(S, T, b->sched, "confirm", &r));
     }
     return KILN_OK;
 }
@@ -570,12 +572,10 @@ droplet_due(const struct kiln_tune_opts *o, const struct ttask *T)
 static enum kiln_status
 measure_default(struct tsession *S, struct ttask *T)
 {
-    struct kiln_measure_input  in = {.schedule_json = "{\"steps\": []}", .check = true};
     struct kiln_measure_result r;
-    KILN_TRY(kiln_measure(T->meas, &in, 1, &r));
+    KILN_TRY(measure_schedule(S, T, "{\"steps\": []}", "default", &r));
     if (r.error == KILN_MEASURE_OK)
         T->default_s = r.time_s;
-    KILN_TRY(kiln_ttask_record(S, T, NULL, in.schedule_json, &r, "default", true));
     for (uint32_t i = 0; T->index == 0 && i < S->o->nplant; i++) {
         struct kiln_measure_input pin = {.check = true, .so_path = S->o->plant[i]};
         char                      js[600];
