@@ -293,12 +293,15 @@ kiln_db_best(struct kiln_db *d, const char *workload, const char *target, struct
     if (!d || !workload || !target || !out)
         return false;
     sqlite3_stmt *s;
-    /* a schedule's time is the mean of its measurements, and one that ever failed is out */
+    /* a schedule's time is the mean of its measurements, and one that ever failed is out; the
+     * schedules a final selection re-measured rank before those it did not (one measured once
+     * may be a lucky time the final rounds never tested) */
     if (sqlite3_prepare_v2(d->db,
                            "SELECT " RECORD_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
-                           "AVG(time_s) AS mt FROM records WHERE workload=?1 AND target=?2 "
-                           "GROUP BY schedule HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
-                           "ORDER BY mt, fid LIMIT 1",
+                           "AVG(time_s) AS mt, MAX(strategy='final') AS fin FROM records "
+                           "WHERE workload=?1 AND target=?2 GROUP BY schedule "
+                           "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
+                           "ORDER BY fin DESC, mt, fid LIMIT 1",
                            -1, &s, NULL)
         != SQLITE_OK) {
         sql_fail(d, "finding the best record");

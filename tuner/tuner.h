@@ -370,6 +370,8 @@ struct kiln_tune_opts {
                                              * database included (a resumed run continues) */
     uint32_t                 droplet_after; /* programs of a task measured before Droplet: 300 */
     uint32_t                 confirm_after; /* re-measure new bests from this trial on: 64 */
+    uint32_t                 final_top;     /* final selection: the task's fastest programs, 8 */
+    uint32_t                 final_rounds;  /* each re-measured this many times, interleaved: 4 */
     uint32_t                 batch;         /* programs measured per round: 16 */
     uint32_t                 population;    /* evolutionary population: 256 */
     uint32_t                 generations;   /* per round: 4 */

@@ -346,7 +346,7 @@ test_tune_droplet_only(void)
 
 /* The strategies of a task's records, in order. */
 struct strat_ud {
-    char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, 'c' confirm, '?' other */
+    char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, 'c' confirm, 'f' final, '?' */
     char    *sched[256];
     uint32_t n;
 };
@@ -361,6 +361,7 @@ strat_cb(void *ud, const struct kiln_record *r)
                        : !strcmp(s, "ansor")   ? 'a'
                        : !strcmp(s, "droplet") ? 'D'
                        : !strcmp(s, "confirm") ? 'c'
+                       : !strcmp(s, "final")   ? 'f'
                                                : '?';
         u->sched[u->n] = strdup(r->schedule ? r->schedule : "");
     }
@@ -386,6 +387,7 @@ test_tune_droplet_then_ansor(void)
     o.batch = 4;
     o.droplet_after = 6;
     o.confirm_after = 0;
+    o.final_top = 0; /* (tune_final_selection) */
     struct strat_ud u = {0};
     const char     *key = NULL, *target = NULL;
     tune_walk(ctx, g, &o, strat_cb, &u, &key, &target);
@@ -421,6 +423,122 @@ test_tune_droplet_then_ansor(void)
     CHECK(best_n >= 2 || best_last >= 40 - o.batch);
     for (uint32_t i = 0; i < u.n && i < 40; i++)
         free(u.sched[i]);
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
+/* Mean time of each schedule's first n records (a schedule with a failed record: -1). */
+static double
+sched_mean(const struct strat_ud *u, uint32_t n, const char *sched, const double *t)
+{
+    double   sum = 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(u->sched[i], sched)) {
+            if (!(t[i] > 0))
+                return -1;
+            sum += t[i];
+            k++;
+        }
+    return k ? sum / k : -1;
+}
+
+struct final_ud {
+    struct strat_ud u;
+    double          t[256];
+};
+
+static bool
+final_cb(void *ud, const struct kiln_record *r)
+{
+    struct final_ud *f = ud;
+    if (f->u.n < 256)
+        f->t[f->u.n] = r->error == KILN_MEASURE_OK ? r->time_s : 0;
+    return strat_cb(&f->u, r);
+}
+
+/* The end of a task's tuning re-measures its fastest programs, round by round, inside the
+ * budget; the best that kiln compile picks is one of them, ranked by the mean of all its
+ * measurements. The test computes the ranking before the final rounds from the records
+ * themselves. */
+static void
+test_tune_final_selection(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[64, 48]\nweight b: f32[48, 40]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *db = tmp_path("final.db");
+    if (!g)
+        goto out;
+    enum { N = 36, TOP = 3, ROUNDS = 3, F = TOP * ROUNDS };
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, N);
+    o.batch = 4;
+    o.confirm_after = 12;
+    o.final_top = TOP;
+    o.final_rounds = ROUNDS;
+    struct final_ud *f = calloc(1, sizeof *f);
+    const char      *key = NULL, *target = NULL;
+    tune_walk(ctx, g, &o, final_cb, f, &key, &target);
+    struct strat_ud *u = &f->u;
+    printf("  records in order (d default, a ansor, D droplet, c confirm, f final): %s\n", u->seq);
+    CHECK_EQ_INT(N, u->n);
+    if (u->n != N)
+        goto done;
+    for (uint32_t i = 0; i < N; i++)
+        CHECK_EQ_INT(i >= N - F ? 'f' : u->seq[i] == 'f' ? '!' : u->seq[i], u->seq[i]);
+    /* round after round, the same TOP schedules, each measured before the final rounds */
+    const uint32_t s0 = N - F;
+    for (uint32_t k = 0; k < TOP; k++) {
+        CHECK(sched_mean(u, s0, u->sched[s0 + k], f->t) > 0);
+        for (uint32_t j = 0; j < k; j++)
+            CHECK(strcmp(u->sched[s0 + k], u->sched[s0 + j]) != 0);
+        for (uint32_t r = 1; r < ROUNDS; r++)
+            CHECK_EQ_STR(u->sched[s0 + k], u->sched[s0 + r * TOP + k]);
+    }
+    /* they were the fastest by mean before the final rounds: no other schedule beat them */
+    double slowest = 0;
+    for (uint32_t k = 0; k < TOP; k++)
+        slowest = fmax(slowest, sched_mean(u, s0, u->sched[s0 + k], f->t));
+    for (uint32_t i = 0; i < s0; i++) {
+        double m = sched_mean(u, s0, u->sched[i], f->t);
+        bool   top = false;
+        for (uint32_t k = 0; k < TOP; k++)
+            top |= !strcmp(u->sched[i], u->sched[s0 + k]);
+        if (!top && m > 0 && m < slowest * (1 - 1e-9))
+            printf("  record %u (%.2f us) beat a final schedule (%.2f us)\n", i, m * 1e6,
+                   slowest * 1e6);
+        CHECK(top || !(m > 0) || m >= slowest * (1 - 1e-9));
+    }
+    /* and the pick is the fastest of them by the mean of all their records */
+    struct kiln_record best = {0};
+    struct kiln_db    *d;
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    CHECK(key && kiln_db_best(d, key, target, &best));
+    double   want = -1;
+    uint32_t wk = 0;
+    for (uint32_t k = 0; k < TOP; k++) {
+        double m = sched_mean(u, N, u->sched[s0 + k], f->t);
+        if (m > 0 && (want < 0 || m < want)) {
+            want = m;
+            wk = k;
+        }
+    }
+    printf("  final pick %.2f us (the database: %.2f us)\n", want * 1e6, best.time_s * 1e6);
+    CHECK(best.schedule && !strcmp(best.schedule, u->sched[s0 + wk]));
+    CHECK(fabs(best.time_s - want) <= 1e-9 * want);
+    kiln_db_close(d);
+    /* resuming with the same budget measures nothing more */
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    CHECK_EQ_INT(N, kiln_db_count(d, key, target));
+    kiln_db_close(d);
+done:
+    for (uint32_t i = 0; i < u->n && i < 256; i++)
+        free(u->sched[i]);
+    free(f);
 out:
     unlink(db);
     free(db);
@@ -609,6 +727,7 @@ static const struct test tests[] = {
     {"tune_conv", test_tune_conv},
     {"tune_droplet_only", test_tune_droplet_only},
     {"tune_droplet_then_ansor", test_tune_droplet_then_ansor},
+    {"tune_final_selection", test_tune_final_selection},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
 };
