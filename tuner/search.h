@@ -71,8 +71,8 @@ struct tsession {
 
 /* Adds a measured program to the task (features computed here when prog is given), updating
  * the best; writes the record to the database, the log and the curve. A measurement with the
- * strategy "confirm" of a program the task holds is merged into it instead: its time becomes
- * the mean of its measurements, and a failed one takes it out for good. */
+ * strategy "confirm" or "final" of a program the task holds is merged into it instead: its
+ * time becomes the mean of its measurements, and a failed one takes it out for good. */
 enum kiln_status kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
                                    const char *schedule_json, const struct kiln_measure_result *r,
                                    const char *strategy, bool store);

@@ -330,7 +330,8 @@ void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* Best record of workload/target; false if none. A schedule measured more than once (the
  * tuner re-measures each new best: strategy "confirm") counts with the mean of its times, in
- * out->time_s, and is out if any of its measurements failed; out is its first record. Strings
+ * out->time_s, and is out if any of its measurements failed; schedules a final selection
+ * measured (strategy "final") rank before all others; out is its first record. Strings
  * ctx-owned. */
 bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
                   struct kiln_record *out);
