@@ -714,8 +714,9 @@ test_db_add_best_each_count(void)
 }
 
 /* A schedule measured several times (the tuner re-measures each new best) counts with the
- * mean of its times, and one that failed any measurement is never the best: random schedules
- * with one to three measurements each, against the mean computed here. */
+ * mean of its times, one that failed any measurement is never the best, and in every other
+ * workload some records are a final selection's, whose schedules rank first: random schedules
+ * with one to three measurements each, against the ranking computed here. */
 static void
 test_db_best_mean(void)
 {
@@ -733,7 +734,7 @@ test_db_best_mean(void)
         enum { NS = 12 };
         double   sum[NS] = {0};
         uint32_t n[NS] = {0};
-        bool     failed[NS] = {false};
+        bool     failed[NS] = {false}, fin[NS] = {false};
         /* one lucky time: the lowest single measurement, whose schedule's mean is not best */
         uint32_t lucky = kiln_rng_below(&r, NS);
         for (uint32_t k = 0; k < 3 * NS; k++) {
@@ -747,16 +748,22 @@ test_db_best_mean(void)
                 rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%u]}", i);
                 rec.error = KILN_MEASURE_OK;
                 rec.time_s = n[i] ? 0.1 : 1e-4;
+            } else if (trial % 2 && !kiln_rng_below(&r, 4)) {
+                rec.strategy = "final";
             }
             CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &rec));
             failed[i] |= rec.error != KILN_MEASURE_OK;
+            fin[i] |= !strcmp(rec.strategy, "final");
             sum[i] += rec.time_s;
             n[i]++;
         }
         int    want = -1;
         double want_t = 0;
+        bool   any_fin = false;
         for (int i = 0; i < NS; i++)
-            if (!failed[i] && (want < 0 || sum[i] / n[i] < want_t)) {
+            any_fin |= fin[i] && !failed[i];
+        for (int i = 0; i < NS; i++)
+            if (!failed[i] && (fin[i] || !any_fin) && (want < 0 || sum[i] / n[i] < want_t)) {
                 want = i;
                 want_t = sum[i] / n[i];
             }
