@@ -533,6 +533,61 @@ measure_schedule(struct tsession *S, struct ttask *T, const char *json, const ch
     return kiln_ttask_record(S, T, NULL, json, r, strategy, true);
 }
 
+/* ---- final selection ---- */
+
+/* The task's fastest programs that can be measured again (a program, or a schedule's text),
+ * fastest first: up to max indices into T->m. */
+static uint32_t
+final_pick(const struct ttask *T, uint32_t max, int32_t *idx)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < T->nm; i++) {
+        const struct tprog *q = &T->m[i];
+        if (q->error != KILN_MEASURE_OK || !(q->time_s > 0) || (!q->has_prog && !q->sched))
+            continue;
+        uint32_t j = n < max ? n++ : max;
+        for (; j > 0 && T->m[idx[j - 1]].time_s > q->time_s; j--)
+            if (j < max)
+                idx[j] = idx[j - 1];
+        if (j < max)
+            idx[j] = (int32_t)i;
+    }
+    return n;
+}
+
+static bool
+final_due(const struct tsession *S, const struct ttask *T)
+{
+    return S->o->final_top && S->o->final_rounds && T->trials >= S->o->confirm_after
+           && T->nfinal == 0 && T->best >= 0;
+}
+
+/* Trials the final selections due will take: kept out of the search's budget. */
+static uint32_t
+final_reserve(const struct tsession *S)
+{
+    uint32_t r = 0;
+    for (uint32_t i = 0; i < S->ntasks; i++) {
+        const struct ttask *T = &S->tasks[i];
+        if (!final_due(S, T))
+            continue;
+        uint32_t ok = 0;
+        for (uint32_t k = 0; k < T->nm && ok < S->o->final_top; k++)
+            ok += T->m[k].error == KILN_MEASURE_OK && T->m[k].time_s > 0
+                  && (T->m[k].has_prog || T->m[k].sched);
+        r += ok * S->o->final_rounds;
+    }
+    return r;
+}
+
+/* Trials left to the search and the confirmations: the budget less the final selections'. */
+static uint32_t
+search_left(const struct tsession *S)
+{
+    uint32_t used = S->trials_done + final_reserve(S);
+    return used < S->o->trials ? S->o->trials - used : 0;
+}
+
 /* A new best is measured once more before it is trusted, and its time becomes the mean of the
  * two: the lowest of hundreds of noisy times is biased low (a matmul's best, 185 GFLOP/s as
  * its tuning run timed it, ran at 137-162 when timed again), and a program whose fast time
@@ -544,7 +599,7 @@ static enum kiln_status
 confirm_best(struct tsession *S, struct ttask *T)
 {
     for (int k = 0; k < CONFIRM_MAX; k++) {
-        if (T->best < 0 || T->trials < S->o->confirm_after || S->trials_done >= S->o->trials
+        if (T->best < 0 || T->trials < S->o->confirm_after || !search_left(S)
             || (S->o->stop && *S->o->stop))
             return KILN_OK;
         const struct tprog *b = &T->m[T->best];
@@ -590,53 +645,6 @@ measure_default(struct tsession *S, struct ttask *T)
         KILN_TRY(kiln_ttask_record(S, T, NULL, js, &r, "planted", true));
     }
     return KILN_OK;
-}
-
-/* ---- final selection ---- */
-
-/* The task's fastest programs that can be measured again (a program, or a schedule's text),
- * fastest first: up to max indices into T->m. */
-static uint32_t
-final_pick(const struct ttask *T, uint32_t max, int32_t *idx)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < T->nm; i++) {
-        const struct tprog *q = &T->m[i];
-        if (q->error != KILN_MEASURE_OK || !(q->time_s > 0) || (!q->has_prog && !q->sched))
-            continue;
-        uint32_t j = n < max ? n++ : max;
-        for (; j > 0 && T->m[idx[j - 1]].time_s > q->time_s; j--)
-            if (j < max)
-                idx[j] = idx[j - 1];
-        if (j < max)
-            idx[j] = (int32_t)i;
-    }
-    return n;
-}
-
-static bool
-final_due(const struct tsession *S, const struct ttask *T)
-{
-    return S->o->final_top && S->o->final_rounds && T->trials >= S->o->confirm_after
-           && T->nfinal == 0 && T->best >= 0;
-}
-
-/* Trials the final selection of the tasks due for it will take: kept out of the search's
- * budget. */
-static uint32_t
-final_reserve(const struct tsession *S, const struct ttask *T, uint32_t nt)
-{
-    uint32_t r = 0;
-    for (uint32_t i = 0; i < nt; i++) {
-        if (!final_due(S, &T[i]))
-            continue;
-        uint32_t ok = 0;
-        for (uint32_t k = 0; k < T[i].nm && ok < S->o->final_top; k++)
-            ok += T[i].m[k].error == KILN_MEASURE_OK && T[i].m[k].time_s > 0
-                  && (T[i].m[k].has_prog || T[i].m[k].sched);
-        r += ok * S->o->final_rounds;
-    }
-    return r;
 }
 
 /* The end of a task's tuning: its final_top fastest programs are measured final_rounds times
@@ -715,15 +723,14 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
     S.trials_done = done_at_start;
     uint32_t start = done_at_start;
     report(&S, T, nt, start);
-    while (st == KILN_OK && S.trials_done + final_reserve(&S, T, nt) < o->trials
-           && !(o->stop && *o->stop)) {
+    while (st == KILN_OK && search_left(&S) && !(o->stop && *o->stop)) {
         int32_t i = pick_task(T, nt);
         if (i < 0)
             break; /* every task converged */
         struct ttask *t = &T[i];
         if ((st = ensure_measurer(&S, t, &tgt)) != KILN_OK)
             break;
-        uint32_t left = o->trials - S.trials_done - final_reserve(&S, T, nt);
+        uint32_t left = search_left(&S);
         uint32_t n = o->batch ? o->batch : 16, done = 0;
         n = n < left ? n : left;
         if (t->default_s == 0 && t->trials == 0) {
