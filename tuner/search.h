@@ -47,9 +47,9 @@ struct ttask {
     int32_t                      center_m;
     uint32_t                     droplet_rounds;
     int32_t                      converged_best; /* best when Droplet last converged, -1 */
-    uint32_t                     nfinal;    /* "final" records since the task's last other one */
-    double                       default_s; /* the default schedule's time, 0 = unknown */
-    double                      *hist;      /* best time after each round (task scheduler) */
+    bool                         finalized;      /* the task's last record is a "final" one */
+    double                       default_s;      /* the default schedule's time, 0 = unknown */
+    double                      *hist;           /* best time after each round (task scheduler) */
     uint32_t                     nhist, caphist;
     struct kiln_rng              rng;
     struct kiln_tune_task_status status;

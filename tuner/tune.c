@@ -239,7 +239,7 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
 {
     kiln_ctx *ctx = T->ctx;
     bool      final = strategy && !strcmp(strategy, "final");
-    T->nfinal = final ? T->nfinal + 1 : 0;
+    T->finalized = final;
     if (strategy && (final || !strcmp(strategy, "confirm"))) {
         int32_t i = find_prog(T, p, schedule_json);
         if (i >= 0)
@@ -535,15 +535,21 @@ measure_schedule(struct tsession *S, struct ttask *T, const char *json, const ch
 
 /* ---- final selection ---- */
 
-/* The task's fastest programs that can be measured again (a program, or a schedule's text),
- * fastest first: up to max indices into T->m. */
+/* A program that ran and can be measured again (it has a program, or a schedule's text). */
+static bool
+remeasurable(const struct tprog *q)
+{
+    return q->error == KILN_MEASURE_OK && q->time_s > 0 && (q->has_prog || q->sched);
+}
+
+/* The task's fastest remeasurable programs, fastest first: up to max indices into T->m. */
 static uint32_t
 final_pick(const struct ttask *T, uint32_t max, int32_t *idx)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < T->nm; i++) {
         const struct tprog *q = &T->m[i];
-        if (q->error != KILN_MEASURE_OK || !(q->time_s > 0) || (!q->has_prog && !q->sched))
+        if (!remeasurable(q))
             continue;
         uint32_t j = n < max ? n++ : max;
         for (; j > 0 && T->m[idx[j - 1]].time_s > q->time_s; j--)
@@ -559,7 +565,7 @@ static bool
 final_due(const struct tsession *S, const struct ttask *T)
 {
     return S->o->final_top && S->o->final_rounds && T->trials >= S->o->confirm_after
-           && T->nfinal == 0 && T->best >= 0;
+           && !T->finalized && T->best >= 0;
 }
 
 /* Trials the final selections due will take: kept out of the search's budget. */
@@ -573,19 +579,25 @@ final_reserve(const struct tsession *S)
             continue;
         uint32_t ok = 0;
         for (uint32_t k = 0; k < T->nm && ok < S->o->final_top; k++)
-            ok += T->m[k].error == KILN_MEASURE_OK && T->m[k].time_s > 0
-                  && (T->m[k].has_prog || T->m[k].sched);
+            ok += remeasurable(&T->m[k]);
         r += ok * S->o->final_rounds;
     }
     return r;
+}
+
+/* Trials left in the budget. */
+static uint32_t
+budget_left(const struct tsession *S)
+{
+    return S->trials_done < S->o->trials ? S->o->trials - S->trials_done : 0;
 }
 
 /* Trials left to the search and the confirmations: the budget less the final selections'. */
 static uint32_t
 search_left(const struct tsession *S)
 {
-    uint32_t used = S->trials_done + final_reserve(S);
-    return used < S->o->trials ? S->o->trials - used : 0;
+    uint32_t left = budget_left(S), r = final_reserve(S);
+    return left > r ? left - r : 0;
 }
 
 /* A new best is measured once more before it is trusted, and its time becomes the mean of the
@@ -665,20 +677,19 @@ final_select(struct tsession *S, struct ttask *T)
         for (uint32_t k = 0; k < n; k++)
             if (T->m[idx[k]].has_prog && T->m[idx[k]].error == KILN_MEASURE_OK)
                 progs[np++] = T->m[idx[k]].p;
-        uint32_t left = S->o->trials > S->trials_done ? S->o->trials - S->trials_done : 0;
-        if (np > left)
-            np = left;
+        if (np > budget_left(S))
+            np = budget_left(S);
         if (np)
             KILN_TRY(kiln_search_measure(S, T, progs, np, "final", &done));
         for (uint32_t k = 0; k < n; k++) {
             const struct tprog *q = &T->m[idx[k]];
-            if (q->has_prog || q->error != KILN_MEASURE_OK || S->trials_done >= S->o->trials
+            if (q->has_prog || q->error != KILN_MEASURE_OK || !budget_left(S)
                 || (S->o->stop && *S->o->stop))
                 continue;
             struct kiln_measure_result res;
             KILN_TRY(measure_schedule(S, T, q->sched, "final", &res));
         }
-        if (S->trials_done >= S->o->trials || (S->o->stop && *S->o->stop))
+        if (!budget_left(S) || (S->o->stop && *S->o->stop))
             break;
     }
     /* the pick, as kiln_db_best makes it: the fastest of these by the mean of all its times */
@@ -723,14 +734,14 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
     S.trials_done = done_at_start;
     uint32_t start = done_at_start;
     report(&S, T, nt, start);
-    while (st == KILN_OK && search_left(&S) && !(o->stop && *o->stop)) {
+    uint32_t left;
+    while (st == KILN_OK && (left = search_left(&S)) && !(o->stop && *o->stop)) {
         int32_t i = pick_task(T, nt);
         if (i < 0)
             break; /* every task converged */
         struct ttask *t = &T[i];
         if ((st = ensure_measurer(&S, t, &tgt)) != KILN_OK)
             break;
-        uint32_t left = search_left(&S);
         uint32_t n = o->batch ? o->batch : 16, done = 0;
         n = n < left ? n : left;
         if (t->default_s == 0 && t->trials == 0) {
