@@ -348,6 +348,7 @@ test_tune_droplet_only(void)
 struct strat_ud {
     char     seq[256]; /* 'd' default, 'a' ansor, 'D' droplet, 'c' confirm, 'f' final, '?' */
     char    *sched[256];
+    double   t[256]; /* time_s, 0 for a failed record */
     uint32_t n;
 };
 
@@ -364,6 +365,7 @@ strat_cb(void *ud, const struct kiln_record *r)
                        : !strcmp(s, "final")   ? 'f'
                                                : '?';
         u->sched[u->n] = strdup(r->schedule ? r->schedule : "");
+        u->t[u->n] = r->error == KILN_MEASURE_OK ? r->time_s : 0;
     }
     u->n++;
     return true;
@@ -429,34 +431,20 @@ out:
     kiln_ctx_free(ctx);
 }
 
-/* Mean time of each schedule's first n records (a schedule with a failed record: -1). */
+/* Mean time of a schedule's records among the first n (a schedule with a failed record: -1). */
 static double
-sched_mean(const struct strat_ud *u, uint32_t n, const char *sched, const double *t)
+sched_mean(const struct strat_ud *u, uint32_t n, const char *sched)
 {
     double   sum = 0;
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(u->sched[i], sched)) {
-            if (!(t[i] > 0))
+            if (!(u->t[i] > 0))
                 return -1;
-            sum += t[i];
+            sum += u->t[i];
             k++;
         }
     return k ? sum / k : -1;
-}
-
-struct final_ud {
-    struct strat_ud u;
-    double          t[256];
-};
-
-static bool
-final_cb(void *ud, const struct kiln_record *r)
-{
-    struct final_ud *f = ud;
-    if (f->u.n < 256)
-        f->t[f->u.n] = r->error == KILN_MEASURE_OK ? r->time_s : 0;
-    return strat_cb(&f->u, r);
 }
 
 /* The end of a task's tuning re-measures its fastest programs, round by round, inside the
@@ -479,10 +467,9 @@ test_tune_final_selection(void)
     o.confirm_after = 12;
     o.final_top = TOP;
     o.final_rounds = ROUNDS;
-    struct final_ud *f = calloc(1, sizeof *f);
+    struct strat_ud *u = calloc(1, sizeof *u);
     const char      *key = NULL, *target = NULL;
-    tune_walk(ctx, g, &o, final_cb, f, &key, &target);
-    struct strat_ud *u = &f->u;
+    tune_walk(ctx, g, &o, strat_cb, u, &key, &target);
     printf("  records in order (d default, a ansor, D droplet, c confirm, f final): %s\n", u->seq);
     CHECK_EQ_INT(N, u->n);
     if (u->n != N)
@@ -492,7 +479,7 @@ test_tune_final_selection(void)
     /* round after round, the same TOP schedules, each measured before the final rounds */
     const uint32_t s0 = N - F;
     for (uint32_t k = 0; k < TOP; k++) {
-        CHECK(sched_mean(u, s0, u->sched[s0 + k], f->t) > 0);
+        CHECK(sched_mean(u, s0, u->sched[s0 + k]) > 0);
         for (uint32_t j = 0; j < k; j++)
             CHECK(strcmp(u->sched[s0 + k], u->sched[s0 + j]) != 0);
         for (uint32_t r = 1; r < ROUNDS; r++)
@@ -501,9 +488,9 @@ test_tune_final_selection(void)
     /* they were the fastest by mean before the final rounds: no other schedule beat them */
     double slowest = 0;
     for (uint32_t k = 0; k < TOP; k++)
-        slowest = fmax(slowest, sched_mean(u, s0, u->sched[s0 + k], f->t));
+        slowest = fmax(slowest, sched_mean(u, s0, u->sched[s0 + k]));
     for (uint32_t i = 0; i < s0; i++) {
-        double m = sched_mean(u, s0, u->sched[i], f->t);
+        double m = sched_mean(u, s0, u->sched[i]);
         bool   top = false;
         for (uint32_t k = 0; k < TOP; k++)
             top |= !strcmp(u->sched[i], u->sched[s0 + k]);
@@ -520,7 +507,7 @@ test_tune_final_selection(void)
     double   want = -1;
     uint32_t wk = 0;
     for (uint32_t k = 0; k < TOP; k++) {
-        double m = sched_mean(u, N, u->sched[s0 + k], f->t);
+        double m = sched_mean(u, N, u->sched[s0 + k]);
         if (m > 0 && (want < 0 || m < want)) {
             want = m;
             wk = k;
@@ -530,15 +517,25 @@ test_tune_final_selection(void)
     CHECK(best.schedule && !strcmp(best.schedule, u->sched[s0 + wk]));
     CHECK(fabs(best.time_s - want) <= 1e-9 * want);
     kiln_db_close(d);
-    /* resuming with the same budget measures nothing more */
+    /* resuming with the same budget measures nothing more; with one trial more, the search
+     * takes it: the task's final selection is done and is not made again */
     CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
     CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
     CHECK_EQ_INT(N, kiln_db_count(d, key, target));
     kiln_db_close(d);
+    o.trials = N + 1;
+    struct strat_ud *v = calloc(1, sizeof *v);
+    tune_walk(ctx, g, &o, strat_cb, v, NULL, NULL);
+    printf("  resumed with one more trial: %s\n", v->seq);
+    CHECK_EQ_INT(N + 1, v->n);
+    CHECK(v->n == N + 1 && v->seq[N] != 'f' && v->seq[N] != '?');
+    for (uint32_t i = 0; i < v->n && i < 256; i++)
+        free(v->sched[i]);
+    free(v);
 done:
     for (uint32_t i = 0; i < u->n && i < 256; i++)
         free(u->sched[i]);
-    free(f);
+    free(u);
 out:
     unlink(db);
     free(db);
