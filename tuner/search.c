@@ -311,8 +311,12 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
             bh[nb++] = P.c[i].h;
         }
     }
-    /* fill up with random programs (all of the batch before the model has data) */
-    for (uint32_t tries = 0; nb < n && tries < 64 * n; tries++) {
+    /* fill up with random programs (all of the batch before the model has data); at least
+     * 1024 tries however small the batch: with 64 per program, the last round of a budget
+     * (one program) found only programs measured before in a small space and ended the task
+     * as exhausted a trial early */
+    uint32_t max_tries = 64 * (n > 16 ? n : 16);
+    for (uint32_t tries = 0; nb < n && tries < max_tries; tries++) {
         struct kiln_prog p;
         random_prog(T, &p);
         uint64_t h = kiln_prog_hash(&T->sk[p.sketch], &p);
