@@ -41,6 +41,38 @@ kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat
     return ok;
 }
 
+char *
+kiln_ttask_schedule_json(struct ttask *T, const struct kiln_prog *p)
+{
+    kiln_ctx            *ctx = T->ctx;
+    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+    struct kiln_schedule s = {0};
+    struct kiln_buf      b = {0};
+    char                *js = NULL;
+    if (kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
+        && kiln_sched_to_json(ctx, &s, &b) == KILN_OK)
+        js = strdup(b.data);
+    kiln_ctx_error_clear(ctx);
+    kiln_scratch_end(ctx, sc);
+    return js;
+}
+
+uint64_t
+kiln_sched_hash(const char *schedule_json)
+{
+    return kiln_hash_str(KILN_HASH_SEED, schedule_json ? schedule_json : "");
+}
+
+uint64_t
+kiln_ttask_hash(struct ttask *T, const struct kiln_prog *p)
+{
+    char *js = kiln_ttask_schedule_json(T, p);
+    /* one that does not emit (a bug the measurement reports) keeps its knob values apart */
+    uint64_t h = js ? kiln_sched_hash(js) : ~kiln_prog_hash(&T->sk[p->sketch], p);
+    free(js);
+    return h;
+}
+
 /* ---- candidates ---- */
 
 struct cand {
@@ -273,7 +305,7 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
                 goto out;
             double lo = INFINITY, total = 0;
             for (uint32_t i = 0; i < popn; i++) {
-                pop[i].h = kiln_prog_hash(&T->sk[pop[i].p.sketch], &pop[i].p);
+                pop[i].h = kiln_ttask_hash(T, &pop[i].p);
                 if (isfinite(pop[i].score)) {
                     lo = fmin(lo, pop[i].score);
                     if (!kiln_ttask_seen(T, pop[i].h))
@@ -319,7 +351,7 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
     for (uint32_t tries = 0; nb < n && tries < max_tries; tries++) {
         struct kiln_prog p;
         random_prog(T, &p);
-        uint64_t h = kiln_prog_hash(&T->sk[p.sketch], &p);
+        uint64_t h = kiln_ttask_hash(T, &p);
         if (kiln_ttask_seen(T, h) || batch_has(bh, nb, h))
             continue;
         batch[nb] = p;
@@ -421,7 +453,7 @@ kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint3
     uint32_t                  cnt = kiln_prog_neighbours(sk, &T->center, nb, MAX_NEIGHBOURS);
     uint32_t                  k = 0, left = 0;
     for (uint32_t i = 0; i < cnt; i++) {
-        nh[i] = kiln_prog_hash(sk, &nb[i]);
+        nh[i] = kiln_ttask_hash(T, &nb[i]);
         bool dup = kiln_ttask_seen(T, nh[i]);
         for (uint32_t j = 0; j < i && !dup; j++)
             dup = nh[j] == nh[i];
@@ -448,10 +480,9 @@ kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint3
         if (q->error != KILN_MEASURE_OK || !q->has_prog || q->p.sketch != T->center.sketch
             || q->time_s <= 0 || q->time_s >= c->time_s * (1 - DROPLET_MIN_GAIN))
             continue;
-        uint64_t h = kiln_prog_hash(sk, &q->p);
-        bool     is_nb = false;
+        bool is_nb = false;
         for (uint32_t j = 0; j < cnt && !is_nb; j++)
-            is_nb = nh[j] == h;
+            is_nb = nh[j] == q->h;
         if (!is_nb)
             continue;
         if (kiln_welch_p(q->time_s, q->stddev_s, q->nrepeat, c->time_s, c->stddev_s, c->nrepeat)
@@ -477,8 +508,7 @@ enum kiln_status
 kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog *progs, uint32_t n,
                     const char *strategy, uint32_t *done)
 {
-    kiln_ctx *ctx = T->ctx;
-    uint32_t  chunk = S->o->measure.build_workers ? S->o->measure.build_workers : 2;
+    uint32_t chunk = S->o->measure.build_workers ? S->o->measure.build_workers : 2;
     *done = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += chunk) {
         uint32_t                   m = n - i0 < chunk ? n - i0 : chunk;
@@ -490,17 +520,8 @@ kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog 
         if (S->o->stop && *S->o->stop)
             return KILN_OK;
         for (uint32_t k = 0; k < m; k++) {
-            struct kiln_scratch     sc = kiln_scratch_begin(ctx);
-            struct kiln_schedule    s = {0};
-            struct kiln_buf         b = {0};
-            const struct kiln_prog *p = &progs[i0 + k];
-            if (kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
-                && kiln_sched_to_json(ctx, &s, &b) == KILN_OK)
-                js[k] = strdup(b.data);
-            else
+            if (!(js[k] = kiln_ttask_schedule_json(T, &progs[i0 + k])))
                 js[k] = strdup("{\"steps\": []}");
-            kiln_ctx_error_clear(ctx);
-            kiln_scratch_end(ctx, sc);
             /* check the first programs of each sketch and every program that may be a new best
              * (the measurer checks every candidate it is asked to: cheap next to timing) */
             in[k] = (struct kiln_measure_input){.schedule_json = js[k], .check = true};

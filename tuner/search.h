@@ -10,6 +10,7 @@ struct tprog {
     struct kiln_prog p;
     bool             has_prog; /* false for records without a program (imported schedules) */
     char            *sched;    /* without a program: its schedule JSON (malloc'ed), else NULL */
+    uint64_t         h;        /* kiln_sched_hash of its schedule JSON: a program's identity */
     struct kiln_feat feat;     /* nrow == 0 when the program did not lower */
     double           time_s, stddev_s;
     uint32_t         nrepeat;
@@ -35,7 +36,7 @@ struct ttask {
     struct kiln_cost_model      *cm;
     struct tprog                *m;
     uint32_t                     nm, capm;
-    uint64_t                    *seen; /* open-addressing set of measured program hashes */
+    uint64_t                    *seen; /* open-addressing set of measured schedules' hashes */
     uint32_t                     capseen, nseen;
     int32_t                      best;   /* index in m, -1 = none */
     uint32_t                     trials; /* records of this task, errors included */
@@ -70,13 +71,22 @@ struct tsession {
 };
 
 /* Adds a measured program to the task (features computed here when prog is given), updating
- * the best; writes the record to the database, the log and the curve. A measurement with the
- * strategy "confirm" or "final" of a program the task holds is merged into it instead: its
- * time becomes the mean of its measurements, and a failed one takes it out for good. */
+ * the best; writes the record to the database, the log and the curve. A measurement of a
+ * schedule the task holds (a "confirm" or "final" one, or a duplicate resumed from an older
+ * database) is merged into it instead: its time becomes the mean of its measurements, and a
+ * failed one takes it out for good. */
 enum kiln_status kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p,
                                    const char *schedule_json, const struct kiln_measure_result *r,
                                    const char *strategy, bool store);
 bool             kiln_ttask_seen(const struct ttask *T, uint64_t h);
+/* The schedule JSON program p of T makes (malloc'ed), or NULL when it does not emit. */
+char *kiln_ttask_schedule_json(struct ttask *T, const struct kiln_prog *p);
+/* A program's identity: the hash of the schedule it makes. Knob values that the schedule
+ * ignores (a split factor of a loop left unvectorised, say) make the same program, so the
+ * search does not measure one schedule twice, and the tuner's mean of a schedule is the
+ * database's (kiln_db_best groups records by schedule text). */
+uint64_t kiln_sched_hash(const char *schedule_json);
+uint64_t kiln_ttask_hash(struct ttask *T, const struct kiln_prog *p);
 /* Features of program p of T (rows malloc'ed); false, with *out empty, when it does not lower. */
 bool kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out);
 

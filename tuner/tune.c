@@ -131,22 +131,15 @@ json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Index of the task's program p (or, without p, of the record of that schedule), or -1. */
+/* Index of the task's program that made this schedule (hash h), or -1. */
 static int32_t
-find_prog(const struct ttask *T, const struct kiln_prog *p, const char *schedule_json)
+find_prog(const struct ttask *T, uint64_t h)
 {
-    uint64_t h = p ? kiln_prog_hash(&T->sk[p->sketch], p) : 0;
-    for (uint32_t i = 0; i < T->nm; i++) {
-        const struct tprog *q = &T->m[i];
-        bool                same;
-        if (p)
-            same = q->has_prog && q->p.sketch == p->sketch
-                   && kiln_prog_hash(&T->sk[p->sketch], &q->p) == h;
-        else
-            same = q->sched && schedule_json && !strcmp(q->sched, schedule_json);
-        if (same)
+    if (!kiln_ttask_seen(T, h))
+        return -1;
+    for (uint32_t i = 0; i < T->nm; i++)
+        if (T->m[i].h == h)
             return (int32_t)i;
-    }
     return -1;
 }
 
@@ -238,13 +231,11 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
                   const char *strategy, bool store)
 {
     kiln_ctx *ctx = T->ctx;
-    bool      final = strategy && !strcmp(strategy, "final");
-    T->finalized = final;
-    if (strategy && (final || !strcmp(strategy, "confirm"))) {
-        int32_t i = find_prog(T, p, schedule_json);
-        if (i >= 0)
-            return merge(S, T, i, schedule_json, r, strategy, store);
-    }
+    uint64_t  h = kiln_sched_hash(schedule_json);
+    T->finalized = strategy && !strcmp(strategy, "final");
+    int32_t i = find_prog(T, h);
+    if (i >= 0)
+        return merge(S, T, i, schedule_json, r, strategy, store);
     if (T->nm == T->capm) {
         uint32_t      ncap = T->capm ? T->capm * 2 : 64;
         struct tprog *nm = realloc(T->m, sizeof *nm * ncap);
@@ -261,13 +252,14 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     q->nrepeat = r->nrepeat;
     q->nmeas = 1;
     q->error = r->error;
+    q->h = h;
+    if (!seen_add(T, h))
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
     if (p) {
         q->p = *p;
         q->has_prog = true;
         /* the cost model trains on the features of every measured or resumed program */
         kiln_ttask_features(T, p, &q->feat);
-        if (!seen_add(T, kiln_prog_hash(&T->sk[p->sketch], p)))
-            return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
     } else if (schedule_json && strcmp(strategy ? strategy : "", "planted")) {
         /* kept to re-measure it by (a planted module's text does not describe what ran) */
         if (!(q->sched = strdup(schedule_json)))

@@ -374,7 +374,9 @@ strat_cb(void *ud, const struct kiln_record *r)
 /* ansor+droplet uses its whole budget: a converged Droplet search hands the task back to the
  * evolutionary search (it once ended the task, and a 1,000-trial run of one kernel stopped a
  * few dozen trials after Droplet began). A small elementwise kernel has few neighbours, so
- * Droplet converges within the budget. */
+ * Droplet converges within the budget. Its space holds about 27 distinct schedules (parallel
+ * depth 0-2, times the innermost loop vectorised by one of 8 split factors or not): the budget
+ * stays below that, for a task whose space is spent ends early. */
 static void
 test_tune_droplet_then_ansor(void)
 {
@@ -385,7 +387,7 @@ test_tune_droplet_then_ansor(void)
     if (!g)
         goto out;
     struct kiln_tune_opts o;
-    quick_opts(&o, db, 40);
+    quick_opts(&o, db, 24);
     o.batch = 4;
     o.droplet_after = 6;
     o.confirm_after = 0;
@@ -394,7 +396,7 @@ test_tune_droplet_then_ansor(void)
     const char     *key = NULL, *target = NULL;
     tune_walk(ctx, g, &o, strat_cb, &u, &key, &target);
     printf("  records in order (d default, a ansor, D droplet, c confirm): %s\n", u.seq);
-    CHECK_EQ_INT(40, u.n);
+    CHECK_EQ_INT(24, u.n);
     const char *D = strchr(u.seq, 'D');
     CHECK(D != NULL);
     CHECK(D && strchr(D, 'a') != NULL); /* the evolutionary search went on after Droplet */
@@ -402,12 +404,17 @@ test_tune_droplet_then_ansor(void)
      * before, and the best that kiln compile picks has two measurements unless the last
      * round found it */
     uint32_t nconfirm = 0, best_n = 0, best_last = 0;
-    for (uint32_t i = 0; i < u.n && i < 40; i++) {
+    for (uint32_t i = 0; i < u.n && i < 24; i++) {
         bool before = false;
         for (uint32_t j = 0; j < i && !before; j++)
             before = !strcmp(u.sched[i], u.sched[j]);
-        if (u.seq[i] == 'c') /* (two programs may make one schedule: not the converse) */
+        /* a confirmation re-measures a schedule, the search never does: programs whose knobs
+         * differ only where the schedule ignores them are one program (the old identity, the
+         * knob values, measured one schedule up to 8 times in this budget) */
+        if (u.seq[i] == 'c')
             CHECK(before);
+        else
+            CHECK(!before);
         nconfirm += u.seq[i] == 'c';
     }
     struct kiln_record best = {0};
@@ -415,15 +422,17 @@ test_tune_droplet_then_ansor(void)
     CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
     CHECK(key && kiln_db_best(d, key, target, &best));
     kiln_db_close(d);
-    for (uint32_t i = 0; i < u.n && i < 40; i++)
+    for (uint32_t i = 0; i < u.n && i < 24; i++)
         if (best.schedule && !strcmp(u.sched[i], best.schedule)) {
             best_n++;
             best_last = i;
         }
-    printf("  %u confirmations; the best was measured %u times\n", nconfirm, best_n);
+    printf("  %u confirmations; the best was measured %u times, last at record %u\n", nconfirm,
+           best_n, best_last);
     CHECK(nconfirm >= 1);
-    CHECK(best_n >= 2 || best_last >= 40 - o.batch);
-    for (uint32_t i = 0; i < u.n && i < 40; i++)
+    /* (or the budget ended in a chain of confirmations: each may put another program first) */
+    CHECK(best_n >= 2 || best_last >= 24 - o.batch || u.seq[23] == 'c');
+    for (uint32_t i = 0; i < u.n && i < 24; i++)
         free(u.sched[i]);
 out:
     unlink(db);
