@@ -14,7 +14,8 @@
  * --compare-only runs that comparison alone (no tuning into --db, no timing against oneDNN).
  *
  * usage: bench_tune [--trials N] [--db FILE] [--only NAME] [--reps N] [--rounds R]
- *                   [--compare | --compare-only] [--droplet-after N] [--threads-tune N] */
+ *                   [--compare | --compare-only] [--droplet-after N] [--threads-tune N]
+ *                   [--layout nhwc|nchw] */
 #include "kernel.h"
 #include "ref.h"
 
@@ -44,9 +45,62 @@ static const struct workload workloads[] = {
     {"depthwise3x3", 0, 0, 256, 28, 256, 3, 1, 1, 256},
 };
 
-static void
-graph_text(const struct workload *w, char *buf, size_t n)
+static int
+out_size(const struct workload *w)
 {
+    return (w->H + 2 * w->pad - w->R) / w->stride + 1;
+}
+
+/* One input coordinate of a window: "h * S + r - P", terms left out where they are 0. */
+static void
+window_idx(char *buf, size_t n, const char *o, const char *r, const struct workload *w)
+{
+    char s[32] = "", rr[32] = "", p[32] = "";
+    if (w->stride > 1)
+        snprintf(s, sizeof s, " * %d", w->stride);
+    if (w->R > 1)
+        snprintf(rr, sizeof rr, " + %s", r);
+    if (w->pad)
+        snprintf(p, sizeof p, " - %d", w->pad);
+    snprintf(buf, n, "%s%s%s%s", o, s, rr, p);
+}
+
+/* The convolution with channels-last activations (x [1, H, W, C], y [1, OH, OW, K]; weights
+ * KCRS as oneDNN is given them), written as a compute definition: the zero padding is a select
+ * on the window's bounds, as the library's NCHW conv2d writes it. */
+static void
+graph_text_nhwc(const struct workload *w, char *buf, size_t n)
+{
+    char hi[64], vi[64], cond[320] = "", xv[640];
+    window_idx(hi, sizeof hi, "h", "r", w);
+    window_idx(vi, sizeof vi, "v", "q", w);
+    bool        dw = w->groups > 1;
+    const char *c = dw ? "k" : "c";
+    if (w->groups > 1 && (w->groups != w->C || w->groups != w->K))
+        fprintf(stderr, "bench_tune: %s: only depthwise grouping is written channels-last\n",
+                w->name);
+    if (w->pad)
+        snprintf(cond, sizeof cond, "%s >= 0 && %s < %d && %s >= 0 && %s < %d", hi, hi, w->H, vi,
+                 vi, w->H);
+    if (cond[0])
+        snprintf(xv, sizeof xv, "select(%s, x[n, %s, %s, %s], 0.0)", cond, hi, vi, c);
+    else
+        snprintf(xv, sizeof xv, "x[n, %s, %s, %s]", hi, vi, c);
+    int oh = out_size(w);
+    snprintf(buf, n,
+             "input x: f32[1, %d, %d, %d]\nweight w: f32[%d, %d, %d, %d]\n"
+             "y[n, h, v, k] += %s * w[k, %s, %s, %s] where h < %d, v < %d\noutput y\n",
+             w->H, w->H, w->C, w->K, w->C / w->groups, w->R, w->R, xv, dw ? "0" : "c",
+             w->R > 1 ? "r" : "0", w->R > 1 ? "q" : "0", oh, oh);
+}
+
+static void
+graph_text(const struct workload *w, bool nhwc, char *buf, size_t n)
+{
+    if (!w->matmul && nhwc) {
+        graph_text_nhwc(w, buf, n);
+        return;
+    }
     if (w->matmul) {
         snprintf(buf, n,
                  "input A: f32[%d, %d]\nweight B: f32[%d, %d]\nC[i, j] += A[i, k] * B[k, j]\n"
@@ -74,7 +128,21 @@ struct opts {
     const char *db;
     int         reps, rounds, threads_tune;
     bool        compare, compare_only;
+    bool        nhwc; /* kiln's convolutions take and give channels-last activations */
 };
+
+/* dst[h, w, c] = src[c, h, w] (to 1) or the converse */
+static void
+transpose_chw(const float *src, float *dst, int C, int HW, bool to_hwc)
+{
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < HW; i++) {
+            if (to_hwc)
+                dst[(size_t)i * C + c] = src[(size_t)c * HW + i];
+            else
+                dst[(size_t)c * HW + i] = src[(size_t)i * C + c];
+        }
+}
 
 static void
 progress(void *ud, const struct kiln_tune_progress *p)
@@ -161,8 +229,8 @@ compare(const struct workload *w, const struct opts *o, const char *kg, double f
 static int
 run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 {
-    char kg[512];
-    graph_text(w, kg, sizeof kg);
+    char kg[4096];
+    graph_text(w, o->nhwc, kg, sizeof kg);
     if (o->compare_only)
         return compare(w, o, kg, flops_of(w));
     if (tune(w, kg, o->db, o->trials, NULL, o->droplet_after, o->threads_tune))
@@ -201,20 +269,25 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
         }
         free(A), free(B), free(C), free(R);
     } else {
-        int           oh = (w->H + 2 * w->pad - w->R) / w->stride + 1;
+        int           oh = out_size(w);
         const int64_t sx[4] = {1, w->C, w->H, w->H}, sw[4] = {w->K, w->C / w->groups, w->R, w->R},
-                      sy[4] = {1, w->K, oh, oh};
+                      sy[4] = {1, w->K, oh, oh}, sxl[4] = {1, w->H, w->H, w->C},
+                      syl[4] = {1, oh, oh, w->K};
         size_t nx = (size_t)w->C * w->H * w->H,
                nw = (size_t)w->K * (w->C / w->groups) * w->R * w->R, ny = (size_t)w->K * oh * oh;
         float *x = bench_randv(nx, 5), *wt = bench_randv(nw, 6), *y = bench_randv(ny, 7),
-              *r = bench_randv(ny, 8);
-        kernel_tensor(&k, 0, x, 4, sx);
+              *r = bench_randv(ny, 8), *xl = bench_randv(nx, 9), *yl = bench_randv(ny, 10);
+        /* channels-last: the input is reordered before timing, as oneDNN's is into its layout */
+        transpose_chw(x, xl, w->C, w->H * w->H, true);
+        kernel_tensor(&k, 0, o->nhwc ? xl : x, 4, o->nhwc ? sxl : sx);
         kernel_tensor(&k, 1, wt, 4, sw);
-        kernel_tensor(&k, 2, y, 4, sy);
+        kernel_tensor(&k, 2, o->nhwc ? yl : y, 4, o->nhwc ? syl : sy);
         for (int th = 1; th <= 2; th++) {
             bench_set_threads(th);
             k.threads(th);
             kernel_run(&k);
+            if (o->nhwc)
+                transpose_chw(yl, y, w->K, oh * oh, false);
             ref_dnnl_conv(1, w->C, w->H, w->H, w->K, w->R, w->R, w->stride, w->pad, w->groups, x,
                           wt, r, 1);
             double err = bench_max_rel_err(y, r, ny);
@@ -230,7 +303,7 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
             ratio_dnnl[th - 1] = tk / td;
             rc |= err > 1e-4;
         }
-        free(x), free(wt), free(y), free(r);
+        free(x), free(wt), free(y), free(r), free(xl), free(yl);
     }
     if (o->compare)
         rc |= compare(w, o, kg, flop);
@@ -242,7 +315,7 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 int
 main(int argc, char **argv)
 {
-    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false, false};
+    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false, false, true};
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -261,6 +334,10 @@ main(int argc, char **argv)
             o.rounds = atoi(argv[++i]);
         else if (!strcmp(a, "--threads-tune") && v)
             o.threads_tune = atoi(argv[++i]);
+        else if (!strcmp(a, "--layout") && v && !strcmp(argv[i + 1], "nchw"))
+            o.nhwc = false, i++;
+        else if (!strcmp(a, "--layout") && v && !strcmp(argv[i + 1], "nhwc"))
+            o.nhwc = true, i++;
         else if (!strcmp(a, "--compare"))
             o.compare = true;
         else if (!strcmp(a, "--compare-only"))
@@ -268,13 +345,15 @@ main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_tune [--trials N] [--db FILE] [--only NAME[,NAME]] "
                             "[--reps N] [--rounds R] [--compare | --compare-only] "
-                            "[--droplet-after N] "
-                            "[--threads-tune N]\n");
+                            "[--droplet-after N] [--threads-tune N] [--layout nhwc|nchw]\n");
             return 2;
         }
     }
     if (!o.trials || o.reps < 1 || o.rounds < 1 || o.threads_tune < 1)
         return 2;
+    printf("kiln's convolutions: %s activations, KCRS weights (packed by the schedule when it "
+           "chooses); oneDNN: the layouts it chooses, reordered before timing\n",
+           o.nhwc ? "channels-last (NHWC)" : "NCHW");
     double   logsum[2] = {0, 0};
     uint32_t n = 0;
     int      rc = 0;
