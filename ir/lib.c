@@ -438,6 +438,19 @@ lib_get_window(struct libcall *c, struct lib_window *wd, bool allow_same)
     return lib_check_min(c, "padding", wd->pad, 4, 0);
 }
 
+enum kiln_status
+lib_get_layout(struct libcall *c, struct lib_layout *l)
+{
+    const char *s;
+    KILN_TRY(lib_get_string(c, "layout", "nchw", &s));
+    l->nhwc = !strcmp(s, "nhwc");
+    if (!l->nhwc && strcmp(s, "nchw"))
+        return lib_fail_attr(c, lib_attr(c, "layout"),
+                             "layout must be \"nchw\" or \"nhwc\", got \"%s\"", s);
+    *l = l->nhwc ? (struct lib_layout){0, 3, 1, 2, true} : (struct lib_layout){0, 1, 2, 3, false};
+    return KILN_OK;
+}
+
 void
 lib_window_same(struct lib_window *wd, int64_t kh, int64_t kw)
 {

@@ -141,6 +141,13 @@ struct lib_window {
 /* Reads stride, padding and dilation (validated). With allow_same, padding may also be
  * "same" (stride 1; the pads then depend on the kernel: lib_window_same) or "valid" (conv2d). */
 enum kiln_status lib_get_window(struct libcall *c, struct lib_window *wd, bool allow_same);
+/* The layout of a 4-D activation (attribute `layout`, "nchw" by default or "nhwc"): the
+ * positions of its batch, channel and two spatial dimensions. */
+struct lib_layout {
+    uint32_t n, c, h, w;
+    bool     nhwc;
+};
+enum kiln_status lib_get_layout(struct libcall *c, struct lib_layout *l);
 void             lib_window_same(struct lib_window *wd, int64_t kh, int64_t kw);
 /* Input index o*stride - pad_lo + r*dil for output axis o (extent out) and kernel variable r
  * (extent k) over an input dimension of extent in; ANDs the bounds it needs into *cond. */

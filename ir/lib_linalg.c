@@ -19,6 +19,7 @@
 #include <string.h>
 
 static const char *const conv_names[] = {"n", "k", "h", "w"};
+static const char *const conv_names_nhwc[] = {"n", "h", "w", "k"};
 
 static enum kiln_status
 check_bias(struct libcall *c, int64_t k, const char *what)
@@ -70,19 +71,21 @@ common_checks(struct libcall *c)
 enum kiln_status
 kiln_lib_conv2d(struct libcall *c)
 {
-    static const char *const attrs[] = {"stride", "padding", "dilation", "groups", NULL};
+    static const char *const attrs[] = {"stride", "padding", "dilation", "groups", "layout", NULL};
     struct lib_window        wd;
+    struct lib_layout        l;
     int64_t                  groups;
     KILN_TRY(lib_allow(c, attrs));
     KILN_TRY(lib_get_window(c, &wd, true));
     KILN_TRY(lib_get_int(c, "groups", 1, &groups));
     KILN_TRY(lib_check_min(c, "groups", &groups, 1, 1));
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", "[N, C, H, W]"));
+    KILN_TRY(lib_get_layout(c, &l));
+    KILN_TRY(lib_want_rank(c, 0, 4, "input", l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     KILN_TRY(lib_want_rank(c, 1, 4, "weight", "[K, C/groups, KH, KW]"));
     const struct kiln_tensor *x = lib_in(c, 0), *w = lib_in(c, 1);
     lib_window_same(&wd, w->shape[2], w->shape[3]);
     KILN_TRY(common_checks(c));
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t N = x->shape[l.n], C = x->shape[l.c], H = x->shape[l.h], W = x->shape[l.w];
     int64_t K = w->shape[0], KH = w->shape[2], KW = w->shape[3];
     if (C % groups)
         return lib_fail(c, "input %s has %lld channels, not divisible by groups %lld",
@@ -103,11 +106,16 @@ kiln_lib_conv2d(struct libcall *c)
                         "%lldx%lld",
                         (long long)eh, (long long)ew, lib_in_name(c, 0), (long long)H, (long long)W,
                         (long long)ph, (long long)pw);
-    int64_t shape[4] = {N, K, (ph - eh) / wd.stride[0] + 1, (pw - ew) / wd.stride[1] + 1};
+    int64_t shape[4];
+    shape[l.n] = N;
+    shape[l.c] = K;
+    shape[l.h] = (ph - eh) / wd.stride[0] + 1;
+    shape[l.w] = (pw - ew) / wd.stride[1] + 1;
 
     KILN_TRY(lib_begin(c));
-    kiln_ctx *ctx = c->ctx;
-    uint32_t  acc = acc_tensor(c, "conv", (enum kiln_dtype)x->dtype, 4, shape);
+    kiln_ctx          *ctx = c->ctx;
+    const char *const *names = l.nhwc ? conv_names_nhwc : conv_names;
+    uint32_t           acc = acc_tensor(c, "conv", (enum kiln_dtype)x->dtype, 4, shape);
     if (acc == KILN_NONE)
         return ctx->err.status;
     kiln_expr      ax[4];
@@ -120,19 +128,23 @@ kiln_lib_conv2d(struct libcall *c)
     kiln_expr ic =
         groups == 1
             ? rc
-            : kiln_add(
-                ctx, kiln_mul(ctx, kiln_floordiv(ctx, ax[1], lib_idx(c, Kg)), lib_idx(c, Cg)), rc);
+            : kiln_add(ctx,
+                       kiln_mul(ctx, kiln_floordiv(ctx, ax[l.c], lib_idx(c, Kg)), lib_idx(c, Cg)),
+                       rc);
     kiln_expr cond = kiln_bool(ctx, true);
-    kiln_expr ih =
-        lib_window_idx(c, &cond, ax[2], rh, H, shape[2], KH, wd.stride[0], wd.dil[0], wd.pad[0]);
-    kiln_expr iw =
-        lib_window_idx(c, &cond, ax[3], rw, W, shape[3], KW, wd.stride[1], wd.dil[1], wd.pad[1]);
-    kiln_expr xi[4] = {ax[0], ic, ih, iw}, wi[4] = {ax[1], rc, rh, rw};
+    kiln_expr ih = lib_window_idx(c, &cond, ax[l.h], rh, H, shape[l.h], KH, wd.stride[0], wd.dil[0],
+                                  wd.pad[0]);
+    kiln_expr iw = lib_window_idx(c, &cond, ax[l.w], rw, W, shape[l.w], KW, wd.stride[1], wd.dil[1],
+                                  wd.pad[1]);
+    kiln_expr xi[4], wi[4] = {ax[l.c], rc, rh, rw};
+    xi[l.n] = ax[l.n];
+    xi[l.c] = ic;
+    xi[l.h] = ih;
+    xi[l.w] = iw;
     kiln_expr xv =
         kiln_select(ctx, cond, lib_load(c, 0, xi), lib_f(c, 0, (enum kiln_dtype)x->dtype));
-    KILN_TRY(
-        lib_define(c, acc, KILN_REDUCE_SUM, &r, kiln_mul(ctx, xv, lib_load(c, 1, wi)), conv_names));
-    return add_bias(c, acc, 1, conv_names);
+    KILN_TRY(lib_define(c, acc, KILN_REDUCE_SUM, &r, kiln_mul(ctx, xv, lib_load(c, 1, wi)), names));
+    return add_bias(c, acc, l.c, names);
 }
 
 /* ---- conv2d_transpose ---- */

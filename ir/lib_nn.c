@@ -18,12 +18,14 @@
 #include <string.h>
 
 static const char *const nchw[] = {"n", "c", "h", "w"};
+static const char *const nhwc[] = {"n", "h", "w", "c"};
 
 /* ---- pooling ---- */
 
 struct pool {
-    int64_t k[2], s[2], p[2], d[2];
-    bool    ceil;
+    int64_t           k[2], s[2], p[2], d[2];
+    bool              ceil;
+    struct lib_layout l;
 };
 
 static enum kiln_status
@@ -55,7 +57,8 @@ get_pool(struct libcall *c, struct pool *pl, bool avg)
             return lib_fail_attr(c, lib_attr(c, "padding"),
                                  "padding %lld must be at most half the kernel size %lld",
                                  (long long)pl->p[i], (long long)pl->k[i]);
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", "[N, C, H, W]"));
+    KILN_TRY(lib_get_layout(c, &pl->l));
+    KILN_TRY(lib_want_rank(c, 0, 4, "input", pl->l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     return lib_want_float(c, 0);
 }
 
@@ -73,15 +76,17 @@ static enum kiln_status
 pool_shape(struct libcall *c, const struct pool *pl, int64_t shape[4])
 {
     const struct kiln_tensor *x = lib_in(c, 0);
-    shape[0] = x->shape[0];
-    shape[1] = x->shape[1];
+    const struct lib_layout  *l = &pl->l;
+    uint32_t                  sp[2] = {l->h, l->w};
+    shape[l->n] = x->shape[l->n];
+    shape[l->c] = x->shape[l->c];
     for (int i = 0; i < 2; i++)
-        shape[2 + i] = pool_out(x->shape[2 + i], pl->k[i], pl->s[i], pl->p[i], pl->d[i], pl->ceil);
-    if (shape[2] < 1 || shape[3] < 1)
+        shape[sp[i]] = pool_out(x->shape[sp[i]], pl->k[i], pl->s[i], pl->p[i], pl->d[i], pl->ceil);
+    if (shape[l->h] < 1 || shape[l->w] < 1)
         return lib_fail(c,
                         "input %s of %lldx%lld is too small for kernel %lldx%lld (padding "
                         "%lldx%lld, dilation %lldx%lld)",
-                        lib_in_name(c, 0), (long long)x->shape[2], (long long)x->shape[3],
+                        lib_in_name(c, 0), (long long)x->shape[l->h], (long long)x->shape[l->w],
                         (long long)pl->k[0], (long long)pl->k[1], (long long)pl->p[0],
                         (long long)pl->p[1], (long long)pl->d[0], (long long)pl->d[1]);
     return KILN_OK;
@@ -96,21 +101,22 @@ pool_body(struct libcall *c, const struct pool *pl, const int64_t shape[4], stru
     kiln_ctx                 *ctx = c->ctx;
     kiln_expr                 ax[4], cond = kiln_bool(ctx, true);
     lib_axes(c, 4, ax);
-    kiln_expr rh = lib_rvar(c, r, pl->k[0], "rh");
-    kiln_expr rw = lib_rvar(c, r, pl->k[1], "rw");
-    kiln_expr ih = lib_window_idx(c, &cond, ax[2], rh, x->shape[2], shape[2], pl->k[0], pl->s[0],
-                                  pl->d[0], pl->p[0]);
-    kiln_expr iw = lib_window_idx(c, &cond, ax[3], rw, x->shape[3], shape[3], pl->k[1], pl->s[1],
-                                  pl->d[1], pl->p[1]);
-    kiln_expr xi[4] = {ax[0], ax[1], ih, iw};
+    kiln_expr                rh = lib_rvar(c, r, pl->k[0], "rh");
+    kiln_expr                rw = lib_rvar(c, r, pl->k[1], "rw");
+    const struct lib_layout *l = &pl->l;
+    kiln_expr                xi[4] = {ax[0], ax[1], ax[2], ax[3]};
+    xi[l->h] = lib_window_idx(c, &cond, ax[l->h], rh, x->shape[l->h], shape[l->h], pl->k[0],
+                              pl->s[0], pl->d[0], pl->p[0]);
+    xi[l->w] = lib_window_idx(c, &cond, ax[l->w], rw, x->shape[l->w], shape[l->w], pl->k[1],
+                              pl->s[1], pl->d[1], pl->p[1]);
     return kiln_select(ctx, cond, lib_load(c, 0, xi), lib_f(c, fill, (enum kiln_dtype)x->dtype));
 }
 
 enum kiln_status
 kiln_lib_max_pool2d(struct libcall *c)
 {
-    static const char *const attrs[] = {"kernel",   "stride",    "padding",
-                                        "dilation", "ceil_mode", NULL};
+    static const char *const attrs[] = {"kernel",    "stride", "padding", "dilation",
+                                        "ceil_mode", "layout", NULL};
     struct pool              pl;
     int64_t                  shape[4];
     KILN_TRY(lib_allow(c, attrs));
@@ -122,7 +128,7 @@ kiln_lib_max_pool2d(struct libcall *c)
         return c->ctx->err.status;
     struct lib_red r = {0};
     kiln_expr      body = pool_body(c, &pl, shape, &r, -INFINITY);
-    return lib_define(c, t, KILN_REDUCE_MAX, &r, body, nchw);
+    return lib_define(c, t, KILN_REDUCE_MAX, &r, body, pl.l.nhwc ? nhwc : nchw);
 }
 
 /* Number of elements avg_pool2d divides by along one dimension, as an index expression of
@@ -152,7 +158,7 @@ enum kiln_status
 kiln_lib_avg_pool2d(struct libcall *c)
 {
     static const char *const attrs[] = {
-        "kernel", "stride", "padding", "ceil_mode", "count_include_pad", NULL};
+        "kernel", "stride", "padding", "ceil_mode", "count_include_pad", "layout", NULL};
     struct pool pl;
     int64_t     shape[4];
     bool        include_pad;
@@ -167,8 +173,10 @@ kiln_lib_avg_pool2d(struct libcall *c)
     uint32_t                  sum = lib_tensor(c, "sum", dt, 4, shape);
     if (sum == KILN_NONE)
         return ctx->err.status;
-    struct lib_red r = {0};
-    KILN_TRY(lib_define(c, sum, KILN_REDUCE_SUM, &r, pool_body(c, &pl, shape, &r, 0), nchw));
+    struct lib_red     r = {0};
+    const char *const *names = pl.l.nhwc ? nhwc : nchw;
+    uint32_t           sh = pl.l.h, sw = pl.l.w;
+    KILN_TRY(lib_define(c, sum, KILN_REDUCE_SUM, &r, pool_body(c, &pl, shape, &r, 0), names));
     uint32_t t = lib_tensor(c, NULL, dt, 4, shape);
     if (t == KILN_NONE)
         return ctx->err.status;
@@ -176,27 +184,31 @@ kiln_lib_avg_pool2d(struct libcall *c)
     bool      ch, cw;
     lib_axes(c, 4, ax);
     kiln_expr nh =
-        pool_count(c, ax[2], x->shape[2], shape[2], pl.k[0], pl.s[0], pl.p[0], include_pad, &ch);
+        pool_count(c, ax[sh], x->shape[sh], shape[sh], pl.k[0], pl.s[0], pl.p[0], include_pad, &ch);
     kiln_expr nw =
-        pool_count(c, ax[3], x->shape[3], shape[3], pl.k[1], pl.s[1], pl.p[1], include_pad, &cw);
+        pool_count(c, ax[sw], x->shape[sw], shape[sw], pl.k[1], pl.s[1], pl.p[1], include_pad, &cw);
     kiln_expr s = lib_load_t(c, sum, ax), body;
     if (ch && cw)
         body = kiln_mul(ctx, s, lib_f(c, 1.0 / (double)(pl.k[0] * pl.k[1]), dt));
     else
         body = kiln_div(ctx, s, kiln_cast(ctx, dt, kiln_mul(ctx, nh, nw)));
-    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nchw);
+    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, names);
 }
 
 static enum kiln_status
 global_pool(struct libcall *c, bool avg)
 {
-    static const char *const no_attrs[] = {NULL};
-    KILN_TRY(lib_allow(c, no_attrs));
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", "[N, C, H, W]"));
+    static const char *const attrs[] = {"layout", NULL};
+    struct lib_layout        l;
+    KILN_TRY(lib_allow(c, attrs));
+    KILN_TRY(lib_get_layout(c, &l));
+    KILN_TRY(lib_want_rank(c, 0, 4, "input", l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     KILN_TRY(lib_want_float(c, 0));
     const struct kiln_tensor *x = lib_in(c, 0);
     enum kiln_dtype           dt = (enum kiln_dtype)x->dtype;
-    int64_t                   shape[4] = {x->shape[0], x->shape[1], 1, 1};
+    const char *const        *names = l.nhwc ? nhwc : nchw;
+    int64_t                   shape[4] = {x->shape[0], 1, 1, 1};
+    shape[l.c] = x->shape[l.c];
     KILN_TRY(lib_begin(c));
     kiln_ctx *ctx = c->ctx;
     uint32_t  acc = lib_tensor(c, avg ? "sum" : NULL, dt, 4, shape);
@@ -205,18 +217,19 @@ global_pool(struct libcall *c, bool avg)
     kiln_expr      ax[4];
     struct lib_red r = {0};
     lib_axes(c, 4, ax);
-    kiln_expr xi[4] = {ax[0], ax[1], lib_rvar(c, &r, x->shape[2], "rh"),
-                       lib_rvar(c, &r, x->shape[3], "rw")};
+    kiln_expr xi[4] = {ax[0], ax[1], ax[2], ax[3]};
+    xi[l.h] = lib_rvar(c, &r, x->shape[l.h], "rh");
+    xi[l.w] = lib_rvar(c, &r, x->shape[l.w], "rw");
     KILN_TRY(
-        lib_define(c, acc, avg ? KILN_REDUCE_SUM : KILN_REDUCE_MAX, &r, lib_load(c, 0, xi), nchw));
+        lib_define(c, acc, avg ? KILN_REDUCE_SUM : KILN_REDUCE_MAX, &r, lib_load(c, 0, xi), names));
     if (!avg)
         return KILN_OK;
     uint32_t t = lib_tensor(c, NULL, dt, 4, shape);
     if (t == KILN_NONE)
         return ctx->err.status;
     kiln_expr body = kiln_mul(ctx, lib_load_t(c, acc, ax),
-                              lib_f(c, 1.0 / (double)(x->shape[2] * x->shape[3]), dt));
-    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nchw);
+                              lib_f(c, 1.0 / (double)(x->shape[l.h] * x->shape[l.w]), dt));
+    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, names);
 }
 
 enum kiln_status

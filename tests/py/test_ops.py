@@ -122,6 +122,17 @@ def f64(a):
     return np.asarray(a, dtype=np.float64)
 
 
+def channels_last(g, case):
+    """Half the time, the same case with layout="nhwc": x given and y expected as [N, H, W, C]
+    (the oracle's NCHW result transposed; weights keep their layout)."""
+    if not g.coin():
+        return case
+    case.args["x"] = np.ascontiguousarray(case.args["x"].transpose(0, 2, 3, 1))
+    case.want = np.ascontiguousarray(case.want.transpose(0, 2, 3, 1))
+    case.call = case.call[:-1] + ', layout="nhwc")'
+    return case
+
+
 # ---- convolutions ---------------------------------------------------------------------------
 
 def draw_padding(g, kernel=None, allow_str=False):
@@ -181,7 +192,8 @@ def gen_conv2d(g):
         xt = F.pad(xt, (pad[1], pad[3], pad[0], pad[2]))
         want = F.conv2d(xt, t(w), t(args["b"]) if bias else None, stride, 0, dil, groups)
     attrs = dict(stride=sattr, padding=pattr, dilation=dattr, groups=groups if groups > 1 or g.coin(0.2) else None)
-    return Case("conv2d", args, call("conv2d", args, **attrs), want.numpy(), weights=("w", "b"))
+    return channels_last(g, Case("conv2d", args, call("conv2d", args, **attrs), want.numpy(),
+                                 weights=("w", "b")))
 
 
 def gen_conv2d_transpose(g):
@@ -396,7 +408,8 @@ def gen_max_pool2d(g):
     want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"])
     attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"], dilation=q["dattr"],
                  ceil_mode=int(q["ceil"]) if q["ceil"] or g.coin(0.2) else None)
-    return Case("max_pool2d", {"x": x}, call("max_pool2d", ["x"], **attrs), want.numpy())
+    return channels_last(g, Case("max_pool2d", {"x": x}, call("max_pool2d", ["x"], **attrs),
+                                 want.numpy()))
 
 
 def gen_avg_pool2d(g):
@@ -407,7 +420,8 @@ def gen_avg_pool2d(g):
     attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"],
                  ceil_mode=int(q["ceil"]) if q["ceil"] else None,
                  count_include_pad=None if incl and g.coin() else int(incl))
-    return Case("avg_pool2d", {"x": x}, call("avg_pool2d", ["x"], **attrs), want.numpy())
+    return channels_last(g, Case("avg_pool2d", {"x": x}, call("avg_pool2d", ["x"], **attrs),
+                                 want.numpy()))
 
 
 def gen_global_pool(op):
@@ -417,7 +431,7 @@ def gen_global_pool(op):
             want = F.adaptive_avg_pool2d(t(x), 1)
         else:
             want = F.adaptive_max_pool2d(t(x), 1)
-        return Case(op, {"x": x}, call(op, ["x"]), want.numpy())
+        return channels_last(g, Case(op, {"x": x}, call(op, ["x"]), want.numpy()))
     return gen
 
 
