@@ -121,19 +121,24 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
     struct kiln_graph          *s;
     const double *const        *sw;
     struct kiln_simplify_report r;
-    if (kiln_graph_simplify(ctx, *g, *weights, &s, &sw, &r) != KILN_OK) {
+    struct kiln_graph          *l;
+    const double *const        *lw;
+    uint32_t                    ncl = 0;
+    if (kiln_graph_simplify(ctx, *g, *weights, &s, &sw, &r) != KILN_OK
+        || kiln_graph_channels_last(ctx, s, sw, &l, &lw, &ncl) != KILN_OK) {
         cli_report(ctx);
         return false;
     }
-    *g = s;
-    *weights = sw;
+    *g = l;
+    *weights = lw;
     if (report) {
         char b1[32], b2[32];
         fprintf(stderr,
                 "kiln %s: simplify: folded %u batch norm%s, %u bias add%s and %u constant%s (%u "
                 "statement%s), "
                 "removed %u dead and %u identity statement%s; statements %u -> %u (definitions "
-                "%u -> %u), weights %s -> %s\n",
+                "%u -> %u), weights %s -> %s; channels-last: %u statement%s, %u transpose%s "
+                "added\n",
                 cmd, r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s", r.bias_adds_folded,
                 r.bias_adds_folded == 1 ? "" : "s", r.constants_folded,
                 r.constants_folded == 1 ? "" : "s", r.calls_folded, r.calls_folded == 1 ? "" : "s",
@@ -141,7 +146,9 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
                 r.dead_removed + r.identities_removed == 1 ? "" : "s", r.calls_before,
                 r.calls_after, r.ops_before, r.ops_after,
                 cli_bytes(b1, sizeof b1, r.weight_bytes_before),
-                cli_bytes(b2, sizeof b2, r.weight_bytes_after));
+                cli_bytes(b2, sizeof b2, r.weight_bytes_after), ncl, ncl == 1 ? "" : "s",
+                kiln_graph_ncalls(l) - kiln_graph_ncalls(s),
+                kiln_graph_ncalls(l) - kiln_graph_ncalls(s) == 1 ? "" : "s");
     }
     return true;
 }

@@ -384,6 +384,16 @@ KILN_API enum kiln_status kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_g
                                               const double *const        **weights_out,
                                               struct kiln_simplify_report *report);
 
+/* Makes convolutions and pooling compute on channels-last (NHWC) activations (layout="nhwc"),
+ * and the elementwise statements between them too; the graph's inputs, outputs and weights
+ * keep their layouts (transposes are added where an NCHW tensor meets a channels-last
+ * statement, and back). *converted: the statements changed. Weights as kiln_graph_simplify. */
+KILN_API enum kiln_status kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                   const double *const  *weights,
+                                                   struct kiln_graph   **out,
+                                                   const double *const **weights_out,
+                                                   uint32_t             *converted);
+
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
  * arguments are the graph's arguments (inputs and weights, declaration order) followed by its

@@ -9,7 +9,9 @@
  * 1e-9), and the rewrites must have happened: the exact number of batch norms folded, no statement
  * left that reads only weights, no dead statement, no identity copy. Also: the size rule (a
  * broadcast of small weights to a large tensor is not folded), unknown weights (nothing folded),
- * simplifying twice changes nothing, and errors. */
+ * simplifying twice changes nothing, and errors. kiln_graph_channels_last on every random graph
+ * (same outputs again; no transpose of a transpose; idempotent) and on a small residual
+ * network (everything channels-last, one transpose in and one out; a lone convolution not). */
 #include "../harness.h"
 
 #include <math.h>
@@ -348,6 +350,65 @@ random_weights(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_rng *r)
     return w;
 }
 
+/* The defining statement of tensor t, or KILN_NONE. */
+static uint32_t
+def_call(const struct kiln_graph *g, uint32_t t)
+{
+    for (uint32_t c = 0; c < g->ncall; c++)
+        if (g->call[c].out == t)
+            return c;
+    return KILN_NONE;
+}
+
+static bool
+has_attr(kiln_ctx *ctx, const struct kiln_call *c, const char *name, const char *value)
+{
+    for (uint32_t i = 0; i < c->nattr; i++)
+        if (!strcmp(kiln_sym_str(ctx, c->attr[i].name), name) && c->attr[i].s
+            && !strcmp(c->attr[i].s, value))
+            return true;
+    return false;
+}
+
+/* kiln_graph_channels_last on simplified graph s (of original g): the same outputs as g, no
+ * transpose of a transpose (a tensor goes channels-last once and back once), every convolution
+ * or pooling reading a transposed tensor or a channels-last one is channels-last itself, and a
+ * second run changes nothing. Returns the number of statements converted. */
+static uint32_t
+check_channels_last(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *w,
+                    const struct kiln_graph *s, const double *const *sw, uint64_t seed)
+{
+    struct kiln_graph   *l = NULL, *l2 = NULL;
+    const double *const *lw = NULL;
+    const double *const *lw2 = NULL;
+    uint32_t             n = 0, n2 = 0;
+    if (kiln_graph_channels_last(ctx, s, sw, &l, &lw, &n) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "channels_last: %s", kiln_ctx_error(ctx)->msg);
+        return 0;
+    }
+    double err = compare(ctx, g, w, l, lw, seed);
+    if (!(err <= 1e-9))
+        harness_fail(__FILE__, __LINE__, "channels-last outputs differ by %g", err);
+    uint32_t nhwc = 0;
+    for (uint32_t c = 0; c < l->ncall; c++) {
+        const struct kiln_call *call = &l->call[c];
+        nhwc += has_attr(ctx, call, "layout", "nhwc");
+        if (strcmp(kiln_sym_str(ctx, call->kind), "transpose"))
+            continue;
+        uint32_t d = def_call(l, call->in[0]);
+        CHECK(d == KILN_NONE || strcmp(kiln_sym_str(ctx, l->call[d].kind), "transpose"));
+    }
+    CHECK(n >= nhwc);
+    CHECK(l->ncall >= s->ncall); /* statements are converted or copied, transposes added */
+    if (kiln_graph_channels_last(ctx, l, lw, &l2, &lw2, &n2) == KILN_OK) {
+        CHECK_EQ_INT(0, n2);
+        CHECK_EQ_INT(l->ncall, l2->ncall);
+    } else {
+        harness_fail(__FILE__, __LINE__, "channels_last twice: %s", kiln_ctx_error(ctx)->msg);
+    }
+    return n;
+}
+
 static bool
 random_case(uint64_t seed)
 {
@@ -374,6 +435,7 @@ random_case(uint64_t seed)
             CHECK(rep.calls_after + foldable <= rep.calls_before);
             CHECK(rep.weight_bytes_after <= rep.weight_bytes_before);
             check_simplified(s, true);
+            check_channels_last(ctx, g, w, s, sw, seed + 2);
             /* a second run finds nothing left to do */
             struct kiln_graph          *s2;
             const double *const        *sw2;
@@ -554,12 +616,69 @@ test_errors(void)
     kiln_ctx_free(ctx);
 }
 
+/* A residual network's shape: every convolution, pooling and elementwise statement goes
+ * channels-last, with one transpose in (the input) and one back (before the flatten); a lone
+ * convolution stays NCHW. */
+static void
+test_channels_last(void)
+{
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_simplify_report rep;
+    const double *const        *sw = NULL;
+    struct kiln_graph          *s = simplify_text(ctx,
+                                                  "input x: f32[1, 3, 9, 9]\n"
+                                                           "weight w1: f32[8, 3, 3, 3]\nweight w2: f32[8, 8, 1, 1]\n"
+                                                           "weight w3: f32[8, 1, 3, 3]\nweight d: f32[5, 8]\n"
+                                                           "weight six: f32[]\nweight zero: f32[]\n"
+                                                           "c1 = conv2d(x, w1, stride=2, padding=1)\n"
+                                                           "a1 = relu(c1)\n"
+                                                           "p1 = max_pool2d(a1, kernel=3, stride=1, padding=1)\n"
+                                                           "c2 = conv2d(p1, w2)\n"
+                                                           "mx = maximum(c2, zero)\n"
+                                                           "m2 = minimum(mx, six)\n"
+                                                           "c3 = conv2d(m2, w3, padding=1, groups=8)\n"
+                                                           "r = add(c3, p1)\n"
+                                                           "g = global_avg_pool2d(r)\n"
+                                                           "f = flatten(g)\n"
+                                                           "y = dense(f, d)\noutput y\n",
+                                                  true, &rep, &sw);
+    if (s) {
+        /* simplify_text compared s with the original; check_channels_last compares again */
+        struct kiln_rng      r = kiln_rng_new(opt_seed() + 11);
+        const double *const *w = random_weights(ctx, s, &r);
+        uint32_t             n = check_channels_last(ctx, s, w, s, w, opt_seed() + 12);
+        /* c1 a1 p1 c2 max min c3 r g */
+        CHECK_EQ_INT(9, n);
+        struct kiln_graph   *l;
+        const double *const *lw;
+        if (kiln_graph_channels_last(ctx, s, w, &l, &lw, &n) == KILN_OK) {
+            CHECK_EQ_INT(2, count_kind(ctx, l, "transpose"));
+            CHECK_EQ_INT(s->ncall + 2, l->ncall);
+        }
+    }
+    struct kiln_graph *one = simplify_text(ctx,
+                                           "input x: f32[1, 4, 6, 6]\nweight w: f32[4, 4, 3, 3]\n"
+                                           "c = conv2d(x, w, padding=1)\ny = relu(c)\noutput y\n",
+                                           true, &rep, &sw);
+    if (one) {
+        struct kiln_graph   *l;
+        const double *const *lw;
+        uint32_t             n = 1;
+        if (kiln_graph_channels_last(ctx, one, sw, &l, &lw, &n) == KILN_OK) {
+            CHECK_EQ_INT(0, n);
+            CHECK_EQ_INT(one->ncall, l->ncall);
+        }
+    }
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"random", test_random},
     {"size_rule", test_size_rule},
     {"unknown_weights", test_unknown_weights},
     {"depthwise_names", test_depthwise_names},
     {"errors", test_errors},
+    {"channels_last", test_channels_last},
 };
 
 int
