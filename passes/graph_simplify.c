@@ -728,6 +728,17 @@ cl_eligible(const struct facts *f, uint32_t c, const bool *cl_tensor)
     return any;
 }
 
+#define CL_HOLD (1u << 20) /* a group's window count when it holds a depthwise convolution */
+
+/* A depthwise convolution: one input channel per group, more than one group. */
+static bool
+depthwise(const struct facts *f, uint32_t c)
+{
+    const struct kiln_call *call = &f->g->call[c];
+    return call_is(f, c, "conv2d") && call->nin >= 2 && f->g->tensor[call->in[1]].shape[1] == 1
+           && f->g->tensor[call->in[0]].shape[1] > 1;
+}
+
 static uint32_t
 find_root(uint32_t *root, uint32_t c)
 {
@@ -812,7 +823,10 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
         return ctx->err.status;
     /* channels-last statements joined through the tensors they pass each other make groups; a
      * group with a single window op (a lone convolution) stays NCHW, where the two transposes
-     * around it would cost more than they save */
+     * around it would cost more than they save, and so does a group holding a depthwise
+     * convolution: tuned channels-last, one ran at 0.44-0.60x oneDNN against 1.04-1.09x in
+     * NCHW (benchmarks/RESULTS.md), and leaving it alone in NCHW would put two transposes
+     * around each (MobileNetV2's blocks) */
     for (uint32_t c = 0; c < g->ncall; c++) {
         root[c] = c;
         nwin[c] = 0;
@@ -827,9 +841,9 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
     }
     for (uint32_t c = 0; c < g->ncall; c++)
         if (cl[c] && kind_in(f, c, cl_window))
-            nwin[find_root(root, c)]++;
+            nwin[find_root(root, c)] += depthwise(f, c) ? CL_HOLD : 1;
     for (uint32_t c = 0; c < g->ncall; c++)
-        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2;
+        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2 && nwin[find_root(root, c)] < CL_HOLD;
     KILN_TRY(add_inputs(out));
     for (uint32_t c = 0; c < g->ncall; c++) {
         if (cl[c]) {

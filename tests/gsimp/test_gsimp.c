@@ -618,7 +618,7 @@ test_errors(void)
 
 /* A residual network's shape: every convolution, pooling and elementwise statement goes
  * channels-last, with one transpose in (the input) and one back (before the flatten); a lone
- * convolution stays NCHW. */
+ * convolution stays NCHW, and so does a chain holding a depthwise convolution. */
 static void
 test_channels_last(void)
 {
@@ -628,7 +628,7 @@ test_channels_last(void)
     struct kiln_graph          *s = simplify_text(ctx,
                                                   "input x: f32[1, 3, 9, 9]\n"
                                                            "weight w1: f32[8, 3, 3, 3]\nweight w2: f32[8, 8, 1, 1]\n"
-                                                           "weight w3: f32[8, 1, 3, 3]\nweight d: f32[5, 8]\n"
+                                                           "weight w3: f32[8, 4, 3, 3]\nweight d: f32[5, 8]\n"
                                                            "weight six: f32[]\nweight zero: f32[]\n"
                                                            "c1 = conv2d(x, w1, stride=2, padding=1)\n"
                                                            "a1 = relu(c1)\n"
@@ -636,7 +636,7 @@ test_channels_last(void)
                                                            "c2 = conv2d(p1, w2)\n"
                                                            "mx = maximum(c2, zero)\n"
                                                            "m2 = minimum(mx, six)\n"
-                                                           "c3 = conv2d(m2, w3, padding=1, groups=8)\n"
+                                                           "c3 = conv2d(m2, w3, padding=1, groups=2)\n"
                                                            "r = add(c3, p1)\n"
                                                            "g = global_avg_pool2d(r)\n"
                                                            "f = flatten(g)\n"
@@ -654,6 +654,23 @@ test_channels_last(void)
         if (kiln_graph_channels_last(ctx, s, w, &l, &lw, &n) == KILN_OK) {
             CHECK_EQ_INT(2, count_kind(ctx, l, "transpose"));
             CHECK_EQ_INT(s->ncall + 2, l->ncall);
+        }
+    }
+    /* with a depthwise convolution in the chain, the whole group stays NCHW */
+    struct kiln_graph *dw = simplify_text(
+        ctx,
+        "input x: f32[1, 4, 6, 6]\nweight w1: f32[4, 4, 1, 1]\nweight w2: f32[4, 1, 3, 3]\n"
+        "weight w3: f32[4, 4, 1, 1]\nc1 = conv2d(x, w1)\na1 = relu(c1)\n"
+        "c2 = conv2d(a1, w2, padding=1, groups=4)\nc3 = conv2d(c2, w3)\ny = add(c3, c1)\n"
+        "output y\n",
+        true, &rep, &sw);
+    if (dw) {
+        struct kiln_graph   *l;
+        const double *const *lw;
+        uint32_t             n = 1;
+        if (kiln_graph_channels_last(ctx, dw, sw, &l, &lw, &n) == KILN_OK) {
+            CHECK_EQ_INT(0, n);
+            CHECK_EQ_INT(dw->ncall, l->ncall);
         }
     }
     struct kiln_graph *one = simplify_text(ctx,
