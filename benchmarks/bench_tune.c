@@ -231,7 +231,7 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 {
     char kg[4096];
     /* depthwise stays NCHW, as kiln_graph_channels_last leaves it: tuned channels-last it ran
-     * at 0.60 / 0.44x oneDNN, against 1.04 / 1.09x in NCHW (RESULTS.md) */
+     * at 0.60 / 0.44x oneDNN, against 0.67 / 0.68x in NCHW the same day (RESULTS.md) */
     bool nhwc = o->nhwc && w->groups == 1;
     graph_text(w, nhwc, kg, sizeof kg);
     if (o->compare_only)

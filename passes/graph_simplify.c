@@ -824,9 +824,9 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
     /* channels-last statements joined through the tensors they pass each other make groups; a
      * group with a single window op (a lone convolution) stays NCHW, where the two transposes
      * around it would cost more than they save, and so does a group holding a depthwise
-     * convolution: tuned channels-last, one ran at 0.44-0.60x oneDNN against 1.04-1.09x in
-     * NCHW (benchmarks/RESULTS.md), and leaving it alone in NCHW would put two transposes
-     * around each (MobileNetV2's blocks) */
+     * convolution: tuned channels-last, one ran at 0.44-0.60x oneDNN, against 0.67-0.68x
+     * in NCHW (0.43-1.09x over earlier runs; benchmarks/RESULTS.md), and leaving it alone in
+     * NCHW would put two transposes around each (MobileNetV2's blocks) */
     for (uint32_t c = 0; c < g->ncall; c++) {
         root[c] = c;
         nwin[c] = 0;
