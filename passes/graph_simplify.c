@@ -780,7 +780,8 @@ emit_nhwc(struct rebuild *r, uint32_t c)
         if ((in[i] = act ? get_nhwc(r, call->in[i]) : get(r, call->in[i])) == KILN_NONE)
             return ctx->err.status;
     }
-    memcpy(attr, call->attr, sizeof *attr * call->nattr);
+    if (call->nattr) /* (attr is NULL without attributes: no memcpy from NULL) */
+        memcpy(attr, call->attr, sizeof *attr * call->nattr);
     uint32_t nattr = call->nattr;
     if (window)
         attr[nattr++] = (struct kiln_attr){.name = kiln_sym(ctx, "layout", 6),
