@@ -41,20 +41,31 @@ kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat
     return ok;
 }
 
-char *
-kiln_ttask_schedule_json(struct ttask *T, const struct kiln_prog *p)
+/* The schedule JSON program p of T makes, into *js (malloc'ed copy) and/or *h (its hash);
+ * false when it does not emit. */
+static bool
+schedule_of(struct ttask *T, const struct kiln_prog *p, char **js, uint64_t *h)
 {
     kiln_ctx            *ctx = T->ctx;
     struct kiln_scratch  sc = kiln_scratch_begin(ctx);
     struct kiln_schedule s = {0};
     struct kiln_buf      b = {0};
-    char                *js = NULL;
-    if (kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
-        && kiln_sched_to_json(ctx, &s, &b) == KILN_OK)
-        js = strdup(b.data);
+    bool                 ok = kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
+              && kiln_sched_to_json(ctx, &s, &b) == KILN_OK;
+    if (ok && h)
+        *h = kiln_sched_hash(b.data);
+    if (ok && js)
+        ok = (*js = strdup(b.data)) != NULL;
     kiln_ctx_error_clear(ctx);
     kiln_scratch_end(ctx, sc);
-    return js;
+    return ok;
+}
+
+char *
+kiln_ttask_schedule_json(struct ttask *T, const struct kiln_prog *p)
+{
+    char *js = NULL;
+    return schedule_of(T, p, &js, NULL) ? js : NULL;
 }
 
 uint64_t
@@ -66,11 +77,9 @@ kiln_sched_hash(const char *schedule_json)
 uint64_t
 kiln_ttask_hash(struct ttask *T, const struct kiln_prog *p)
 {
-    char *js = kiln_ttask_schedule_json(T, p);
+    uint64_t h;
     /* one that does not emit (a bug the measurement reports) keeps its knob values apart */
-    uint64_t h = js ? kiln_sched_hash(js) : ~kiln_prog_hash(&T->sk[p->sketch], p);
-    free(js);
-    return h;
+    return schedule_of(T, p, NULL, &h) ? h : ~kiln_prog_hash(&T->sk[p->sketch], p);
 }
 
 /* ---- candidates ---- */
@@ -305,12 +314,12 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
                 goto out;
             double lo = INFINITY, total = 0;
             for (uint32_t i = 0; i < popn; i++) {
-                pop[i].h = kiln_ttask_hash(T, &pop[i].p);
-                if (isfinite(pop[i].score)) {
-                    lo = fmin(lo, pop[i].score);
-                    if (!kiln_ttask_seen(T, pop[i].h))
-                        pool_offer(&P, &pop[i]);
-                }
+                if (!isfinite(pop[i].score))
+                    continue;
+                lo = fmin(lo, pop[i].score);
+                pop[i].h = kiln_ttask_hash(T, &pop[i].p); /* (only a pool candidate needs it) */
+                if (!kiln_ttask_seen(T, pop[i].h))
+                    pool_offer(&P, &pop[i]);
             }
             if (gen == gens || !isfinite(lo))
                 break;
