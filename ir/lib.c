@@ -443,12 +443,12 @@ lib_get_layout(struct libcall *c, struct lib_layout *l)
 {
     const char *s;
     KILN_TRY(lib_get_string(c, "layout", "nchw", &s));
-    l->nhwc = !strcmp(s, "nhwc");
-    if (!l->nhwc && strcmp(s, "nchw"))
+    bool nhwc = !strcmp(s, "nhwc");
+    if (!nhwc && strcmp(s, "nchw"))
         return lib_fail_attr(c, lib_attr(c, "layout"),
                              "layout must be \"nchw\" or \"nhwc\", got \"%s\"", s);
-    *l = l->nhwc ? (struct lib_layout){0, 3, 1, 2, true} : (struct lib_layout){0, 1, 2, 3, false};
-    return KILN_OK;
+    *l = nhwc ? (struct lib_layout){0, 3, 1, 2, true} : (struct lib_layout){0, 1, 2, 3, false};
+    return lib_want_rank(c, 0, 4, "input", nhwc ? "[N, H, W, C]" : "[N, C, H, W]");
 }
 
 void

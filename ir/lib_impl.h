@@ -141,8 +141,8 @@ struct lib_window {
 /* Reads stride, padding and dilation (validated). With allow_same, padding may also be
  * "same" (stride 1; the pads then depend on the kernel: lib_window_same) or "valid" (conv2d). */
 enum kiln_status lib_get_window(struct libcall *c, struct lib_window *wd, bool allow_same);
-/* The layout of a 4-D activation (attribute `layout`, "nchw" by default or "nhwc"): the
- * positions of its batch, channel and two spatial dimensions. */
+/* The layout of input 0, a 4-D activation (attribute `layout`, "nchw" by default or "nhwc"):
+ * the positions of its batch, channel and two spatial dimensions; fails unless it is 4-D. */
 struct lib_layout {
     uint32_t n, c, h, w;
     bool     nhwc;

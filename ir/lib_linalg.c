@@ -80,7 +80,6 @@ kiln_lib_conv2d(struct libcall *c)
     KILN_TRY(lib_get_int(c, "groups", 1, &groups));
     KILN_TRY(lib_check_min(c, "groups", &groups, 1, 1));
     KILN_TRY(lib_get_layout(c, &l));
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     KILN_TRY(lib_want_rank(c, 1, 4, "weight", "[K, C/groups, KH, KW]"));
     const struct kiln_tensor *x = lib_in(c, 0), *w = lib_in(c, 1);
     lib_window_same(&wd, w->shape[2], w->shape[3]);

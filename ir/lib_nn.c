@@ -58,7 +58,6 @@ get_pool(struct libcall *c, struct pool *pl, bool avg)
                                  "padding %lld must be at most half the kernel size %lld",
                                  (long long)pl->p[i], (long long)pl->k[i]);
     KILN_TRY(lib_get_layout(c, &pl->l));
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", pl->l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     return lib_want_float(c, 0);
 }
 
@@ -202,7 +201,6 @@ global_pool(struct libcall *c, bool avg)
     struct lib_layout        l;
     KILN_TRY(lib_allow(c, attrs));
     KILN_TRY(lib_get_layout(c, &l));
-    KILN_TRY(lib_want_rank(c, 0, 4, "input", l.nhwc ? "[N, H, W, C]" : "[N, C, H, W]"));
     KILN_TRY(lib_want_float(c, 0));
     const struct kiln_tensor *x = lib_in(c, 0);
     enum kiln_dtype           dt = (enum kiln_dtype)x->dtype;
