@@ -451,18 +451,23 @@ identity_source(const struct facts *f, uint32_t c)
     return src;
 }
 
+static const struct kiln_attr *
+find_attr(const struct facts *f, const struct kiln_call *call, const char *name)
+{
+    for (uint32_t i = 0; i < call->nattr; i++)
+        if (!strcmp(kiln_sym_str(f->ctx, call->attr[i].name), name))
+            return &call->attr[i];
+    return NULL;
+}
+
 static double
 attr_float(const struct facts *f, const struct kiln_call *call, const char *name, double dflt)
 {
-    for (uint32_t i = 0; i < call->nattr; i++) {
-        const struct kiln_attr *a = &call->attr[i];
-        if (strcmp(kiln_sym_str(f->ctx, a->name), name))
-            continue;
-        if (a->kind == KILN_ATTR_FLOAT)
-            return a->f;
-        if (a->kind == KILN_ATTR_INT)
-            return (double)a->i;
-    }
+    const struct kiln_attr *a = find_attr(f, call, name);
+    if (a && a->kind == KILN_ATTR_FLOAT)
+        return a->f;
+    if (a && a->kind == KILN_ATTR_INT)
+        return (double)a->i;
     return dflt;
 }
 
@@ -709,12 +714,8 @@ cl_eligible(const struct facts *f, uint32_t c, const bool *cl_tensor)
     const struct kiln_call  *call = &g->call[c];
     if (call->nin == 0 || g->tensor[call->out].ndim != 4)
         return false;
-    if (kind_in(f, c, cl_window)) {
-        for (uint32_t i = 0; i < call->nattr; i++)
-            if (!strcmp(kiln_sym_str(f->ctx, call->attr[i].name), "layout"))
-                return false;
-        return g->tensor[call->in[0]].ndim == 4;
-    }
+    if (kind_in(f, c, cl_window))
+        return !find_attr(f, call, "layout") && g->tensor[call->in[0]].ndim == 4;
     if (!kind_in(f, c, cl_elementwise))
         return false;
     bool any = false;
@@ -727,8 +728,6 @@ cl_eligible(const struct facts *f, uint32_t c, const bool *cl_tensor)
     }
     return any;
 }
-
-#define CL_HOLD (1u << 20) /* a group's window count when it holds a depthwise convolution */
 
 /* A depthwise convolution: one input channel per group, more than one group. */
 static bool
@@ -820,7 +819,8 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
         out->nhwc[t] = KILN_NONE;
     uint32_t *root = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ncall + 1));
     uint32_t *nwin = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ncall + 1));
-    if (!root || !nwin)
+    bool     *dw = kiln_arena_alloc(ctx, g->ncall + 1); /* per group: holds a depthwise conv */
+    if (!root || !nwin || !dw)
         return ctx->err.status;
     /* channels-last statements joined through the tensors they pass each other make groups; a
      * group with a single window op (a lone convolution) stays NCHW, where the two transposes
@@ -830,7 +830,6 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
      * NCHW would put two transposes around each (MobileNetV2's blocks) */
     for (uint32_t c = 0; c < g->ncall; c++) {
         root[c] = c;
-        nwin[c] = 0;
         if (!(cl[c] = cl_eligible(f, c, cl_tensor)))
             continue;
         cl_tensor[g->call[c].out] = true;
@@ -841,10 +840,12 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
         }
     }
     for (uint32_t c = 0; c < g->ncall; c++)
-        if (cl[c] && kind_in(f, c, cl_window))
-            nwin[find_root(root, c)] += depthwise(f, c) ? CL_HOLD : 1;
+        if (cl[c] && kind_in(f, c, cl_window)) {
+            nwin[find_root(root, c)]++;
+            dw[find_root(root, c)] |= depthwise(f, c);
+        }
     for (uint32_t c = 0; c < g->ncall; c++)
-        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2 && nwin[find_root(root, c)] < CL_HOLD;
+        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2 && !dw[find_root(root, c)];
     KILN_TRY(add_inputs(out));
     for (uint32_t c = 0; c < g->ncall; c++) {
         if (cl[c]) {
