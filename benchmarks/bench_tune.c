@@ -65,39 +65,34 @@ window_idx(char *buf, size_t n, const char *o, const char *r, const struct workl
     snprintf(buf, n, "%s%s%s%s", o, s, rr, p);
 }
 
-/* The convolution with channels-last activations (x [1, H, W, C], y [1, OH, OW, K]; weights
- * KCRS as oneDNN is given them), written as a compute definition: the zero padding is a select
- * on the window's bounds, as the library's NCHW conv2d writes it. */
+/* The (ungrouped) convolution with channels-last activations (x [1, H, W, C], y [1, OH, OW,
+ * K]; weights KCRS as oneDNN is given them), written as a compute definition: the zero padding
+ * is a select on the window's bounds, as the library's NCHW conv2d writes it. */
 static void
 graph_text_nhwc(const struct workload *w, char *buf, size_t n)
 {
     char hi[64], vi[64], cond[320] = "", xv[640];
     window_idx(hi, sizeof hi, "h", "r", w);
     window_idx(vi, sizeof vi, "v", "q", w);
-    bool        dw = w->groups > 1;
-    const char *c = dw ? "k" : "c";
-    if (w->groups > 1 && (w->groups != w->C || w->groups != w->K))
-        fprintf(stderr, "bench_tune: %s: only depthwise grouping is written channels-last\n",
-                w->name);
     if (w->pad)
         snprintf(cond, sizeof cond, "%s >= 0 && %s < %d && %s >= 0 && %s < %d", hi, hi, w->H, vi,
                  vi, w->H);
     if (cond[0])
-        snprintf(xv, sizeof xv, "select(%s, x[n, %s, %s, %s], 0.0)", cond, hi, vi, c);
+        snprintf(xv, sizeof xv, "select(%s, x[n, %s, %s, c], 0.0)", cond, hi, vi);
     else
-        snprintf(xv, sizeof xv, "x[n, %s, %s, %s]", hi, vi, c);
+        snprintf(xv, sizeof xv, "x[n, %s, %s, c]", hi, vi);
     int oh = out_size(w);
     snprintf(buf, n,
              "input x: f32[1, %d, %d, %d]\nweight w: f32[%d, %d, %d, %d]\n"
-             "y[n, h, v, k] += %s * w[k, %s, %s, %s] where h < %d, v < %d\noutput y\n",
-             w->H, w->H, w->C, w->K, w->C / w->groups, w->R, w->R, xv, dw ? "0" : "c",
-             w->R > 1 ? "r" : "0", w->R > 1 ? "q" : "0", oh, oh);
+             "y[n, h, v, k] += %s * w[k, c, %s, %s] where h < %d, v < %d\noutput y\n",
+             w->H, w->H, w->C, w->K, w->C, w->R, w->R, xv, w->R > 1 ? "r" : "0",
+             w->R > 1 ? "q" : "0", oh, oh);
 }
 
 static void
 graph_text(const struct workload *w, bool nhwc, char *buf, size_t n)
 {
-    if (!w->matmul && nhwc) {
+    if (!w->matmul && nhwc && w->groups == 1) {
         graph_text_nhwc(w, buf, n);
         return;
     }
@@ -119,7 +114,7 @@ flops_of(const struct workload *w)
 {
     if (w->matmul)
         return 2.0 * w->size * (double)w->size * w->size;
-    int oh = (w->H + 2 * w->pad - w->R) / w->stride + 1;
+    int oh = out_size(w);
     return 2.0 * w->K * (double)(w->C / w->groups) * w->R * w->R * oh * oh;
 }
 
