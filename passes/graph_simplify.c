@@ -881,22 +881,30 @@ measure(const struct kiln_graph *g, uint32_t *calls, uint32_t *ops, uint32_t *nw
     }
 }
 
+/* What both entry points do first: clear the results, check the context and the graph. */
+static enum kiln_status
+entry(kiln_ctx *ctx, const struct kiln_graph *g, const char *what, struct kiln_graph **out,
+      const double *const **weights_out)
+{
+    *out = NULL;
+    if (weights_out)
+        *weights_out = NULL;
+    if (!kiln_ok(ctx))
+        return ctx->err.status;
+    if (g->ctx != ctx)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, what, "the graph belongs to another context");
+    return kiln_graph_verify(g);
+}
+
 enum kiln_status
 kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
                     struct kiln_graph **out, const double *const **weights_out,
                     struct kiln_simplify_report *report)
 {
     struct kiln_simplify_report rep = {0};
-    *out = NULL;
-    if (weights_out)
-        *weights_out = NULL;
     if (report)
         *report = rep;
-    if (!kiln_ok(ctx))
-        return ctx->err.status;
-    if (g->ctx != ctx)
-        return KILN_FAIL(ctx, KILN_ERR_INVALID, "simplify", "the graph belongs to another context");
-    KILN_TRY(kiln_graph_verify(g));
+    KILN_TRY(entry(ctx, g, "simplify", out, weights_out));
     measure(g, &rep.calls_before, &rep.ops_before, &rep.weights_before, &rep.weight_bytes_before);
 
     struct facts   f1, f2;
@@ -921,16 +929,9 @@ kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g, const double
                          uint32_t *converted)
 {
     uint32_t n = 0;
-    *out = NULL;
-    if (weights_out)
-        *weights_out = NULL;
     if (converted)
         *converted = 0;
-    if (!kiln_ok(ctx))
-        return ctx->err.status;
-    if (g->ctx != ctx)
-        return KILN_FAIL(ctx, KILN_ERR_INVALID, "layout", "the graph belongs to another context");
-    KILN_TRY(kiln_graph_verify(g));
+    KILN_TRY(entry(ctx, g, "layout", out, weights_out));
     struct facts   f;
     struct rebuild r;
     KILN_TRY(facts_init(&f, ctx, g, weights));

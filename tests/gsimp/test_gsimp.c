@@ -611,6 +611,11 @@ test_errors(void)
         CHECK_EQ_INT(KILN_ERR_INVALID, kiln_graph_simplify(other, g, NULL, &s, &sw, NULL));
         CHECK(s == NULL);
         CHECK(strstr(kiln_ctx_error(other)->msg, "another context") != NULL);
+        kiln_ctx_error_clear(other);
+        uint32_t n = 1;
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_graph_channels_last(other, g, NULL, &s, &sw, &n));
+        CHECK(s == NULL && n == 0);
+        CHECK(strstr(kiln_ctx_error(other)->msg, "another context") != NULL);
         /* an output that is an identity copy stays (outputs must be computed) */
         struct kiln_graph *h = PARSE(ctx, "input x: f32[2]\ny = reshape(x, shape=[2])\noutput y\n");
         if (h && kiln_graph_simplify(ctx, h, NULL, &s, &sw, NULL) == KILN_OK)
