@@ -40,6 +40,8 @@ static const char *const graphs[][2] = {
                    "y = conv2d(x, w, stride=2)\noutput y\n"},
     {"depthwise", "input x: f32[1, 8, 6, 6]\nweight w: f32[8, 1, 3, 3]\n"
                   "y = conv2d(x, w, padding=1, groups=8)\noutput y\n"},
+    {"depthwise_nhwc", "input x: f32[1, 6, 6, 16]\nweight w: f32[16, 1, 3, 3]\n"
+                       "y = conv2d(x, w, padding=1, groups=16, layout=\"nhwc\")\noutput y\n"},
     {"softmax", "input x: f32[4, 100]\ny = softmax(x, axis=-1)\noutput y\n"},
     {"rowsum", "input x: f32[3, 120]\ns[i] += x[i, k]\noutput s\n"},
     {"elementwise", "input a: f32[6, 50]\ninput b: f32[6, 50]\nc = add(a, b)\nd = exp(c)\n"
@@ -242,6 +244,39 @@ has_sketch(const struct kiln_sketch *sk, uint32_t n, const char *frag)
     return false;
 }
 
+/* Of 200 programs sampled per tiled sketch, those that pack pack `yes` (some do) and never
+ * `no`: a channels-last depthwise convolution reads its input at the vectorised channel axis
+ * as it reads its weights, but packing the input, indexed by every output axis, would copy
+ * it in every call with nothing reusing the copy. */
+static void
+check_packs_only(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sketch *sk,
+                 uint32_t nsk, struct kiln_rng *r, const char *yes, const char *no)
+{
+    char want[64], bad[64];
+    snprintf(want, sizeof want, "\"op\": \"pack\", \"stage\": \"%s\"", yes);
+    snprintf(bad, sizeof bad, "\"op\": \"pack\", \"stage\": \"%s\"", no);
+    uint32_t packed = 0, wrong = 0, n = 0;
+    for (uint32_t s = 0; s < nsk; s++) {
+        if (!strstr(sk[s].desc, ":tile"))
+            continue;
+        for (int it = 0; it < 200; it++, n++) {
+            struct kiln_prog     p;
+            struct kiln_schedule ps = {0};
+            struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+            kiln_prog_sample(&sk[s], r, &p);
+            bool ok = kiln_prog_schedule(ctx, g, &sk[s], &p, &ps) == KILN_OK;
+            CHECK(ok);
+            const char *t = ok ? sched_text(ctx, &ps) : "";
+            packed += strstr(t, want) != NULL;
+            wrong += strstr(t, bad) != NULL;
+            kiln_scratch_end(ctx, sc);
+        }
+    }
+    printf("  %u of %u programs pack %s, %u pack %s\n", packed, n, yes, wrong, no);
+    CHECK(packed > 0);
+    CHECK_EQ_INT(0, wrong);
+}
+
 /* Every sketch of every graph: sampled programs, their mutants, crossovers and neighbours
  * lower, compile and match the interpreter; JSON round-trips. */
 static void
@@ -332,7 +367,7 @@ test_programs(void)
          * other (a full convolution's input is not indexed by the output channels: each
          * channel tile would copy the same window again); a program that pads runs */
         const char *nm = graphs[gi][0];
-        bool        guarded = !strcmp(nm, "depthwise");
+        bool        guarded = !strcmp(nm, "depthwise") || !strcmp(nm, "depthwise_nhwc");
         for (uint32_t s = 0; s < nsk; s++) {
             uint32_t kp = KILN_NONE, kpack = KILN_NONE;
             for (uint32_t k = 0; k < sk[s].nknob; k++) {
@@ -363,6 +398,8 @@ test_programs(void)
             CHECK(has_sketch(sk, nsk, "y:tile"));
             CHECK(has_sketch(sk, nsk, "y:plain"));
         }
+        if (!strcmp(nm, "depthwise_nhwc")) /* the weights are packed, never the input */
+            check_packs_only(ctx, g, sk, nsk, &r, "w", "x");
         if (!strcmp(graphs[gi][0], "matmul_bias_relu")) {
             CHECK(has_sketch(sk, nsk, "C:tile+fuse(E)@1"));
             CHECK(has_sketch(sk, nsk, "D:inline"));
