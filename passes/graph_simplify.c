@@ -729,15 +729,6 @@ cl_eligible(const struct facts *f, uint32_t c, const bool *cl_tensor)
     return any;
 }
 
-/* A depthwise convolution: one input channel per group, more than one group. */
-static bool
-depthwise(const struct facts *f, uint32_t c)
-{
-    const struct kiln_call *call = &f->g->call[c];
-    return call_is(f, c, "conv2d") && call->nin >= 2 && f->g->tensor[call->in[1]].shape[1] == 1
-           && f->g->tensor[call->in[0]].shape[1] > 1;
-}
-
 static uint32_t
 find_root(uint32_t *root, uint32_t c)
 {
@@ -819,15 +810,13 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
         out->nhwc[t] = KILN_NONE;
     uint32_t *root = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ncall + 1));
     uint32_t *nwin = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ncall + 1));
-    bool     *dw = kiln_arena_alloc(ctx, g->ncall + 1); /* per group: holds a depthwise conv */
-    if (!root || !nwin || !dw)
+    if (!root || !nwin)
         return ctx->err.status;
     /* channels-last statements joined through the tensors they pass each other make groups; a
      * group with a single window op (a lone convolution) stays NCHW, where the two transposes
-     * around it would cost more than they save, and so does a group holding a depthwise
-     * convolution: tuned channels-last, one ran at 0.44-0.60x oneDNN, against 0.67-0.68x
-     * in NCHW (0.43-1.09x over earlier runs; benchmarks/RESULTS.md), and leaving it alone in
-     * NCHW would put two transposes around each (MobileNetV2's blocks) */
+     * around it would cost more than they save. Depthwise convolutions go channels-last too:
+     * vectorised over channels, with only their weights packed, they run at oneDNN's speed
+     * (benchmarks/RESULTS.md) */
     for (uint32_t c = 0; c < g->ncall; c++) {
         root[c] = c;
         if (!(cl[c] = cl_eligible(f, c, cl_tensor)))
@@ -840,12 +829,10 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
         }
     }
     for (uint32_t c = 0; c < g->ncall; c++)
-        if (cl[c] && kind_in(f, c, cl_window)) {
+        if (cl[c] && kind_in(f, c, cl_window))
             nwin[find_root(root, c)]++;
-            dw[find_root(root, c)] |= depthwise(f, c);
-        }
     for (uint32_t c = 0; c < g->ncall; c++)
-        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2 && !dw[find_root(root, c)];
+        cl[c] = cl[c] && nwin[find_root(root, c)] >= 2;
     KILN_TRY(add_inputs(out));
     for (uint32_t c = 0; c < g->ncall; c++) {
         if (cl[c]) {

@@ -645,8 +645,8 @@ expect_nchw(kiln_ctx *ctx, const char *text)
 }
 
 /* A residual network's shape: every convolution, pooling and elementwise statement goes
- * channels-last, with one transpose in (the input) and one back (before the flatten); a lone
- * convolution stays NCHW, and so does a chain holding a depthwise convolution. */
+ * channels-last, with one transpose in (the input) and one back (before the flatten); so does
+ * a MobileNetV2-like block, depthwise convolution included; a lone convolution stays NCHW. */
 static void
 test_channels_last(void)
 {
@@ -687,11 +687,28 @@ test_channels_last(void)
             CHECK_EQ_INT(s->ncall + 2, l->ncall);
         }
     }
-    /* with a depthwise convolution in the chain, the whole group stays NCHW */
-    expect_nchw(ctx, "input x: f32[1, 4, 6, 6]\nweight w1: f32[4, 4, 1, 1]\n"
-                     "weight w2: f32[4, 1, 3, 3]\nweight w3: f32[4, 4, 1, 1]\n"
-                     "c1 = conv2d(x, w1)\na1 = relu(c1)\nc2 = conv2d(a1, w2, padding=1, groups=4)\n"
-                     "c3 = conv2d(c2, w3)\ny = add(c3, c1)\noutput y\n");
+    /* a MobileNetV2-like block (pointwise, depthwise, pointwise, residual add) goes
+     * channels-last as a whole, depthwise convolution included */
+    s = simplify_text(
+        ctx,
+        "input x: f32[1, 4, 6, 6]\nweight w1: f32[4, 4, 1, 1]\n"
+        "weight w2: f32[4, 1, 3, 3]\nweight w3: f32[4, 4, 1, 1]\n"
+        "c1 = conv2d(x, w1)\na1 = relu(c1)\nc2 = conv2d(a1, w2, padding=1, groups=4)\n"
+        "c3 = conv2d(c2, w3)\ny = add(c3, c1)\noutput y\n",
+        true, &rep, &sw);
+    if (s) {
+        struct kiln_rng      r = kiln_rng_new(opt_seed() + 13);
+        const double *const *w = random_weights(ctx, s, &r);
+        struct kiln_graph   *l;
+        CHECK_EQ_INT(5, check_channels_last(ctx, s, w, s, w, opt_seed() + 14, &l));
+        if (l) {
+            uint32_t nhwc = 0;
+            for (uint32_t c = 0; c < l->ncall; c++)
+                nhwc += has_attr(ctx, &l->call[c], "layout", "nhwc");
+            CHECK_EQ_INT(3, nhwc);
+            CHECK_EQ_INT(2, count_kind(ctx, l, "transpose"));
+        }
+    }
     expect_nchw(ctx, "input x: f32[1, 4, 6, 6]\nweight w: f32[4, 4, 3, 3]\n"
                      "c = conv2d(x, w, padding=1)\ny = relu(c)\noutput y\n");
     kiln_ctx_free(ctx);
