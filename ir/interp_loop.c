@@ -312,6 +312,9 @@ exec(struct interp *in, const struct kiln_stmt *s)
     }
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR: {
+        /* every kind runs serially, GPU block/thread loops too: their iterations are
+         * independent by construction (a bind step refuses reductions), so in order is as
+         * good as any order */
         int64_t lo = eval_int(in, s->u.for_.min), ext = eval_int(in, s->u.for_.extent);
         for (int64_t k = 0; k < ext && !in->failed; k++) {
             if (!bind(in, s->u.for_.var, (union kiln_scalar){.i = lo + k}))

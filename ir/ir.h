@@ -440,6 +440,7 @@ struct kiln_stmt {
             kiln_expr         var; /* a named variable (kiln_var_named), i64 */
             kiln_expr         min, extent;
             uint8_t           loop; /* enum kiln_loop_kind */
+            uint8_t           axis; /* GPU_BLOCK / GPU_THREAD: 0 = x, 1 = y, 2 = z; 0 otherwise */
             struct kiln_stmt *body;
         } for_;
         struct {
@@ -500,7 +501,8 @@ kiln_expr kiln_func_load(struct kiln_func *f, uint32_t b, uint32_t n, const kiln
 /* A fresh named i64 variable "base", "base.1", ... unique within the context. */
 kiln_expr kiln_fresh_var(kiln_ctx *ctx, const char *base);
 
-/* Checks: every variable is bound by an enclosing for/let (and bound once on any path), loads
+/* Checks: loop kinds are known, GPU block/thread loops have axis 0..2 and other loops 0;
+ * every variable is bound by an enclosing for/let (and bound once on any path), loads
  * and stores name existing buffers with as many indices as the buffer has dimensions (or one
  * flat index when flat), stored values have the buffer's dtype, conditions are bool, vector
  * and unroll loops have constant positive extents, no axis/reduce variables remain; a buffer

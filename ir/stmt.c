@@ -113,6 +113,7 @@ kiln_stmt_for(kiln_ctx *ctx, kiln_expr var, kiln_expr min, kiln_expr extent,
         s->u.for_.min = min;
         s->u.for_.extent = extent;
         s->u.for_.loop = (uint8_t)loop;
+        s->u.for_.axis = 0; /* a GPU loop's builder sets it */
         s->u.for_.body = body;
     }
     return s;
@@ -320,6 +321,11 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
     case KILN_STMT_FOR: {
         if (!check_expr(vs, s->u.for_.min) || !check_expr(vs, s->u.for_.extent))
             return false;
+        if (s->u.for_.loop > KILN_LOOP_GPU_THREAD) {
+            snprintf(vs->msg, sizeof vs->msg, "unknown loop kind %d", s->u.for_.loop);
+            return false;
+        }
+        bool gpu = s->u.for_.loop == KILN_LOOP_GPU_BLOCK || s->u.for_.loop == KILN_LOOP_GPU_THREAD;
         int64_t ext;
         bool    cext = kiln_expr_is_int(ctx, s->u.for_.extent, &ext);
         if ((s->u.for_.loop == KILN_LOOP_VECTOR || s->u.for_.loop == KILN_LOOP_UNROLL)
@@ -330,6 +336,15 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
         }
         if (!bind(vs, s->u.for_.var))
             return false;
+        if (gpu ? s->u.for_.axis > 2 : s->u.for_.axis != 0) {
+            snprintf(vs->msg, sizeof vs->msg, "%s loop %s has axis %d%s",
+                     kiln_loop_kind_name[s->u.for_.loop],
+                     kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)),
+                     s->u.for_.axis,
+                     gpu ? ", not 0, 1 or 2 (x, y, z)"
+                         : "; only GPU block and thread loops have an axis");
+            return false;
+        }
         bool ok = check_stmt(vs, s->u.for_.body);
         vs->nbound--;
         return ok;
@@ -550,6 +565,25 @@ indent(kiln_ctx *ctx, struct kiln_buf *out, int depth)
     return true;
 }
 
+/* The end of a loop's header: ")" then its kind unless serial, with the axis of a GPU loop
+ * (`gpu_block.x`, `gpu_thread.y`), then ":". */
+static bool
+put_loop_kind(kiln_ctx *ctx, struct kiln_buf *out, const struct kiln_stmt *s)
+{
+    uint8_t k = s->u.for_.loop;
+    bool    gpu = k == KILN_LOOP_GPU_BLOCK || k == KILN_LOOP_GPU_THREAD;
+    if (k == KILN_LOOP_SERIAL)
+        return kiln_buf_puts(ctx, out, "):\n");
+    if (k > KILN_LOOP_GPU_THREAD)
+        return kiln_buf_printf(ctx, out, ") kind%d:\n", k);
+    if (gpu && s->u.for_.axis <= 2)
+        return kiln_buf_printf(ctx, out, ") %s.%c:\n", kiln_loop_kind_name[k],
+                               "xyz"[s->u.for_.axis]);
+    if (gpu)
+        return kiln_buf_printf(ctx, out, ") %s.%d:\n", kiln_loop_kind_name[k], s->u.for_.axis);
+    return kiln_buf_printf(ctx, out, ") %s:\n", kiln_loop_kind_name[k]);
+}
+
 static bool
 put_stmt(const struct kiln_func *f, struct kiln_buf *out, const struct kiln_stmt *s, int depth)
 {
@@ -561,10 +595,7 @@ put_stmt(const struct kiln_func *f, struct kiln_buf *out, const struct kiln_stmt
         return indent(ctx, out, depth) && kiln_buf_puts(ctx, out, "for ")
                && put_expr(f, out, s->u.for_.var) && kiln_buf_puts(ctx, out, " in [")
                && put_expr(f, out, s->u.for_.min) && kiln_buf_puts(ctx, out, ", +")
-               && put_expr(f, out, s->u.for_.extent)
-               && kiln_buf_printf(
-                   ctx, out, ")%s%s:\n", s->u.for_.loop == KILN_LOOP_SERIAL ? "" : " ",
-                   s->u.for_.loop == KILN_LOOP_SERIAL ? "" : kiln_loop_kind_name[s->u.for_.loop])
+               && put_expr(f, out, s->u.for_.extent) && put_loop_kind(ctx, out, s)
                && put_stmt(f, out, s->u.for_.body, depth + 1);
     case KILN_STMT_STORE: {
         uint32_t b = s->u.store.buf;

@@ -373,11 +373,14 @@ init_nest(struct nest *N, uint32_t from)
     struct kiln_stmt *s = kiln_stmt_store(ctx, store_buffer(N), st->ndim, idx, id);
     s = s ? guarded(ctx, guard_all(ctx, guards, ng), s) : NULL;
     for (uint32_t i = nfresh; i-- > 0 && s;) {
-        uint8_t ann = st->it[st->leaf[pos[i]]].ann;
+        const struct kiln_iterv *it = &st->it[st->leaf[pos[i]]];
+        uint8_t                  ann = it->ann;
         if (ann == KILN_LOOP_PARALLEL)
             ann = KILN_LOOP_SERIAL;
         s = kiln_stmt_for(ctx, fresh[i], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[st->leaf[pos[i]]]),
                           (enum kiln_loop_kind)ann, s);
+        if (s) /* a bound loop inside the reduction: each thread initialises its own part */
+            s->u.for_.axis = it->axis;
     }
     return s;
 }
@@ -530,6 +533,8 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
                           ann == KILN_LOOP_VECTOR ? 64 : 1024);
     *out = kiln_stmt_for(ctx, N->var[p], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[leaf]),
                          (enum kiln_loop_kind)ann, body);
+    if (*out)
+        (*out)->u.for_.axis = st->it[leaf].axis; /* GPU loops (bind); 0 for the others */
     N->loop[p] = *out;
     return *out ? KILN_OK : ctx->err.status;
 }

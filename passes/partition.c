@@ -511,6 +511,7 @@ make_piece(struct part *P, struct kiln_stmt *s, struct kiln_stmt *body, kiln_exp
                                         (enum kiln_loop_kind)s->u.for_.loop, body);
     if (!q)
         return NULL;
+    q->u.for_.axis = s->u.for_.axis; /* 0: GPU loops are never split */
     q = kiln_simplify_stmt(ctx, q, P->r, P->nr);
     if (!q)
         return NULL;

@@ -74,8 +74,8 @@ enum kiln_status kiln_pass_flatten(struct kiln_func *f);
  * provides: loops whose body's conditions (if statements and select conditions that compare
  *           affine functions of the loop variable with loop-invariant bounds) are decided on a
  *           middle sub-range are split into up to three loops, so the middle (hot) loop has no
- *           such condition; vector loops are not split (their lanes stay together) but their
- *           enclosing loops are
+ *           such condition; vector loops are not split (their lanes stay together) nor GPU
+ *           block/thread loops (launch dimensions), but their enclosing loops are
  * invalidates: nothing */
 enum kiln_status kiln_pass_partition(struct kiln_func *f);
 
@@ -103,9 +103,23 @@ enum kiln_step_kind {
     KILN_STEP_PACK,           /* stage = tensor, value = dim, factors[0] = block, n == 2:
                                * factors[1] = position of the outer part (default: dim) */
     KILN_STEP_PAD,            /* stage = tensor read, iters = the reading stages */
+    KILN_STEP_BIND,           /* stage, iter, value = enum kiln_bind */
     KILN_STEP_COUNT
 };
 extern const char *const kiln_step_name[KILN_STEP_COUNT];
+
+/* The GPU index a bind step gives a loop ("thread" in JSON): blockIdx.x/y/z make a
+ * KILN_LOOP_GPU_BLOCK loop, threadIdx.x/y/z a KILN_LOOP_GPU_THREAD loop, with axis tag % 3. */
+enum kiln_bind {
+    KILN_BIND_BLOCK_X,
+    KILN_BIND_BLOCK_Y,
+    KILN_BIND_BLOCK_Z,
+    KILN_BIND_THREAD_X,
+    KILN_BIND_THREAD_Y,
+    KILN_BIND_THREAD_Z,
+    KILN_BIND_COUNT
+};
+extern const char *const kiln_bind_name[KILN_BIND_COUNT]; /* "blockIdx.x" .. "threadIdx.z" */
 
 #define KILN_STEP_MAXN 8
 

@@ -27,6 +27,13 @@ const char *const kiln_step_name[KILN_STEP_COUNT] = {
     [KILN_STEP_RFACTOR] = "rfactor",
     [KILN_STEP_PACK] = "pack",
     [KILN_STEP_PAD] = "pad",
+    [KILN_STEP_BIND] = "bind",
+};
+
+const char *const kiln_bind_name[KILN_BIND_COUNT] = {
+    [KILN_BIND_BLOCK_X] = "blockIdx.x",   [KILN_BIND_BLOCK_Y] = "blockIdx.y",
+    [KILN_BIND_BLOCK_Z] = "blockIdx.z",   [KILN_BIND_THREAD_X] = "threadIdx.x",
+    [KILN_BIND_THREAD_Y] = "threadIdx.y", [KILN_BIND_THREAD_Z] = "threadIdx.z",
 };
 
 /* Which fields each step kind uses. */
@@ -37,6 +44,7 @@ enum {
     F_TARGET = 8,   /* "target" */
     F_VALUE = 16,   /* "max_step" / "dim" */
     F_FACTOR1 = 32, /* "factor" (pack) */
+    F_THREAD = 64,  /* "thread" (bind): a kiln_bind_name, kept in value */
 };
 
 static const unsigned fields[KILN_STEP_COUNT] = {
@@ -56,6 +64,7 @@ static const unsigned fields[KILN_STEP_COUNT] = {
     [KILN_STEP_RFACTOR] = F_ITER,
     [KILN_STEP_PACK] = F_VALUE | F_FACTOR1,
     [KILN_STEP_PAD] = F_ITERS,
+    [KILN_STEP_BIND] = F_ITER | F_THREAD,
 };
 
 static const char *
@@ -108,6 +117,28 @@ get_int(kiln_ctx *ctx, uint32_t i, const cJSON *v, const char *key, int64_t *out
     return KILN_OK;
 }
 
+/* "thread" of a bind step (stage and iter already read) into st->value. */
+static enum kiln_status
+get_thread(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "thread");
+    const char  *stage = kiln_sym_str(ctx, st->stage), *iter = kiln_sym_str(ctx, st->iter);
+    if (!cJSON_IsString(v))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                         "schedule step %u (bind %s.%s): \"thread\" must be a string: "
+                         "blockIdx.x/y/z or threadIdx.x/y/z",
+                         i, stage, iter);
+    for (int t = 0; t < KILN_BIND_COUNT; t++)
+        if (!strcmp(v->valuestring, kiln_bind_name[t])) {
+            st->value = t;
+            return KILN_OK;
+        }
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                     "schedule step %u (bind %s.%s): unknown thread \"%s\" (expected "
+                     "blockIdx.x/y/z or threadIdx.x/y/z)",
+                     i, stage, iter, v->valuestring);
+}
+
 static enum kiln_status
 step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
 {
@@ -134,7 +165,8 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
                      || ((f & F_FACTORS) && !strcmp(k, "factors"))
                      || ((f & F_TARGET) && !strcmp(k, "target"))
                      || ((f & F_VALUE) && !strcmp(k, value_key(st->kind)))
-                     || ((f & F_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")));
+                     || ((f & F_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")))
+                     || ((f & F_THREAD) && !strcmp(k, "thread"));
         if (!known)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s): unknown field \"%s\"", i, kiln_step_name[kind],
@@ -192,6 +224,8 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
             st->n = 2;
         }
     }
+    if (f & F_THREAD)
+        KILN_TRY(get_thread(ctx, i, o, st));
     return KILN_OK;
 }
 
@@ -268,6 +302,13 @@ kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s, struct kiln_buf
             ok = kiln_buf_printf(ctx, out, ", \"factor\": %lld", (long long)st->factors[0]);
         if (ok && (f & F_FACTOR1) && st->n > 1)
             ok = kiln_buf_printf(ctx, out, ", \"outer\": %lld", (long long)st->factors[1]);
+        if (ok && (f & F_THREAD) && (st->value < 0 || st->value >= KILN_BIND_COUNT))
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (bind %s.%s): thread %lld is not a GPU index", i,
+                             kiln_sym_str(ctx, st->stage), kiln_sym_str(ctx, st->iter),
+                             (long long)st->value);
+        if (ok && (f & F_THREAD))
+            ok = kiln_buf_printf(ctx, out, ", \"thread\": \"%s\"", kiln_bind_name[st->value]);
         if (!ok || !kiln_buf_puts(ctx, out, "}"))
             return ctx->err.status;
     }

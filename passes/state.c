@@ -35,7 +35,7 @@ step_fail(struct apply *a, const char *fmt, ...)
     kiln_ctx               *ctx = a->ctx;
     bool                    has_iter = st->kind == KILN_STEP_SPLIT || st->kind == KILN_STEP_PARALLEL
                     || st->kind == KILN_STEP_VECTORIZE || st->kind == KILN_STEP_UNROLL
-                    || st->kind == KILN_STEP_RFACTOR;
+                    || st->kind == KILN_STEP_RFACTOR || st->kind == KILN_STEP_BIND;
     return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u (%s %s%s%s): %s",
                      a->index, kiln_step_name[st->kind], kiln_sym_str(ctx, st->stage),
                      has_iter ? "." : "", has_iter ? kiln_sym_str(ctx, st->iter) : "", why);
@@ -310,6 +310,30 @@ stage_reads(const struct kiln_state *s, const struct kiln_stage *st, uint32_t te
 
 /* ---- loop structure steps ---- */
 
+static bool
+is_gpu(uint8_t ann)
+{
+    return ann == KILN_LOOP_GPU_BLOCK || ann == KILN_LOOP_GPU_THREAD;
+}
+
+/* An iterator's annotation as a schedule names it: `parallel`, ..., or the GPU index it is
+ * bound to (`blockIdx.x`). */
+static const char *
+ann_name(const struct kiln_iterv *it)
+{
+    if (is_gpu(it->ann))
+        return kiln_bind_name[(it->ann == KILN_LOOP_GPU_THREAD ? KILN_BIND_THREAD_X : 0)
+                              + it->axis % 3];
+    return kiln_loop_kind_name[it->ann];
+}
+
+static enum kiln_status
+already_annotated(struct apply *a, const struct kiln_iterv *it)
+{
+    return step_fail(a, "iterator %s is already %s%s", kiln_sym_str(a->ctx, it->name),
+                     is_gpu(it->ann) ? "bound to " : "", ann_name(it));
+}
+
 static enum kiln_status
 do_split(struct apply *a, struct kiln_stage *st, uint32_t iname, uint32_t n, const int64_t *factors,
          uint32_t *first_part)
@@ -320,7 +344,7 @@ do_split(struct apply *a, struct kiln_stage *st, uint32_t iname, uint32_t n, con
     uint32_t parent = st->leaf[pos];
     if (st->it[parent].ann != KILN_LOOP_SERIAL)
         return step_fail(a, "iterator %s is already annotated %s; split it before annotating",
-                         kiln_sym_str(ctx, iname), kiln_loop_kind_name[st->it[parent].ann]);
+                         kiln_sym_str(ctx, iname), ann_name(&st->it[parent]));
     int64_t inner = 1;
     for (uint32_t j = 0; j < n; j++) {
         if (factors[j] <= 0)
@@ -402,7 +426,7 @@ do_fuse(struct apply *a, struct kiln_stage *st, uint32_t n, const uint32_t *name
                              kiln_sym_str(ctx, names[0]), kiln_sym_str(ctx, names[j]));
         if (it->ann != KILN_LOOP_SERIAL)
             return step_fail(a, "iterator %s is already annotated %s", kiln_sym_str(ctx, names[j]),
-                             kiln_loop_kind_name[it->ann]);
+                             ann_name(it));
         rel.parts[j] = st->leaf[pos];
         if (kiln_mul_overflows(ext, it->extent, &ext))
             return step_fail(a, "fused extent overflows");
@@ -430,7 +454,7 @@ do_annotate(struct apply *a, struct kiln_stage *st, enum kiln_loop_kind kind)
     struct kiln_iterv *it = &st->it[st->leaf[pos]];
     const char        *nm = kiln_sym_str(ctx, it->name);
     if (it->ann != KILN_LOOP_SERIAL)
-        return step_fail(a, "iterator %s is already %s", nm, kiln_loop_kind_name[it->ann]);
+        return already_annotated(a, it);
     if (kind == KILN_LOOP_PARALLEL && it->reduce)
         return step_fail(a,
                          "iterator %s is a reduction: parallel iterations would race on "
@@ -449,6 +473,39 @@ do_annotate(struct apply *a, struct kiln_stage *st, enum kiln_loop_kind kind)
         return step_fail(a, "iterator %s has extent %lld; at most %d iterations are unrolled", nm,
                          (long long)it->extent, MAX_UNROLL);
     it->ann = (uint8_t)kind;
+    st->transformed = true;
+    return KILN_OK;
+}
+
+/* bind: the loop becomes a GPU block or thread loop along one axis. Like parallel, its
+ * iterations must be independent (no reduction); a stage binds each GPU index at most once. */
+static enum kiln_status
+do_bind(struct apply *a, struct kiln_stage *st)
+{
+    kiln_ctx *ctx = a->ctx;
+    int64_t   tag = a->step->value;
+    uint32_t  pos;
+    if (tag < 0 || tag >= KILN_BIND_COUNT)
+        return step_fail(a, "thread %lld is not a GPU index (blockIdx.x/y/z or threadIdx.x/y/z)",
+                         (long long)tag);
+    KILN_TRY(get_leaf(a, st, a->step->iter, &pos));
+    struct kiln_iterv *it = &st->it[st->leaf[pos]];
+    const char        *nm = kiln_sym_str(ctx, it->name);
+    uint8_t kind = tag >= KILN_BIND_THREAD_X ? KILN_LOOP_GPU_THREAD : KILN_LOOP_GPU_BLOCK;
+    uint8_t axis = (uint8_t)(tag % 3);
+    if (it->ann != KILN_LOOP_SERIAL)
+        return already_annotated(a, it);
+    if (it->reduce)
+        return step_fail(a,
+                         "iterator %s is a reduction: GPU threads would race on the "
+                         "accumulator (use rfactor first)",
+                         nm);
+    for (uint32_t k = 0; k < st->nit; k++)
+        if (st->it[k].ann == kind && st->it[k].axis == axis)
+            return step_fail(a, "%s is already bound to iterator %s of %s", kiln_bind_name[tag],
+                             kiln_sym_str(ctx, st->it[k].name), kiln_sym_str(ctx, st->name));
+    it->ann = kind;
+    it->axis = axis;
     st->transformed = true;
     return KILN_OK;
 }
@@ -1022,6 +1079,8 @@ apply_step(struct apply *a)
         return do_pack(a);
     case KILN_STEP_PAD:
         return do_pad(a);
+    case KILN_STEP_BIND:
+        return do_bind(a, st);
     case KILN_STEP_COUNT:
         break;
     }

@@ -17,6 +17,7 @@ struct kiln_iterv {
     int64_t  extent; /* over the stage's full domain */
     uint8_t  reduce; /* a reduction iterator */
     uint8_t  ann;    /* enum kiln_loop_kind */
+    uint8_t  axis;   /* GPU_BLOCK / GPU_THREAD annotations (bind): 0 = x, 1 = y, 2 = z */
 };
 
 enum kiln_rel_kind {

@@ -385,10 +385,174 @@ test_pad(void)
     }
 }
 
+/* bind: the JSON form with every GPU index, its errors, and the annotations it leaves on the
+ * state (tests/lower checks the loops and values) */
+static void
+test_bind(void)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    const char          *text = "{\"steps\": [\n"
+                                "  {\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", "
+                                "\"factors\": [8, 2]},\n"
+                                "  {\"op\": \"split\", \"stage\": \"C\", \"iter\": \"j\", "
+                                "\"factors\": [4, 2]},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.0\", "
+                                "\"thread\": \"blockIdx.x\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j.0\", "
+                                "\"thread\": \"blockIdx.y\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.1\", "
+                                "\"thread\": \"blockIdx.z\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j.1\", "
+                                "\"thread\": \"threadIdx.x\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.2\", "
+                                "\"thread\": \"threadIdx.y\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j.2\", "
+                                "\"thread\": \"threadIdx.z\"},\n"
+                                "  {\"op\": \"bind\", \"stage\": \"D\", \"iter\": \"i\", "
+                                "\"thread\": \"blockIdx.x\"}\n"
+                                "]}\n";
+    struct kiln_schedule s, s2;
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, text, strlen(text), &s));
+    CHECK_EQ_INT(9, s.nstep);
+    for (uint32_t k = 2; k < 8 && k < s.nstep; k++) {
+        CHECK_EQ_INT(KILN_STEP_BIND, s.step[k].kind);
+        CHECK_EQ_INT(k - 2, s.step[k].value);
+    }
+    struct kiln_buf out = {0}, out2 = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s, &out));
+    CHECK_EQ_STR(text, out.data);
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, out.data, out.len, &s2));
+    CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s2, &out2));
+    CHECK_EQ_STR(out.data, out2.data);
+    /* a step built in C with a value that names no GPU index is refused, not printed */
+    struct kiln_schedule bad = {0};
+    struct kiln_step     st = {.kind = KILN_STEP_BIND,
+                               .stage = kiln_sym_cstr(ctx, "C"),
+                               .iter = kiln_sym_cstr(ctx, "i"),
+                               .value = KILN_BIND_COUNT};
+    struct kiln_buf      out3 = {0};
+    CHECK_EQ_INT(KILN_OK, kiln_sched_push(ctx, &bad, st));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_sched_to_json(ctx, &bad, &out3));
+    CHECK_EQ_STR("schedule step 0 (bind C.i): thread 6 is not a GPU index",
+                 kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+    kiln_ctx_error_clear(ctx);
+    /* the state: annotations and axes; one GPU index per stage, so D may reuse blockIdx.x */
+    struct kiln_state state = {0};
+    matmul_state(ctx, text, &state);
+    static const struct {
+        const char *iter;
+        uint8_t     ann, axis;
+    } want[] = {
+        {"i.0", KILN_LOOP_GPU_BLOCK, 0},  {"j.0", KILN_LOOP_GPU_BLOCK, 1},
+        {"i.1", KILN_LOOP_GPU_BLOCK, 2},  {"j.1", KILN_LOOP_GPU_THREAD, 0},
+        {"i.2", KILN_LOOP_GPU_THREAD, 1}, {"j.2", KILN_LOOP_GPU_THREAD, 2},
+        {"k", KILN_LOOP_SERIAL, 0},
+    };
+    const struct kiln_stage *c = &state.st[state.order[0]];
+    CHECK_EQ_STR("C", kiln_sym_str(ctx, c->name));
+    for (size_t w = 0; w < KILN_COUNTOF(want); w++) {
+        bool found = false;
+        for (uint32_t p = 0; p < c->nleaf; p++) {
+            const struct kiln_iterv *it = &c->it[c->leaf[p]];
+            if (strcmp(kiln_sym_str(ctx, it->name), want[w].iter))
+                continue;
+            found = true;
+            CHECK_EQ_INT(want[w].ann, it->ann);
+            CHECK_EQ_INT(want[w].axis, it->axis);
+        }
+        CHECK(found);
+    }
+    const struct kiln_stage *d = &state.st[state.order[1]];
+    CHECK_EQ_INT(KILN_LOOP_GPU_BLOCK, d->it[d->leaf[0]].ann);
+    CHECK_EQ_INT(0, d->it[d->leaf[0]].axis);
+    kiln_ctx_free(ctx);
+
+    /* JSON errors */
+    json_error("[{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [8]},"
+               "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"j\", \"factors\": [8]},"
+               "{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"j.0\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.0\", \"thread\": "
+               "\"blockIdx.w\"}]",
+               "schedule step 3 (bind C.i.0): unknown thread \"blockIdx.w\" (expected "
+               "blockIdx.x/y/z or threadIdx.x/y/z)");
+    json_error("[{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"threadidx.x\"}]",
+               "schedule step 0 (bind C.i): unknown thread \"threadidx.x\" (expected "
+               "blockIdx.x/y/z or threadIdx.x/y/z)");
+    json_error("[{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\"}]",
+               "schedule step 0 (bind C.i): \"thread\" must be a string: blockIdx.x/y/z or "
+               "threadIdx.x/y/z");
+    json_error("[{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": 0}]",
+               "schedule step 0 (bind C.i): \"thread\" must be a string: blockIdx.x/y/z or "
+               "threadIdx.x/y/z");
+    json_error("[{\"op\": \"bind\", \"stage\": \"C\", \"thread\": \"blockIdx.x\"}]",
+               "schedule step 0: \"iter\" must be a non-empty string");
+    json_error("[{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\", \"axis\": 0}]",
+               "schedule step 0 (bind): unknown field \"axis\"");
+    json_error("[{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"}]",
+               "schedule step 0 (parallel): unknown field \"thread\"");
+
+    /* illegal binds */
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
+               "\"threadIdx.x\"}",
+               "schedule step 0 (bind C.k): iterator k is a reduction: GPU threads would race on "
+               "the accumulator (use rfactor first)");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"threadIdx.x\"}",
+               "schedule step 1 (bind C.i): iterator i is already bound to blockIdx.x");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [8]},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.0\", \"thread\": "
+               "\"threadIdx.x\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.1\", \"thread\": "
+               "\"threadIdx.x\"}",
+               "schedule step 2 (bind C.i.1): threadIdx.x is already bound to iterator i.0 of C");
+    step_error("{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"j\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j\", \"thread\": "
+               "\"blockIdx.y\"}",
+               "schedule step 1 (bind C.j): iterator j is already parallel");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j\", \"thread\": "
+               "\"blockIdx.y\"},"
+               "{\"op\": \"vectorize\", \"stage\": \"C\", \"iter\": \"j\"}",
+               "schedule step 1 (vectorize C.j): iterator j is already bound to blockIdx.y");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j\", \"thread\": "
+               "\"threadIdx.z\"},"
+               "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"j\", \"factors\": [4]}",
+               "schedule step 1 (split C.j): iterator j is already annotated threadIdx.z; split it "
+               "before annotating");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"},"
+               "{\"op\": \"fuse\", \"stage\": \"C\", \"iters\": [\"i\", \"j\"]}",
+               "schedule step 1 (fuse C): iterator i is already annotated blockIdx.x");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [8]},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"}",
+               "schedule step 1 (bind C.i): iterator i is no longer a loop of C (its loops: i.0, "
+               "i.1, j, k)");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"q\", \"thread\": "
+               "\"blockIdx.x\"}",
+               "schedule step 0 (bind C.q): stage C has no iterator q (its loops: i, j, k)");
+    step_error("{\"op\": \"bind\", \"stage\": \"A\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"}",
+               "schedule step 0 (bind A.i): A is an argument of the graph, not a stage");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"blockIdx.x\"},"
+               "{\"op\": \"rfactor\", \"stage\": \"C\", \"iter\": \"k\"}",
+               "schedule step 1 (rfactor C.k): rfactor needs untransformed spatial iterators on "
+               "C");
+}
+
 static const struct test tests[] = {
-    {"json_round_trip", test_json_round_trip}, {"json_errors", test_json_errors},
-    {"illegal_steps", test_illegal_steps},     {"state_shapes", test_state_shapes},
-    {"split_extents", test_split_extents},     {"pad", test_pad},
+    {"json_round_trip", test_json_round_trip},
+    {"json_errors", test_json_errors},
+    {"illegal_steps", test_illegal_steps},
+    {"state_shapes", test_state_shapes},
+    {"split_extents", test_split_extents},
+    {"pad", test_pad},
+    {"bind", test_bind},
 };
 
 int
