@@ -19,6 +19,7 @@ static const char usage[] =
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
     "\"llvm -mcpu=sapphirerapids\", \"llvm -mattr=+avx2,-avx512f\"). OUT ending in .o gives an\n"
     "object file, anything else a shared object with the ABI of include/kiln_abi.h.\n"
+    "--target \"cuda [-arch=sm_XX]\" writes CUDA C (OUT.cu) or PTX compiled by NVRTC (OUT.ptx).\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
     "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
     "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"

@@ -8,6 +8,8 @@
 #include "../ir/ir.h"
 #include "kiln_abi.h"
 
+#include <string.h>
+
 /* A CPU target: "llvm" (the host), "llvm -mcpu=sapphirerapids", "llvm -mattr=+avx2,-avx512f",
  * "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4". Unknown options or CPUs are errors. */
 struct kiln_target {
@@ -21,6 +23,13 @@ struct kiln_target {
 };
 
 enum kiln_status kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t);
+/* "cuda [-arch=sm_XX]" parses too: kind "cuda", the architecture in cpu (the first device's
+ * when not named, sm_80 without one); nothing else is set. */
+static inline bool
+kiln_target_is_cuda(const struct kiln_target *t)
+{
+    return t && !strcmp(t->kind, "cuda");
+}
 /* f32 lanes of t's widest vector register (4 when unknown). */
 static inline int
 kiln_target_f32_lanes(const struct kiln_target *t)
@@ -54,5 +63,34 @@ enum kiln_status            kiln_cg_llvm_jit(kiln_ctx *ctx, const struct kiln_cg
                                              const struct kiln_target *t, struct kiln_jit **out);
 const struct kiln_abi_desc *kiln_jit_desc(const struct kiln_jit *j);
 void                        kiln_jit_free(struct kiln_jit *j);
+
+/* Runs argv (searching PATH when argv[0] has no slash), collecting its stdout and stderr into
+ * *log (arena, at most about 1 MiB); returns its exit status (128 + signal when killed) or -1
+ * when it could not be run (errno set). The C compiler and ptxas run through it. */
+int kiln_cg_run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log);
+
+/* ---- CUDA C (codegen/cuda.c) ----
+ * One `extern "C" __global__` kernel per root statement of f, to be launched in order with
+ * the same arguments: f's parameters (device pointers, in f->param order), then the device
+ * workspace (ws_bytes) and the prepared area (prep_bytes). Kernels that compute prepared
+ * (weight-derived) buffers are marked, as the CPU module's PREPARE phase. */
+struct kiln_cuda_kernel {
+    const char *name; /* "NAME_kI" */
+    uint32_t    grid[3], block[3];
+    uint32_t    shared_bytes; /* static __shared__ memory */
+    bool        prepare;      /* stores prepared buffers: run once per kiln_prepare */
+};
+struct kiln_cuda_source {
+    const char              *text; /* the CUDA C translation unit, ctx-owned */
+    struct kiln_cuda_kernel *kernel;
+    uint32_t                 nkernel;
+    int64_t                  ws_bytes;   /* f->ws_bytes, then other temporaries at root */
+    int64_t                  prep_bytes; /* f->prep_bytes */
+};
+/* f: flat and verified. name: symbol-safe, prefixes the kernels' names. Errors name the
+ * function and what CUDA cannot express (KILN_ERR_UNSUPPORTED: f16/bf16, a thread-private
+ * buffer its threads would have to share, launch dimensions over the hardware's limits). */
+enum kiln_status kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
+                                     struct kiln_cuda_source *out);
 
 #endif

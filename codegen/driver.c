@@ -1,12 +1,16 @@
 /* codegen/driver.c -- the compile pipeline behind the public API: parse the target and the
  * schedule, lower the graph (passes/), describe the module (metadata JSON, source text,
- * argument roles) and hand it to the LLVM backend. Each step's error is already in the
+ * argument roles) and hand it to the LLVM backend, or, for the cuda target, emit CUDA C
+ * (codegen/cuda.c) and compile it with NVRTC. Each step's error is already in the
  * context; the driver adds nothing but order. */
 #include "codegen.h"
 
 #include "../passes/passes.h"
+#include "nvrtc.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 struct built {
@@ -129,6 +133,40 @@ build(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_compile_optio
     return KILN_OK;
 }
 
+static bool
+ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && !strcmp(s + n - k, suffix);
+}
+
+/* The cuda target: CUDA C (PATH.cu) or PTX compiled by NVRTC (PATH.ptx). */
+static enum kiln_status
+compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, const char *name,
+             const char *path)
+{
+    struct kiln_cuda_source src;
+    const char             *text;
+    if (!ends_with(path, ".cu") && !ends_with(path, ".ptx"))
+        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda",
+                         "%s: the cuda target writes CUDA C (-o NAME.cu) or PTX (-o NAME.ptx); "
+                         "shared objects that launch the kernels are not implemented yet",
+                         path);
+    KILN_TRY(kiln_cg_cuda_source(ctx, f, name, &src));
+    text = src.text;
+    if (ends_with(path, ".ptx"))
+        KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", b->target.cpu, false, &text));
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "cuda", "cannot write %s: %s", path,
+                         strerror(errno));
+    bool ok = fputs(text, fp) >= 0;
+    ok &= fclose(fp) == 0;
+    return ok ? KILN_OK
+              : KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "writing %s failed: %s", path,
+                          strerror(errno));
+}
+
 enum kiln_status
 kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                    const struct kiln_compile_options *opt, const char *path)
@@ -136,6 +174,8 @@ kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
     struct built      b;
     struct kiln_func *f;
     KILN_TRY(build(ctx, g, opt, true, &b, &f));
+    if (kiln_target_is_cuda(&b.target))
+        return compile_cuda(ctx, &b, f, opt && opt->name ? opt->name : "kiln_graph", path);
     KILN_TRY(describe(ctx, g, f, &b.target, opt && opt->name ? opt->name : "kiln_graph", &b.m));
     size_t n = strlen(path);
     if (n > 2 && !strcmp(path + n - 2, ".o"))

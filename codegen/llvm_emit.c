@@ -110,10 +110,8 @@ kiln_cg_llvm_ir(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln
 
 /* ---- shared objects ---- */
 
-/* Runs argv, collecting its stdout and stderr into *log (arena); returns its exit status or
- * -1 when it could not be run (errno set). */
-static int
-run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log)
+int
+kiln_cg_run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log)
 {
     int fd[2];
     if (pipe(fd) != 0)
@@ -196,7 +194,7 @@ kiln_cg_llvm_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
         argv[argc++] = (char *)"-lm";
         argv[argc] = NULL;
         struct kiln_buf log = {0};
-        int             rc = run(ctx, argv, &log);
+        int             rc = kiln_cg_run(ctx, argv, &log);
         if (rc != 0) {
             if (rc < 0)
                 KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: cannot run %s: %s", KILN_CC,

@@ -16,9 +16,12 @@
  * are accepted as given. */
 #include "llvm_cg.h"
 
+#include "../runtime/cuda.h"
+
 #include <llvm-c/Target.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -248,6 +251,49 @@ option(kiln_ctx *ctx, const char *spec, const char *tok, const char *name, const
     return KILN_OK;
 }
 
+/* "cuda [-arch=sm_XX]": the architecture named, else the first device's (runtime/cuda.c),
+ * else sm_80 where no CUDA driver or device is present. */
+static enum kiln_status
+cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_target *t)
+{
+    const char *arch = NULL;
+    for (int i = 1; i < ntok; i++) {
+        const char *v;
+        if (option(ctx, spec, tok[i], "-arch=", &v) != KILN_OK) {
+            if (!kiln_ok(ctx))
+                return ctx->err.status;
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "target",
+                             "target '%s': unknown option '%s' (expected -arch=sm_XX)", spec,
+                             tok[i]);
+        }
+        arch = v;
+    }
+    if (arch) {
+        size_t n = strlen(arch);
+        bool   ok = n >= 5 && n <= 8 && !strncmp(arch, "sm_", 3);
+        for (size_t i = 3; ok && i < n; i++)
+            ok = (arch[i] >= '0' && arch[i] <= '9') || (i == n - 1 && i > 4 && arch[i] == 'a');
+        if (!ok || atoi(arch + 3) < 50)
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "target",
+                             "target '%s': bad architecture '%s' (expected sm_50 or later, e.g. "
+                             "sm_80, sm_90, sm_90a)",
+                             spec, arch);
+    } else {
+        struct kiln_cuda *cu = NULL;
+        if (kiln_cuda_open(ctx, 0, &cu) == KILN_OK) {
+            arch = kiln_arena_strdup(ctx, kiln_cuda_arch(cu));
+            kiln_cuda_close(cu);
+        }
+        kiln_ctx_error_clear(ctx);
+        if (!arch)
+            arch = "sm_80";
+    }
+    memset(t, 0, sizeof *t);
+    snprintf(t->kind, sizeof t->kind, "cuda");
+    snprintf(t->cpu, sizeof t->cpu, "%s", arch);
+    return KILN_OK;
+}
+
 enum kiln_status
 kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
 {
@@ -274,8 +320,7 @@ kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
         tok[ntok++] = p;
     }
     if (ntok > 0 && !strcmp(tok[0], "cuda"))
-        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "target",
-                         "target '%s': the LLVM CPU backend cannot compile for cuda", spec);
+        return cuda_target(ctx, spec, tok, ntok, t);
     if (ntok > 0 && strcmp(tok[0], "llvm") != 0)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "target",
                          "target '%s': unknown target kind '%s' (expected llvm)", spec, tok[0]);
@@ -369,6 +414,8 @@ kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
 const char *
 kiln_cg_target_str(kiln_ctx *ctx, const struct kiln_target *t)
 {
+    if (kiln_target_is_cuda(t))
+        return kiln_arena_printf(ctx, "cuda -arch=%s", t->cpu);
     if (t->features[0])
         return kiln_arena_printf(ctx, "%s -mtriple=%s -mcpu=%s -mattr=%s", t->kind, t->triple,
                                  t->cpu, t->features);
@@ -380,6 +427,11 @@ kiln_cg_target_machine(kiln_ctx *ctx, const struct kiln_target *t)
 {
     LLVMTargetRef target;
     char         *err = NULL;
+    if (kiln_target_is_cuda(t)) {
+        KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "llvm",
+                  "target %s: the LLVM CPU backend cannot compile for it", t->cpu);
+        return NULL;
+    }
     kiln_cg_llvm_init();
     if (LLVMGetTargetFromTriple(t->triple, &target, &err)) {
         KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "no LLVM target for triple %s", t->triple);

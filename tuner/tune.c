@@ -708,6 +708,10 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
     struct kiln_target tgt;
     struct kiln_hw     hw;
     KILN_TRY(kiln_cg_target_parse(ctx, o->target ? o->target : "llvm", &tgt));
+    if (kiln_target_is_cuda(&tgt))
+        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "tune",
+                         "tuning for the cuda target is not implemented yet (its kernels compile "
+                         "with `kiln compile --target cuda`)");
     kiln_hw_from_target(&tgt, &hw);
     struct kiln_tasks tasks;
     KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));

@@ -1467,7 +1467,28 @@ test_target_parse(void)
     kiln_ctx_error_clear(ctx);
     CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, "gcc", &t));
     kiln_ctx_error_clear(ctx);
-    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_cg_target_parse(ctx, "cuda", &t));
+    /* cuda: the architecture named, else the device's (sm_80 without one) */
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda -arch=sm_90", &t));
+    CHECK(kiln_target_is_cuda(&t));
+    CHECK_EQ_STR("cuda -arch=sm_90", kiln_cg_target_str(ctx, &t));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda", &t));
+    CHECK(kiln_target_is_cuda(&t) && !strncmp(t.cpu, "sm_", 3));
+    static const char *const bad[] = {"cuda -arch=sm_x", "cuda -arch=sm_20",
+                                      "cuda -arch=", "cuda -mcpu=skylake", "cuda -arch=compute_80"};
+    for (size_t i = 0; i < KILN_COUNTOF(bad); i++) {
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, bad[i], &t));
+        CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, bad[i]));
+        kiln_ctx_error_clear(ctx);
+    }
+    /* compiling for cuda writes CUDA C or PTX, not a shared object (yet) */
+    struct kiln_graph          *g = PARSE(ctx, "input x: f32[4]\ny = relu(x)\noutput y\n");
+    struct kiln_compile_options opt = {.target = "cuda -arch=sm_80"};
+    if (g) {
+        CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_graph_compile(ctx, g, &opt, "never.so"));
+        CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, "-o NAME.cu"));
+        CHECK(access("never.so", F_OK) != 0);
+        kiln_ctx_error_clear(ctx);
+    }
     kiln_ctx_free(ctx);
 }
 

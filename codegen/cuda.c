@@ -1,0 +1,1041 @@
+/* codegen/cuda.c -- a flat loop-nest function to CUDA C: one `extern "C" __global__` kernel
+ * per root statement, launched in order, for NVRTC (codegen/nvrtc.c) to compile.
+ *
+ * Kernels. Every kernel takes the function's parameters (their element type, `__restrict__`:
+ * arguments never overlap, as on the CPU), then `kiln_ws` (the device workspace) and
+ * `kiln_prep` (the prepared area). A root statement's GPU_BLOCK loops give its grid, its
+ * GPU_THREAD loops its block: the launch extent on an axis is the largest extent of the loops
+ * bound to it, and a loop shorter than that runs under a guard. A root statement without GPU
+ * loops runs on one thread (grid 1, block 1): correct, for any schedule, and slow.
+ *
+ * Threads. Code outside every thread loop of a kernel with more than one thread per block is
+ * run by all of the block's threads. There, a store to memory the threads share (parameters,
+ * workspace, shared buffers) is made by the threads whose index is 0 on every axis the store
+ * is not inside a loop of, and `__syncthreads()` follows each statement that holds a thread
+ * loop or such a store, so what one statement writes is visible to the next (and to the next
+ * iteration of an enclosing serial loop). Conditions there cannot depend on thread indices,
+ * so every thread reaches every barrier.
+ *
+ * Buffers. Planned temporaries (ws_offset) and HEAP temporaries allocated outside every GPU
+ * loop live in the workspace (the latter after f->ws_bytes, each 64-byte aligned); prepared
+ * buffers in the prepared area. STACK temporaries and HEAP ones allocated inside a thread loop
+ * (or in a kernel of one thread) are per-thread arrays; SHARED ones `__shared__` arrays, which
+ * must be allocated inside the block loops and outside the thread loops. A thread-private
+ * buffer allocated outside the thread loops of a threaded kernel would not be shared by its
+ * threads as the loop nest means: KILN_ERR_UNSUPPORTED, as is a HEAP temporary allocated
+ * inside a block loop (one per block would be needed).
+ *
+ * Semantics follow ir/scalar.h as the LLVM backend does (codegen/README.md): i8/i32 + - *
+ * wrap (computed unsigned); i64 ones are plain signed C arithmetic, which index arithmetic
+ * never overflows (tensors hold fewer than 2^40 elements) and which the compiler can
+ * strength-reduce, so i64 tensor data that overflows is undefined here; floordiv/floormod round
+ * toward -inf and never trap, float -> int truncates and saturates (NaN -> 0), float min/max
+ * propagate NaN, select is lazy, rsqrt is 1/sqrt, sigmoid 1/(1+exp(-x)). Index arithmetic is
+ * 64-bit. f16/bf16 are not supported yet (nor are they by the LLVM backend). */
+#include "codegen.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CU_LOCAL_MAX  16384 /* bytes of one per-thread array */
+#define CU_SHARED_MAX 49152 /* bytes of static shared memory per block */
+#define CU_ALIGN      64
+
+struct cu {
+    kiln_ctx               *ctx;
+    const struct kiln_func *f;
+    struct kiln_buf        *out;
+    bool                    failed;
+    /* per buffer: where it lives */
+    int64_t *ws_off;     /* byte offset in kiln_ws, or -1 */
+    int64_t  ws_base;    /* the workspace's planned and top-level buffers end here */
+    int64_t  kernel_end; /* and the current kernel's temporaries here */
+    int64_t  ws_end;     /* the largest of those ends */
+    uint32_t nkernel;    /* kernels emitted */
+    /* the kernel being emitted */
+    uint32_t grid[3], block[3];
+    uint32_t shared_bytes;
+    int      nthread_loops[3]; /* thread loops of each axis enclosing the current point */
+    int      nblock_loops[3];
+    bool     threaded; /* block[0] * block[1] * block[2] > 1 */
+    int      depth;    /* indentation */
+};
+
+static enum kiln_status cu_fail(struct cu *c, enum kiln_status st, const char *fmt, ...)
+    KILN_PRINTF(3, 4);
+
+static enum kiln_status
+cu_fail(struct cu *c, enum kiln_status st, const char *fmt, ...)
+{
+    char    msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!c->failed)
+        KILN_FAIL(c->ctx, st, "cuda", "cuda: %s: %s", kiln_sym_str(c->ctx, c->f->name), msg);
+    c->failed = true;
+    return st;
+}
+
+#define OUT(...)                                           \
+    do {                                                   \
+        if (!kiln_buf_printf(c->ctx, c->out, __VA_ARGS__)) \
+            c->failed = true;                              \
+    } while (0)
+
+static void
+indent(struct cu *c)
+{
+    OUT("%*s", 4 * c->depth, "");
+}
+
+/* ---- names ---- */
+
+/* A C identifier for symbol sym: its characters outside [A-Za-z0-9_] become '_', and the
+ * symbol id keeps two names that sanitise alike apart. */
+static void
+ident(struct cu *c, const char *prefix, uint32_t sym)
+{
+    const char *s = kiln_sym_str(c->ctx, sym);
+    OUT("%s", prefix);
+    for (; s && *s; s++) {
+        char ch = *s;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        OUT("%c", ok ? ch : '_');
+    }
+    OUT("_%" PRIu32, sym);
+}
+
+static void
+buf_name(struct cu *c, uint32_t b)
+{
+    char p[24];
+    snprintf(p, sizeof p, "b%" PRIu32 "_", b);
+    ident(c, p, c->f->buf[b].name);
+}
+
+static const char *
+ctype(enum kiln_dtype dt) /* in registers */
+{
+    switch (dt) {
+    case KILN_DTYPE_F32:
+        return "float";
+    case KILN_DTYPE_F64:
+        return "double";
+    case KILN_DTYPE_I8:
+        return "signed char";
+    case KILN_DTYPE_I32:
+        return "int";
+    case KILN_DTYPE_I64:
+        return "long long";
+    case KILN_DTYPE_BOOL:
+        return "bool";
+    case KILN_DTYPE_F16:
+    case KILN_DTYPE_BF16:
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return NULL;
+}
+
+static const char *
+mtype(enum kiln_dtype dt) /* in memory: bool is a byte */
+{
+    return dt == KILN_DTYPE_BOOL ? "unsigned char" : ctype(dt);
+}
+
+static bool
+check_dtype(struct cu *c, enum kiln_dtype dt)
+{
+    if (ctype(dt))
+        return true;
+    cu_fail(c, KILN_ERR_UNSUPPORTED, "dtype %s is not supported by the CUDA backend yet",
+            dt < KILN_DTYPE_COUNT ? kiln_dtype_name(dt) : "void");
+    return false;
+}
+
+/* ---- expressions ---- */
+
+static void emit_expr(struct cu *c, kiln_expr e);
+
+static const char *
+int_suffix(enum kiln_dtype dt) /* the helper functions' type suffix */
+{
+    return dt == KILN_DTYPE_I64 ? "i64" : dt == KILN_DTYPE_I32 ? "i32" : "i8";
+}
+
+static void
+emit_float_const(struct cu *c, double v, enum kiln_dtype dt)
+{
+    bool f32 = dt == KILN_DTYPE_F32;
+    if (isnan(v))
+        OUT(f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)");
+    else if (isinf(v))
+        OUT(f32 ? "__int_as_float(%s)" : "__longlong_as_double(%s)",
+            v > 0 ? (f32 ? "0x7f800000" : "0x7ff0000000000000LL")
+                  : (f32 ? "(int)0xff800000" : "(long long)0xfff0000000000000ULL"));
+    else if (f32)
+        OUT("%.9ef", v);
+    else
+        OUT("%.17e", v);
+}
+
+static void
+emit_leaf(struct cu *c, kiln_expr e, const struct kiln_node *n)
+{
+    enum kiln_dtype dt = (enum kiln_dtype)n->dtype;
+    if (n->op == KILN_OP_INT) {
+        if (dt == KILN_DTYPE_BOOL)
+            OUT(n->imm ? "true" : "false");
+        else if (n->imm == INT64_MIN)
+            OUT("(-9223372036854775807LL - 1)");
+        else if (dt == KILN_DTYPE_I64)
+            OUT("%" PRId64 "LL", n->imm);
+        else
+            OUT("((%s)%" PRId64 ")", ctype(dt), n->imm);
+    } else if (n->op == KILN_OP_FLOAT) {
+        emit_float_const(c, kiln_expr_float_value(c->ctx, e), dt);
+    } else if (kiln_var_kind_of(n->imm) == KILN_VAR_NAMED) {
+        ident(c, "v_", kiln_var_index(n->imm));
+    } else {
+        cu_fail(c, KILN_ERR_INTERNAL, "an axis or reduction variable is left in the loop nest");
+    }
+}
+
+static void
+emit_load(struct cu *c, const struct kiln_node *n)
+{
+    uint32_t b = (uint32_t)n->imm;
+    if (b >= c->f->nbuf || !n->kid[0]) {
+        cu_fail(c, KILN_ERR_INTERNAL, "load of an unknown buffer");
+        return;
+    }
+    const struct kiln_node *l = kiln_node_get(c->ctx, (kiln_expr){n->kid[0]});
+    bool                    isbool = c->f->buf[b].dtype == KILN_DTYPE_BOOL;
+    OUT(isbool ? "(" : "");
+    buf_name(c, b);
+    OUT("[");
+    emit_expr(c, (kiln_expr){l->kid[0]});
+    OUT(isbool ? "] != 0)" : "]");
+}
+
+static void
+emit_cast(struct cu *c, enum kiln_dtype to, kiln_expr a)
+{
+    enum kiln_dtype from = kiln_expr_dtype(c->ctx, a);
+    if (!check_dtype(c, from))
+        return;
+    if (to == KILN_DTYPE_BOOL) { /* != 0; NaN is true */
+        OUT("(");
+        emit_expr(c, a);
+        OUT(" != 0)");
+    } else if (kiln_dtype_is_int(to) && kiln_dtype_is_float(from)) {
+        OUT("kiln_f2%s((double)(", int_suffix(to));
+        emit_expr(c, a);
+        OUT("))");
+    } else {
+        OUT("((%s)(", ctype(to));
+        emit_expr(c, a);
+        OUT("))");
+    }
+}
+
+static const char *
+math_name(enum kiln_op op, bool f32)
+{
+    switch (op) {
+    case KILN_OP_FLOOR:
+        return f32 ? "floorf" : "floor";
+    case KILN_OP_EXP:
+        return f32 ? "expf" : "exp";
+    case KILN_OP_LOG:
+        return f32 ? "logf" : "log";
+    case KILN_OP_SQRT:
+        return f32 ? "sqrtf" : "sqrt";
+    case KILN_OP_TANH:
+        return f32 ? "tanhf" : "tanh";
+    case KILN_OP_ERF:
+        return f32 ? "erff" : "erf";
+    case KILN_OP_ABS:
+        return f32 ? "fabsf" : "fabs";
+    case KILN_OP_POW:
+        return f32 ? "powf" : "pow";
+    default:
+        return NULL;
+    }
+}
+
+static void
+emit_unary(struct cu *c, enum kiln_op op, enum kiln_dtype dt, kiln_expr a)
+{
+    bool        fl = kiln_dtype_is_float(dt), f32 = dt == KILN_DTYPE_F32;
+    const char *one = f32 ? "1.0f" : "1.0";
+    if (op == KILN_OP_NOT) {
+        OUT("(!");
+        emit_expr(c, a);
+        OUT(")");
+    } else if (op == KILN_OP_NEG) {
+        if (fl) {
+            OUT("(-");
+            emit_expr(c, a);
+            OUT(")");
+        } else {
+            OUT("((%s)(0ULL - (unsigned long long)(", ctype(dt));
+            emit_expr(c, a);
+            OUT(")))");
+        }
+    } else if (op == KILN_OP_ABS && !fl) {
+        OUT("kiln_abs_%s(", int_suffix(dt));
+        emit_expr(c, a);
+        OUT(")");
+    } else if (op == KILN_OP_RSQRT) {
+        OUT("(%s / %s(", one, f32 ? "sqrtf" : "sqrt");
+        emit_expr(c, a);
+        OUT("))");
+    } else if (op == KILN_OP_SIGMOID) {
+        OUT("(%s / (%s + %s(-(", one, one, f32 ? "expf" : "exp");
+        emit_expr(c, a);
+        OUT("))))");
+    } else if (fl && math_name(op, f32)) {
+        OUT("%s(", math_name(op, f32));
+        emit_expr(c, a);
+        OUT(")");
+    } else {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "operator %s on %s", kiln_op_name[op],
+                kiln_dtype_name(dt));
+    }
+}
+
+static void
+emit_binary(struct cu *c, enum kiln_op op, enum kiln_dtype dt, kiln_expr a, kiln_expr b)
+{
+    bool        fl = kiln_dtype_is_float(dt), f32 = dt == KILN_DTYPE_F32;
+    const char *infix = NULL, *fn = NULL;
+    switch (op) {
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+    case KILN_OP_MUL:
+        if (!fl && dt != KILN_DTYPE_I64) { /* wrap: unsigned arithmetic, then the width */
+            OUT("((%s)((unsigned long long)(", ctype(dt));
+            emit_expr(c, a);
+            OUT(") %s (unsigned long long)(", op == KILN_OP_ADD   ? "+"
+                                              : op == KILN_OP_SUB ? "-"
+                                                                  : "*");
+            emit_expr(c, b);
+            OUT(")))");
+            return;
+        }
+        infix = op == KILN_OP_ADD ? "+" : op == KILN_OP_SUB ? "-" : "*";
+        break;
+    case KILN_OP_DIV:
+        infix = "/";
+        break;
+    case KILN_OP_FLOORDIV:
+    case KILN_OP_FLOORMOD:
+        if (fl)
+            break;
+        OUT("kiln_%s_%s(", op == KILN_OP_FLOORDIV ? "floordiv" : "floormod", int_suffix(dt));
+        emit_expr(c, a);
+        OUT(", ");
+        emit_expr(c, b);
+        OUT(")");
+        return;
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+        fn = op == KILN_OP_MIN ? (fl ? (f32 ? "kiln_fminf" : "kiln_fmin") : "kiln_min")
+                               : (fl ? (f32 ? "kiln_fmaxf" : "kiln_fmax") : "kiln_max");
+        break;
+    case KILN_OP_POW:
+        fn = fl ? math_name(op, f32) : NULL;
+        break;
+    case KILN_OP_EQ:
+        infix = "==";
+        break;
+    case KILN_OP_NE:
+        infix = "!=";
+        break;
+    case KILN_OP_LT:
+        infix = "<";
+        break;
+    case KILN_OP_LE:
+        infix = "<=";
+        break;
+    case KILN_OP_AND:
+        infix = "&&";
+        break;
+    case KILN_OP_OR:
+        infix = "||";
+        break;
+    default:
+        break;
+    }
+    if (fn) {
+        OUT("%s(", fn);
+        emit_expr(c, a);
+        OUT(", ");
+        emit_expr(c, b);
+        OUT(")");
+    } else if (infix && (fl || op != KILN_OP_DIV)) {
+        OUT("(");
+        emit_expr(c, a);
+        OUT(" %s ", infix);
+        emit_expr(c, b);
+        OUT(")");
+    } else {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "operator %s on %s", kiln_op_name[op],
+                kiln_dtype_name(dt));
+    }
+}
+
+static void
+emit_expr(struct cu *c, kiln_expr e)
+{
+    if (c->failed)
+        return;
+    if (c->out->len > (64u << 20)) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "the CUDA source exceeds 64 MiB");
+        return;
+    }
+    struct kiln_node n = *kiln_node_get(c->ctx, e);
+    enum kiln_dtype  dt = (enum kiln_dtype)n.dtype;
+    if (n.op != KILN_OP_LIST && !check_dtype(c, dt))
+        return;
+    switch (kiln_op_kind((enum kiln_op)n.op)) {
+    case KILN_OPK_LEAF:
+        emit_leaf(c, e, &n);
+        return;
+    case KILN_OPK_LOAD:
+        emit_load(c, &n);
+        return;
+    case KILN_OPK_SELECT:
+        OUT("(");
+        emit_expr(c, (kiln_expr){n.kid[0]});
+        OUT(" ? ");
+        emit_expr(c, (kiln_expr){n.kid[1]});
+        OUT(" : ");
+        emit_expr(c, (kiln_expr){n.kid[2]});
+        OUT(")");
+        return;
+    case KILN_OPK_CAST:
+        emit_cast(c, dt, (kiln_expr){n.kid[0]});
+        return;
+    case KILN_OPK_UNARY:
+        emit_unary(c, (enum kiln_op)n.op, dt, (kiln_expr){n.kid[0]});
+        return;
+    case KILN_OPK_BINARY:
+        /* comparisons and logic: the operands' dtype decides */
+        emit_binary(c, (enum kiln_op)n.op, kiln_expr_dtype(c->ctx, (kiln_expr){n.kid[0]}),
+                    (kiln_expr){n.kid[0]}, (kiln_expr){n.kid[1]});
+        return;
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
+        break;
+    }
+    cu_fail(c, KILN_ERR_INTERNAL, "unexpected expression node %s",
+            n.op < KILN_OP_COUNT ? kiln_op_name[n.op] : "?");
+}
+
+/* ---- questions about a statement tree ---- */
+
+struct ask {
+    const struct cu    *c;
+    enum kiln_loop_kind k;
+    bool (*is)(const struct ask *q, const struct kiln_stmt *s);
+};
+
+/* Whether q->is holds for s or any statement in it. */
+static bool
+any(const struct ask *q, const struct kiln_stmt *s)
+{
+    if (!s)
+        return false;
+    if (q->is(q, s))
+        return true;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        return any(q, s->u.for_.body);
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            if (any(q, s->u.seq.item[i]))
+                return true;
+        return false;
+    case KILN_STMT_IF:
+        return any(q, s->u.if_.then) || any(q, s->u.if_.els);
+    case KILN_STMT_LET:
+        return any(q, s->u.let.body);
+    case KILN_STMT_ALLOC:
+        return any(q, s->u.alloc.body);
+    case KILN_STMT_STORE:
+        return false;
+    }
+    return false;
+}
+
+static bool
+shared_buffer(const struct cu *c, uint32_t b) /* memory every thread sees */
+{
+    uint8_t sc = c->f->buf[b].scope;
+    return sc == KILN_SCOPE_GLOBAL || sc == KILN_SCOPE_SHARED || c->ws_off[b] >= 0
+           || c->f->buf[b].prep_offset >= 0;
+}
+
+static bool
+is_gpu_loop(const struct ask *q, const struct kiln_stmt *s) /* of kind q->k; SERIAL: any */
+{
+    uint8_t l = s->kind == KILN_STMT_FOR ? s->u.for_.loop : KILN_LOOP_SERIAL;
+    return (l == KILN_LOOP_GPU_BLOCK || l == KILN_LOOP_GPU_THREAD)
+           && (q->k == KILN_LOOP_SERIAL || l == q->k);
+}
+
+static bool
+is_sync_point(const struct ask *q, const struct kiln_stmt *s) /* a thread loop, a shared store */
+{
+    return (s->kind == KILN_STMT_FOR && s->u.for_.loop == KILN_LOOP_GPU_THREAD)
+           || (s->kind == KILN_STMT_STORE && shared_buffer(q->c, s->u.store.buf));
+}
+
+static bool
+is_prepared_store(const struct ask *q, const struct kiln_stmt *s)
+{
+    return s->kind == KILN_STMT_STORE && q->c->f->buf[s->u.store.buf].prep_offset >= 0;
+}
+
+static bool
+has_gpu_loop(const struct cu *c, const struct kiln_stmt *s, enum kiln_loop_kind k)
+{
+    return any(&(struct ask){c, k, is_gpu_loop}, s);
+}
+
+/* ---- launch dimensions ---- */
+
+static const char *const axis_name = "xyz";
+
+/* Collects the launch extents of the GPU loops in s into c->grid / c->block; nested loops
+ * bound to one axis are an error. */
+static void
+launch_dims(struct cu *c, const struct kiln_stmt *s, int nb[3], int nt[3])
+{
+    if (!s || c->failed)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR: {
+        uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis;
+        bool    gb = loop == KILN_LOOP_GPU_BLOCK, gt = loop == KILN_LOOP_GPU_THREAD;
+        if (gb || gt) {
+            int64_t ext;
+            if (ax > 2) {
+                cu_fail(c, KILN_ERR_INVALID, "GPU loop axis %u", ax);
+                return;
+            }
+            if (!kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext) || ext < 1) {
+                cu_fail(
+                    c, KILN_ERR_UNSUPPORTED, "loop %s bound to %s.%c has no constant extent",
+                    kiln_sym_str(c->ctx, kiln_var_index(kiln_node_get(c->ctx, s->u.for_.var)->imm)),
+                    gb ? "blockIdx" : "threadIdx", axis_name[ax]);
+                return;
+            }
+            int *cnt = gb ? nb : nt;
+            if (cnt[ax]) {
+                cu_fail(c, KILN_ERR_INVALID, "two nested loops are bound to %s.%c",
+                        gb ? "blockIdx" : "threadIdx", axis_name[ax]);
+                return;
+            }
+            uint32_t *dim = gb ? c->grid : c->block;
+            int64_t   lim = gb ? (ax ? 65535 : 2147483647) : (ax == 2 ? 64 : 1024);
+            if (ext > lim) {
+                cu_fail(c, KILN_ERR_UNSUPPORTED, "%s.%c extent %" PRId64 " exceeds %" PRId64,
+                        gb ? "blockIdx" : "threadIdx", axis_name[ax], ext, lim);
+                return;
+            }
+            if ((uint32_t)ext > dim[ax])
+                dim[ax] = (uint32_t)ext;
+            cnt[ax]++;
+            launch_dims(c, s->u.for_.body, nb, nt);
+            cnt[ax]--;
+            return;
+        }
+        launch_dims(c, s->u.for_.body, nb, nt);
+        return;
+    }
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            launch_dims(c, s->u.seq.item[i], nb, nt);
+        return;
+    case KILN_STMT_IF:
+        launch_dims(c, s->u.if_.then, nb, nt);
+        launch_dims(c, s->u.if_.els, nb, nt);
+        return;
+    case KILN_STMT_LET:
+        launch_dims(c, s->u.let.body, nb, nt);
+        return;
+    case KILN_STMT_ALLOC:
+        launch_dims(c, s->u.alloc.body, nb, nt);
+        return;
+    case KILN_STMT_STORE:
+        return;
+    }
+}
+
+static bool
+in_threads(const struct cu *c) /* inside a thread loop on some axis */
+{
+    return c->nthread_loops[0] || c->nthread_loops[1] || c->nthread_loops[2];
+}
+
+/* ---- statements ---- */
+
+static void emit_stmt(struct cu *c, const struct kiln_stmt *s);
+
+static void
+emit_var(struct cu *c, kiln_expr var)
+{
+    const struct kiln_node *n = kiln_node_get(c->ctx, var);
+    ident(c, "v_", kiln_var_index(n->imm));
+}
+
+static void
+emit_for(struct cu *c, const struct kiln_stmt *s)
+{
+    uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis;
+    if (loop == KILN_LOOP_GPU_BLOCK || loop == KILN_LOOP_GPU_THREAD) {
+        bool     gb = loop == KILN_LOOP_GPU_BLOCK;
+        int64_t  ext = 0;
+        uint32_t dim = gb ? c->grid[ax] : c->block[ax];
+        kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext);
+        indent(c);
+        OUT("{\n");
+        c->depth++;
+        indent(c);
+        OUT("const long long ");
+        emit_var(c, s->u.for_.var);
+        OUT(" = (");
+        emit_expr(c, s->u.for_.min);
+        OUT(") + (long long)%s.%c;\n", gb ? "blockIdx" : "threadIdx", axis_name[ax]);
+        bool guard = ext < (int64_t)dim;
+        if (guard) {
+            indent(c);
+            OUT("if (%s.%c < %" PRId64 "u) {\n", gb ? "blockIdx" : "threadIdx", axis_name[ax], ext);
+            c->depth++;
+        }
+        (gb ? c->nblock_loops : c->nthread_loops)[ax]++;
+        emit_stmt(c, s->u.for_.body);
+        (gb ? c->nblock_loops : c->nthread_loops)[ax]--;
+        if (guard) {
+            c->depth--;
+            indent(c);
+            OUT("}\n");
+        }
+        c->depth--;
+        indent(c);
+        OUT("}\n");
+        return;
+    }
+    if (loop == KILN_LOOP_UNROLL || loop == KILN_LOOP_VECTOR) {
+        indent(c);
+        OUT("#pragma unroll\n");
+    }
+    /* serial, parallel (a CPU annotation: its iterations are independent, so serial is
+     * correct), vector and unrolled loops */
+    indent(c);
+    OUT("for (long long ");
+    emit_var(c, s->u.for_.var);
+    OUT(" = ");
+    emit_expr(c, s->u.for_.min);
+    OUT(", ");
+    emit_var(c, s->u.for_.var);
+    OUT("_end = ");
+    emit_var(c, s->u.for_.var);
+    OUT(" + (");
+    emit_expr(c, s->u.for_.extent);
+    OUT("); ");
+    emit_var(c, s->u.for_.var);
+    OUT(" < ");
+    emit_var(c, s->u.for_.var);
+    OUT("_end; ++");
+    emit_var(c, s->u.for_.var);
+    OUT(") {\n");
+    c->depth++;
+    emit_stmt(c, s->u.for_.body);
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+}
+
+static void
+emit_store(struct cu *c, const struct kiln_stmt *s)
+{
+    uint32_t b = s->u.store.buf;
+    if (b >= c->f->nbuf) {
+        cu_fail(c, KILN_ERR_INTERNAL, "store to an unknown buffer");
+        return;
+    }
+    const struct kiln_buffer *bf = &c->f->buf[b];
+    bool                      shared = shared_buffer(c, b);
+    /* one thread stores on each axis the store is not inside a thread loop of */
+    bool guard = false;
+    if (shared && c->threaded)
+        for (int a = 0; a < 3; a++)
+            guard |= c->block[a] > 1 && !c->nthread_loops[a];
+    indent(c);
+    if (guard) {
+        OUT("if (");
+        const char *sep = "";
+        for (int a = 0; a < 3; a++)
+            if (c->block[a] > 1 && !c->nthread_loops[a]) {
+                OUT("%sthreadIdx.%c == 0", sep, axis_name[a]);
+                sep = " && ";
+            }
+        OUT(") ");
+    }
+    const struct kiln_node *l = kiln_node_get(c->ctx, s->u.store.index);
+    buf_name(c, b);
+    OUT("[");
+    emit_expr(c, (kiln_expr){l->kid[0]});
+    OUT("] = ");
+    if (bf->dtype == KILN_DTYPE_BOOL) {
+        OUT("(unsigned char)(");
+        emit_expr(c, s->u.store.value);
+        OUT(")");
+    } else {
+        emit_expr(c, s->u.store.value);
+    }
+    OUT(";\n");
+}
+
+/* The declaration of a temporary at its ALLOC statement: a `__shared__` array, or a
+ * per-thread one; buffers placed in the workspace or the prepared area declare nothing. */
+static void
+emit_alloc(struct cu *c, const struct kiln_stmt *s)
+{
+    uint32_t                  b = s->u.alloc.buf;
+    const struct kiln_buffer *bf = &c->f->buf[b];
+    const char               *nm = kiln_sym_str(c->ctx, bf->name);
+    if (c->ws_off[b] >= 0 || bf->prep_offset >= 0) {
+        emit_stmt(c, s->u.alloc.body);
+        return;
+    }
+    if (!check_dtype(c, (enum kiln_dtype)bf->dtype))
+        return;
+    int64_t bytes = kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+    if (bf->scope == KILN_SCOPE_SHARED) {
+        if (in_threads(c)) {
+            cu_fail(c, KILN_ERR_INVALID, "shared buffer %s is allocated inside a thread loop", nm);
+            return;
+        }
+        if (has_gpu_loop(c, s->u.alloc.body, KILN_LOOP_GPU_BLOCK)) {
+            cu_fail(c, KILN_ERR_UNSUPPORTED,
+                    "shared buffer %s is allocated outside a block loop: each block has its own",
+                    nm);
+            return;
+        }
+        if (c->shared_bytes + bytes > CU_SHARED_MAX) {
+            cu_fail(c, KILN_ERR_UNSUPPORTED, "shared buffers of %" PRId64 " bytes exceed %d",
+                    c->shared_bytes + bytes, CU_SHARED_MAX);
+            return;
+        }
+        c->shared_bytes += (uint32_t)bytes;
+    } else if (has_gpu_loop(c, s->u.alloc.body, KILN_LOOP_SERIAL)) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED,
+                "%s buffer %s is allocated outside GPU loops that use it: each thread would have "
+                "its own; only shared buffers are shared by threads",
+                bf->scope == KILN_SCOPE_HEAP ? "heap" : "stack", nm);
+        return;
+    } else if (bytes > CU_LOCAL_MAX) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "per-thread buffer %s of %" PRId64 " bytes exceeds %d", nm,
+                bytes, CU_LOCAL_MAX);
+        return;
+    }
+    indent(c);
+    OUT("{\n");
+    c->depth++;
+    indent(c);
+    OUT("%s%s ", bf->scope == KILN_SCOPE_SHARED ? "__shared__ __align__(16) " : "",
+        mtype((enum kiln_dtype)bf->dtype));
+    buf_name(c, b);
+    OUT("[%" PRId64 "];\n", kiln_buffer_numel(bf));
+    emit_stmt(c, s->u.alloc.body);
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+}
+
+static void
+emit_stmt(struct cu *c, const struct kiln_stmt *s)
+{
+    if (c->failed)
+        return;
+    if (!s) {
+        cu_fail(c, KILN_ERR_INVALID, "missing statement");
+        return;
+    }
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        emit_for(c, s);
+        break;
+    case KILN_STMT_STORE:
+        emit_store(c, s);
+        break;
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n && !c->failed; i++)
+            emit_stmt(c, s->u.seq.item[i]);
+        return; /* each item synchronised itself */
+    case KILN_STMT_IF:
+        indent(c);
+        OUT("if (");
+        emit_expr(c, s->u.if_.cond);
+        OUT(") {\n");
+        c->depth++;
+        emit_stmt(c, s->u.if_.then);
+        c->depth--;
+        if (s->u.if_.els) {
+            indent(c);
+            OUT("} else {\n");
+            c->depth++;
+            emit_stmt(c, s->u.if_.els);
+            c->depth--;
+        }
+        indent(c);
+        OUT("}\n");
+        return; /* its branches synchronised themselves */
+    case KILN_STMT_LET: {
+        enum kiln_dtype dt = kiln_expr_dtype(c->ctx, s->u.let.value);
+        if (!check_dtype(c, dt))
+            return;
+        indent(c);
+        OUT("{\n");
+        c->depth++;
+        indent(c);
+        OUT("const %s ", ctype(dt));
+        emit_var(c, s->u.let.var);
+        OUT(" = ");
+        emit_expr(c, s->u.let.value);
+        OUT(";\n");
+        emit_stmt(c, s->u.let.body);
+        c->depth--;
+        indent(c);
+        OUT("}\n");
+        return;
+    }
+    case KILN_STMT_ALLOC:
+        emit_alloc(c, s);
+        return;
+    }
+    /* a thread loop, or a store the other threads may read, outside every thread loop */
+    if (c->threaded && !in_threads(c)
+        && any(&(struct ask){c, KILN_LOOP_SERIAL, is_sync_point}, s)) {
+        indent(c);
+        OUT("__syncthreads();\n");
+    }
+}
+
+/* ---- the module ---- */
+
+static const char prelude[] =
+    "/* generated by kiln: CUDA C for NVRTC */\n"
+    "#define KILN_DEV static __device__ __forceinline__\n"
+    "KILN_DEV float kiln_fminf(float a, float b) { return a != a || b != b ? "
+    "__int_as_float(0x7fc00000) : fminf(a, b); }\n"
+    "KILN_DEV float kiln_fmaxf(float a, float b) { return a != a || b != b ? "
+    "__int_as_float(0x7fc00000) : fmaxf(a, b); }\n"
+    "KILN_DEV double kiln_fmin(double a, double b) { return a != a || b != b ? "
+    "__longlong_as_double(0x7ff8000000000000LL) : fmin(a, b); }\n"
+    "KILN_DEV double kiln_fmax(double a, double b) { return a != a || b != b ? "
+    "__longlong_as_double(0x7ff8000000000000LL) : fmax(a, b); }\n"
+    "template <typename T> KILN_DEV T kiln_min(T a, T b) { return a < b ? a : b; }\n"
+    "template <typename T> KILN_DEV T kiln_max(T a, T b) { return a < b ? b : a; }\n"
+    "#define KILN_INT(S, T, LO, HI) \\\n"
+    "KILN_DEV T kiln_floordiv_##S(T a, T b) { \\\n"
+    "    if (b == 0) return 0; \\\n"
+    "    if (b == -1) return (T)(0ULL - (unsigned long long)a); \\\n"
+    "    T q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q; } \\\n"
+    "KILN_DEV T kiln_floormod_##S(T a, T b) { \\\n"
+    "    if (b == 0 || b == -1) return 0; \\\n"
+    "    T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r; } \\\n"
+    "KILN_DEV T kiln_abs_##S(T a) { return a < 0 ? (T)(0ULL - (unsigned long long)a) : a; } \\\n"
+    "KILN_DEV T kiln_f2##S(double v) { \\\n"
+    "    if (v != v) return 0; if (v <= (double)(LO)) return (T)(LO); \\\n"
+    "    if (v >= (double)(HI)) return (T)(HI); return (T)v; }\n"
+    "KILN_INT(i8, signed char, -128, 127)\n"
+    "KILN_INT(i32, int, -2147483647 - 1, 2147483647)\n"
+    "KILN_INT(i64, long long, -9223372036854775807LL - 1, 9223372036854775807LL)\n\n";
+
+/* The parameter list shared by every kernel. */
+static void
+emit_params(struct cu *c)
+{
+    const struct kiln_func *f = c->f;
+    OUT("(");
+    for (uint32_t i = 0; i < f->nparam; i++) {
+        uint32_t b = f->param[i];
+        OUT("%s *__restrict__ ", mtype((enum kiln_dtype)f->buf[b].dtype));
+        buf_name(c, b);
+        OUT(", ");
+    }
+    OUT("char *__restrict__ kiln_ws, char *__restrict__ kiln_prep)");
+}
+
+/* Views of the workspace and prepared area for every buffer placed there. */
+static void
+emit_views(struct cu *c)
+{
+    const struct kiln_func *f = c->f;
+    for (uint32_t b = 0; b < f->nbuf; b++) {
+        int64_t off = c->ws_off[b] >= 0 ? c->ws_off[b] : f->buf[b].prep_offset;
+        if (off < 0)
+            continue;
+        indent(c);
+        OUT("%s *__restrict__ ", mtype((enum kiln_dtype)f->buf[b].dtype));
+        buf_name(c, b);
+        OUT(" = (%s *)(%s + %" PRId64 ");\n", mtype((enum kiln_dtype)f->buf[b].dtype),
+            c->ws_off[b] >= 0 ? "kiln_ws" : "kiln_prep", off);
+    }
+    OUT("    (void)kiln_ws;\n    (void)kiln_prep;\n");
+}
+
+static void
+place(struct cu *c, uint32_t b)
+{
+    const struct kiln_buffer *bf = &c->f->buf[b];
+    int64_t bytes = kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+    c->ws_off[b] = c->kernel_end;
+    c->kernel_end += (bytes + CU_ALIGN - 1) / CU_ALIGN * CU_ALIGN;
+    if (c->kernel_end > c->ws_end)
+        c->ws_end = c->kernel_end;
+}
+
+/* Places the temporaries of one root statement that live in the workspace: HEAP buffers
+ * allocated outside every GPU loop, and, in a kernel without GPU loops (one thread), STACK
+ * buffers too large for a per-thread array. Kernels run one after another, so each kernel's
+ * temporaries start at the same offset. */
+static void
+place_temps(struct cu *c, const struct kiln_stmt *s, bool in_gpu, bool single)
+{
+    if (!s)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR: {
+        uint8_t l = s->u.for_.loop;
+        place_temps(c, s->u.for_.body,
+                    in_gpu || l == KILN_LOOP_GPU_BLOCK || l == KILN_LOOP_GPU_THREAD, single);
+        return;
+    }
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            place_temps(c, s->u.seq.item[i], in_gpu, single);
+        return;
+    case KILN_STMT_IF:
+        place_temps(c, s->u.if_.then, in_gpu, single);
+        place_temps(c, s->u.if_.els, in_gpu, single);
+        return;
+    case KILN_STMT_LET:
+        place_temps(c, s->u.let.body, in_gpu, single);
+        return;
+    case KILN_STMT_ALLOC: {
+        uint32_t                  b = s->u.alloc.buf;
+        const struct kiln_buffer *bf = &c->f->buf[b];
+        int64_t                   bytes =
+            kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+        if (c->ws_off[b] < 0 && bf->prep_offset < 0 && !in_gpu
+            && (bf->scope == KILN_SCOPE_HEAP
+                || (single && bf->scope == KILN_SCOPE_STACK && bytes > CU_LOCAL_MAX)))
+            place(c, b);
+        place_temps(c, s->u.alloc.body, in_gpu, single);
+        return;
+    }
+    case KILN_STMT_STORE:
+        return;
+    }
+}
+
+struct kiln_vec_kernels {
+    struct kiln_cuda_kernel *k;
+    uint32_t                 n, cap;
+};
+
+static enum kiln_status
+emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct kiln_vec_kernels *v)
+{
+    int nb[3] = {0}, nt[3] = {0};
+    for (int a = 0; a < 3; a++)
+        c->grid[a] = c->block[a] = 1;
+    c->shared_bytes = 0;
+    c->kernel_end = c->ws_base;
+    place_temps(c, s, false, !has_gpu_loop(c, s, KILN_LOOP_SERIAL));
+    launch_dims(c, s, nb, nt);
+    if (c->failed)
+        return c->ctx->err.status;
+    uint64_t threads = (uint64_t)c->block[0] * c->block[1] * c->block[2];
+    if (threads > 1024)
+        return cu_fail(c, KILN_ERR_UNSUPPORTED, "%u x %u x %u threads per block exceed 1024",
+                       c->block[0], c->block[1], c->block[2]);
+    c->threaded = threads > 1;
+    char kn[160];
+    snprintf(kn, sizeof kn, "%s_k%" PRIu32, name, c->nkernel);
+    OUT("extern \"C\" __global__ void __launch_bounds__(%" PRIu64 ") %s", threads, kn);
+    emit_params(c);
+    OUT("\n{\n");
+    c->depth = 1;
+    emit_views(c);
+    emit_stmt(c, s);
+    OUT("}\n\n");
+    if (c->failed)
+        return c->ctx->err.status;
+    if (!kiln_vec_reserve(c->ctx, (void **)&v->k, &v->cap, sizeof *v->k, v->n + 1))
+        return c->ctx->err.status;
+    struct kiln_cuda_kernel *k = &v->k[v->n++];
+    *k = (struct kiln_cuda_kernel){
+        .name = kiln_arena_strdup(c->ctx, kn),
+        .shared_bytes = c->shared_bytes,
+        .prepare = any(&(struct ask){c, KILN_LOOP_SERIAL, is_prepared_store}, s)};
+    memcpy(k->grid, c->grid, sizeof k->grid);
+    memcpy(k->block, c->block, sizeof k->block);
+    c->nkernel++;
+    return k->name ? KILN_OK : c->ctx->err.status;
+}
+
+enum kiln_status
+kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
+                    struct kiln_cuda_source *out)
+{
+    memset(out, 0, sizeof *out);
+    KILN_TRY(kiln_func_verify(f, true));
+    struct kiln_buf text = {0};
+    struct cu       c = {.ctx = ctx, .f = f, .out = &text};
+    c.ws_off = kiln_arena_alloc(ctx, sizeof(int64_t) * (f->nbuf + 1));
+    if (!c.ws_off)
+        return ctx->err.status;
+    for (uint32_t b = 0; b < f->nbuf; b++)
+        c.ws_off[b] = f->buf[b].ws_offset;
+    c.kernel_end = c.ws_end = (f->ws_bytes + CU_ALIGN - 1) / CU_ALIGN * CU_ALIGN;
+    const struct kiln_stmt *root = f->body;
+    while (root && root->kind == KILN_STMT_ALLOC) { /* live for the whole call */
+        uint32_t b = root->u.alloc.buf;
+        if (b < f->nbuf && c.ws_off[b] < 0 && f->buf[b].prep_offset < 0)
+            place(&c, b);
+        root = root->u.alloc.body;
+    }
+    c.ws_base = c.ws_end;
+    for (uint32_t i = 0; i < f->nparam; i++)
+        if (!check_dtype(&c, (enum kiln_dtype)f->buf[f->param[i]].dtype))
+            return ctx->err.status;
+    if (!kiln_buf_puts(ctx, &text, prelude))
+        return ctx->err.status;
+    struct kiln_vec_kernels v = {0};
+    if (root && root->kind == KILN_STMT_SEQ) {
+        for (uint32_t i = 0; i < root->u.seq.n; i++)
+            KILN_TRY(emit_kernel(&c, root->u.seq.item[i], name, &v));
+    } else if (root) {
+        KILN_TRY(emit_kernel(&c, root, name, &v));
+    }
+    if (c.failed)
+        return ctx->err.status;
+    out->text = text.data;
+    out->kernel = v.k;
+    out->nkernel = v.n;
+    out->ws_bytes = c.ws_end;
+    out->prep_bytes = f->prep_bytes;
+    return KILN_OK;
+}

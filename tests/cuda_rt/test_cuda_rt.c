@@ -1,0 +1,311 @@
+/* tests/cuda_rt/test_cuda_rt.c -- the CUDA driver layer (runtime/cuda.c). Everywhere: argument
+ * checks, and kiln_cuda_open's message on a machine without the driver ("no CUDA driver
+ * (libcuda.so.1: ...)") or without a device. Where a device is present: a hand-written kernel
+ * compiled by NVRTC for the device's architecture, loaded, run on fresh random inputs (seeded
+ * by --seed) and compared with the same function computed on the CPU, then timed with CUDA
+ * events; and the driver-side errors (PTX the JIT refuses, a missing kernel, bad launch
+ * shapes). The device parts skip without a driver or device. */
+#include "../../codegen/nvrtc.h"
+#include "../../runtime/cuda.h"
+#include "../gen.h"
+#include "../harness.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK 256 /* the kernel's tile size: blocks must have exactly this many threads */
+
+/* The kernel on the CPU: y[i] = sum_j (j + 1) exp(tile[(t + j) % BLOCK]) within i's block. */
+static void
+reference(float *y, const float *x, int n)
+{
+    for (int b = 0; b < n; b += BLOCK)
+        for (int t = 0; t < BLOCK && b + t < n; t++) {
+            float acc = 0.0f;
+            for (int j = 0; j < 4; j++) {
+                int   s = b + (t + j) % BLOCK;
+                float v = s < n ? x[s] : 0.0f;
+                acc += expf(v) * (float)(j + 1);
+            }
+            y[b + t] = acc;
+        }
+}
+
+static const char *
+msg(const kiln_ctx *ctx)
+{
+    const struct kiln_error *e = kiln_ctx_error(ctx);
+    return e ? e->msg : "";
+}
+
+/* Opens device 0, or checks why it cannot be opened and skips with the reason: NULL then. */
+static struct kiln_cuda *
+open_or_skip(kiln_ctx *ctx)
+{
+    struct kiln_cuda *cu = NULL;
+    int               st = kiln_cuda_open(ctx, 0, &cu);
+    if (st == KILN_OK)
+        return cu;
+    char why[400];
+    snprintf(why, sizeof why, "%.300s", msg(ctx));
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, st);
+    CHECK(cu == NULL);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        /* the message names the library and says why it did not load */
+        CHECK(strncmp(why, "no CUDA driver (libcuda.so.1: ", 30) == 0);
+        CHECK(strlen(why) > 31);
+    } else {
+        CHECK(strstr(why, "no CUDA device") != NULL || strstr(why, "no CUDA driver") != NULL);
+        dlclose(h);
+    }
+    char skip[450];
+    snprintf(skip, sizeof skip, "%s%s", strstr(why, "no CUDA driver") ? "no CUDA driver: " : "",
+             why);
+    harness_skip(skip);
+    return NULL;
+}
+
+/* Argument checks that need no driver. */
+static void
+test_args(void)
+{
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_open(NULL, 0, NULL));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_open(ctx, 0, NULL));
+    CHECK_EQ_STR("kiln_cuda_open: out is NULL", msg(ctx));
+    kiln_ctx_error_clear(ctx);
+    struct kiln_cuda_module *m = (void *)1;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_module_load(ctx, NULL, ".version 8.0", &m));
+    CHECK(m == NULL);
+    CHECK_EQ_STR("kiln_cuda_module_load: cu is NULL", msg(ctx));
+    kiln_ctx_error_clear(ctx);
+    uint64_t d = 1;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_alloc(ctx, NULL, 16, &d));
+    CHECK(d == 0);
+    kiln_ctx_error_clear(ctx);
+    const uint32_t one[3] = {1, 1, 1};
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_launch(ctx, NULL, "k", one, one, 0, NULL));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_sync(ctx, NULL));
+    kiln_ctx_error_clear(ctx);
+    double ms = -1;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_time(ctx, NULL, NULL, NULL, 10, &ms));
+    CHECK(ms == 0);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_upload(ctx, NULL, 0, NULL, 4));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_download(ctx, NULL, NULL, 0, 4));
+    CHECK(kiln_cuda_arch(NULL) == NULL);
+    CHECK(kiln_cuda_name(NULL) == NULL);
+    kiln_cuda_close(NULL);
+    kiln_cuda_module_free(NULL);
+    kiln_cuda_free(NULL, 0);
+    kiln_ctx_free(ctx);
+}
+
+/* kiln_cuda_open: its error without a driver or device, an ordinal out of range with one. */
+static void
+test_open(void)
+{
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_cuda *cu = open_or_skip(ctx);
+    if (cu) {
+        printf("device 0: %s (%s)\n", kiln_cuda_name(cu), kiln_cuda_arch(cu));
+        CHECK(strncmp(kiln_cuda_arch(cu), "sm_", 3) == 0);
+        CHECK(kiln_cuda_name(cu)[0] != 0);
+        struct kiln_cuda *bad = (void *)1;
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_open(ctx, 1 << 20, &bad));
+        CHECK(bad == NULL);
+        CHECK(strstr(msg(ctx), "does not exist") != NULL);
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_open(ctx, -1, &bad));
+        /* a second handle on the same device shares its primary context */
+        struct kiln_cuda *again = NULL;
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_open(ctx, 0, &again));
+        kiln_cuda_close(again);
+        kiln_cuda_close(cu);
+    }
+    kiln_ctx_free(ctx);
+}
+
+struct launch {
+    struct kiln_cuda_module *m;
+    uint64_t                 y, x;
+    int                      n;
+};
+
+static enum kiln_status
+launch_k(kiln_ctx *ctx, void *ud)
+{
+    struct launch *l = ud;
+    void          *args[] = {&l->y, &l->x, &l->n};
+    const uint32_t grid[3] = {(uint32_t)((l->n + BLOCK - 1) / BLOCK), 1, 1};
+    const uint32_t block[3] = {BLOCK, 1, 1};
+    return kiln_cuda_launch(ctx, l->m, "k", grid, block, 0, args);
+}
+
+/* Compiles, loads, runs and times the kernel; compares with the CPU. */
+static void
+test_kernel(void)
+{
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    const char *ptx = NULL;
+    if (kiln_nvrtc_available()) { /* what runs without a device: the kernel compiles */
+        CHECK_EQ_INT(KILN_OK, kiln_nvrtc_ptx(ctx, kiln_test_cuda_kernel, "kiln_kernel.cu", "sm_80",
+                                             false, &ptx));
+        CHECK(ptx && strstr(ptx, ".entry k(") != NULL);
+        kiln_ctx_error_clear(ctx);
+    }
+    struct kiln_cuda *cu = open_or_skip(ctx);
+    if (!cu) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    int st = kiln_nvrtc_ptx(ctx, kiln_test_cuda_kernel, "kiln_kernel.cu", kiln_cuda_arch(cu), false,
+                            &ptx);
+    if (st == KILN_ERR_UNSUPPORTED) {
+        char why[400];
+        snprintf(why, sizeof why, "no NVRTC for %s: %.300s", kiln_cuda_arch(cu), msg(ctx));
+        harness_skip(why);
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    CHECK_EQ_INT(KILN_OK, st);
+    struct launch l = {0};
+    if (st == KILN_OK)
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_module_load(ctx, cu, ptx, &l.m));
+    if (!l.m) {
+        fprintf(stderr, "%s\n", msg(ctx));
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+
+    struct kiln_rng rng = kiln_rng_new(opt_seed());
+    l.n = (1 << 20) + 1 + (int)kiln_rng_below(&rng, BLOCK - 1); /* a partial last block */
+    printf("inputs: %d floats from seed %llu\n", l.n, (unsigned long long)opt_seed());
+    size_t bytes = (size_t)l.n * sizeof(float);
+    float *x = malloc(bytes), *y = malloc(bytes), *want = malloc(bytes);
+    CHECK(x && y && want);
+    for (int i = 0; x && y && i < l.n; i++) {
+        x[i] = (float)(4 * kiln_rng_uniform(&rng) - 2);
+        y[i] = NAN;
+    }
+    if (x && y && want) {
+        reference(want, x, l.n);
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_alloc(ctx, cu, bytes, &l.x));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_alloc(ctx, cu, bytes, &l.y));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, l.x, x, bytes));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, l.y, y, bytes)); /* NaN: unwritten */
+        CHECK_EQ_INT(KILN_OK, launch_k(ctx, &l));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_sync(ctx, cu));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_download(ctx, cu, y, l.y, bytes));
+        int bad = 0;
+        for (int i = 0; i < l.n; i++)
+            if (!(fabsf(y[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i]))) && bad++ < 5)
+                harness_fail(__FILE__, __LINE__, "y[%d] = %.9g, want %.9g (x = %.9g)", i,
+                             (double)y[i], (double)want[i], (double)x[i]);
+        CHECK_EQ_INT(0, bad);
+
+        double ms = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_time(ctx, cu, launch_k, &l, 50, &ms));
+        CHECK(ms > 0);
+        printf("k on %s (%s): %.4f ms median of 50, %.1f GB/s\n", kiln_cuda_name(cu),
+               kiln_cuda_arch(cu), ms, ms > 0 ? 2.0 * (double)bytes / (ms * 1e6) : 0.0);
+        if (!kiln_ok(ctx))
+            fprintf(stderr, "%s\n", msg(ctx));
+    }
+    free(x);
+    free(y);
+    free(want);
+    kiln_cuda_free(cu, l.x);
+    kiln_cuda_free(cu, l.y);
+    kiln_cuda_module_free(l.m);
+    kiln_cuda_close(cu);
+    kiln_ctx_free(ctx);
+}
+
+static enum kiln_status
+failing(kiln_ctx *ctx, void *ud)
+{
+    (void)ud;
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "test", "failing on purpose");
+}
+
+/* Errors the driver reports: PTX its JIT refuses, a kernel the module lacks, launch shapes,
+ * a failing timed function. */
+static void
+test_driver_errors(void)
+{
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_cuda *cu = open_or_skip(ctx);
+    if (!cu) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    struct kiln_cuda_module *m = (void *)1;
+    CHECK_EQ_INT(KILN_ERR_BACKEND, kiln_cuda_module_load(ctx, cu, "this is not PTX", &m));
+    CHECK(m == NULL);
+    CHECK(strstr(msg(ctx), "cuModuleLoadDataEx") != NULL);
+    printf("bad PTX: %s\n", msg(ctx));
+    kiln_ctx_error_clear(ctx);
+
+    const char *ptx = NULL;
+    if (kiln_nvrtc_ptx(ctx, kiln_test_cuda_kernel, "k.cu", kiln_cuda_arch(cu), false, &ptx)
+            == KILN_OK
+        && kiln_cuda_module_load(ctx, cu, ptx, &m) == KILN_OK) {
+        /* the JIT's log is the detail: corrupt the kernel's return as tests/nvrtc does */
+        char *bad = kiln_arena_strdup(ctx, ptx), *ret = bad ? strstr(bad, "ret;") : NULL;
+        struct kiln_cuda_module *m2 = NULL;
+        CHECK(ret != NULL);
+        if (ret) {
+            ret[1] = 'x';
+            CHECK_EQ_INT(KILN_ERR_BACKEND, kiln_cuda_module_load(ctx, cu, bad, &m2));
+            const struct kiln_error *e = kiln_ctx_error(ctx);
+            printf("corrupted PTX: %s\n  detail: %s\n", msg(ctx),
+                   e && e->detail ? e->detail : "(none)");
+            CHECK(e && e->detail && strstr(e->detail, "rxt") != NULL);
+            kiln_cuda_module_free(m2);
+            kiln_ctx_error_clear(ctx);
+        }
+        const uint32_t one[3] = {1, 1, 1}, zero[3] = {0, 1, 1};
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_launch(ctx, m, "nope", one, one, 0, NULL));
+        CHECK(strstr(msg(ctx), "no kernel named \"nope\"") != NULL);
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_launch(ctx, m, "k", zero, one, 0, NULL));
+        kiln_ctx_error_clear(ctx);
+        uint64_t d = 0;
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_alloc(ctx, cu, 0, &d));
+        kiln_ctx_error_clear(ctx);
+        double ms = -1;
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_time(ctx, cu, failing, NULL, 5, &ms));
+        CHECK_EQ_STR("failing on purpose", msg(ctx));
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cuda_time(ctx, cu, failing, NULL, 0, &ms));
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_sync(ctx, cu));
+        kiln_cuda_module_free(m);
+    } else if (kiln_nvrtc_available()) {
+        harness_fail(__FILE__, __LINE__, "compiling or loading the kernel: %s", msg(ctx));
+    }
+    kiln_cuda_close(cu);
+    kiln_ctx_free(ctx);
+}
+
+static const struct test tests[] = {
+    {"args", test_args},
+    {"open", test_open},
+    {"kernel", test_kernel},
+    {"driver_errors", test_driver_errors},
+};
+
+int
+main(int argc, char **argv)
+{
+    return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
+}
