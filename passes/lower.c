@@ -480,8 +480,11 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
                 bytes *= ext[d];
                 pext[d] = ext[perm[d]];
             }
-            uint32_t b = make_buffer(
-                L, t, bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK : KILN_SCOPE_HEAP, pext);
+            uint32_t b = make_buffer(L, t,
+                                     s->t[t].shared               ? KILN_SCOPE_SHARED
+                                     : bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK
+                                                                  : KILN_SCOPE_HEAP,
+                                     pext);
             if (b == KILN_NONE)
                 return L->ctx->err.status;
             L->local[t] = true;
@@ -696,6 +699,12 @@ lower_state(struct lower *L)
         if (st->attach != KILN_ATTACH_ROOT)
             continue;
         if (L->buf_of[st->tensor] == KILN_NONE) {
+            if (s->t[st->tensor].shared)
+                return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                                 "schedule: %s is in shared memory (cache_read \"scope\": "
+                                 "\"shared\"): compute it at a loop of its reader inside the "
+                                 "block loops (compute_at)",
+                                 kiln_sym_str(ctx, s->t[st->tensor].name));
             uint32_t b = make_buffer(L, st->tensor, KILN_SCOPE_HEAP, NULL);
             if (b == KILN_NONE)
                 return ctx->err.status;

@@ -121,6 +121,14 @@ enum kiln_bind {
 };
 extern const char *const kiln_bind_name[KILN_BIND_COUNT]; /* "blockIdx.x" .. "threadIdx.z" */
 
+/* Where a cache_read copy lives ("scope" in JSON, kept in the step's value): "local" (the
+ * default: a temporary of the loop nest) or "shared" (GPU shared memory, one copy per block:
+ * compute it at a loop inside the block loops; its loops bound to threads fill it together). */
+enum kiln_cache_scope {
+    KILN_CACHE_LOCAL,
+    KILN_CACHE_SHARED,
+};
+
 #define KILN_STEP_MAXN 8
 
 struct kiln_step {

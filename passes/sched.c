@@ -45,6 +45,7 @@ enum {
     F_VALUE = 16,   /* "max_step" / "dim" */
     F_FACTOR1 = 32, /* "factor" (pack) */
     F_THREAD = 64,  /* "thread" (bind): a kiln_bind_name, kept in value */
+    F_SCOPE = 128,  /* optional "scope" (cache_read): "local" or "shared", kept in value */
 };
 
 static const unsigned fields[KILN_STEP_COUNT] = {
@@ -60,7 +61,7 @@ static const unsigned fields[KILN_STEP_COUNT] = {
     [KILN_STEP_COMPUTE_INLINE] = 0,
     [KILN_STEP_COMPUTE_ROOT] = 0,
     [KILN_STEP_CACHE_WRITE] = 0,
-    [KILN_STEP_CACHE_READ] = F_ITERS,
+    [KILN_STEP_CACHE_READ] = F_ITERS | F_SCOPE,
     [KILN_STEP_RFACTOR] = F_ITER,
     [KILN_STEP_PACK] = F_VALUE | F_FACTOR1,
     [KILN_STEP_PAD] = F_ITERS,
@@ -166,7 +167,8 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
                      || ((f & F_TARGET) && !strcmp(k, "target"))
                      || ((f & F_VALUE) && !strcmp(k, value_key(st->kind)))
                      || ((f & F_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")))
-                     || ((f & F_THREAD) && !strcmp(k, "thread"));
+                     || ((f & F_THREAD) && !strcmp(k, "thread"))
+                     || ((f & F_SCOPE) && !strcmp(k, "scope"));
         if (!known)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s): unknown field \"%s\"", i, kiln_step_name[kind],
@@ -226,6 +228,16 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
     }
     if (f & F_THREAD)
         KILN_TRY(get_thread(ctx, i, o, st));
+    const cJSON *scope = (f & F_SCOPE) ? cJSON_GetObjectItemCaseSensitive(o, "scope") : NULL;
+    if (scope) {
+        const char *v = cJSON_IsString(scope) ? scope->valuestring : "";
+        if (strcmp(v, "local") && strcmp(v, "shared"))
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule step %u (%s %s): \"scope\" must be \"local\" or "
+                             "\"shared\"",
+                             i, kiln_step_name[kind], kiln_sym_str(ctx, st->stage));
+        st->value = strcmp(v, "shared") ? KILN_CACHE_LOCAL : KILN_CACHE_SHARED;
+    }
     return KILN_OK;
 }
 
@@ -309,6 +321,8 @@ kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s, struct kiln_buf
                              (long long)st->value);
         if (ok && (f & F_THREAD))
             ok = kiln_buf_printf(ctx, out, ", \"thread\": \"%s\"", kiln_bind_name[st->value]);
+        if (ok && (f & F_SCOPE) && st->value == KILN_CACHE_SHARED)
+            ok = kiln_buf_puts(ctx, out, ", \"scope\": \"shared\"");
         if (!ok || !kiln_buf_puts(ctx, out, "}"))
             return ctx->err.status;
     }

@@ -660,6 +660,7 @@ derived_tensor(struct apply *a, uint32_t from, const char *suffix, uint32_t ndim
     }
     t.kind = KILN_TENSOR_OP;
     t.is_output = 0;
+    t.shared = 0;
     t.ndim = (uint8_t)ndim;
     for (uint32_t k = 0; k < ndim; k++)
         t.shape[k] = shape[k];
@@ -790,6 +791,7 @@ do_cache_read(struct apply *a)
     uint32_t            ct = derived_tensor(a, t, "cache", src.ndim, src.shape);
     if (ct == KILN_NONE)
         return ctx->err.status;
+    s->t[ct].shared = a->step->value == KILN_CACHE_SHARED;
     uint32_t c = add_stage(s, ct, identity_axes_load(ctx, t, (enum kiln_dtype)src.dtype, src.ndim),
                            KILN_REDUCE_NONE, 0, NULL);
     if (c == KILN_NONE)

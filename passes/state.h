@@ -53,6 +53,7 @@ struct kiln_stage {
 struct kiln_stensor {
     uint32_t name;
     uint8_t  dtype, kind, ndim, is_output;
+    uint8_t  shared; /* a cache_read copy in GPU shared memory ("scope": "shared") */
     int64_t  shape[KILN_MAX_DIMS];
     uint32_t stage; /* producing stage, KILN_NONE for arguments */
 };

@@ -626,3 +626,34 @@ const char kiln_test_cuda_kernel[] =
     "        y[i] = acc;\n"
     "    }\n"
     "}\n";
+
+/* A tiled GPU matmul: 16 x 16 tiles of A and B copied into shared memory at each step of the
+ * reduction's outer loop by the block's threads together; partial tiles on every axis. */
+const char kiln_test_shared_matmul_kg[] =
+    "input A: f32[40, 24]\ninput B: f32[24, 36]\nC = matmul(A, B)\n";
+const char kiln_test_shared_matmul[] =
+    "[{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"C\"], \"scope\": "
+    "\"shared\"},"
+    "{\"op\": \"cache_read\", \"stage\": \"B\", \"readers\": [\"C\"], \"scope\": "
+    "\"shared\"},"
+    "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"i\", \"factors\": [16]},"
+    "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"j\", \"factors\": [16]},"
+    "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"k\", \"factors\": [16]},"
+    "{\"op\": \"reorder\", \"stage\": \"C\", \"order\": [\"i.0\", \"j.0\", \"k.0\", "
+    "\"i.1\", \"j.1\", \"k.1\"]},"
+    "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.0\", \"thread\": \"blockIdx.y\"},"
+    "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j.0\", \"thread\": \"blockIdx.x\"},"
+    "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i.1\", \"thread\": \"threadIdx.y\"},"
+    "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j.1\", \"thread\": \"threadIdx.x\"},"
+    "{\"op\": \"compute_at\", \"stage\": \"A.cache\", \"target\": \"C\", \"iter\": "
+    "\"k.0\"},"
+    "{\"op\": \"compute_at\", \"stage\": \"B.cache\", \"target\": \"C\", \"iter\": "
+    "\"k.0\"},"
+    "{\"op\": \"bind\", \"stage\": \"A.cache\", \"iter\": \"i0\", \"thread\": "
+    "\"threadIdx.y\"},"
+    "{\"op\": \"bind\", \"stage\": \"A.cache\", \"iter\": \"i1\", \"thread\": "
+    "\"threadIdx.x\"},"
+    "{\"op\": \"bind\", \"stage\": \"B.cache\", \"iter\": \"i0\", \"thread\": "
+    "\"threadIdx.y\"},"
+    "{\"op\": \"bind\", \"stage\": \"B.cache\", \"iter\": \"i1\", \"thread\": "
+    "\"threadIdx.x\"}]";

@@ -25,4 +25,8 @@ extern const size_t      kiln_test_nop_cases;
 /* A small hand-written CUDA kernel `k(float *y, const float *x, int n)` for 256-thread blocks. */
 extern const char kiln_test_cuda_kernel[];
 
+/* A 40 x 24 x 36 matmul and a schedule computing it with shared-memory tiles (bind, cache_read
+ * "scope": "shared"): 3 x 3 blocks of 16 x 16 threads. */
+extern const char kiln_test_shared_matmul_kg[], kiln_test_shared_matmul[];
+
 #endif

@@ -214,6 +214,42 @@ test_launch(void)
     kiln_ctx_free(ctx);
 }
 
+/* The shared-memory matmul of tests/gen.c: __shared__ tiles, barriers between filling and
+ * reading them, the launch of 3 x 3 blocks of 16 x 16 threads; NVRTC and ptxas accept it. */
+static void
+test_shared(void)
+{
+    if (!toolkit())
+        return;
+    kiln_ctx               *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph      *g = PARSE(ctx, kiln_test_shared_matmul_kg);
+    struct kiln_schedule    s;
+    struct kiln_func       *f;
+    struct kiln_cuda_source src;
+    uint32_t                nk = 0;
+    const char             *js = kiln_test_shared_matmul;
+    if (!g || kiln_sched_from_json(ctx, js, strlen(js), &s) != KILN_OK
+        || kiln_lower(ctx, g, &s, &f) != KILN_OK
+        || kiln_cg_cuda_source(ctx, f, "smm", &src) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    CHECK_EQ_INT(1, src.nkernel);
+    const struct kiln_cuda_kernel *k = &src.kernel[0];
+    CHECK(k->grid[0] == 3 && k->grid[1] == 3 && k->block[0] == 16 && k->block[1] == 16);
+    /* two 1 KiB tiles in each of the two pieces the partial k tile splits the loop into */
+    CHECK_EQ_INT(4096, k->shared_bytes);
+    uint32_t nsync = 0;
+    for (const char *p = src.text; (p = strstr(p, "__syncthreads();")); p++)
+        nsync++;
+    printf("%u barriers\n", nsync);
+    CHECK(strstr(src.text, "__shared__ __align__(16) float") != NULL);
+    CHECK(nsync >= 6); /* after each fill and each tile's use, in both pieces */
+    compile_case(ctx, g, &s, "shared-memory matmul", &nk);
+    kiln_ctx_free(ctx);
+}
+
 /* What CUDA cannot express is an error naming it. */
 static void
 test_errors(void)
@@ -245,9 +281,8 @@ test_errors(void)
 }
 
 static const struct test tests[] = {
-    {"library_ops", test_library_ops},
-    {"random_schedules", test_random_schedules},
-    {"launch", test_launch},
+    {"library_ops", test_library_ops}, {"random_schedules", test_random_schedules},
+    {"launch", test_launch},           {"shared", test_shared},
     {"errors", test_errors},
 };
 

@@ -538,6 +538,36 @@ test_bind_conv2d(void)
 /* An elementwise op: a loop of one iteration bound to blocks stays a loop (a launch
  * dimension); threads y outside a serial loop outside threads x. (With a partial tile the
  * serial loop would be partitioned, its thread loop copied into each piece.) */
+/* The classic GPU matmul: 16 x 16 tiles of A and B copied into shared memory (cache_read
+ * "scope": "shared") at each step of the reduction's outer loop, each copy filled by the
+ * block's threads together, then every thread accumulating its C element from the tiles;
+ * partial tiles on every axis. A shared copy computed at root is an error. */
+static void
+test_bind_shared(void)
+{
+    const char *const src = kiln_test_shared_matmul_kg, *const steps = kiln_test_shared_matmul;
+    static const char *const want[] = {
+        "for C.i.0 in [0, +3) gpu_block.y:\n",        "alloc A.cache: shared f32[16, 16]\n",
+        "alloc B.cache: shared f32[16, 16]\n",        "for A.cache.i0 in [0, +16) gpu_thread.y:\n",
+        "for B.cache.i1 in [0, +16) gpu_thread.x:\n", "for C.j.1 in [0, +16) gpu_thread.x:\n",
+    };
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    lower_bound(ctx, "shared-memory matmul", src, steps, want, KILN_COUNTOF(want));
+    kiln_ctx_free(ctx);
+
+    ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g = PARSE(ctx, src);
+    struct kiln_schedule s;
+    struct kiln_func    *f;
+    const char          *root = "[{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": "
+                                "[\"C\"], \"scope\": \"shared\"}]";
+    if (g && kiln_sched_from_json(ctx, root, strlen(root), &s) == KILN_OK) {
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_lower(ctx, g, &s, &f));
+        CHECK(strstr(kiln_ctx_error(ctx)->msg, "A.cache is in shared memory") != NULL);
+    }
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_bind_elementwise(void)
 {
@@ -568,6 +598,7 @@ static const struct test tests[] = {
     {"bind_matmul", test_bind_matmul},
     {"bind_conv2d", test_bind_conv2d},
     {"bind_elementwise", test_bind_elementwise},
+    {"bind_shared", test_bind_shared},
 };
 
 int

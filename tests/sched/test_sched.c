@@ -494,6 +494,28 @@ test_bind(void)
                "\"blockIdx.x\"}]",
                "schedule step 0 (parallel): unknown field \"thread\"");
 
+    /* cache_read's "scope": "shared" round-trips (and "local", the default, prints as nothing) */
+    ctx = kiln_ctx_new(NULL);
+    {
+        const char *sh = "[{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"C\"], "
+                         "\"scope\": \"shared\"}, {\"op\": \"cache_read\", \"stage\": \"B\", "
+                         "\"readers\": [\"C\"], \"scope\": \"local\"}]";
+        struct kiln_schedule sc;
+        struct kiln_buf      js = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, sh, strlen(sh), &sc));
+        CHECK(sc.nstep == 2 && sc.step[0].value == KILN_CACHE_SHARED
+              && sc.step[1].value == KILN_CACHE_LOCAL);
+        CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &sc, &js));
+        CHECK(js.data && strstr(js.data, "\"readers\": [\"C\"], \"scope\": \"shared\"}")
+              && !strstr(js.data, "\"local\""));
+    }
+    kiln_ctx_free(ctx);
+    json_error("[{\"op\": \"cache_read\", \"stage\": \"A\", \"readers\": [\"C\"], \"scope\": "
+               "\"global\"}]",
+               "schedule step 0 (cache_read A): \"scope\" must be \"local\" or \"shared\"");
+    json_error("[{\"op\": \"cache_write\", \"stage\": \"C\", \"scope\": \"shared\"}]",
+               "schedule step 0 (cache_write): unknown field \"scope\"");
+
     /* illegal binds */
     step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
                "\"threadIdx.x\"}",
