@@ -64,6 +64,35 @@ enum kiln_status            kiln_cg_llvm_jit(kiln_ctx *ctx, const struct kiln_cg
 const struct kiln_abi_desc *kiln_jit_desc(const struct kiln_jit *j);
 void                        kiln_jit_free(struct kiln_jit *j);
 
+#define KILN_DL_BOOL 6 /* DLDataTypeCode kDLBool (DLPack >= 0.8) */
+
+/* The DLPack type code and bits of a kiln dtype (the ABI's argument table). */
+static inline void
+kiln_cg_dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
+{
+    *bits = (uint8_t)(8 * kiln_dtype_size(dt));
+    switch (dt) {
+    case KILN_DTYPE_F32:
+    case KILN_DTYPE_F16:
+    case KILN_DTYPE_F64:
+        *code = kDLFloat;
+        return;
+    case KILN_DTYPE_BF16:
+        *code = kDLBfloat;
+        return;
+    case KILN_DTYPE_I8:
+    case KILN_DTYPE_I32:
+    case KILN_DTYPE_I64:
+    case KILN_DTYPE_COUNT:
+        *code = kDLInt;
+        return;
+    case KILN_DTYPE_BOOL:
+        *code = KILN_DL_BOOL;
+        return;
+    }
+    *code = kDLInt;
+}
+
 /* Runs argv (searching PATH when argv[0] has no slash), collecting its stdout and stderr into
  * *log (arena, at most about 1 MiB); returns its exit status (128 + signal when killed) or -1
  * when it could not be run (errno set). The C compiler and ptxas run through it. */
@@ -92,5 +121,9 @@ struct kiln_cuda_source {
  * buffer its threads would have to share, launch dimensions over the hardware's limits). */
 enum kiln_status kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
                                      struct kiln_cuda_source *out);
+/* A shared object of the cuda target at path (codegen/cuda_so.c): m's kernels compiled by NVRTC
+ * for t's architecture, launched by kiln_call through the CUDA driver on device pointers. */
+enum kiln_status kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m,
+                                     const struct kiln_target *t, const char *path);
 
 #endif

@@ -973,7 +973,12 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
                        c->block[0], c->block[1], c->block[2]);
     c->threaded = threads > 1;
     char kn[160];
-    snprintf(kn, sizeof kn, "%s_k%" PRIu32, name, c->nkernel);
+    snprintf(kn, sizeof kn, "%.120s_k%" PRIu32, name, c->nkernel);
+    for (char *p = kn; *p; p++) /* a C identifier, whatever the module's name */
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+            *p = '_';
+    if (kn[0] >= '0' && kn[0] <= '9')
+        kn[0] = '_';
     OUT("extern \"C\" __global__ void __launch_bounds__(%" PRIu64 ") %s", threads, kn);
     emit_params(c);
     OUT("\n{\n");

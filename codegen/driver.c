@@ -140,7 +140,7 @@ ends_with(const char *s, const char *suffix)
     return n > k && !strcmp(s + n - k, suffix);
 }
 
-/* The cuda target: CUDA C (PATH.cu) or PTX compiled by NVRTC (PATH.ptx). */
+/* The cuda target: CUDA C (PATH.cu), PTX compiled by NVRTC (PATH.ptx), or a shared object. */
 static enum kiln_status
 compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, const char *name,
              const char *path)
@@ -148,10 +148,7 @@ compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, co
     struct kiln_cuda_source src;
     const char             *text;
     if (!ends_with(path, ".cu") && !ends_with(path, ".ptx"))
-        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda",
-                         "%s: the cuda target writes CUDA C (-o NAME.cu) or PTX (-o NAME.ptx); "
-                         "shared objects that launch the kernels are not implemented yet",
-                         path);
+        return kiln_cg_cuda_shared(ctx, &b->m, &b->target, path);
     KILN_TRY(kiln_cg_cuda_source(ctx, f, name, &src));
     text = src.text;
     if (ends_with(path, ".ptx"))
@@ -174,9 +171,9 @@ kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
     struct built      b;
     struct kiln_func *f;
     KILN_TRY(build(ctx, g, opt, true, &b, &f));
-    if (kiln_target_is_cuda(&b.target))
-        return compile_cuda(ctx, &b, f, opt && opt->name ? opt->name : "kiln_graph", path);
     KILN_TRY(describe(ctx, g, f, &b.target, opt && opt->name ? opt->name : "kiln_graph", &b.m));
+    if (kiln_target_is_cuda(&b.target))
+        return compile_cuda(ctx, &b, f, b.m.name, path);
     size_t n = strlen(path);
     if (n > 2 && !strcmp(path + n - 2, ".o"))
         return kiln_cg_llvm_object(ctx, &b.m, &b.target, path);

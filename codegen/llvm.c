@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KILN_DL_BOOL     6     /* DLDataTypeCode kDLBool (DLPack >= 0.8) */
 #define STACK_ALLOCA_MAX 65536 /* bytes: larger STACK buffers go to kiln_rt_alloc */
 #define TEMP_ALIGN       64    /* alignment of allocas and kiln_rt_alloc memory */
 
@@ -965,32 +964,6 @@ const_string(struct cg *cg, const char *s)
     return g;
 }
 
-static void
-dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
-{
-    *bits = (uint8_t)(8 * kiln_dtype_size(dt));
-    switch (dt) {
-    case KILN_DTYPE_F32:
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_F64:
-        *code = kDLFloat;
-        return;
-    case KILN_DTYPE_BF16:
-        *code = kDLBfloat;
-        return;
-    case KILN_DTYPE_I8:
-    case KILN_DTYPE_I32:
-    case KILN_DTYPE_I64:
-    case KILN_DTYPE_COUNT:
-        *code = kDLInt;
-        return;
-    case KILN_DTYPE_BOOL:
-        *code = KILN_DL_BOOL;
-        return;
-    }
-    *code = kDLInt;
-}
-
 /* struct kiln_abi_arg[] and struct kiln_abi_desc kiln_desc, laid out as in kiln_abi.h */
 static void
 emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
@@ -1008,7 +981,7 @@ emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
         uint32_t                  b = f->param[i];
         const struct kiln_buffer *bf = &f->buf[b];
         uint8_t                   code, bits;
-        dl_type((enum kiln_dtype)bf->dtype, &code, &bits);
+        kiln_cg_dl_type((enum kiln_dtype)bf->dtype, &code, &bits);
         LLVMValueRef shape = LLVMConstNull(cg->t_ptr);
         if (bf->ndim) {
             LLVMValueRef dims[KILN_MAX_DIMS];

@@ -149,6 +149,30 @@ struct kiln_abi_desc {
     int64_t               prepared_bytes;
 };
 
+/* The cuda target: a module's kernel launches its CUDA kernels through the runtime. The
+ * generated code holds one kiln_abi_cuda_module (mutable: `state` is the runtime's, zero at
+ * first) and its kiln_kernel returns kiln_rt_cuda_call(&module, data). */
+struct kiln_abi_cuda_kernel {
+    const char *name; /* extern "C" __global__ function in ptx */
+    uint32_t    grid[3], block[3];
+    uint32_t    shared_bytes; /* static shared memory (informational) */
+};
+struct kiln_abi_cuda_module {
+    const char                        *ptx; /* NUL-terminated PTX of all the kernels */
+    const struct kiln_abi_cuda_kernel *kernel;
+    int32_t                            nkernel, nargs;
+    int64_t ws_bytes;   /* device workspace per call: temporaries (codegen/cuda.c) */
+    int64_t prep_bytes; /* device area of the weight-derived buffers, computed in every call */
+    void   *state;      /* the runtime's: the module loaded per CUDA context */
+};
+/* Launches m's kernels in order on the calling thread's current CUDA context (else device 0's
+ * primary context) and the legacy default stream, with data[0..nargs) (device pointers), the
+ * workspace and the prepared area as arguments, and waits for them. Returns a kiln_abi_status
+ * (KILN_ABI_ERR_RUNTIME with kiln_rt_cuda_error() saying why: no CUDA driver, a failed load or
+ * launch; KILN_ABI_ERR_NOMEM when the device memory for the workspace is not there). */
+int32_t     kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data);
+const char *kiln_rt_cuda_error(void); /* this thread's last failure of kiln_rt_cuda_call, or "" */
+
 #ifdef __cplusplus
 }
 #endif

@@ -346,6 +346,9 @@ run(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, int32_t
                             : d->kernel(data);
     if (data != stack)
         kiln_rt_free((void *)data);
+    if (st != KILN_ABI_OK && has && d->device == kDLCUDA && kiln_rt_cuda_error()[0])
+        return fail(err, errsize, st, "the kernel failed: %s (status %d)", kiln_rt_cuda_error(),
+                    (int)st);
     if (st != KILN_ABI_OK)
         return fail(err, errsize, st, "%s: %s (status %d)", has ? "the kernel failed" : "no kernel",
                     has ? status_text(st) : "the descriptor has no kernel", (int)st);

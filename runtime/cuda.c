@@ -2,84 +2,20 @@
  * primary context, PTX modules, launches on the default stream, device memory and event timing
  * (contract in cuda.h).
  *
- * Choices. kiln includes no CUDA header: the handful of types, constants and entry points used
- * here are declared below (CUresult and CUdevice are ints, the handles opaque pointers,
- * CUdeviceptr an unsigned long long). Entry points that cuda.h renames to a versioned symbol are
- * looked up under that name (cuMemAlloc_v2, cuCtxPushCurrent_v2, ...); two that gained a _v2
- * recently (cuDevicePrimaryCtxRelease_v2, cuEventElapsedTime_v2) fall back to the plain name for
- * older drivers. The driver is loaded once per process (pthread_once) and never unloaded; when
- * it is absent the loader's message is kept for "no CUDA driver (...)". The device's primary
+ * The driver's entry points are cuda_drv.c's (loaded with dlopen once per process; when
+ * it is absent the loader's message is kept for "no CUDA driver (...)"). The device's primary
  * context (the one the CUDA runtime and PyTorch use too) is retained at open and released at
  * close, and pushed/popped around every call, so nothing depends on which context the calling
  * thread had current. Every driver result is checked and a failure names the call, with the
  * driver's error name and string. Depends on util and libdl. */
 #include "cuda.h"
+#include "cuda_drv.h"
 
 #include "../util/util.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef int                cu_result; /* CUresult */
-typedef int                cu_device; /* CUdevice */
-typedef void              *cu_context;
-typedef void              *cu_module;
-typedef void              *cu_function;
-typedef void              *cu_event;
-typedef void              *cu_stream;
-typedef unsigned long long cu_deviceptr;
-
-enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_STUB_LIBRARY = 34,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_NOT_FOUND = 500,
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-    CU_JIT_ERROR_LOG_BUFFER = 5,
-    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
-    CU_EVENT_DEFAULT = 0,
-};
-
-#define DRIVER_LIB "libcuda.so.1"
-#define JIT_LOG    (64u << 10) /* bytes of the module loader's error log */
-
-static struct {
-    bool ok;
-    char why[300];
-    cu_result (*init)(unsigned flags);
-    cu_result (*device_count)(int *n);
-    cu_result (*device_get)(cu_device *dev, int ordinal);
-    cu_result (*device_name)(char *name, int len, cu_device dev);
-    cu_result (*device_attribute)(int *v, int attr, cu_device dev);
-    cu_result (*primary_retain)(cu_context *c, cu_device dev);
-    cu_result (*primary_release)(cu_device dev);
-    cu_result (*ctx_push)(cu_context c);
-    cu_result (*ctx_pop)(cu_context *c);
-    cu_result (*ctx_sync)(void);
-    cu_result (*module_load)(cu_module *m, const void *image, unsigned nopt, int *opt, void **val);
-    cu_result (*module_unload)(cu_module m);
-    cu_result (*module_function)(cu_function *f, cu_module m, const char *name);
-    cu_result (*launch)(cu_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned shared, cu_stream s, void **args,
-                        void **extra);
-    cu_result (*mem_alloc)(cu_deviceptr *p, size_t bytes);
-    cu_result (*mem_free)(cu_deviceptr p);
-    cu_result (*htod)(cu_deviceptr dst, const void *src, size_t bytes);
-    cu_result (*dtoh)(void *dst, cu_deviceptr src, size_t bytes);
-    cu_result (*event_create)(cu_event *e, unsigned flags);
-    cu_result (*event_record)(cu_event e, cu_stream s);
-    cu_result (*event_sync)(cu_event e);
-    cu_result (*event_elapsed)(float *ms, cu_event start, cu_event end);
-    cu_result (*event_destroy)(cu_event e);
-    cu_result (*error_name)(cu_result r, const char **s);
-    cu_result (*error_string)(cu_result r, const char **s);
-} drv;
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 struct kiln_cuda {
     kiln_alloc_fn alloc; /* the opening context's allocator hook (NULL = libc) */
@@ -97,79 +33,6 @@ struct kiln_cuda_module {
     cu_module         mod;
 };
 
-static void
-load_driver(void)
-{
-    dlerror();
-    void *h = dlopen(DRIVER_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        if (!e)
-            e = "dlopen failed";
-        snprintf(drv.why, sizeof drv.why, "%s%s",
-                 strncmp(e, DRIVER_LIB, strlen(DRIVER_LIB)) == 0 ? "" : DRIVER_LIB ": ", e);
-        return;
-    }
-    struct {
-        const char *name, *alt; /* alt: the name in drivers older than name */
-        void       *slot;
-    } fn[] = {
-        {"cuInit", NULL, &drv.init},
-        {"cuDeviceGetCount", NULL, &drv.device_count},
-        {"cuDeviceGet", NULL, &drv.device_get},
-        {"cuDeviceGetName", NULL, &drv.device_name},
-        {"cuDeviceGetAttribute", NULL, &drv.device_attribute},
-        {"cuDevicePrimaryCtxRetain", NULL, &drv.primary_retain},
-        {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", &drv.primary_release},
-        {"cuCtxPushCurrent_v2", NULL, &drv.ctx_push},
-        {"cuCtxPopCurrent_v2", NULL, &drv.ctx_pop},
-        {"cuCtxSynchronize", NULL, &drv.ctx_sync},
-        {"cuModuleLoadDataEx", NULL, &drv.module_load},
-        {"cuModuleUnload", NULL, &drv.module_unload},
-        {"cuModuleGetFunction", NULL, &drv.module_function},
-        {"cuLaunchKernel", NULL, &drv.launch},
-        {"cuMemAlloc_v2", NULL, &drv.mem_alloc},
-        {"cuMemFree_v2", NULL, &drv.mem_free},
-        {"cuMemcpyHtoD_v2", NULL, &drv.htod},
-        {"cuMemcpyDtoH_v2", NULL, &drv.dtoh},
-        {"cuEventCreate", NULL, &drv.event_create},
-        {"cuEventRecord", NULL, &drv.event_record},
-        {"cuEventSynchronize", NULL, &drv.event_sync},
-        {"cuEventElapsedTime_v2", "cuEventElapsedTime", &drv.event_elapsed},
-        {"cuEventDestroy_v2", NULL, &drv.event_destroy},
-        {"cuGetErrorName", NULL, &drv.error_name},
-        {"cuGetErrorString", NULL, &drv.error_string},
-    };
-    for (size_t i = 0; i < KILN_COUNTOF(fn); i++) {
-        void *p = dlsym(h, fn[i].name);
-        if (!p && fn[i].alt)
-            p = dlsym(h, fn[i].alt);
-        if (!p) {
-            snprintf(drv.why, sizeof drv.why, DRIVER_LIB " lacks %s", fn[i].name);
-            dlclose(h);
-            return;
-        }
-        memcpy(fn[i].slot, &p, sizeof p); /* no object-to-function pointer cast */
-    }
-    drv.ok = true;
-}
-
-/* "CUDA_ERROR_X: text" for r, into buf. */
-static const char *
-describe(cu_result r, char *buf, size_t size)
-{
-    const char *name = NULL, *str = NULL;
-    if (drv.error_name(r, &name) != CUDA_SUCCESS)
-        name = NULL;
-    if (drv.error_string(r, &str) != CUDA_SUCCESS)
-        str = NULL;
-    if (name)
-        snprintf(buf, size, "%s: %s", name, str ? str : "no description");
-    else
-        snprintf(buf, size, "CUDA error %d", r);
-    return buf;
-}
-
 /* Fails naming call and r; when that is the error recorded, attaches detail (copied). */
 static enum kiln_status
 cu_fail_detail(kiln_ctx *ctx, const char *where, const char *call, cu_result r, const char *detail)
@@ -177,7 +40,8 @@ cu_fail_detail(kiln_ctx *ctx, const char *where, const char *call, cu_result r, 
     char             buf[200];
     bool             fresh = !ctx->has_err;
     enum kiln_status st = r == CUDA_ERROR_OUT_OF_MEMORY ? KILN_ERR_NOMEM : KILN_ERR_BACKEND;
-    kiln_fail(ctx, st, "cuda", where, "cuda: %s failed: %s", call, describe(r, buf, sizeof buf));
+    kiln_fail(ctx, st, "cuda", where, "cuda: %s failed: %s", call,
+              kiln_cu_describe(r, buf, sizeof buf));
     if (fresh && ctx->has_err && detail && *detail)
         ctx->err.detail = kiln_arena_strdup(ctx, detail);
     return st;
@@ -194,7 +58,7 @@ null_arg(kiln_ctx *ctx, const char *fn, const char *arg)
 static enum kiln_status
 push(kiln_ctx *ctx, const struct kiln_cuda *cu)
 {
-    cu_result r = drv.ctx_push(cu->context);
+    cu_result r = kiln_cu_drv()->ctx_push(cu->context);
     return r == CUDA_SUCCESS ? KILN_OK : CU_FAIL(ctx, "cuCtxPushCurrent_v2", r);
 }
 
@@ -202,7 +66,7 @@ static void
 pop(void)
 {
     cu_context c;
-    drv.ctx_pop(&c);
+    kiln_cu_drv()->ctx_pop(&c);
 }
 
 static void
@@ -223,22 +87,22 @@ kiln_cuda_open(kiln_ctx *ctx, int ordinal, struct kiln_cuda **out)
         return KILN_ERR_INVALID;
     if (!out)
         return null_arg(ctx, "kiln_cuda_open", "out");
-    pthread_once(&drv_once, load_driver);
-    if (!drv.ok)
-        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda", "no CUDA driver (%s)", drv.why);
+    if (!kiln_cu_drv()->ok)
+        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda", "no CUDA driver (%s)",
+                         kiln_cu_drv()->why);
     char      buf[200];
-    cu_result r = drv.init(0);
+    cu_result r = kiln_cu_drv()->init(0);
     if (r == CUDA_ERROR_NO_DEVICE)
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda", "no CUDA device (cuInit: %s)",
-                         describe(r, buf, sizeof buf));
+                         kiln_cu_describe(r, buf, sizeof buf));
     if (r == CUDA_ERROR_STUB_LIBRARY)
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda",
                          "no CUDA driver (" DRIVER_LIB " is the toolkit's stub: %s)",
-                         describe(r, buf, sizeof buf));
+                         kiln_cu_describe(r, buf, sizeof buf));
     if (r != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuInit", r);
     int count = 0;
-    r = drv.device_count(&count);
+    r = kiln_cu_drv()->device_count(&count);
     if (r == CUDA_ERROR_NO_DEVICE || (r == CUDA_SUCCESS && count <= 0))
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "cuda",
                          "no CUDA device (cuDeviceGetCount found none)");
@@ -252,13 +116,15 @@ kiln_cuda_open(kiln_ctx *ctx, int ordinal, struct kiln_cuda **out)
     cu_device dev;
     int       major = 0, minor = 0;
     char      name[256] = "";
-    if ((r = drv.device_get(&dev, ordinal)) != CUDA_SUCCESS)
+    if ((r = kiln_cu_drv()->device_get(&dev, ordinal)) != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuDeviceGet", r);
-    if ((r = drv.device_name(name, (int)sizeof name - 1, dev)) != CUDA_SUCCESS)
+    if ((r = kiln_cu_drv()->device_name(name, (int)sizeof name - 1, dev)) != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuDeviceGetName", r);
-    if ((r = drv.device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    if ((r = kiln_cu_drv()->device_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                             dev))
             != CUDA_SUCCESS
-        || (r = drv.device_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        || (r = kiln_cu_drv()->device_attribute(&minor,
+                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
                != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuDeviceGetAttribute", r);
     struct kiln_cuda *cu = kiln_mem_realloc(ctx, NULL, 0, sizeof *cu);
@@ -266,7 +132,7 @@ kiln_cuda_open(kiln_ctx *ctx, int ordinal, struct kiln_cuda **out)
         return KILN_FAIL(ctx, KILN_ERR_NOMEM, "cuda", "opening CUDA device %d: out of memory",
                          ordinal);
     memset(cu, 0, sizeof *cu);
-    if ((r = drv.primary_retain(&cu->context, dev)) != CUDA_SUCCESS) {
+    if ((r = kiln_cu_drv()->primary_retain(&cu->context, dev)) != CUDA_SUCCESS) {
         kiln_mem_free(ctx, cu, sizeof *cu);
         return CU_FAIL(ctx, "cuDevicePrimaryCtxRetain", r);
     }
@@ -284,7 +150,7 @@ kiln_cuda_close(struct kiln_cuda *cu)
 {
     if (!cu)
         return;
-    drv.primary_release(cu->dev);
+    kiln_cu_drv()->primary_release(cu->dev);
     release(cu->alloc, cu->alloc_ud, cu, sizeof *cu);
 }
 
@@ -325,7 +191,7 @@ kiln_cuda_module_load(kiln_ctx *ctx, struct kiln_cuda *cu, const char *ptx,
     if (st == KILN_OK) {
         int       opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
         void     *val[2] = {log, (void *)(uintptr_t)JIT_LOG};
-        cu_result r = drv.module_load(&m->mod, ptx, 2, opt, val);
+        cu_result r = kiln_cu_drv()->module_load(&m->mod, ptx, 2, opt, val);
         pop();
         if (r != CUDA_SUCCESS) {
             log[JIT_LOG - 1] = 0;
@@ -349,8 +215,8 @@ kiln_cuda_module_free(struct kiln_cuda_module *m)
 {
     if (!m)
         return;
-    if (drv.ctx_push(m->cu->context) == CUDA_SUCCESS) {
-        drv.module_unload(m->mod);
+    if (kiln_cu_drv()->ctx_push(m->cu->context) == CUDA_SUCCESS) {
+        kiln_cu_drv()->module_unload(m->mod);
         pop();
     }
     release(m->alloc, m->alloc_ud, m, sizeof *m);
@@ -377,7 +243,7 @@ kiln_cuda_launch(kiln_ctx *ctx, struct kiln_cuda_module *m, const char *kernel,
     KILN_TRY(push(ctx, m->cu));
     enum kiln_status st = KILN_OK;
     cu_function      f;
-    cu_result        r = drv.module_function(&f, m->mod, kernel);
+    cu_result        r = kiln_cu_drv()->module_function(&f, m->mod, kernel);
     if (r == CUDA_ERROR_NOT_FOUND)
         st = KILN_FAIL(ctx, KILN_ERR_INVALID, "cuda",
                        "cuda: the module has no kernel named \"%.80s\" (cuModuleGetFunction: "
@@ -385,8 +251,8 @@ kiln_cuda_launch(kiln_ctx *ctx, struct kiln_cuda_module *m, const char *kernel,
                        kernel);
     else if (r != CUDA_SUCCESS)
         st = CU_FAIL(ctx, "cuModuleGetFunction", r);
-    else if ((r = drv.launch(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                             shared_bytes, NULL, args, NULL))
+    else if ((r = kiln_cu_drv()->launch(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                        shared_bytes, NULL, args, NULL))
              != CUDA_SUCCESS)
         st = CU_FAIL(ctx, "cuLaunchKernel", r);
     pop();
@@ -408,7 +274,7 @@ kiln_cuda_alloc(kiln_ctx *ctx, struct kiln_cuda *cu, size_t bytes, uint64_t *dpt
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "cuda", "kiln_cuda_alloc: 0 bytes requested");
     KILN_TRY(push(ctx, cu));
     cu_deviceptr     p = 0;
-    cu_result        r = drv.mem_alloc(&p, bytes);
+    cu_result        r = kiln_cu_drv()->mem_alloc(&p, bytes);
     enum kiln_status st = KILN_OK;
     pop();
     if (r != CUDA_SUCCESS) {
@@ -426,8 +292,8 @@ kiln_cuda_free(struct kiln_cuda *cu, uint64_t dptr)
 {
     if (!cu || !dptr)
         return;
-    if (drv.ctx_push(cu->context) == CUDA_SUCCESS) {
-        drv.mem_free(dptr);
+    if (kiln_cu_drv()->ctx_push(cu->context) == CUDA_SUCCESS) {
+        kiln_cu_drv()->mem_free(dptr);
         pop();
     }
 }
@@ -442,7 +308,7 @@ kiln_cuda_upload(kiln_ctx *ctx, struct kiln_cuda *cu, uint64_t dst, const void *
     if (!bytes)
         return KILN_OK;
     KILN_TRY(push(ctx, cu));
-    cu_result r = drv.htod(dst, src, bytes);
+    cu_result r = kiln_cu_drv()->htod(dst, src, bytes);
     pop();
     return r == CUDA_SUCCESS ? KILN_OK : CU_FAIL(ctx, "cuMemcpyHtoD_v2", r);
 }
@@ -457,7 +323,7 @@ kiln_cuda_download(kiln_ctx *ctx, struct kiln_cuda *cu, void *dst, uint64_t src,
     if (!bytes)
         return KILN_OK;
     KILN_TRY(push(ctx, cu));
-    cu_result r = drv.dtoh(dst, src, bytes);
+    cu_result r = kiln_cu_drv()->dtoh(dst, src, bytes);
     pop();
     return r == CUDA_SUCCESS ? KILN_OK : CU_FAIL(ctx, "cuMemcpyDtoH_v2", r);
 }
@@ -470,7 +336,7 @@ kiln_cuda_sync(kiln_ctx *ctx, struct kiln_cuda *cu)
     if (!cu)
         return null_arg(ctx, "kiln_cuda_sync", "cu");
     KILN_TRY(push(ctx, cu));
-    cu_result r = drv.ctx_sync();
+    cu_result r = kiln_cu_drv()->ctx_sync();
     pop();
     return r == CUDA_SUCCESS ? KILN_OK : CU_FAIL(ctx, "cuCtxSynchronize", r);
 }
@@ -491,19 +357,19 @@ time_reps(kiln_ctx *ctx, kiln_cuda_work_fn fn, void *ud, int reps, cu_event *ev,
 {
     cu_result r;
     for (int i = 0; i <= reps; i++)
-        if ((r = drv.event_create(&ev[i], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+        if ((r = kiln_cu_drv()->event_create(&ev[i], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
             return CU_FAIL(ctx, "cuEventCreate", r);
-    if ((r = drv.event_record(ev[0], NULL)) != CUDA_SUCCESS)
+    if ((r = kiln_cu_drv()->event_record(ev[0], NULL)) != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuEventRecord", r);
     for (int i = 0; i < reps; i++) {
         KILN_TRY(fn(ctx, ud));
-        if ((r = drv.event_record(ev[i + 1], NULL)) != CUDA_SUCCESS)
+        if ((r = kiln_cu_drv()->event_record(ev[i + 1], NULL)) != CUDA_SUCCESS)
             return CU_FAIL(ctx, "cuEventRecord", r);
     }
-    if ((r = drv.event_sync(ev[reps])) != CUDA_SUCCESS)
+    if ((r = kiln_cu_drv()->event_sync(ev[reps])) != CUDA_SUCCESS)
         return CU_FAIL(ctx, "cuEventSynchronize", r);
     for (int i = 0; i < reps; i++)
-        if ((r = drv.event_elapsed(&t[i], ev[i], ev[i + 1])) != CUDA_SUCCESS)
+        if ((r = kiln_cu_drv()->event_elapsed(&t[i], ev[i], ev[i + 1])) != CUDA_SUCCESS)
             return CU_FAIL(ctx, "cuEventElapsedTime", r);
     return KILN_OK;
 }
@@ -537,7 +403,7 @@ kiln_cuda_time(kiln_ctx *ctx, struct kiln_cuda *cu, kiln_cuda_work_fn fn, void *
             st = time_reps(ctx, fn, ud, reps, ev, t);
         for (size_t i = 0; i < nev; i++)
             if (ev[i])
-                drv.event_destroy(ev[i]);
+                kiln_cu_drv()->event_destroy(ev[i]);
         pop();
     }
     if (st == KILN_OK) {

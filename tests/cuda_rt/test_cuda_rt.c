@@ -4,16 +4,20 @@
  * compiled by NVRTC for the device's architecture, loaded, run on fresh random inputs (seeded
  * by --seed) and compared with the same function computed on the CPU, then timed with CUDA
  * events; and the driver-side errors (PTX the JIT refuses, a missing kernel, bad launch
- * shapes). The device parts skip without a driver or device. */
+ * shapes); and a generated module of the cuda target run through kiln_module_call. The device
+ * parts skip without a driver or device. */
 #include "../../codegen/nvrtc.h"
 #include "../../runtime/cuda.h"
 #include "../gen.h"
 #include "../harness.h"
+#include "kiln.h"
+#include "kiln_abi.h"
 
 #include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BLOCK 256 /* the kernel's tile size: blocks must have exactly this many threads */
 
@@ -297,7 +301,112 @@ test_driver_errors(void)
     kiln_ctx_free(ctx);
 }
 
+/* A generated module of the cuda target (codegen/cuda_so.c): tests/gen.c's shared-memory
+ * matmul compiled to a shared object, loaded with kiln_module_load. Everywhere: its metadata
+ * names the target, CPU tensors are refused, and without a driver the call fails saying so.
+ * On a GPU: fresh random inputs in device memory, the call, and every output element against
+ * the reference interpreter. */
+static void
+test_module(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: the CUDA toolkit's libnvrtc could not be loaded");
+        return;
+    }
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_cuda *cu = NULL;
+    bool              gpu = kiln_cuda_open(ctx, 0, &cu) == KILN_OK;
+    char              target[64], so[] = "kiln_test_cuda_module_XXXXXX.so";
+    kiln_ctx_error_clear(ctx);
+    struct kiln_graph *g = PARSE(ctx, kiln_test_shared_matmul_kg);
+    snprintf(target, sizeof target, "cuda -arch=%s", gpu ? kiln_cuda_arch(cu) : "sm_80");
+    struct kiln_compile_options opt = {.target = target,
+                                       .schedule_json = kiln_test_shared_matmul,
+                                       .schedule_len = strlen(kiln_test_shared_matmul),
+                                       .name = "smm"};
+    int                         fd = mkstemps(so, 3);
+    struct kiln_module         *m = NULL;
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so) != KILN_OK
+        || kiln_module_load(ctx, so, &m) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s", msg(ctx));
+        unlink(so);
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    unlink(so);
+    CHECK(strstr(kiln_module_metadata(m), target) != NULL);
+    CHECK_EQ_INT(3, kiln_module_nargs(m));
+    /* A [40, 24], B [24, 36], C [40, 36] */
+    int64_t         sh[3][2] = {{40, 24}, {24, 36}, {40, 36}};
+    float          *host[3];
+    uint64_t        dev[3] = {0, 0, 0};
+    DLTensor        t[3];
+    DLTensor       *args[3] = {&t[0], &t[1], &t[2]};
+    struct kiln_rng rng = kiln_rng_new(opt_seed());
+    for (int i = 0; i < 3; i++) {
+        host[i] = malloc(sizeof(float) * (size_t)(sh[i][0] * sh[i][1]));
+        for (int64_t e = 0; host[i] && e < sh[i][0] * sh[i][1]; e++)
+            host[i][e] = i < 2 ? (float)(2 * kiln_rng_uniform(&rng) - 1) : NAN;
+        t[i] = (DLTensor){host[i], {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sh[i], NULL, 0};
+    }
+    int32_t abi = 0;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_module_call(ctx, m, args, 3, &abi));
+    CHECK(strstr(msg(ctx), "is on device cpu:0; this code runs on cuda") != NULL);
+    kiln_ctx_error_clear(ctx);
+    if (!gpu) { /* device tensors that are never touched: the call stops at the driver */
+        for (int i = 0; i < 3; i++)
+            t[i].device.device_type = kDLCUDA;
+        CHECK(kiln_module_call(ctx, m, args, 3, &abi) != KILN_OK);
+        CHECK_EQ_INT(KILN_ABI_ERR_RUNTIME, abi);
+        printf("without a driver: %s\n", msg(ctx));
+        CHECK(strstr(msg(ctx), "no CUDA driver") != NULL);
+        kiln_ctx_error_clear(ctx);
+        for (int i = 0; i < 3; i++)
+            free(host[i]);
+        kiln_module_free(m);
+        kiln_ctx_free(ctx);
+        harness_skip("no CUDA driver: the module was built and loaded, not run");
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        size_t bytes = sizeof(float) * (size_t)(sh[i][0] * sh[i][1]);
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_alloc(ctx, cu, bytes, &dev[i]));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, dev[i], host[i], bytes));
+        t[i].data = (void *)(uintptr_t)dev[i];
+        t[i].device.device_type = kDLCUDA;
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_module_call(ctx, m, args, 3, &abi));
+    if (!kiln_ok(ctx))
+        fprintf(stderr, "%s\n", msg(ctx));
+    CHECK_EQ_INT(KILN_OK, kiln_cuda_download(ctx, cu, host[2], dev[2], sizeof(float) * 40 * 36));
+    int bad = 0;
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < 36; j++) {
+            double want = 0;
+            for (int k = 0; k < 24; k++)
+                want += (double)host[0][i * 24 + k] * host[1][k * 36 + j];
+            if (!(fabs(host[2][i * 36 + j] - want) <= 1e-5 * (1 + fabs(want))) && bad++ < 5)
+                harness_fail(__FILE__, __LINE__, "C[%d, %d] = %.9g, want %.9g", i, j,
+                             (double)host[2][i * 36 + j], want);
+        }
+    CHECK_EQ_INT(0, bad);
+    printf("module on %s (%s): C matches the reference (seed %llu)\n", kiln_cuda_name(cu),
+           kiln_cuda_arch(cu), (unsigned long long)opt_seed());
+    for (int i = 0; i < 3; i++) {
+        kiln_cuda_free(cu, dev[i]);
+        free(host[i]);
+    }
+    kiln_module_free(m);
+    kiln_cuda_close(cu);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
+    {"module", test_module},
     {"args", test_args},
     {"open", test_open},
     {"kernel", test_kernel},
