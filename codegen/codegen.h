@@ -98,6 +98,12 @@ kiln_cg_dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
  * when it could not be run (errno set). The C compiler and ptxas run through it. */
 int kiln_cg_run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log);
 
+/* Builds the shared object path from input (an object file or a C file) with the C compiler
+ * that built kiln (KILN_CC -shared OPTS ... libkiln_rt.a, OpenMP, -ldl -lpthread -lm); who
+ * names the backend in errors, which carry the compiler's output as detail. */
+enum kiln_status kiln_cg_cc_shared(kiln_ctx *ctx, const char *who, const char *const *opts,
+                                   int nopt, const char *input, const char *path);
+
 /* ---- CUDA C (codegen/cuda.c) ----
  * One `extern "C" __global__` kernel per root statement of f, to be launched in order with
  * the same arguments: f's parameters (device pointers, in f->param order), then the device

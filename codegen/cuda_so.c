@@ -14,15 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef KILN_RT_LIB
-#define KILN_RT_LIB "libkiln_rt.a"
-#endif
-#ifndef KILN_CC
-#define KILN_CC "cc"
-#endif
-#ifndef KILN_OPENMP_FLAGS
-#define KILN_OPENMP_FLAGS "-fopenmp"
-#endif
 #ifndef KILN_INCLUDE_DIR
 #define KILN_INCLUDE_DIR "include"
 #endif
@@ -119,44 +110,8 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
         st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "cuda: cannot write %s: %s", csrc,
                        strerror(errno));
     } else {
-        /* KILN_CC -shared -fPIC -I include -o path module.c --whole-archive KILN_RT_LIB ... */
-        char  flags[512];
-        char *argv[32];
-        int   argc = 0;
-        snprintf(flags, sizeof flags, "%s", KILN_OPENMP_FLAGS);
-        argv[argc++] = (char *)KILN_CC;
-        argv[argc++] = (char *)"-shared";
-        argv[argc++] = (char *)"-fPIC";
-        argv[argc++] = (char *)"-O1";
-        argv[argc++] = (char *)"-I" KILN_INCLUDE_DIR;
-        argv[argc++] = (char *)"-o";
-        argv[argc++] = (char *)path;
-        argv[argc++] = csrc;
-        argv[argc++] = (char *)"-Wl,--whole-archive";
-        argv[argc++] = (char *)KILN_RT_LIB;
-        argv[argc++] = (char *)"-Wl,--no-whole-archive";
-        argv[argc++] = (char *)"-Wl,-z,nodelete";
-        char *save = NULL;
-        for (char *p = strtok_r(flags, " ;", &save); p && argc < 27;
-             p = strtok_r(NULL, " ;", &save))
-            argv[argc++] = p;
-        argv[argc++] = (char *)"-ldl";
-        argv[argc++] = (char *)"-lpthread";
-        argv[argc++] = (char *)"-lm";
-        argv[argc] = NULL;
-        struct kiln_buf log = {0};
-        int             rc = kiln_cg_run(ctx, argv, &log);
-        if (rc != 0) {
-            if (rc < 0)
-                KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "cuda: cannot run %s: %s", KILN_CC,
-                          strerror(errno));
-            else
-                KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda",
-                          "cuda: building %s failed (%s exited with status %d)", path, KILN_CC, rc);
-            if (!ctx->err.detail && log.data)
-                ctx->err.detail = log.data;
-            st = KILN_ERR_BACKEND;
-        }
+        static const char *const opts[] = {"-fPIC", "-O1", "-I" KILN_INCLUDE_DIR};
+        st = kiln_cg_cc_shared(ctx, "cuda", opts, 3, csrc, path);
     }
     unlink(csrc);
     rmdir(dir);

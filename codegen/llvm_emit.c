@@ -153,6 +153,49 @@ kiln_cg_run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log)
 }
 
 enum kiln_status
+kiln_cg_cc_shared(kiln_ctx *ctx, const char *who, const char *const *opts, int nopt,
+                  const char *input, const char *path)
+{
+    /* KILN_CC -shared OPTS -o path input --whole-archive KILN_RT_LIB <openmp flags> -lm */
+    char  flags[512];
+    char *argv[40];
+    int   argc = 0;
+    snprintf(flags, sizeof flags, "%s", KILN_OPENMP_FLAGS);
+    argv[argc++] = (char *)KILN_CC;
+    argv[argc++] = (char *)"-shared";
+    for (int i = 0; i < nopt && i < 8; i++)
+        argv[argc++] = (char *)opts[i];
+    argv[argc++] = (char *)"-o";
+    argv[argc++] = (char *)path;
+    argv[argc++] = (char *)input;
+    argv[argc++] = (char *)"-Wl,--whole-archive"; /* the exported entry points are unused */
+    argv[argc++] = (char *)KILN_RT_LIB;
+    argv[argc++] = (char *)"-Wl,--no-whole-archive";
+    /* never unmapped by dlclose: libomp's worker threads may outlive the last caller */
+    argv[argc++] = (char *)"-Wl,-z,nodelete";
+    char *save = NULL;
+    for (char *p = strtok_r(flags, " ;", &save); p && argc < 34; p = strtok_r(NULL, " ;", &save))
+        argv[argc++] = p;
+    argv[argc++] = (char *)"-ldl"; /* the CUDA driver of a cuda module's runtime */
+    argv[argc++] = (char *)"-lpthread";
+    argv[argc++] = (char *)"-lm";
+    argv[argc] = NULL;
+    struct kiln_buf log = {0};
+    int             rc = kiln_cg_run(ctx, argv, &log);
+    if (rc == 0)
+        return KILN_OK;
+    if (rc < 0)
+        KILN_FAIL(ctx, KILN_ERR_BACKEND, who, "%s: cannot run %s: %s", who, KILN_CC,
+                  strerror(errno));
+    else
+        KILN_FAIL(ctx, KILN_ERR_BACKEND, who, "%s: building %s failed (%s exited with status %d)",
+                  who, path, KILN_CC, rc);
+    if (!ctx->err.detail && log.data)
+        ctx->err.detail = log.data;
+    return KILN_ERR_BACKEND;
+}
+
+enum kiln_status
 kiln_cg_llvm_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln_target *t,
                     const char *path)
 {
@@ -171,42 +214,8 @@ kiln_cg_llvm_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     snprintf(obj, sizeof obj, "%s/kernel.o", dir);
     enum kiln_status st = emit_object(ctx, tm, mod, obj);
     dispose(lc, tm, mod);
-    if (st == KILN_OK) {
-        /* KILN_CC -shared -o path obj --whole-archive KILN_RT_LIB <openmp flags> -lm */
-        char  flags[512];
-        char *argv[32];
-        int   argc = 0;
-        snprintf(flags, sizeof flags, "%s", KILN_OPENMP_FLAGS);
-        argv[argc++] = (char *)KILN_CC;
-        argv[argc++] = (char *)"-shared";
-        argv[argc++] = (char *)"-o";
-        argv[argc++] = (char *)path;
-        argv[argc++] = obj;
-        argv[argc++] = (char *)"-Wl,--whole-archive"; /* the exported entry points are unused */
-        argv[argc++] = (char *)KILN_RT_LIB;
-        argv[argc++] = (char *)"-Wl,--no-whole-archive";
-        /* never unmapped by dlclose: libomp's worker threads may outlive the last caller */
-        argv[argc++] = (char *)"-Wl,-z,nodelete";
-        char *save = NULL;
-        for (char *p = strtok_r(flags, " ;", &save); p && argc < 27;
-             p = strtok_r(NULL, " ;", &save))
-            argv[argc++] = p;
-        argv[argc++] = (char *)"-lm";
-        argv[argc] = NULL;
-        struct kiln_buf log = {0};
-        int             rc = kiln_cg_run(ctx, argv, &log);
-        if (rc != 0) {
-            if (rc < 0)
-                KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: cannot run %s: %s", KILN_CC,
-                          strerror(errno));
-            else
-                KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm",
-                          "llvm: linking %s failed (%s exited with status %d)", path, KILN_CC, rc);
-            if (!ctx->err.detail && log.data)
-                ctx->err.detail = log.data;
-            st = KILN_ERR_BACKEND;
-        }
-    }
+    if (st == KILN_OK)
+        st = kiln_cg_cc_shared(ctx, "llvm", NULL, 0, obj, path);
     unlink(obj);
     rmdir(dir);
     return st;
