@@ -110,7 +110,7 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
         st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "cuda: cannot write %s: %s", csrc,
                        strerror(errno));
     } else {
-        static const char *const opts[] = {"-fPIC", "-O1", "-I" KILN_INCLUDE_DIR};
+        static const char *const opts[] = {"-fPIC", "-O1", ("-I" KILN_INCLUDE_DIR)};
         st = kiln_cg_cc_shared(ctx, "cuda", opts, 3, csrc, path);
     }
     unlink(csrc);

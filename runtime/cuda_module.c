@@ -33,6 +33,8 @@ kiln_rt_cuda_error(void)
     return last_error;
 }
 
+static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static int32_t
 fail(int32_t status, const char *fmt, ...)
 {
