@@ -3,7 +3,7 @@
  * (tile lengths, vector axis, packing, unroll step, parallel depth, vectorisation).
  * kiln_prog_schedule turns a sketch plus knob values into ordinary schedule steps; sampling,
  * mutation, crossover and Droplet neighbours live in tuner/annotate.c. */
-#include "sketch_priv.h"
+#include "sketch_int.h"
 
 #include "../passes/state.h"
 
@@ -22,16 +22,14 @@ kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
     hw->l1_bytes = t && t->l1_bytes > 0 ? (int)t->l1_bytes : 48 << 10;
     hw->l2_bytes = t && t->l2_bytes > 0 ? (int)t->l2_bytes : 1280 << 10;
     hw->vector_regs = t && (t->vector_bits >= 512 || !strncmp(t->triple, "aarch64", 7)) ? 32 : 16;
+    hw->gpu = t && kiln_target_is_cuda(t);
+    hw->max_threads = 1024;
+    hw->shared_bytes = 48 << 10;
+    hw->max_grid_yz = 65535;
+    hw->thread_regs = 64;
 }
 
 /* ---- analysis of compute definitions ---- */
-
-struct loads {
-    const kiln_ctx *ctx;
-    kiln_expr       l[64];
-    uint32_t        n;
-    bool            overflow;
-};
 
 static bool
 collect_load(void *ud, kiln_expr load)
@@ -45,8 +43,8 @@ collect_load(void *ud, kiln_expr load)
     return true;
 }
 
-static void
-loads_of(const kiln_ctx *ctx, kiln_expr e, struct loads *L)
+void
+kiln_sk_loads_of(const kiln_ctx *ctx, kiln_expr e, struct loads *L)
 {
     L->ctx = ctx;
     L->n = 0;
@@ -150,19 +148,6 @@ simple_index(const kiln_ctx *ctx, kiln_expr e)
     return false;
 }
 
-struct ana {
-    kiln_ctx                *ctx;
-    const struct kiln_graph *g;
-    const struct kiln_hw    *hw;
-    kiln_expr               *eff;     /* per op: body with inlined producers substituted */
-    bool                    *inl;     /* per op: strictly inlineable (inlined in every sketch) */
-    uint32_t                *nreader; /* per op: non-inlined ops reading its tensor */
-    uint32_t                *reader;  /* per op: the last such reader */
-    bool                    *mlt;     /* per op: needs multi-level tiling */
-    uint32_t (*padt)[4];              /* per tiled op: arguments it may read padded */
-    uint8_t *npad;
-};
-
 struct inline_map {
     struct ana *A;
 };
@@ -189,7 +174,7 @@ strictly_inlineable(const struct ana *A, uint32_t i)
     if (op->nred || t->is_output || has_expensive(ctx, op->body))
         return false;
     struct loads L;
-    loads_of(ctx, op->body, &L);
+    kiln_sk_loads_of(ctx, op->body, &L);
     if (L.overflow)
         return false;
     for (uint32_t j = 0; j < L.n; j++)
@@ -201,8 +186,8 @@ strictly_inlineable(const struct ana *A, uint32_t i)
 
 /* True when some output axis of op i of extent > 1 is absent from every index of the loads
  * of tensor t in L (op i's loads): op i reuses t along that axis. */
-static bool
-misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, uint32_t t)
+bool
+kiln_sk_misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, uint32_t t)
 {
     const kiln_ctx           *ctx = A->ctx;
     const struct kiln_tensor *out = &A->g->tensor[A->g->op[i].out];
@@ -229,7 +214,7 @@ reused_tensors(const struct ana *A, uint32_t i)
 {
     const kiln_ctx *ctx = A->ctx;
     struct loads    L;
-    loads_of(ctx, A->eff[i], &L);
+    kiln_sk_loads_of(ctx, A->eff[i], &L);
     uint32_t seen[64], nseen = 0, count = 0;
     for (uint32_t j = 0; j < L.n; j++) {
         uint32_t t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
@@ -239,7 +224,7 @@ reused_tensors(const struct ana *A, uint32_t i)
         if (dup)
             continue;
         seen[nseen++] = t;
-        count += misses_an_axis(A, i, &L, t);
+        count += kiln_sk_misses_an_axis(A, i, &L, t);
     }
     return count;
 }
@@ -293,8 +278,8 @@ needs_rfactor(const struct ana *A, uint32_t i)
 
 /* The one elementwise consumer op i's tensor may be computed at (reading it at exactly the
  * output's indices), or KILN_NONE. */
-static uint32_t
-fusible_consumer(const struct ana *A, uint32_t i)
+uint32_t
+kiln_sk_fusible_consumer(const struct ana *A, uint32_t i)
 {
     const kiln_ctx           *ctx = A->ctx;
     const struct kiln_graph  *g = A->g;
@@ -310,7 +295,7 @@ fusible_consumer(const struct ana *A, uint32_t i)
         if (ct->shape[d] != t->shape[d])
             return KILN_NONE;
     struct loads L;
-    loads_of(ctx, A->eff[c], &L);
+    kiln_sk_loads_of(ctx, A->eff[c], &L);
     if (L.overflow)
         return KILN_NONE;
     for (uint32_t j = 0; j < L.n; j++) {
@@ -363,9 +348,9 @@ pad_candidates(struct ana *A, uint32_t i)
     kiln_expr_visit_nodes(ctx, A->eff[i], guarded_visit, &G);
     uint32_t     reader = kiln_sym_cstr(ctx, kiln_graph_tensor_name(A->g, A->g->op[i].out));
     struct loads L;
-    loads_of(ctx, A->eff[i], &L);
+    kiln_sk_loads_of(ctx, A->eff[i], &L);
     for (uint32_t j = 0; j < G.n; j++) {
-        if (L.overflow || misses_an_axis(A, i, &L, G.t[j]))
+        if (L.overflow || kiln_sk_misses_an_axis(A, i, &L, G.t[j]))
             continue; /* two outer tiles would copy the same window (a full convolution's
                        * input is not indexed by the output channels) */
         struct kiln_step     st = {.kind = KILN_STEP_PAD,
@@ -383,8 +368,8 @@ pad_candidates(struct ana *A, uint32_t i)
     }
 }
 
-static enum kiln_status
-analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, struct ana *A)
+enum kiln_status
+kiln_sk_analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, struct ana *A)
 {
     uint32_t n = g->nop + 1;
     *A = (struct ana){.ctx = ctx, .g = g, .hw = hw};
@@ -409,7 +394,7 @@ analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw, str
         if (A->inl[i])
             continue;
         struct loads L;
-        loads_of(ctx, A->eff[i], &L);
+        kiln_sk_loads_of(ctx, A->eff[i], &L);
         uint32_t done[64], ndone = 0;
         for (uint32_t j = 0; j < L.n; j++) {
             uint32_t t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
@@ -465,9 +450,10 @@ kiln_sketch_axis_names(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op,
 
 /* ---- sketch construction ---- */
 
-static uint32_t
-add_knob(kiln_ctx *ctx, struct kiln_sketch *sk, enum kiln_knob_kind kind, enum kiln_knob_role role,
-         uint32_t nparts, int64_t extent, uint32_t nchoice, const char *name)
+uint32_t
+kiln_sk_add_knob(kiln_ctx *ctx, struct kiln_sketch *sk, enum kiln_knob_kind kind,
+                 enum kiln_knob_role role, uint32_t nparts, int64_t extent, uint32_t nchoice,
+                 const char *name)
 {
     uint32_t width = kind == KILN_KNOB_SPLIT ? nparts : 1;
     if (sk->nknob == KILN_MAX_KNOBS || sk->nvalues + width > KILN_MAX_VALUES)
@@ -499,13 +485,13 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     const kiln_ctx          *ctx = A->ctx;
     const struct kiln_graph *g = A->g;
     struct loads             L;
-    loads_of(ctx, A->eff[i], &L);
+    kiln_sk_loads_of(ctx, A->eff[i], &L);
     p->npack[k] = 0;
     for (uint32_t j = 0; j < L.n; j++) {
         uint32_t                  t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
         const struct kiln_tensor *tt = &g->tensor[t];
         if (tt->kind == KILN_TENSOR_OP || tt->ndim < 2 || tt->ndim >= KILN_MAX_DIMS
-            || (!L.overflow && !misses_an_axis(A, i, &L, t)))
+            || (!L.overflow && !kiln_sk_misses_an_axis(A, i, &L, t)))
             continue;
         for (uint32_t d = 0; d < tt->ndim; d++) {
             if (plain_axis(ctx, kiln_load_idx(ctx, L.l[j], d)) != (int)k)
@@ -567,17 +553,18 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         uint32_t last = t->ndim - 1u;
         if (op->nred == 0 && t->shape[last] > 1) {
             snprintf(kn, sizeof kn, "%s.%s vector tile", tn, names[last]);
-            p->k_split[last] =
-                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, t->shape[last], 0, kn);
+            p->k_split[last] = kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1,
+                                                t->shape[last], 0, kn);
             snprintf(kn, sizeof kn, "%s vectorize", tn);
-            p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+            p->k_vec =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
             if (p->k_split[last] == KILN_NONE || p->k_vec == KILN_NONE)
                 return false;
         }
         if (A->hw->num_cores > 1) {
             snprintf(kn, sizeof kn, "%s parallel", tn);
-            p->k_par = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
-                                (uint32_t)t->ndim + 1, kn);
+            p->k_par = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
+                                        (uint32_t)t->ndim + 1, kn);
             if (p->k_par == KILN_NONE)
                 return false;
         }
@@ -588,19 +575,21 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         for (uint32_t r = 0; r < op->nred; r++)
             R *= op->rext[r];
         snprintf(kn, sizeof kn, "%s reduction tile", tn);
-        p->k_split[t->ndim] = add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, R, 0, kn);
+        p->k_split[t->ndim] =
+            kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, R, 0, kn);
         if (p->k_split[t->ndim] == KILN_NONE)
             return false;
         if (p->rf_inner) {
             snprintf(kn, sizeof kn, "%s.rf vectorize", tn);
-            p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+            p->k_vec =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
             if (p->k_vec == KILN_NONE)
                 return false;
         }
         if (A->hw->num_cores > 1) {
             snprintf(kn, sizeof kn, "%s.rf parallel", tn);
-            p->k_par = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
-                                (uint32_t)t->ndim + 1u + !p->rf_inner, kn);
+            p->k_par = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
+                                        (uint32_t)t->ndim + 1u + !p->rf_inner, kn);
             if (p->k_par == KILN_NONE)
                 return false;
         }
@@ -616,7 +605,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
                 continue;
             snprintf(kn, sizeof kn, "%s.%s tile", tn, names[k]);
             p->k_split[k] =
-                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 3, t->shape[k], 0, kn);
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 3, t->shape[k], 0, kn);
             if (p->k_split[k] == KILN_NONE)
                 return false;
             p->vcand[p->nvcand++] = (uint8_t)k;
@@ -628,13 +617,14 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
                 continue;
             snprintf(kn, sizeof kn, "%s.%s tile", tn, names[t->ndim + r]);
             p->k_split[t->ndim + r] =
-                add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, op->rext[r], 0, kn);
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1, op->rext[r], 0, kn);
             if (p->k_split[t->ndim + r] == KILN_NONE)
                 return false;
         }
         if (p->nvcand > 1) {
             snprintf(kn, sizeof kn, "%s vector axis", tn);
-            p->k_vaxis = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, p->nvcand, kn);
+            p->k_vaxis =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, p->nvcand, kn);
             if (p->k_vaxis == KILN_NONE)
                 return false;
         }
@@ -643,23 +633,23 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
             any_pack |= p->npack[p->vcand[c]] > 0;
         if (any_pack) {
             snprintf(kn, sizeof kn, "%s pack", tn);
-            p->k_pack = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
+            p->k_pack = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
         }
         if (A->npad[i]) {
             p->npad = A->npad[i];
             memcpy(p->padt, A->padt[i], sizeof p->padt);
             snprintf(kn, sizeof kn, "%s pad", tn);
-            p->k_pad = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
+            p->k_pad = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LAYOUT, 0, 0, 2, kn);
         }
         snprintf(kn, sizeof kn, "%s vectorize", tn);
-        p->k_vec = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+        p->k_vec = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
         snprintf(kn, sizeof kn, "%s auto_unroll", tn);
-        p->k_unroll =
-            add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_UNROLL, 0, 0, KILN_UNROLL_NSTEPS, kn);
+        p->k_unroll = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_UNROLL, 0, 0,
+                                       KILN_UNROLL_NSTEPS, kn);
         if (A->hw->num_cores > 1 && nsplit) {
             snprintf(kn, sizeof kn, "%s parallel", tn);
-            p->k_par =
-                add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, nsplit + 1, kn);
+            p->k_par = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0,
+                                        nsplit + 1, kn);
         }
         return (!any_pack || p->k_pack != KILN_NONE) && (!p->npad || p->k_pad != KILN_NONE)
                && p->k_vec != KILN_NONE && p->k_unroll != KILN_NONE
@@ -771,7 +761,7 @@ emit_sketch(struct gen *G)
             continue;
         char kn[160];
         snprintf(kn, sizeof kn, "%s location", kiln_graph_tensor_name(g, g->op[i].out));
-        p->k_loc = add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
+        p->k_loc = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
         p->reader = r;
     }
     for (uint32_t i = 0; i < g->nop; i++)
@@ -821,8 +811,10 @@ kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct k
     *out = NULL;
     *n = 0;
     KILN_TRY(kiln_graph_verify(g));
+    if (hw->gpu)
+        return kiln_gpu_sketches_generate(ctx, g, hw, out, n);
     struct ana A;
-    KILN_TRY(analyse(ctx, g, hw, &A));
+    KILN_TRY(kiln_sk_analyse(ctx, g, hw, &A));
     struct gen G = {.ctx = ctx, .A = &A, .cap = KILN_MAX_SKETCHES};
     G.opts = kiln_arena_alloc(ctx, sizeof(*G.opts) * (g->nop + 1));
     G.nopt = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
@@ -840,7 +832,7 @@ kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct k
             o[no] = base;
             o[no++].mode = KILN_PLAN_INLINE;
         } else if (A.mlt[i]) {
-            uint32_t c = fusible_consumer(&A, i);
+            uint32_t c = kiln_sk_fusible_consumer(&A, i);
             for (uint8_t lv = 1; lv <= 2; lv++) {
                 o[no] = base;
                 o[no].mode = c != KILN_NONE ? KILN_PLAN_TILE_FUSE : KILN_PLAN_TILE_CW;
@@ -881,52 +873,34 @@ kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct k
 
 /* ---- programs to schedules ---- */
 
-struct leaves {
-    char     name[64][KILN_SKETCH_NAME];
-    uint32_t n;
-};
-
-struct emit {
-    kiln_ctx                 *ctx;
-    const struct kiln_graph  *g;
-    const struct kiln_sketch *sk;
-    const struct kiln_prog   *p;
-    struct kiln_schedule     *out;
-    uint32_t                  packed[16];
-    uint32_t                  npacked;
-    uint32_t                  padded[16];
-    uint32_t                  npadded;
-    const char              **tile_stage, **tile_iter; /* per tiled op: its outermost tile */
-};
-
-static uint32_t
-sym(struct emit *E, const char *s)
+uint32_t
+kiln_sk_sym(struct emit *E, const char *s)
 {
     return kiln_sym_cstr(E->ctx, s);
 }
 
 /* The name of a stage derived from `base` ("C.local", "B.pack", "C.rf"), however long base is:
  * interned, so it lives as long as the context. */
-static const char *
-derived(struct emit *E, const char *base, const char *suffix)
+const char *
+kiln_sk_derived(struct emit *E, const char *base, const char *suffix)
 {
     const char *s = kiln_arena_printf(E->ctx, "%s%s", base, suffix);
-    return s ? kiln_sym_str(E->ctx, sym(E, s)) : "";
+    return s ? kiln_sym_str(E->ctx, kiln_sk_sym(E, s)) : "";
 }
 
-static enum kiln_status
-push(struct emit *E, struct kiln_step st)
+enum kiln_status
+kiln_sk_push(struct emit *E, struct kiln_step st)
 {
     return kiln_sched_push(E->ctx, E->out, st);
 }
 
-static enum kiln_status
-step1(struct emit *E, enum kiln_step_kind kind, const char *stage, const char *iter)
+enum kiln_status
+kiln_sk_step1(struct emit *E, enum kiln_step_kind kind, const char *stage, const char *iter)
 {
-    struct kiln_step st = {.kind = (uint8_t)kind, .stage = sym(E, stage)};
+    struct kiln_step st = {.kind = (uint8_t)kind, .stage = kiln_sk_sym(E, stage)};
     if (iter)
-        st.iter = sym(E, iter);
-    return push(E, st);
+        st.iter = kiln_sk_sym(E, iter);
+    return kiln_sk_push(E, st);
 }
 
 static uint32_t
@@ -938,19 +912,21 @@ leaf_find(const struct leaves *L, const char *name)
     return KILN_NONE;
 }
 
-static enum kiln_status
-emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter, uint32_t nf,
-           const int64_t *f)
+enum kiln_status
+kiln_sk_emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter,
+                   uint32_t nf, const int64_t *f)
 {
     uint32_t pos = leaf_find(L, iter);
     if (pos == KILN_NONE || L->n + nf > KILN_COUNTOF(L->name))
         return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: no loop %s in %s", iter,
                          stage);
-    struct kiln_step st = {
-        .kind = KILN_STEP_SPLIT, .stage = sym(E, stage), .iter = sym(E, iter), .n = (uint8_t)nf};
+    struct kiln_step st = {.kind = KILN_STEP_SPLIT,
+                           .stage = kiln_sk_sym(E, stage),
+                           .iter = kiln_sk_sym(E, iter),
+                           .n = (uint8_t)nf};
     for (uint32_t j = 0; j < nf; j++)
         st.factors[j] = f[j];
-    KILN_TRY(push(E, st));
+    KILN_TRY(kiln_sk_push(E, st));
     char base[KILN_SKETCH_NAME];
     snprintf(base, sizeof base, "%s", iter);
     memmove(&L->name[pos + nf + 1], &L->name[pos + 1], sizeof(L->name[0]) * (L->n - pos - 1));
@@ -963,8 +939,9 @@ emit_split(struct emit *E, const char *stage, struct leaves *L, const char *iter
 /* Reorders the leaves into `want` (a permutation of them). A reorder step permutes the loops it
  * lists among the positions they occupy, so each step applies whole cycles of the remaining
  * permutation (at most KILN_STEP_MAXN positions; a longer cycle is shortened by a rotation). */
-static enum kiln_status
-emit_order(struct emit *E, const char *stage, struct leaves *L, char want[][KILN_SKETCH_NAME])
+enum kiln_status
+kiln_sk_emit_order(struct emit *E, const char *stage, struct leaves *L,
+                   char want[][KILN_SKETCH_NAME])
 {
     for (uint32_t guard = 0; guard <= L->n; guard++) {
         uint32_t to[64], newat[64];
@@ -1004,13 +981,13 @@ emit_order(struct emit *E, const char *stage, struct leaves *L, char want[][KILN
                 pos[k - 1] = t;
             }
         struct kiln_step st = {
-            .kind = KILN_STEP_REORDER, .stage = sym(E, stage), .n = (uint8_t)used};
+            .kind = KILN_STEP_REORDER, .stage = kiln_sk_sym(E, stage), .n = (uint8_t)used};
         char moved[KILN_STEP_MAXN][KILN_SKETCH_NAME];
         for (uint32_t j = 0; j < used; j++) {
             memcpy(moved[j], L->name[newat[pos[j]]], KILN_SKETCH_NAME);
-            st.iters[j] = sym(E, moved[j]);
+            st.iters[j] = kiln_sk_sym(E, moved[j]);
         }
-        KILN_TRY(push(E, st));
+        KILN_TRY(kiln_sk_push(E, st));
         for (uint32_t j = 0; j < used; j++)
             memcpy(L->name[pos[j]], moved[j], KILN_SKETCH_NAME);
     }
@@ -1029,16 +1006,17 @@ emit_parallel(struct emit *E, const char *stage, struct leaves *L, uint32_t pos,
     if (n > KILN_STEP_MAXN)
         n = KILN_STEP_MAXN;
     if (n > 1) {
-        struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = sym(E, stage), .n = (uint8_t)n};
-        char             fused[256] = "";
+        struct kiln_step st = {
+            .kind = KILN_STEP_FUSE, .stage = kiln_sk_sym(E, stage), .n = (uint8_t)n};
+        char fused[256] = "";
         for (uint32_t j = 0; j < n; j++) {
-            st.iters[j] = sym(E, L->name[pos + j]);
+            st.iters[j] = kiln_sk_sym(E, L->name[pos + j]);
             if (strlen(fused) + strlen(L->name[pos + j]) + 2 < sizeof fused) {
                 strcat(fused, j ? "@" : "");
                 strcat(fused, L->name[pos + j]);
             }
         }
-        KILN_TRY(push(E, st));
+        KILN_TRY(kiln_sk_push(E, st));
         if (strlen(fused) >= KILN_SKETCH_NAME)
             return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: fused name too long");
         snprintf(L->name[pos], KILN_SKETCH_NAME, "%s", fused);
@@ -1047,11 +1025,11 @@ emit_parallel(struct emit *E, const char *stage, struct leaves *L, uint32_t pos,
     }
     if (name)
         snprintf(name, KILN_SKETCH_NAME, "%s", L->name[pos]);
-    return step1(E, KILN_STEP_PARALLEL, stage, L->name[pos]);
+    return kiln_sk_step1(E, KILN_STEP_PARALLEL, stage, L->name[pos]);
 }
 
-static int64_t
-val(const struct emit *E, uint32_t knob, uint32_t part, int64_t dflt)
+int64_t
+kiln_sk_val(const struct emit *E, uint32_t knob, uint32_t part, int64_t dflt)
 {
     if (knob == KILN_NONE)
         return dflt;
@@ -1074,18 +1052,18 @@ emit_inline_plain(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     char     vec[KILN_SKETCH_NAME] = "";
     if (p->k_vec != KILN_NONE && t->ndim) {
         uint32_t last = t->ndim - 1u;
-        int64_t  f = val(E, p->k_split[last], 0, 1);
-        if (val(E, p->k_vec, 0, 0) && f >= 2) {
-            KILN_TRY(emit_split(E, tn, &L, names[last], 1, &f));
+        int64_t  f = kiln_sk_val(E, p->k_split[last], 0, 1);
+        if (kiln_sk_val(E, p->k_vec, 0, 0) && f >= 2) {
+            KILN_TRY(kiln_sk_emit_split(E, tn, &L, names[last], 1, &f));
             snprintf(vec, sizeof vec, "%.58s.1", names[last]);
         }
     }
-    int64_t par = val(E, p->k_loc, 0, 0) ? 0 : val(E, p->k_par, 0, 0);
+    int64_t par = kiln_sk_val(E, p->k_loc, 0, 0) ? 0 : kiln_sk_val(E, p->k_par, 0, 0);
     if (par > nsp)
         par = nsp;
     KILN_TRY(emit_parallel(E, tn, &L, 0, (uint32_t)par, NULL));
     if (vec[0])
-        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, tn, vec));
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, tn, vec));
     return KILN_OK;
 }
 
@@ -1104,27 +1082,27 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     char r[KILN_SKETCH_NAME];
     snprintf(r, sizeof r, "%s", names[t->ndim]);
     if (op->nred > 1) {
-        struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = sym(E, tn), .n = op->nred};
+        struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = kiln_sk_sym(E, tn), .n = op->nred};
         char             fused[256] = "";
         for (uint32_t j = 0; j < op->nred; j++) {
-            st.iters[j] = sym(E, names[t->ndim + j]);
+            st.iters[j] = kiln_sk_sym(E, names[t->ndim + j]);
             strcat(fused, j ? "@" : "");
             strncat(fused, names[t->ndim + j], KILN_SKETCH_NAME);
         }
-        KILN_TRY(push(E, st));
+        KILN_TRY(kiln_sk_push(E, st));
         if (strlen(fused) + 3 >= KILN_SKETCH_NAME)
             return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: fused name too long");
         snprintf(r, sizeof r, "%s", fused);
         L.n = t->ndim;
         memcpy(L.name[L.n++], r, KILN_SKETCH_NAME);
     }
-    int64_t f = val(E, p->k_split[t->ndim], 0, 1);
-    KILN_TRY(emit_split(E, tn, &L, r, 1, &f));
+    int64_t f = kiln_sk_val(E, p->k_split[t->ndim], 0, 1);
+    KILN_TRY(kiln_sk_emit_split(E, tn, &L, r, 1, &f));
     char        rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME];
-    const char *rf = derived(E, tn, ".rf");
+    const char *rf = kiln_sk_derived(E, tn, ".rf");
     snprintf(rout, sizeof rout, "%.58s.0", r);
     snprintf(rin, sizeof rin, "%.58s.1", r);
-    KILN_TRY(step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
+    KILN_TRY(kiln_sk_step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
     /* tn.rf: spatial axes, the rfactored part (spatial), the other part (reduction) */
     struct leaves R = {.n = 0};
     for (uint32_t k = 0; k < t->ndim; k++)
@@ -1137,14 +1115,14 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         memcpy(want, R.name, sizeof(R.name[0]) * R.n);
         memcpy(want[t->ndim], rout, KILN_SKETCH_NAME);
         memcpy(want[t->ndim + 1], rin, KILN_SKETCH_NAME);
-        KILN_TRY(emit_order(E, rf, &R, want));
+        KILN_TRY(kiln_sk_emit_order(E, rf, &R, want));
     }
-    int64_t par = val(E, p->k_par, 0, 0);
+    int64_t par = kiln_sk_val(E, p->k_par, 0, 0);
     if (par > nsp)
         par = nsp;
     KILN_TRY(emit_parallel(E, rf, &R, 0, (uint32_t)par, NULL));
-    if (p->rf_inner && val(E, p->k_vec, 0, 0) && f >= 2)
-        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, rf, rin));
+    if (p->rf_inner && kiln_sk_val(E, p->k_vec, 0, 0) && f >= 2)
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, rf, rin));
     return KILN_OK;
 }
 
@@ -1168,14 +1146,16 @@ emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char
             continue;
         E->padded[E->npadded++] = pt;
         const char      *an = kiln_graph_tensor_name(E->g, pt);
-        struct kiln_step st = {
-            .kind = KILN_STEP_PAD, .stage = sym(E, an), .n = 1, .iters = {sym(E, P)}};
-        KILN_TRY(push(E, st));
+        struct kiln_step st = {.kind = KILN_STEP_PAD,
+                               .stage = kiln_sk_sym(E, an),
+                               .n = 1,
+                               .iters = {kiln_sk_sym(E, P)}};
+        KILN_TRY(kiln_sk_push(E, st));
         struct kiln_step ca = {.kind = KILN_STEP_COMPUTE_AT,
-                               .stage = sym(E, derived(E, an, ".pad")),
-                               .target = sym(E, P),
-                               .iter = sym(E, at)};
-        KILN_TRY(push(E, ca));
+                               .stage = kiln_sk_sym(E, kiln_sk_derived(E, an, ".pad")),
+                               .target = kiln_sk_sym(E, P),
+                               .iter = kiln_sk_sym(E, at)};
+        KILN_TRY(kiln_sk_push(E, ca));
     }
     return KILN_OK;
 }
@@ -1196,13 +1176,13 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     int64_t  l[KILN_MAX_DIMS][3], rl[KILN_MAX_REDUCE];
     for (uint32_t k = 0; k < nd; k++)
         for (uint32_t j = 0; j < 3; j++)
-            l[k][j] = val(E, p->k_split[k], j, 1);
+            l[k][j] = kiln_sk_val(E, p->k_split[k], j, 1);
     for (uint32_t r = 0; r < nr; r++)
-        rl[r] = val(E, p->k_split[nd + r], 0, 1);
-    uint32_t v = p->nvcand ? p->vcand[val(E, p->k_vaxis, 0, 0)] : 0;
-    bool     vec = val(E, p->k_vec, 0, 0) && p->nvcand && l[v][2] >= 2;
-    int64_t  unroll = kiln_unroll_steps[val(E, p->k_unroll, 0, 0)];
-    int64_t  par = val(E, p->k_par, 0, 0);
+        rl[r] = kiln_sk_val(E, p->k_split[nd + r], 0, 1);
+    uint32_t v = p->nvcand ? p->vcand[kiln_sk_val(E, p->k_vaxis, 0, 0)] : 0;
+    bool     vec = kiln_sk_val(E, p->k_vec, 0, 0) && p->nvcand && l[v][2] >= 2;
+    int64_t  unroll = kiln_unroll_steps[kiln_sk_val(E, p->k_unroll, 0, 0)];
+    int64_t  par = kiln_sk_val(E, p->k_par, 0, 0);
     /* spatial axes in loop order within a level: split ones, the vector axis last */
     uint32_t sorder[KILN_MAX_DIMS], ns = 0;
     for (uint32_t k = 0; k < nd; k++)
@@ -1211,7 +1191,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     if (p->nvcand)
         sorder[ns++] = v;
     /* packing of arguments read with a stride along the vector axis */
-    if (p->nvcand && val(E, p->k_pack, 0, 0) && l[v][2] >= 2) {
+    if (p->nvcand && kiln_sk_val(E, p->k_pack, 0, 0) && l[v][2] >= 2) {
         for (uint32_t q = 0; q < p->npack[v]; q++) {
             uint32_t                  pt = p->pack_t[v][q], d = p->pack_d[v][q];
             const struct kiln_tensor *tt = &g->tensor[pt];
@@ -1223,25 +1203,25 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
             E->packed[E->npacked++] = pt;
             const char      *an = kiln_graph_tensor_name(g, pt);
             struct kiln_step st = {.kind = KILN_STEP_PACK,
-                                   .stage = sym(E, an),
+                                   .stage = kiln_sk_sym(E, an),
                                    .value = d,
                                    .n = 2,
                                    .factors = {l[v][2], 0}};
-            KILN_TRY(push(E, st));
-            const char *ps = derived(E, an, ".pack");
+            KILN_TRY(kiln_sk_push(E, st));
+            const char *ps = kiln_sk_derived(E, an, ".pack");
             char        it[16];
             int64_t     outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
             if (E->sk->priv->cores > 1 && outer0 > 1)
-                KILN_TRY(step1(E, KILN_STEP_PARALLEL, ps, "i0"));
+                KILN_TRY(kiln_sk_step1(E, KILN_STEP_PARALLEL, ps, "i0"));
             snprintf(it, sizeof it, "i%u", (unsigned)tt->ndim);
-            KILN_TRY(step1(E, KILN_STEP_VECTORIZE, ps, it));
+            KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, ps, it));
         }
     }
     const char *P = tn, *X = NULL; /* producer (tiled SSRSRS) and consumer stage */
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     if (p->mode == KILN_PLAN_TILE_CW) {
-        KILN_TRY(step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        P = derived(E, tn, ".local");
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
+        P = kiln_sk_derived(E, tn, ".local");
         X = tn;
         memcpy(xnames, names, sizeof names);
     } else if (p->mode == KILN_PLAN_TILE_FUSE) {
@@ -1255,7 +1235,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         for (uint32_t k = 0; k < nd; k++)
             memcpy(XL.name[XL.n++], xnames[k], KILN_SKETCH_NAME);
         for (uint32_t s = 0; s < ns; s++)
-            KILN_TRY(emit_split(E, X, &XL, xnames[sorder[s]], 3, l[sorder[s]]));
+            KILN_TRY(kiln_sk_emit_split(E, X, &XL, xnames[sorder[s]], 3, l[sorder[s]]));
         uint32_t nw = 0;
         for (uint32_t k = 0; k < nd; k++)
             if (p->k_split[k] == KILN_NONE)
@@ -1264,7 +1244,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         for (uint32_t lv = 0; lv < 4; lv++)
             for (uint32_t s = 0; s < ns; s++)
                 snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", xnames[sorder[s]], lv);
-        KILN_TRY(emit_order(E, X, &XL, want));
+        KILN_TRY(kiln_sk_emit_order(E, X, &XL, want));
         char at[KILN_SKETCH_NAME], parname[KILN_SKETCH_NAME] = "";
         if (par > ns)
             par = ns;
@@ -1275,12 +1255,12 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         else
             snprintf(at, sizeof at, "%.58s.%u", xnames[sorder[ns - 1]], p->level == 1 ? 0u : 1u);
         if (vec)
-            KILN_TRY(step1(E, KILN_STEP_VECTORIZE, X, XL.name[XL.n - 1]));
+            KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, X, XL.name[XL.n - 1]));
         struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
-                               .stage = sym(E, P),
-                               .target = sym(E, X),
-                               .iter = sym(E, at)};
-        KILN_TRY(push(E, st));
+                               .stage = kiln_sk_sym(E, P),
+                               .target = kiln_sk_sym(E, X),
+                               .iter = kiln_sk_sym(E, at)};
+        KILN_TRY(kiln_sk_push(E, st));
     }
     /* producer: S R S R S below the attach point (or S S R S R S alone) */
     uint32_t      nlev = X ? 3 : 4;
@@ -1288,10 +1268,11 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     for (uint32_t k = 0; k < nd + nr; k++)
         memcpy(PL.name[PL.n++], names[k], KILN_SKETCH_NAME);
     for (uint32_t s = 0; s < ns; s++)
-        KILN_TRY(emit_split(E, P, &PL, names[sorder[s]], nlev - 1, &l[sorder[s]][4 - nlev]));
+        KILN_TRY(
+            kiln_sk_emit_split(E, P, &PL, names[sorder[s]], nlev - 1, &l[sorder[s]][4 - nlev]));
     for (uint32_t r = 0; r < nr; r++)
         if (p->k_split[nd + r] != KILN_NONE)
-            KILN_TRY(emit_split(E, P, &PL, names[nd + r], 1, &rl[r]));
+            KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[nd + r], 1, &rl[r]));
     uint32_t nw = 0;
     for (uint32_t k = 0; k < nd; k++)
         if (p->k_split[k] == KILN_NONE)
@@ -1310,7 +1291,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         for (uint32_t s = 0; s < ns; s++)
             snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[sorder[s]], lv);
     }
-    KILN_TRY(emit_order(E, P, &PL, want));
+    KILN_TRY(kiln_sk_emit_order(E, P, &PL, want));
     char outer[KILN_SKETCH_NAME];
     snprintf(outer, sizeof outer, "%.58s.0", names[sorder[ns - 1]]);
     if (!X && par) {
@@ -1324,12 +1305,13 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     E->tile_stage[i] = kiln_arena_strdup(ctx, P);
     E->tile_iter[i] = kiln_arena_strdup(ctx, outer);
     if (vec)
-        KILN_TRY(step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
     if (unroll) {
-        struct kiln_step st = {.kind = KILN_STEP_AUTO_UNROLL, .stage = sym(E, P), .value = unroll};
-        KILN_TRY(push(E, st));
+        struct kiln_step st = {
+            .kind = KILN_STEP_AUTO_UNROLL, .stage = kiln_sk_sym(E, P), .value = unroll};
+        KILN_TRY(kiln_sk_push(E, st));
     }
-    if (val(E, p->k_pad, 0, 0))
+    if (kiln_sk_val(E, p->k_pad, 0, 0))
         KILN_TRY(emit_pad(E, p, P, X ? PL.name[0] : outer));
     return KILN_OK;
 }
@@ -1351,10 +1333,12 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
     E.tile_iter = kiln_arena_alloc(ctx, sizeof(char *) * (pv->nop + 1));
     if (!E.tile_stage || !E.tile_iter)
         return ctx->err.status;
+    if (sk->gpu)
+        return kiln_gpu_prog_schedule(&E);
     for (uint32_t i = 0; i < pv->nop; i++)
         if (pv->op[i].mode == KILN_PLAN_INLINE)
-            KILN_TRY(
-                step1(&E, KILN_STEP_COMPUTE_INLINE, kiln_graph_tensor_name(g, g->op[i].out), NULL));
+            KILN_TRY(kiln_sk_step1(&E, KILN_STEP_COMPUTE_INLINE,
+                                   kiln_graph_tensor_name(g, g->op[i].out), NULL));
     for (uint32_t i = 0; i < pv->nop; i++) {
         const struct kiln_op_plan *op = &pv->op[i];
         switch ((enum kiln_plan_mode)op->mode) {
@@ -1376,16 +1360,16 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
     }
     for (uint32_t i = 0; i < pv->nop; i++) {
         const struct kiln_op_plan *op = &pv->op[i];
-        if (op->k_loc == KILN_NONE || !val(&E, op->k_loc, 0, 0))
+        if (op->k_loc == KILN_NONE || !kiln_sk_val(&E, op->k_loc, 0, 0))
             continue;
         if (!E.tile_stage[op->reader] || !E.tile_iter[op->reader])
             return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: reader of %s not tiled",
                              kiln_graph_tensor_name(g, g->op[i].out));
         struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
-                               .stage = sym(&E, kiln_graph_tensor_name(g, g->op[i].out)),
-                               .target = sym(&E, E.tile_stage[op->reader]),
-                               .iter = sym(&E, E.tile_iter[op->reader])};
-        KILN_TRY(push(&E, st));
+                               .stage = kiln_sk_sym(&E, kiln_graph_tensor_name(g, g->op[i].out)),
+                               .target = kiln_sk_sym(&E, E.tile_stage[op->reader]),
+                               .iter = kiln_sk_sym(&E, E.tile_iter[op->reader])};
+        KILN_TRY(kiln_sk_push(&E, st));
     }
     return KILN_OK;
 }

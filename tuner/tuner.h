@@ -87,6 +87,7 @@ struct kiln_knob {
 };
 
 struct kiln_sketch_priv; /* the rules' private description (tuner/sketch.c) */
+struct kiln_gpu_sketch;  /* the GPU rules' private description (tuner/sketch_gpu.c) */
 
 /* A sketch: the structure shared by a family of schedules (which stages are inlined, tiled,
  * cached, fused where), with its knobs left free. */
@@ -96,6 +97,7 @@ struct kiln_sketch {
     struct kiln_knob         knob[KILN_MAX_KNOBS];
     uint32_t                 nknob, nvalues;
     struct kiln_sketch_priv *priv;
+    struct kiln_gpu_sketch  *gpu; /* GPU sketches only (kiln_hw.gpu); NULL for CPU ones */
 };
 
 /* A concrete program. */
@@ -104,20 +106,28 @@ struct kiln_prog {
     int64_t  v[KILN_MAX_VALUES];
 };
 
-/* Tuning-relevant facts about the target (from struct kiln_target; CPU for now). */
+/* Tuning-relevant facts about the target (from struct kiln_target). */
 struct kiln_hw {
     int num_cores;
     int vector_lanes; /* f32 lanes of the widest vector register */
     int cache_line;   /* bytes */
     int l1_bytes, l2_bytes;
-    int vector_regs; /* architectural vector registers: 16 on AVX2, 32 on AVX-512 and NEON
-                      * (0: derived from vector_lanes) */
+    int vector_regs;   /* architectural vector registers: 16 on AVX2, 32 on AVX-512 and NEON
+                        * (0: derived from vector_lanes) */
+    bool gpu;          /* a CUDA target: kiln_sketches_generate uses the GPU rules */
+    int  max_threads;  /* GPU: threads per block, at most (1024) */
+    int  shared_bytes; /* GPU: static shared memory per block, at most (48 KiB) */
+    int  max_grid_yz;  /* GPU: grid extent on y and z, at most (65535) */
+    int  thread_regs;  /* GPU: f32 accumulators one thread's tile may hold (64) */
 };
 void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
 
 /* Generates the sketches of task graph g by the CPU sketch rules (always-inline, multi-level
- * tiling "SSRSRS", tiling with consumer fusion, cache write, rfactor, skip). *out is
- * ctx-owned. Never fails for a verified graph (at worst one sketch: the default schedule). */
+ * tiling "SSRSRS", tiling with consumer fusion, cache write, rfactor, skip), or for a GPU hw
+ * (hw->gpu) by the GPU rules of tuner/sketch_gpu.c (always-inline, multi-level tiling
+ * "SSSRRSRS" bound to blocks and threads, shared-memory caches, cache write, consumer fusion,
+ * fused-and-bound elementwise ops). *out is ctx-owned. Never fails for a verified graph (at
+ * worst one sketch: the default schedule). */
 enum kiln_status kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g,
                                         const struct kiln_hw *hw, struct kiln_sketch **out,
                                         uint32_t *n);
@@ -125,7 +135,9 @@ enum kiln_status kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *
  * the factorisations of the extents, ...). */
 void kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *out);
 /* The schedule of a program (appended to *out). Every program of a sketch must lower and
- * compile: a failure here is a bug of the rules, reported as KILN_ERR_INTERNAL. */
+ * compile: a failure here is a bug of the rules, reported as KILN_ERR_INTERNAL. A GPU program
+ * with shared-memory copies is lowered and emitted as CUDA C here first (in a scratch scope),
+ * and made without the copies when its kernel's shared memory is over the limit. */
 enum kiln_status kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
                                     const struct kiln_sketch *sk, const struct kiln_prog *p,
                                     struct kiln_schedule *out);

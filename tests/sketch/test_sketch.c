@@ -4,7 +4,11 @@
  * computes on random inputs; mutation, crossover and Droplet neighbours keep programs valid;
  * programs round-trip through JSON; the rules find the expected structures (multi-level tiling
  * with cache write for matmul, consumer fusion for matmul+bias+relu, rfactor for row
- * reductions). Programs per sketch: --iters / 50 (default --iters 100); the seed is printed. */
+ * reductions). Programs per sketch: --iters / 50 (default --iters 100); the seed is printed.
+ * The gpu_* tests do the same for the GPU sketches of a CUDA target (tuner/sketch_gpu.c): the
+ * loop-nest interpreter against the reference, CUDA C within the launch limits, NVRTC and
+ * ptxas where the toolkit is found, and the CPU sketches unchanged. */
+#include "../../codegen/nvrtc.h"
 #include "../../passes/state.h"
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
@@ -465,7 +469,7 @@ bench_prog(kiln_ctx *ctx, const char *small, const char *big, const char *desc,
            const struct knob_setting *set, uint32_t nset, const char *const *order)
 {
     struct kiln_target tg;
-    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10, 0};
+    struct kiln_hw     hw = {2, 16, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
     const char        *out = NULL;
     for (int pass = 0; pass < 2; pass++) {
         struct kiln_graph  *g = PARSE(ctx, pass ? big : small);
@@ -749,8 +753,8 @@ test_prior(void)
     CHECK_EQ_INT(48 << 10, hn.l1_bytes);
     CHECK_EQ_INT(1280 << 10, hn.l2_bytes);
     kiln_ctx_free(hctx);
-    prior_shares((struct kiln_hw){2, 16, 64, 48 << 10, 1280 << 10, 0}, 60);
-    prior_shares((struct kiln_hw){2, 8, 64, 48 << 10, 1280 << 10, 0}, 35);
+    prior_shares((struct kiln_hw){2, 16, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0}, 60);
+    prior_shares((struct kiln_hw){2, 8, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0}, 35);
 }
 
 /* A plain producer read only by a tiled op gets a location knob; computed at the reader's
@@ -762,7 +766,7 @@ test_location(void)
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
     struct kiln_graph  *g = NULL;
     struct kiln_target  tg;
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0};
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
     struct kiln_rng     r = kiln_rng_new(opt_seed());
@@ -795,7 +799,7 @@ static void
 test_plain_parallel(void)
 {
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0};
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0, tested = 0;
     struct kiln_rng     r = kiln_rng_new(opt_seed());
@@ -846,7 +850,7 @@ test_examples_lower(void)
         }
         kiln_ctx           *ctx = kiln_ctx_new(NULL);
         struct kiln_graph  *g = PARSE(ctx, text);
-        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10, 0};
+        struct kiln_hw      hw = {4, 16, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
         struct kiln_sketch *sk = NULL;
         uint32_t            nsk = 0, nlow = 0;
         struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), files[fi]));
@@ -892,7 +896,7 @@ test_json_errors(void)
 {
     kiln_ctx           *ctx = kiln_ctx_new(NULL);
     struct kiln_graph  *g = PARSE(ctx, graphs[0][1]);
-    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0};
+    struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
     struct kiln_sketch *sk = NULL;
     uint32_t            nsk = 0;
     struct kiln_prog    p;
@@ -939,6 +943,275 @@ test_json_errors(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- GPU sketches (tuner/sketch_gpu.c) ---- */
+
+/* Launch facts of a lowered GPU program: the most threads of a block, whether a thread loop
+ * and a block loop were made, the most static shared memory of a kernel. */
+struct gpu_launch {
+    uint32_t threads, shared;
+    bool     block, thread;
+};
+
+static uint32_t n_ptx; /* GPU programs compiled by NVRTC and ptxas */
+
+static void
+gpu_launch_of(const struct kiln_cuda_source *src, struct gpu_launch *L)
+{
+    *L = (struct gpu_launch){0};
+    for (uint32_t k = 0; k < src->nkernel; k++) {
+        const struct kiln_cuda_kernel *kk = &src->kernel[k];
+        uint32_t                       th = kk->block[0] * kk->block[1] * kk->block[2];
+        L->threads = th > L->threads ? th : L->threads;
+        L->shared = kk->shared_bytes > L->shared ? kk->shared_bytes : L->shared;
+        L->block |= kk->grid[0] * kk->grid[1] * kk->grid[2] > 1;
+        L->thread |= th > 1;
+    }
+}
+
+/* Lowers program p of GPU sketch sk, checks the loop nest against the reference (when R),
+ * emits CUDA C, and compiles it with NVRTC and has ptxas accept it for sm_80 when ptx is 1,
+ * or 2 and the program uses shared memory. */
+static bool
+check_gpu_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sketch *sk,
+               const struct kiln_prog *p, const struct ref *R, const char *what, int ptx,
+               struct gpu_launch *L)
+{
+    struct kiln_schedule    s = {0};
+    struct kiln_func       *f = NULL;
+    struct kiln_cuda_source src;
+    char                    label[512];
+    snprintf(label, sizeof label, "%s GPU sketch %u [%s]", what, sk->id, sk->desc);
+    if (!kiln_prog_valid(sk, p)) {
+        harness_fail(__FILE__, __LINE__, "%s: program not valid", label);
+        return false;
+    }
+    if (kiln_prog_schedule(ctx, g, sk, p, &s) != KILN_OK) {
+        report(ctx, label, "kiln_prog_schedule", NULL);
+        return false;
+    }
+    const char *st = sched_text(ctx, &s);
+    if (kiln_lower(ctx, g, &s, &f) != KILN_OK) {
+        report(ctx, label, "kiln_lower", st);
+        return false;
+    }
+    if (R && !check_interp(ctx, g, f, R, label, st))
+        return false;
+    if (kiln_cg_cuda_source(ctx, f, "gpu_sketch", &src) != KILN_OK) {
+        report(ctx, label, "kiln_cg_cuda_source", st);
+        return false;
+    }
+    gpu_launch_of(&src, L);
+    if (L->threads > 1024 || L->shared > 48 * 1024) {
+        harness_fail(__FILE__, __LINE__, "%s: %u threads, %u shared bytes\nschedule: %s", label,
+                     L->threads, L->shared, st);
+        return false;
+    }
+    if (ptx == 1 || (ptx == 2 && L->shared > 0)) {
+        const char *text = NULL;
+        n_ptx++;
+        if (kiln_nvrtc_ptx(ctx, src.text, "gpu_sketch.cu", "sm_80", false, &text) != KILN_OK) {
+            report(ctx, label, "kiln_nvrtc_ptx", st);
+            return false;
+        }
+        if (kiln_ptxas_check(ctx, text, "sm_80") != KILN_OK) {
+            report(ctx, label, "kiln_ptxas_check", st);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Every graph of graphs[] on a CUDA target: the GPU sketches' sampled programs (20 per sketch,
+ * --iters / 5) and their mutants lower, compute what the reference interpreter computes in the
+ * loop-nest interpreter, and become CUDA C within the launch limits; with NVRTC, the first
+ * program of each sketch compiles to PTX that ptxas accepts. Tiled sketches bind blocks and
+ * threads, and some programs use shared memory. */
+static void
+test_gpu_programs(void)
+{
+    uint64_t iters = opt_iters_or(100) / 5;
+    bool     nvrtc = kiln_nvrtc_available();
+    uint32_t total = 0, total_shared = 0;
+    iters = iters ? iters : 1;
+    if (!nvrtc)
+        printf("no NVRTC: CUDA C is emitted but not compiled\n");
+    for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g = PARSE(ctx, graphs[gi][1]);
+        struct kiln_target tg;
+        struct kiln_hw     hw;
+        if (!g || kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &tg) != KILN_OK) {
+            kiln_ctx_free(ctx);
+            CHECK(false);
+            continue;
+        }
+        kiln_hw_from_target(&tg, &hw);
+        CHECK(hw.gpu);
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), graphs[gi][0]));
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, nprog = 0, nshared = 0, ntiled_bound = 0, ntiled = 0;
+        struct ref          R = {0};
+        if (kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            report(ctx, graphs[gi][0], "kiln_sketches_generate (GPU)", NULL);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        CHECK(nsk >= 1);
+        if (!make_ref(ctx, g, &r, &R)) {
+            free_ref(&R);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t s = 0; s < nsk; s++) {
+            bool tiled = strstr(sk[s].desc, "gpu-tile") != NULL, ok = true;
+            ntiled += tiled;
+            bool bound = false, shared_ptx = false;
+            for (uint64_t it = 0; it < iters && ok; it++) {
+                struct kiln_prog  p, q;
+                struct gpu_launch L;
+                kiln_prog_sample(&sk[s], &r, &p);
+                int ptx = !nvrtc ? 0 : it == 0 ? 1 : shared_ptx ? 0 : 2;
+                ok = check_gpu_prog(ctx, g, &sk[s], &p, &R, graphs[gi][0], ptx, &L);
+                shared_ptx |= ptx && L.shared > 0;
+                nprog += ok;
+                nshared += ok && L.shared > 0;
+                bound |= ok && L.block && L.thread;
+                /* a mutant and a crossover stay valid GPU programs */
+                q = p;
+                if (ok && kiln_prog_mutate(&sk[s], &r, &q)) {
+                    ok = check_gpu_prog(ctx, g, &sk[s], &q, &R, graphs[gi][0], 0, &L);
+                    nprog += ok;
+                    nshared += ok && L.shared > 0;
+                }
+                /* JSON round trip */
+                struct kiln_buf js = {0};
+                CHECK_EQ_INT(KILN_OK, kiln_prog_to_json(ctx, &sk[s], &p, &js));
+                CHECK_EQ_INT(KILN_OK, kiln_prog_from_json(ctx, sk, nsk, js.data, &q));
+                CHECK(!memcmp(p.v, q.v, sizeof p.v));
+            }
+            ntiled_bound += tiled && bound;
+        }
+        printf("%s: %u GPU sketches (%u tiled), %u programs checked, %u with shared memory\n",
+               graphs[gi][0], nsk, ntiled, nprog, nshared);
+        for (uint32_t s = 0; s < nsk; s++)
+            printf("  %u: %s (%u knobs)\n", s, sk[s].desc, sk[s].nknob);
+        /* ops with data reuse are tiled and bound to blocks and threads */
+        if (!strcmp(graphs[gi][0], "matmul") || !strcmp(graphs[gi][0], "conv3x3")) {
+            CHECK(ntiled >= 2);
+            CHECK_EQ_INT(ntiled, ntiled_bound);
+            CHECK(has_sketch(sk, nsk, "gpu-tile+cache_write"));
+            CHECK(nshared > 0);
+        }
+        if (!strcmp(graphs[gi][0], "matmul_bias_relu"))
+            CHECK(has_sketch(sk, nsk, "gpu-tile+fuse(E)"));
+        if (!strcmp(graphs[gi][0], "elementwise") || !strcmp(graphs[gi][0], "softmax"))
+            CHECK_EQ_INT(0, ntiled);
+        total += nprog;
+        total_shared += nshared;
+        free_ref(&R);
+        kiln_ctx_free(ctx);
+    }
+    printf("GPU sketches: %u programs checked, %u with shared memory, %u compiled by NVRTC and "
+           "accepted by ptxas (each sketch's first, and its first with shared memory)\n",
+           total, total_shared, n_ptx);
+    CHECK(total_shared > 0);
+}
+
+/* Large shapes: the clamps keep every sampled program within 1024 threads per block and 48 KiB
+ * of shared memory (CUDA C emitted, not run). */
+static void
+test_gpu_limits(void)
+{
+    static const char *const big[] = {
+        "input A: f32[1024, 512]\nweight B: f32[512, 2048]\nC = matmul(A, B)\noutput C\n",
+        "input x: f32[1, 256, 56, 56]\nweight w: f32[256, 256, 3, 3]\n"
+        "y = conv2d(x, w, padding=1)\noutput y\n",
+    };
+    uint32_t n = 0, nshared = 0, maxthreads = 0, maxshared = 0;
+    for (size_t gi = 0; gi < KILN_COUNTOF(big); gi++) {
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(ctx, big[gi]);
+        struct kiln_target  tg;
+        struct kiln_hw      hw;
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), big[gi]));
+        if (!g || kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &tg) != KILN_OK) {
+            kiln_ctx_free(ctx);
+            CHECK(false);
+            continue;
+        }
+        kiln_hw_from_target(&tg, &hw);
+        if (kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            report(ctx, "big", "kiln_sketches_generate (GPU)", NULL);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            for (int it = 0; it < 40; it++) {
+                struct kiln_prog    p;
+                struct gpu_launch   L;
+                struct kiln_scratch sc = kiln_scratch_begin(ctx);
+                kiln_prog_sample(&sk[s], &r, &p);
+                bool ok = check_gpu_prog(ctx, g, &sk[s], &p, NULL, "big", 0, &L);
+                kiln_scratch_end(ctx, sc);
+                kiln_ctx_error_clear(ctx);
+                if (!ok)
+                    break;
+                n++;
+                nshared += L.shared > 0;
+                maxthreads = L.threads > maxthreads ? L.threads : maxthreads;
+                maxshared = L.shared > maxshared ? L.shared : maxshared;
+            }
+        kiln_ctx_free(ctx);
+    }
+    printf("large shapes: %u programs, %u with shared memory; at most %u threads per block, "
+           "%u shared bytes\n",
+           n, nshared, maxthreads, maxshared);
+    CHECK(n > 0);
+}
+
+/* The CPU rules are unchanged by the GPU ones: a CPU target gives the sketches it always gave
+ * (these lists were printed before tuner/sketch_gpu.c existed), and a CUDA target sets hw.gpu. */
+static void
+test_gpu_cpu_unchanged(void)
+{
+    static const char *const want[][8] = {
+        {"matmul", "C:tile+cache_write@1", "C:tile+cache_write@2", "C:tile"},
+        {"matmul_bias_relu", "C:tile+fuse(E)@1 D:inline E:consumer",
+         "C:tile+fuse(E)@2 D:inline E:consumer", "C:tile D:inline E:plain"},
+    };
+    for (size_t w = 0; w < KILN_COUNTOF(want); w++) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        const char        *text = NULL;
+        struct kiln_target tg;
+        struct kiln_hw     hw;
+        for (size_t gi = 0; gi < KILN_COUNTOF(graphs); gi++)
+            if (!strcmp(graphs[gi][0], want[w][0]))
+                text = graphs[gi][1];
+        struct kiln_graph *g = text ? PARSE(ctx, text) : NULL;
+        if (!g || kiln_cg_target_parse(ctx, "llvm", &tg) != KILN_OK) {
+            kiln_ctx_free(ctx);
+            CHECK(false);
+            continue;
+        }
+        kiln_hw_from_target(&tg, &hw);
+        CHECK(!hw.gpu);
+        hw.num_cores = 2;
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, nwant = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_sketches_generate(ctx, g, &hw, &sk, &nsk));
+        while (nwant + 1 < 8 && want[w][nwant + 1])
+            nwant++;
+        CHECK_EQ_INT(nwant, nsk);
+        for (uint32_t s = 0; s < nsk && s < nwant; s++) {
+            CHECK_EQ_STR(want[w][s + 1], sk[s].desc);
+            CHECK(sk[s].gpu == NULL);
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -950,6 +1223,9 @@ main(int argc, char **argv)
         {"json_errors", test_json_errors},
         {"prior", test_prior},
         {"plain_parallel", test_plain_parallel},
+        {"gpu_programs", test_gpu_programs},
+        {"gpu_limits", test_gpu_limits},
+        {"gpu_cpu_unchanged", test_gpu_cpu_unchanged},
     };
     return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
 }

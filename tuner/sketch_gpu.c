@@ -1,0 +1,858 @@
+/* tuner/sketch_gpu.c -- the GPU sketch rules (tuner/README.md, "GPU sketches"): which ops are
+ * inlined, tiled "SSSRRSRS" and bound to blocks and threads (with shared-memory caches of the
+ * inputs they reuse, a per-thread cache write, or a fused elementwise consumer), and which are
+ * fused and bound whole; the knobs each sketch leaves free; and programs to schedules. Decided,
+ * as the CPU rules are, by analysing compute definitions (the analysis of sketch.c). Every
+ * program of a GPU sketch gives a schedule within the launch limits (threads per block, the
+ * per-thread tile, shared memory): kiln_gpu_prog_schedule clamps the lengths a program draws. */
+#include "sketch_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum gpu_mode {
+    GPU_PLAIN,     /* spatial loops fused, split by a thread count, bound to blocks and threads */
+    GPU_INLINE,    /* compute_inline */
+    GPU_CONSUMER,  /* tiled and bound by its producer's GPU_TILE_FUSE */
+    GPU_TILE,      /* SSSRRSRS on the op itself: S0 blocks, R0, S2 threads, S1 R1 R2 S3 */
+    GPU_TILE_CW,   /* T bound S0/S2, T.local computed at T's thread loop */
+    GPU_TILE_FUSE, /* the consumer bound S0/S2, the op computed at its thread loop */
+};
+
+#define GPU_MAX_SHARED  4
+#define GPU_MAX_LOADS   8
+#define GPU_NTHREADS    6 /* thread-count choices of plain ops: 32 .. 1024 */
+#define GPU_MAX_OPTIONS 3
+
+struct gpu_plan {
+    uint8_t  mode; /* enum gpu_mode */
+    uint32_t consumer;
+    /* knobs, KILN_NONE when absent: spatial axes S1 S2 S3, reduction axes R1 R2 */
+    uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE];
+    uint32_t k_threads, k_unroll;
+    /* GPU_TILE: reused inputs that may be copied into shared memory, their loads in the op's
+     * definition (for the size of the copy) and their on/off knobs */
+    uint32_t  shared_t[GPU_MAX_SHARED], k_shared[GPU_MAX_SHARED];
+    kiln_expr loads[GPU_MAX_SHARED][GPU_MAX_LOADS];
+    uint8_t   nloads[GPU_MAX_SHARED], nshared;
+};
+
+struct kiln_gpu_sketch {
+    uint32_t         nop;
+    struct gpu_plan *op;
+    int              max_threads, shared_bytes, thread_regs;
+};
+
+static const char *
+mode_name(kiln_ctx *ctx, const struct kiln_graph *g, const struct gpu_plan *p)
+{
+    switch ((enum gpu_mode)p->mode) {
+    case GPU_PLAIN:
+        return "gpu-plain";
+    case GPU_INLINE:
+        return "gpu-inline";
+    case GPU_CONSUMER:
+        return "gpu-consumer";
+    case GPU_TILE:
+        return "gpu-tile";
+    case GPU_TILE_CW:
+        return "gpu-tile+cache_write";
+    case GPU_TILE_FUSE:
+        return kiln_arena_printf(ctx, "gpu-tile+fuse(%s)",
+                                 kiln_graph_tensor_name(g, g->op[p->consumer].out));
+    }
+    return "?";
+}
+
+static void
+plan_clear(struct gpu_plan *p)
+{
+    for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
+        p->k_split[k] = KILN_NONE;
+    p->k_threads = p->k_unroll = KILN_NONE;
+    p->nshared = 0;
+}
+
+/* Inputs op i reuses (an output axis of extent > 1 missing from all their indices), with their
+ * loads: the candidates for shared-memory copies. */
+static void
+shared_candidates(const struct ana *A, uint32_t i, struct gpu_plan *p)
+{
+    const kiln_ctx *ctx = A->ctx;
+    struct loads    L;
+    kiln_sk_loads_of(ctx, A->eff[i], &L);
+    p->nshared = 0;
+    if (L.overflow)
+        return;
+    for (uint32_t j = 0; j < L.n; j++) {
+        uint32_t t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
+        bool     dup = false;
+        for (uint32_t s = 0; s < p->nshared; s++)
+            dup |= p->shared_t[s] == t;
+        if (dup || p->nshared == GPU_MAX_SHARED || !kiln_sk_misses_an_axis(A, i, &L, t))
+            continue;
+        uint8_t nl = 0;
+        for (uint32_t m = 0; m < L.n; m++)
+            if ((uint32_t)kiln_node_get(ctx, L.l[m])->imm == t && nl < GPU_MAX_LOADS)
+                p->loads[p->nshared][nl++] = L.l[m];
+            else if ((uint32_t)kiln_node_get(ctx, L.l[m])->imm == t)
+                nl = GPU_MAX_LOADS + 1;
+        if (nl > GPU_MAX_LOADS)
+            continue; /* too many reads to bound the copy: never copied */
+        p->nloads[p->nshared] = nl;
+        p->shared_t[p->nshared++] = t;
+    }
+}
+
+/* Knobs of op i under its mode; false when the sketch runs out of slots. */
+static bool
+plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
+           struct gpu_plan *p)
+{
+    const struct kiln_graph  *g = A->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    char                      kn[200];
+    kiln_sketch_axis_names(ctx, g, i, names);
+    plan_clear(p);
+    switch ((enum gpu_mode)p->mode) {
+    case GPU_INLINE:
+    case GPU_CONSUMER:
+        return true;
+    case GPU_PLAIN:
+        if (t->ndim == 0)
+            return true;
+        snprintf(kn, sizeof kn, "%s gpu threads", tn);
+        p->k_threads =
+            kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, GPU_NTHREADS, kn);
+        return p->k_threads != KILN_NONE;
+    case GPU_TILE:
+    case GPU_TILE_CW:
+    case GPU_TILE_FUSE: {
+        bool red = false;
+        for (uint32_t k = 0; k < t->ndim; k++) {
+            if (t->shape[k] <= 1)
+                continue;
+            snprintf(kn, sizeof kn, "%s.%s gpu tile", tn, names[k]);
+            p->k_split[k] =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 3, t->shape[k], 0, kn);
+            if (p->k_split[k] == KILN_NONE)
+                return false;
+        }
+        for (uint32_t r = 0; r < op->nred; r++) {
+            if (op->rext[r] <= 1)
+                continue;
+            snprintf(kn, sizeof kn, "%s.%s gpu tile", tn, names[t->ndim + r]);
+            p->k_split[t->ndim + r] =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 2, op->rext[r], 0, kn);
+            if (p->k_split[t->ndim + r] == KILN_NONE)
+                return false;
+            red = true;
+        }
+        snprintf(kn, sizeof kn, "%s auto_unroll", tn);
+        p->k_unroll = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_UNROLL, 0, 0,
+                                       KILN_UNROLL_NSTEPS, kn);
+        if (p->k_unroll == KILN_NONE)
+            return false;
+        if (p->mode != GPU_TILE || !red)
+            return true;
+        shared_candidates(A, i, p);
+        for (uint32_t s = 0; s < p->nshared; s++) {
+            snprintf(kn, sizeof kn, "%s %s shared", tn, kiln_graph_tensor_name(g, p->shared_t[s]));
+            p->k_shared[s] =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
+            if (p->k_shared[s] == KILN_NONE)
+                return false;
+        }
+        return true;
+    }
+    }
+    return false;
+}
+
+struct gen {
+    kiln_ctx             *ctx;
+    const struct ana     *A;
+    const struct kiln_hw *hw;
+    uint8_t (*opts)[GPU_MAX_OPTIONS]; /* per op: modes */
+    uint32_t           *copt;         /* per op: the consumer of GPU_TILE_FUSE */
+    uint8_t            *nopt;
+    uint8_t            *cur; /* per op: chosen mode */
+    struct kiln_sketch *out;
+    uint32_t            n, cap;
+};
+
+static enum kiln_status
+emit_sketch(struct gen *G)
+{
+    kiln_ctx                *ctx = G->ctx;
+    const struct kiln_graph *g = G->A->g;
+    struct kiln_sketch      *sk = &G->out[G->n];
+    memset(sk, 0, sizeof *sk);
+    sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
+    sk->gpu = kiln_arena_alloc(ctx, sizeof *sk->gpu);
+    struct gpu_plan *plan = kiln_arena_alloc(ctx, sizeof(struct gpu_plan) * (g->nop + 1));
+    if (!sk->priv || !sk->gpu || !plan)
+        return ctx->err.status;
+    /* annotate.c sees a sketch without op plans: knobs drawn uniformly, no CPU priors */
+    *sk->priv = (struct kiln_sketch_priv){.nop = 0, .op = NULL, .lanes = 1, .cores = 1};
+    *sk->gpu = (struct kiln_gpu_sketch){
+        .nop = g->nop,
+        .op = plan,
+        .max_threads = G->hw->max_threads > 0 ? G->hw->max_threads : 1024,
+        .shared_bytes = G->hw->shared_bytes > 0 ? G->hw->shared_bytes : 48 << 10,
+        .thread_regs = G->hw->thread_regs > 0 ? G->hw->thread_regs : 64};
+    for (uint32_t i = 0; i < g->nop; i++) {
+        plan[i].mode = G->cur[i];
+        plan[i].consumer = G->copt[i];
+    }
+    /* tiled ops take knobs first; one that finds no slots left is computed plain */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < g->nop; i++) {
+            struct gpu_plan *p = &plan[i];
+            bool first = p->mode == GPU_TILE || p->mode == GPU_TILE_CW || p->mode == GPU_TILE_FUSE;
+            if (first != (pass == 0))
+                continue;
+            uint32_t nknob = sk->nknob, nvalues = sk->nvalues;
+            if (plan_knobs(ctx, G->A, sk, i, p))
+                continue;
+            sk->nknob = nknob;
+            sk->nvalues = nvalues;
+            if (p->mode == GPU_TILE_FUSE)
+                plan[p->consumer].mode = GPU_PLAIN;
+            if (p->mode == GPU_PLAIN)
+                plan_clear(p); /* no thread knob: the default thread count */
+            else
+                p->mode = GPU_PLAIN;
+        }
+    struct kiln_buf desc = {0};
+    for (uint32_t i = 0; i < g->nop; i++)
+        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
+                             kiln_graph_tensor_name(g, g->op[i].out), mode_name(ctx, g, &plan[i])))
+            return ctx->err.status;
+    for (uint32_t j = 0; j < G->n; j++)
+        if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
+            return KILN_OK; /* degraded into a sketch we have */
+    sk->id = G->n;
+    sk->desc = desc.data ? desc.data : "default";
+    G->n++;
+    return KILN_OK;
+}
+
+/* Cartesian product of the per-op modes, consumers first, capped at G->cap sketches. */
+static enum kiln_status
+enumerate(struct gen *G, uint32_t k)
+{
+    if (!kiln_ok(G->ctx))
+        return G->ctx->err.status;
+    if (G->n == G->cap)
+        return KILN_OK;
+    if (k == 0)
+        return emit_sketch(G);
+    uint32_t i = k - 1;
+    for (uint32_t o = 0; o < G->nopt[i]; o++) {
+        uint8_t m = G->opts[i][o];
+        if (m == GPU_TILE_FUSE) {
+            if (G->cur[G->copt[i]] != GPU_PLAIN)
+                continue;
+            G->cur[G->copt[i]] = GPU_CONSUMER;
+        }
+        G->cur[i] = m;
+        KILN_TRY(enumerate(G, k - 1));
+        if (m == GPU_TILE_FUSE)
+            G->cur[G->copt[i]] = GPU_PLAIN;
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_gpu_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw,
+                           struct kiln_sketch **out, uint32_t *n)
+{
+    struct ana A;
+    KILN_TRY(kiln_sk_analyse(ctx, g, hw, &A));
+    struct gen G = {.ctx = ctx, .A = &A, .hw = hw, .cap = KILN_MAX_SKETCHES};
+    G.opts = kiln_arena_alloc(ctx, sizeof(*G.opts) * (g->nop + 1));
+    G.copt = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
+    G.nopt = kiln_arena_alloc(ctx, g->nop + 1);
+    G.cur = kiln_arena_alloc(ctx, g->nop + 1);
+    G.out = kiln_arena_alloc(ctx, sizeof(struct kiln_sketch) * (G.cap + 1));
+    if (!G.opts || !G.copt || !G.nopt || !G.cur || !G.out)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < g->nop; i++) {
+        uint8_t no = 0;
+        G.copt[i] = KILN_NONE;
+        G.cur[i] = GPU_PLAIN;
+        if (A.inl[i]) {
+            G.opts[i][no++] = GPU_INLINE;
+        } else if (A.mlt[i]) {
+            uint32_t c = kiln_sk_fusible_consumer(&A, i);
+            if (c != KILN_NONE) {
+                G.copt[i] = c;
+                G.opts[i][no++] = GPU_TILE_FUSE;
+            }
+            G.opts[i][no++] = GPU_TILE_CW;
+            G.opts[i][no++] = GPU_TILE;
+        } else {
+            G.opts[i][no++] = GPU_PLAIN;
+        }
+        G.nopt[i] = no;
+    }
+    KILN_TRY(enumerate(&G, g->nop));
+    if (G.n == 0) { /* no ops: the default schedule */
+        memset(&G.out[0], 0, sizeof G.out[0]);
+        G.out[0].desc = "default";
+        G.out[0].priv = kiln_arena_alloc(ctx, sizeof *G.out[0].priv);
+        if (!G.out[0].priv)
+            return ctx->err.status;
+        *G.out[0].priv = (struct kiln_sketch_priv){.nop = 0};
+        G.n = 1;
+    }
+    *out = G.out;
+    *n = G.n;
+    return KILN_OK;
+}
+
+/* ---- programs to schedules ---- */
+
+static enum kiln_status
+emit_bind(struct emit *E, const char *stage, const char *iter, enum kiln_bind b)
+{
+    struct kiln_step st = {.kind = KILN_STEP_BIND,
+                           .stage = kiln_sk_sym(E, stage),
+                           .iter = kiln_sk_sym(E, iter),
+                           .value = b};
+    return kiln_sk_push(E, st);
+}
+
+/* Fuses the n leaves from position pos into one loop (its name in L afterwards); false in *ok
+ * when the fused name would be too long to follow (nothing emitted then). */
+static enum kiln_status
+emit_fuse(struct emit *E, const char *stage, struct leaves *L, uint32_t pos, uint32_t n, bool *ok)
+{
+    char fused[4 * KILN_SKETCH_NAME] = "";
+    *ok = true;
+    if (n <= 1)
+        return KILN_OK;
+    for (uint32_t j = 0; j < n; j++) {
+        if (strlen(fused) + strlen(L->name[pos + j]) + 2 >= sizeof fused)
+            break;
+        strcat(fused, j ? "@" : "");
+        strcat(fused, L->name[pos + j]);
+    }
+    if (n > KILN_STEP_MAXN || strlen(fused) > KILN_SKETCH_NAME - 6) {
+        *ok = false;
+        return KILN_OK;
+    }
+    struct kiln_step st = {.kind = KILN_STEP_FUSE, .stage = kiln_sk_sym(E, stage), .n = (uint8_t)n};
+    for (uint32_t j = 0; j < n; j++)
+        st.iters[j] = kiln_sk_sym(E, L->name[pos + j]);
+    KILN_TRY(kiln_sk_push(E, st));
+    snprintf(L->name[pos], KILN_SKETCH_NAME, "%s", fused);
+    memmove(&L->name[pos + 1], &L->name[pos + n], sizeof(L->name[0]) * (L->n - pos - n));
+    L->n -= n - 1;
+    return KILN_OK;
+}
+
+/* The n leaves from pos fused and split by `threads`, the outer part bound to blockIdx.x and the
+ * inner to threadIdx.x (n == 0: nothing). */
+static enum kiln_status
+emit_flat_bind(struct emit *E, const char *stage, struct leaves *L, uint32_t pos, uint32_t n,
+               int64_t threads)
+{
+    bool ok;
+    if (n == 0)
+        return KILN_OK;
+    KILN_TRY(emit_fuse(E, stage, L, pos, n, &ok));
+    if (!ok)
+        return KILN_OK; /* names too long to follow: one thread (correct, slow) */
+    char f[KILN_SKETCH_NAME], a[KILN_SKETCH_NAME + 4], b[KILN_SKETCH_NAME + 4];
+    snprintf(f, sizeof f, "%s", L->name[pos]);
+    KILN_TRY(kiln_sk_emit_split(E, stage, L, f, 1, &threads));
+    snprintf(a, sizeof a, "%s.0", f);
+    snprintf(b, sizeof b, "%s.1", f);
+    KILN_TRY(emit_bind(E, stage, a, KILN_BIND_BLOCK_X));
+    return emit_bind(E, stage, b, KILN_BIND_THREAD_X);
+}
+
+static enum kiln_status
+emit_plain(struct emit *E, uint32_t i, const struct gpu_plan *p)
+{
+    const struct kiln_graph  *g = E->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    struct leaves             L = {.n = 0};
+    kiln_sketch_axis_names(E->ctx, g, i, names);
+    for (uint32_t k = 0; k < (uint32_t)t->ndim + op->nred; k++)
+        memcpy(L.name[L.n++], names[k], KILN_SKETCH_NAME);
+    int64_t threads = (int64_t)32 << kiln_sk_val(E, p->k_threads, 0, 3);
+    if (threads > E->sk->gpu->max_threads)
+        threads = E->sk->gpu->max_threads;
+    return emit_flat_bind(E, kiln_graph_tensor_name(g, op->out), &L, 0, t->ndim, threads);
+}
+
+/* ---- the extent of a shared copy ---- */
+
+struct range {
+    const kiln_ctx *ctx;
+    const int64_t  *sp, *rd; /* loop lengths of spatial / reduction variables in the copy */
+};
+
+/* Bounds of e with every spatial variable k in [0, sp[k]) and reduction variable r in [0,
+ * rd[r]); false when e is not something the bounds are known for. */
+static bool
+bounds(const struct range *R, kiln_expr e, int64_t *lo, int64_t *hi)
+{
+    const struct kiln_node *n = kiln_node_get(R->ctx, e);
+    int64_t                 a0, a1, b0, b1;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_INT:
+        *lo = *hi = n->imm;
+        return true;
+    case KILN_OP_VAR: {
+        enum kiln_var_kind k = kiln_var_kind_of(n->imm);
+        uint32_t           ix = kiln_var_index(n->imm);
+        if (k == KILN_VAR_NAMED || ix >= (k == KILN_VAR_AXIS ? KILN_MAX_DIMS : KILN_MAX_REDUCE))
+            return false;
+        *lo = 0;
+        *hi = (k == KILN_VAR_AXIS ? R->sp[ix] : R->rd[ix]) - 1;
+        return true;
+    }
+    case KILN_OP_CAST:
+        return bounds(R, (kiln_expr){n->kid[0]}, lo, hi);
+    case KILN_OP_NEG:
+        if (!bounds(R, (kiln_expr){n->kid[0]}, &a0, &a1))
+            return false;
+        *lo = -a1;
+        *hi = -a0;
+        return true;
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+    case KILN_OP_MUL:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+    case KILN_OP_FLOORDIV:
+    case KILN_OP_FLOORMOD:
+        if (!bounds(R, (kiln_expr){n->kid[0]}, &a0, &a1)
+            || !bounds(R, (kiln_expr){n->kid[1]}, &b0, &b1))
+            return false;
+        if (a0 < -(1 << 30) || a1 > (1 << 30) || b0 < -(1 << 30) || b1 > (1 << 30))
+            return false;
+        if (n->op == KILN_OP_ADD) {
+            *lo = a0 + b0;
+            *hi = a1 + b1;
+        } else if (n->op == KILN_OP_SUB) {
+            *lo = a0 - b1;
+            *hi = a1 - b0;
+        } else if (n->op == KILN_OP_MUL) {
+            int64_t c[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
+            *lo = *hi = c[0];
+            for (int j = 1; j < 4; j++) {
+                *lo = c[j] < *lo ? c[j] : *lo;
+                *hi = c[j] > *hi ? c[j] : *hi;
+            }
+        } else if (n->op == KILN_OP_MIN || n->op == KILN_OP_MAX) {
+            *lo = n->op == KILN_OP_MIN ? (a0 < b0 ? a0 : b0) : (a0 > b0 ? a0 : b0);
+            *hi = n->op == KILN_OP_MIN ? (a1 < b1 ? a1 : b1) : (a1 > b1 ? a1 : b1);
+        } else {
+            if (b0 != b1 || b0 <= 0)
+                return false;
+            if (n->op == KILN_OP_FLOORMOD) {
+                *lo = 0;
+                *hi = b0 - 1;
+            } else { /* floor division by a positive constant is monotonic */
+                *lo = a0 >= 0 ? a0 / b0 : -((-a0 + b0 - 1) / b0);
+                *hi = a1 >= 0 ? a1 / b0 : -((-a1 + b0 - 1) / b0);
+            }
+        }
+        return true;
+    case KILN_OP_NIL:
+    case KILN_OP_FLOAT:
+    case KILN_OP_LIST:
+    case KILN_OP_LOAD:
+    case KILN_OP_DIV:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_NOT:
+    case KILN_OP_SELECT:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_POW:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_COUNT:
+        break;
+    }
+    return false;
+}
+
+/* Bytes of shared copy s of plan p for one block: per dimension of the tensor the span its
+ * loads cover with the block's spatial tile (sp) and one R0 step (rd), not cut at the tensor's
+ * edges (an upper bound of the region lowering allocates); a dimension whose indices are not
+ * understood counts whole. */
+static double
+shared_bytes(const struct emit *E, const struct gpu_plan *p, uint32_t s, const int64_t *sp,
+             const int64_t *rd)
+{
+    const struct kiln_tensor *t = &E->g->tensor[p->shared_t[s]];
+    struct range              R = {E->ctx, sp, rd};
+    double                    bytes = (double)kiln_dtype_size((enum kiln_dtype)t->dtype);
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        int64_t lo = 0, hi = -1;
+        bool    known = true;
+        for (uint32_t m = 0; m < p->nloads[s] && known; m++) {
+            int64_t   l, h;
+            kiln_expr ix = kiln_load_idx(E->ctx, p->loads[s][m], d);
+            known = bounds(&R, ix, &l, &h);
+            lo = m == 0 || l < lo ? l : lo;
+            hi = m == 0 || h > hi ? h : hi;
+        }
+        bytes *= known ? (double)(hi - lo + 1) : (double)t->shape[d];
+    }
+    return bytes;
+}
+
+/* Divides the largest of the lengths at v[0], v[stride], ... (n of them) by its smallest
+ * prime factor; false when all are 1. */
+static bool
+shrink_largest(int64_t *v, uint32_t n, uint32_t stride)
+{
+    uint32_t best = KILN_NONE;
+    for (uint32_t j = 0; j < n; j++)
+        if (v[j * stride] > 1 && (best == KILN_NONE || v[j * stride] > v[best * stride]))
+            best = j;
+    if (best == KILN_NONE)
+        return false;
+    int64_t x = v[best * stride], f = x;
+    for (int64_t d = 2; d * d <= x; d++)
+        if (x % d == 0) {
+            f = d;
+            break;
+        }
+    v[best * stride] = x / f;
+    return true;
+}
+
+static enum kiln_bind
+thread_axis(uint32_t a)
+{
+    return a == 0 ? KILN_BIND_THREAD_X : a == 1 ? KILN_BIND_THREAD_Y : KILN_BIND_THREAD_Z;
+}
+
+/* The loops of shared copy stage cn fused and split by the block's thread extents tf[0..n)
+ * (outer to inner: z, y, x), those parts bound to the same thread axes as the tiled stage's
+ * S2 loops: the block's threads fill the copy together. */
+static enum kiln_status
+emit_fill(struct emit *E, const char *cn, struct leaves *L, const int64_t *tf, uint32_t n)
+{
+    bool ok;
+    KILN_TRY(emit_fuse(E, cn, L, 0, L->n, &ok));
+    if (!ok)
+        return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
+                         cn);
+    char f[KILN_SKETCH_NAME], part[KILN_SKETCH_NAME + 8];
+    snprintf(f, sizeof f, "%s", L->name[0]);
+    KILN_TRY(kiln_sk_emit_split(E, cn, L, f, n, tf));
+    for (uint32_t q = 0; q < n; q++) {
+        snprintf(part, sizeof part, "%s.%u", f, q + 1);
+        KILN_TRY(emit_bind(E, cn, part, thread_axis(n - 1 - q)));
+    }
+    return KILN_OK;
+}
+
+/* The ns S0 loops at positions pos.. of L fused into one loop bound to blockIdx.x (loops
+ * outside a stage computed inside them may be fused: lowering bounds a region by the loops
+ * inside the stage's loop only, and takes a fused loop's parts there whole). */
+static enum kiln_status
+emit_blocks(struct emit *E, const char *stage, struct leaves *L, uint32_t pos, uint32_t ns)
+{
+    bool ok;
+    KILN_TRY(emit_fuse(E, stage, L, pos, ns, &ok));
+    if (!ok)
+        return KILN_FAIL(E->ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
+                         stage);
+    return emit_bind(E, stage, L->name[pos], KILN_BIND_BLOCK_X);
+}
+
+static enum kiln_status
+emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
+{
+    kiln_ctx                     *ctx = E->ctx;
+    const struct kiln_graph      *g = E->g;
+    const struct kiln_gpu_sketch *gs = E->sk->gpu;
+    const struct kiln_opdef      *op = &g->op[i];
+    const struct kiln_tensor     *t = &g->tensor[op->out];
+    const char                   *tn = kiln_graph_tensor_name(g, op->out);
+    char                          names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    kiln_sketch_axis_names(ctx, g, i, names);
+    uint32_t nd = t->ndim, nr = op->nred;
+    /* l[k] = S1 S2 S3 of spatial axis k; rl[r] = R1 R2; unsplit axes: all 1 */
+    int64_t  l[KILN_MAX_DIMS][3], rl[KILN_MAX_REDUCE][2];
+    uint32_t sax[KILN_MAX_DIMS], ns = 0, rax[KILN_MAX_REDUCE], nrs = 0;
+    for (uint32_t k = 0; k < nd; k++) {
+        for (uint32_t j = 0; j < 3; j++)
+            l[k][j] = kiln_sk_val(E, p->k_split[k], j, 1);
+        if (p->k_split[k] != KILN_NONE)
+            sax[ns++] = k;
+    }
+    for (uint32_t r = 0; r < nr; r++) {
+        for (uint32_t j = 0; j < 2; j++)
+            rl[r][j] = kiln_sk_val(E, p->k_split[nd + r], j, 1);
+        if (p->k_split[nd + r] != KILN_NONE)
+            rax[nrs++] = r;
+    }
+    /* the launch limits: threads per block (S2) and the per-thread tile (S1 x S3), shrunk
+     * from the longest length down (the outer S0 part takes what they give up) */
+    for (;;) {
+        int64_t thr = 1;
+        for (uint32_t k = 0; k < nd; k++)
+            thr *= l[k][1];
+        if (thr <= gs->max_threads || !shrink_largest(&l[0][1], nd, 3))
+            break;
+    }
+    for (;;) {
+        int64_t tile = 1;
+        for (uint32_t k = 0; k < nd; k++)
+            tile *= l[k][0] * l[k][2];
+        if (tile <= gs->thread_regs)
+            break;
+        bool s1 = shrink_largest(&l[0][0], nd, 3), s3 = shrink_largest(&l[0][2], nd, 3);
+        if (!s1 && !s3)
+            break;
+    }
+    /* GPU_TILE binds its S2 loops to threadIdx.x, y, z (the outermost of three on z, at most
+     * 64 threads) */
+    for (uint32_t s = 0; p->mode == GPU_TILE && s + 3 < ns; s++)
+        l[sax[s]][1] = 1; /* a fourth S2 loop and beyond: one thread, left unbound */
+    while (p->mode == GPU_TILE && ns >= 3 && l[sax[ns - 3]][1] > 64)
+        shrink_largest(&l[sax[ns - 3]][1], 1, 1);
+    int64_t unroll = kiln_unroll_steps[kiln_sk_val(E, p->k_unroll, 0, 0)];
+    /* shared copies (GPU_TILE): on when the knob says so and all fit the budget together */
+    bool   share[GPU_MAX_SHARED] = {false};
+    double total = 0;
+    if (p->mode == GPU_TILE && !E->gpu_no_shared) {
+        int64_t sp[KILN_MAX_DIMS], rd[KILN_MAX_REDUCE];
+        for (uint32_t k = 0; k < nd; k++)
+            sp[k] = l[k][0] * l[k][1] * l[k][2];
+        for (uint32_t r = 0; r < nr; r++)
+            rd[r] = rl[r][0] * rl[r][1];
+        for (uint32_t s = 0; s < p->nshared; s++) {
+            if (!kiln_sk_val(E, p->k_shared[s], 0, 0))
+                continue;
+            double b = shared_bytes(E, p, s, sp, rd);
+            if (total + b <= gs->shared_bytes) {
+                share[s] = E->gpu_shared_used = true;
+                total += b;
+            }
+        }
+    }
+    for (uint32_t s = 0; s < p->nshared; s++)
+        if (share[s]) {
+            struct kiln_step st = {.kind = KILN_STEP_CACHE_READ,
+                                   .stage =
+                                       kiln_sk_sym(E, kiln_graph_tensor_name(g, p->shared_t[s])),
+                                   .n = 1,
+                                   .iters = {kiln_sk_sym(E, tn)},
+                                   .value = KILN_CACHE_SHARED};
+            KILN_TRY(kiln_sk_push(E, st));
+        }
+    const char *P = tn, *X = NULL; /* the tiled stage and the bound stage it is computed at */
+    char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    if (p->mode == GPU_TILE_CW) {
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
+        P = kiln_sk_derived(E, tn, ".local");
+        X = tn;
+        memcpy(xnames, names, sizeof names);
+    } else if (p->mode == GPU_TILE_FUSE) {
+        X = kiln_graph_tensor_name(g, g->op[p->consumer].out);
+        kiln_sketch_axis_names(ctx, g, p->consumer, xnames);
+    }
+    char want[64][KILN_SKETCH_NAME];
+    if (X) {
+        /* the bound stage: [unsplit S0 fused: blockIdx.x] [S2 fused: threadIdx.x] S1 S3, each
+         * axis split S0 S2 S1 S3 (outer to inner), so that a thread's S1 x S3 elements are one
+         * box: lowering sizes the per-thread buffer of the stage computed at the thread loop by
+         * the box its elements span (an S1 level outside S2 would stride them by S2 x S3) */
+        struct leaves XL = {.n = 0};
+        for (uint32_t k = 0; k < nd; k++)
+            memcpy(XL.name[XL.n++], xnames[k], KILN_SKETCH_NAME);
+        for (uint32_t s = 0; s < ns; s++) {
+            int64_t f[3] = {l[sax[s]][1], l[sax[s]][0], l[sax[s]][2]}; /* S2 S1 S3 */
+            KILN_TRY(kiln_sk_emit_split(E, X, &XL, xnames[sax[s]], 3, f));
+        }
+        uint32_t nw = 0;
+        for (uint32_t k = 0; k < nd; k++)
+            if (p->k_split[k] == KILN_NONE)
+                memcpy(want[nw++], xnames[k], KILN_SKETCH_NAME);
+        for (uint32_t j = 0; j < 4; j++)
+            for (uint32_t s = 0; s < ns; s++)
+                snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", xnames[sax[s]], j);
+        KILN_TRY(kiln_sk_emit_order(E, X, &XL, want));
+        uint32_t th = nd - ns + 1;
+        bool     ok;
+        KILN_TRY(emit_blocks(E, X, &XL, nd - ns, ns));
+        KILN_TRY(emit_fuse(E, X, &XL, th, ns, &ok));
+        if (!ok)
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
+                             X);
+        KILN_TRY(emit_bind(E, X, XL.name[th], KILN_BIND_THREAD_X));
+        struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = kiln_sk_sym(E, P),
+                               .target = kiln_sk_sym(E, X),
+                               .iter = kiln_sk_sym(E, XL.name[th])};
+        KILN_TRY(kiln_sk_push(E, st));
+    }
+    /* the tiled stage: alone [S0: blockIdx.x] R0 [S2: threadIdx.x] S1 R1 R2 S3;
+     * at the thread loop: R0 R1 S1 R2 S3 (S1 and S3 the per-thread tile) */
+    struct leaves PL = {.n = 0};
+    for (uint32_t k = 0; k < nd + nr; k++)
+        memcpy(PL.name[PL.n++], names[k], KILN_SKETCH_NAME);
+    for (uint32_t s = 0; s < ns; s++) {
+        if (X)
+            KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[sax[s]], 1, &l[sax[s]][2]));
+        else
+            KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[sax[s]], 3, l[sax[s]]));
+    }
+    for (uint32_t r = 0; r < nrs; r++)
+        KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[nd + rax[r]], 2, rl[rax[r]]));
+    uint32_t nw = 0;
+    for (uint32_t k = 0; k < nd; k++)
+        if (p->k_split[k] == KILN_NONE)
+            memcpy(want[nw++], names[k], KILN_SKETCH_NAME);
+#define SPATIAL(lev)                  \
+    for (uint32_t s = 0; s < ns; s++) \
+    snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[sax[s]], (unsigned)(lev))
+#define REDUCE(lev)                    \
+    for (uint32_t r = 0; r < nrs; r++) \
+    snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[nd + rax[r]], (unsigned)(lev))
+    if (!X)
+        SPATIAL(0);
+    for (uint32_t r = 0; r < nr; r++) /* unsplit reductions at the R0 level */
+        if (p->k_split[nd + r] == KILN_NONE)
+            memcpy(want[nw++], names[nd + r], KILN_SKETCH_NAME);
+    REDUCE(0);
+    if (!X) {
+        SPATIAL(2);
+        SPATIAL(1);
+        REDUCE(1);
+        REDUCE(2);
+        SPATIAL(3);
+    } else {
+        REDUCE(1);
+        SPATIAL(0);
+        REDUCE(2);
+        SPATIAL(1);
+    }
+#undef SPATIAL
+#undef REDUCE
+    KILN_TRY(kiln_sk_emit_order(E, P, &PL, want));
+    if (!X) {
+        KILN_TRY(emit_blocks(E, P, &PL, nd - ns, ns));
+        /* after the block loop: the R0 level (nr loops), then the S2 loops */
+        uint32_t r0 = nd - ns + nr, th = r0 + 1;
+        /* the S2 loops bound to threadIdx.x, y, z (innermost on x), not fused: a shared copy
+         * computed at R0 then covers the block's tile, where lowering would take the parts of
+         * a fused thread loop inside it whole */
+        for (uint32_t s = ns > 3 ? ns - 3 : 0; s < ns; s++)
+            KILN_TRY(emit_bind(E, P, PL.name[th + s], thread_axis(ns - 1 - s)));
+        /* shared copies at the innermost R0 loop, filled by the block's threads together */
+        for (uint32_t s = 0; s < p->nshared; s++) {
+            if (!share[s])
+                continue;
+            const char *cn =
+                kiln_sk_derived(E, kiln_graph_tensor_name(g, p->shared_t[s]), ".cache");
+            struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                                   .stage = kiln_sk_sym(E, cn),
+                                   .target = kiln_sk_sym(E, P),
+                                   .iter = kiln_sk_sym(E, PL.name[r0])};
+            KILN_TRY(kiln_sk_push(E, st));
+            struct leaves CL = {.n = 0};
+            for (uint32_t d = 0; d < g->tensor[p->shared_t[s]].ndim; d++)
+                snprintf(CL.name[CL.n++], KILN_SKETCH_NAME, "i%u", d);
+            int64_t  tf[3];
+            uint32_t nt = ns > 3 ? 3 : ns;
+            for (uint32_t q = 0; q < nt; q++)
+                tf[q] = l[sax[ns - nt + q]][1];
+            KILN_TRY(emit_fill(E, cn, &CL, tf, nt));
+        }
+    }
+    if (unroll) {
+        struct kiln_step st = {
+            .kind = KILN_STEP_AUTO_UNROLL, .stage = kiln_sk_sym(E, P), .value = unroll};
+        KILN_TRY(kiln_sk_push(E, st));
+    }
+    return KILN_OK;
+}
+
+static enum kiln_status
+emit_all(struct emit *E)
+{
+    const struct kiln_gpu_sketch *gs = E->sk->gpu;
+    const struct kiln_graph      *g = E->g;
+    for (uint32_t i = 0; i < gs->nop; i++)
+        if (gs->op[i].mode == GPU_INLINE)
+            KILN_TRY(kiln_sk_step1(E, KILN_STEP_COMPUTE_INLINE,
+                                   kiln_graph_tensor_name(g, g->op[i].out), NULL));
+    for (uint32_t i = 0; i < gs->nop; i++) {
+        const struct gpu_plan *p = &gs->op[i];
+        switch ((enum gpu_mode)p->mode) {
+        case GPU_INLINE:
+        case GPU_CONSUMER:
+            break;
+        case GPU_PLAIN:
+            KILN_TRY(emit_plain(E, i, p));
+            break;
+        case GPU_TILE:
+        case GPU_TILE_CW:
+        case GPU_TILE_FUSE:
+            KILN_TRY(emit_tile(E, i, p));
+            break;
+        }
+    }
+    return KILN_OK;
+}
+
+/* A program with shared copies is lowered and emitted as CUDA C (inside a scratch scope) before
+ * it is returned: the estimate of a copy's size is the copy's, but passes may duplicate it
+ * (partitioning a loop around it at a convolution's padding made three copies of one), and the
+ * kernel's shared memory must stay within the budget. A program that does not fit is made
+ * again without shared copies. */
+enum kiln_status
+kiln_gpu_prog_schedule(struct emit *E)
+{
+    kiln_ctx                *ctx = E->ctx;
+    const struct kiln_graph *g = E->g;
+    uint32_t                 start = E->out->nstep;
+    if (E->sk->gpu->nop != g->nop)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "sketch",
+                         "sketch '%s' was made for a graph of %u ops, not %u", E->sk->desc,
+                         E->sk->gpu->nop, g->nop);
+    E->gpu_no_shared = E->gpu_shared_used = false;
+    KILN_TRY(emit_all(E));
+    if (!E->gpu_shared_used)
+        return KILN_OK;
+    struct kiln_scratch     sc = kiln_scratch_begin(ctx);
+    struct kiln_func       *f = NULL;
+    struct kiln_cuda_source src;
+    bool                    ok = kiln_lower(ctx, g, E->out, &f) == KILN_OK
+              && kiln_cg_cuda_source(ctx, f, "kiln_check", &src) == KILN_OK;
+    kiln_scratch_end(ctx, sc);
+    if (ok)
+        return KILN_OK;
+    kiln_ctx_error_clear(ctx);
+    E->out->nstep = start;
+    E->gpu_no_shared = true;
+    return emit_all(E);
+}
