@@ -1,8 +1,10 @@
 /* tests/cuda/test_cuda.c -- the CUDA C backend on every machine: every library op (the
  * default schedule, and a GPU schedule binding each stage's fused spatial loops to blocks and
  * threads) and every random graph and schedule of the lowering property test is emitted as
- * CUDA C, compiled by NVRTC and accepted by ptxas, for sm_80 and sm_90. Where the CUDA
- * toolkit is missing the tests skip with the reason; running the kernels needs a GPU and is
+ * CUDA C, compiled by NVRTC and accepted by ptxas, for sm_80 and sm_90. The kernels of the
+ * library ops (those schedules and programs of their GPU sketches) also run: compiled as C++
+ * with a CUDA stand-in, on CPU threads, against the reference (test_emulated). Where the CUDA
+ * toolkit is missing the NVRTC tests skip with the reason; running the kernels on a GPU is
  * tests/cuda_rt's. */
 #include "../gen.h"
 #include "../harness.h"
@@ -11,9 +13,14 @@
 #include "../../codegen/nvrtc.h"
 #include "../../passes/passes.h"
 #include "../../passes/state.h"
+#include "../../tuner/tuner.h"
 
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const archs[] = {"sm_80", "sm_90"};
 
@@ -250,6 +257,325 @@ test_shared(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- running the CUDA C on the CPU ----
+ * Without a GPU the emitted kernels still run: the test compiles their CUDA C as C++ with a
+ * prelude that stands in for CUDA (blockIdx / threadIdx thread-local, __shared__ a static shared
+ * by the block's threads, __syncthreads a pthread barrier), runs each block's threads as real
+ * threads, blocks one after another, and compares the outputs with the reference interpreter.
+ * So guards, barriers, shared memory, the workspace and the operators' semantics are checked,
+ * not only that NVRTC accepts the code. */
+
+static const char emu_prelude[] =
+    "#include <math.h>\n#include <pthread.h>\n#include <string.h>\n"
+    "struct kiln_emu_dim { unsigned x, y, z; };\n"
+    "static thread_local kiln_emu_dim threadIdx, blockIdx;\n"
+    "static pthread_barrier_t *kiln_emu_barrier;\n"
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __launch_bounds__(n)\n#define __shared__ static\n#define __align__(n)\n"
+    "static inline void __syncthreads() { pthread_barrier_wait(kiln_emu_barrier); }\n"
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
+    "static inline double __longlong_as_double(long long i)\n"
+    "{ double d; memcpy(&d, &i, 8); return d; }\n"
+    "extern \"C\" void kiln_emu_set(unsigned bx, unsigned by, unsigned bz, unsigned tx,\n"
+    "                               unsigned ty, unsigned tz, pthread_barrier_t *b)\n"
+    "{ blockIdx = {bx, by, bz}; threadIdx = {tx, ty, tz}; kiln_emu_barrier = b; }\n";
+
+/* A case to run: its graph, lowered function and CUDA C. */
+struct emu_case {
+    kiln_ctx               *ctx;
+    struct kiln_graph      *g;
+    struct kiln_func       *f;
+    struct kiln_cuda_source src;
+    const char             *what;
+};
+
+/* Appends case c's source inside its own namespace, and for each kernel an
+ * `extern "C" void kiln_emu_NAME(void **args)` calling it with the arguments cast back. */
+static bool
+emu_append(struct kiln_buf *out, kiln_ctx *octx, uint32_t i, const struct emu_case *c)
+{
+    kiln_buf_printf(octx, out, "namespace kiln_case_%u {\n%s\n", i, c->src.text);
+    for (uint32_t k = 0; k < c->src.nkernel; k++) {
+        const char *name = c->src.kernel[k].name;
+        char        pat[200];
+        snprintf(pat, sizeof pat, ") %s(", name);
+        const char *p = strstr(c->src.text, pat), *e = p ? strstr(p, ")\n{") : NULL;
+        if (!p || !e)
+            return false;
+        p += strlen(pat);
+        kiln_buf_printf(octx, out, "extern \"C\" void kiln_emu_%s(void **a) { %s(", name, name);
+        for (uint32_t n = 0; p < e; n++) { /* "T *__restrict__ NAME, " */
+            const char *r = strstr(p, " *__restrict__ ");
+            const char *comma = strstr(p, ", ");
+            if (!r || r > e)
+                return false;
+            kiln_buf_printf(octx, out, "%s(%.*s *)a[%u]", n ? ", " : "", (int)(r - p), p, n);
+            p = comma && comma < e ? comma + 2 : e;
+        }
+        kiln_buf_puts(octx, out, "); }\n");
+    }
+    kiln_buf_puts(octx, out, "}\n");
+    return true;
+}
+
+struct emu_thread {
+    void (*fn)(void **);
+    void **args;
+    void (*set)(unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, pthread_barrier_t *);
+    unsigned           b[3], t[3];
+    pthread_barrier_t *barrier;
+};
+
+static void *
+emu_thread_main(void *ud)
+{
+    struct emu_thread *t = ud;
+    t->set(t->b[0], t->b[1], t->b[2], t->t[0], t->t[1], t->t[2], t->barrier);
+    t->fn(t->args);
+    return NULL;
+}
+
+/* Runs one kernel: every block, one after another, its threads at once. */
+static bool
+emu_launch(void *so, const struct kiln_cuda_kernel *k, void **args)
+{
+    char nm[200];
+    snprintf(nm, sizeof nm, "kiln_emu_%s", k->name);
+    void *fp = dlsym(so, nm), *sp = dlsym(so, "kiln_emu_set");
+    if (!fp || !sp)
+        return false;
+    struct emu_thread proto = {.args = args};
+    memcpy(&proto.fn, &fp, sizeof fp);
+    memcpy(&proto.set, &sp, sizeof sp);
+    uint32_t           nt = k->block[0] * k->block[1] * k->block[2];
+    struct emu_thread *th = calloc(nt, sizeof *th);
+    pthread_t         *tid = calloc(nt, sizeof *tid);
+    pthread_barrier_t  bar;
+    bool               ok = th && tid && pthread_barrier_init(&bar, NULL, nt) == 0;
+    for (uint32_t bz = 0; ok && bz < k->grid[2]; bz++)
+        for (uint32_t by = 0; ok && by < k->grid[1]; by++)
+            for (uint32_t bx = 0; ok && bx < k->grid[0]; bx++) {
+                uint32_t started = 0;
+                for (uint32_t i = 0; i < nt; i++) {
+                    th[i] = proto;
+                    th[i].barrier = &bar;
+                    th[i].b[0] = bx, th[i].b[1] = by, th[i].b[2] = bz;
+                    th[i].t[0] = i % k->block[0];
+                    th[i].t[1] = i / k->block[0] % k->block[1];
+                    th[i].t[2] = i / (k->block[0] * k->block[1]);
+                    if (nt == 1)
+                        emu_thread_main(&th[i]);
+                    else if (pthread_create(&tid[i], NULL, emu_thread_main, &th[i]) == 0)
+                        started++;
+                }
+                ok = nt == 1 || started == nt; /* a missing thread would hang the barrier */
+                for (uint32_t i = 0; i < started; i++)
+                    pthread_join(tid[i], NULL);
+            }
+    if (th && tid)
+        pthread_barrier_destroy(&bar);
+    free(th);
+    free(tid);
+    return ok;
+}
+
+/* Runs case c's kernels from so on fresh random inputs (seed) and compares every output with
+ * the reference interpreter. */
+static bool
+emu_check(void *so, const struct emu_case *c, uint64_t seed)
+{
+    const struct kiln_graph *g = c->g;
+    const struct kiln_func  *f = c->f;
+    struct kiln_rng          r = kiln_rng_new(seed);
+    double                 **all = calloc(g->ntensor, sizeof *all);
+    float                  **host = calloc(f->nparam + 2, sizeof *host);
+    void                   **args = calloc(f->nparam + 2, sizeof *args);
+    bool                     ok = all && host && args;
+    double                   scale = 0;
+    for (uint32_t t = 0; ok && t < g->ntensor; t++) {
+        int64_t n = kiln_tensor_numel(&g->tensor[t]);
+        all[t] = calloc((size_t)n + 1, sizeof(double));
+        for (int64_t e = 0; all[t] && g->tensor[t].kind != KILN_TENSOR_OP && e < n; e++)
+            all[t][e] = (double)(float)(kiln_rng_uniform(&r) * 2 - 1);
+        ok = all[t] != NULL;
+    }
+    ok = ok && kiln_ir_eval(c->ctx, g, all) == KILN_OK;
+    for (uint32_t t = 0; ok && t < g->ntensor; t++)
+        for (int64_t e = 0; e < kiln_tensor_numel(&g->tensor[t]); e++)
+            scale = fmax(scale, fabs(all[t][e]));
+    for (uint32_t p = 0; ok && p < f->nparam; p++) {
+        uint32_t t = f->buf[f->param[p]].tensor;
+        int64_t  n = kiln_tensor_numel(&g->tensor[t]);
+        host[p] = malloc(sizeof(float) * (size_t)(n + 1));
+        ok = host[p] != NULL;
+        for (int64_t e = 0; ok && e < n; e++)
+            host[p][e] = g->tensor[t].kind != KILN_TENSOR_OP ? (float)all[t][e] : NAN;
+        args[p] = host[p];
+    }
+    char *ws = ok ? calloc(1, (size_t)c->src.ws_bytes + 64) : NULL;
+    char *prep = ok ? calloc(1, (size_t)c->src.prep_bytes + 64) : NULL;
+    args[f->nparam] = ws;
+    args[f->nparam + 1] = prep;
+    ok = ok && ws && prep;
+    for (uint32_t k = 0; ok && k < c->src.nkernel; k++)
+        ok = emu_launch(so, &c->src.kernel[k], args);
+    if (!ok)
+        harness_fail(__FILE__, __LINE__, "%s: could not run the kernels", c->what);
+    for (uint32_t p = 0; ok && p < f->nparam; p++) {
+        uint32_t t = f->buf[f->param[p]].tensor;
+        if (g->tensor[t].kind != KILN_TENSOR_OP)
+            continue;
+        for (int64_t e = 0; ok && e < kiln_tensor_numel(&g->tensor[t]); e++)
+            if (!(fabs(host[p][e] - all[t][e]) <= 1e-4 * (1 + scale))) {
+                harness_fail(__FILE__, __LINE__, "%s (seed %llu): %s[%lld] = %.9g, want %.9g",
+                             c->what, (unsigned long long)seed,
+                             kiln_sym_str(c->ctx, g->tensor[t].name), (long long)e,
+                             (double)host[p][e], all[t][e]);
+                ok = false;
+            }
+    }
+    for (uint32_t t = 0; all && t < g->ntensor; t++)
+        free(all[t]);
+    for (uint32_t p = 0; host && p < f->nparam; p++)
+        free(host[p]);
+    free(all);
+    free(host);
+    free(args);
+    free(ws);
+    free(prep);
+    return ok;
+}
+
+/* Lowers text under schedule json (NULL: default; "gpu": gpu_schedule) into case c. */
+static bool
+emu_case(struct emu_case *c, const char *text, const char *json, const char *what, uint32_t i)
+{
+    char                 name[32];
+    struct kiln_schedule s = {0};
+    c->ctx = kiln_ctx_new(NULL);
+    c->what = what;
+    c->g = PARSE(c->ctx, text);
+    snprintf(name, sizeof name, "c%u", i);
+    bool ok = c->g != NULL;
+    if (ok && json && !strcmp(json, "gpu"))
+        ok = gpu_schedule(c->ctx, c->g, &s);
+    else if (ok && json)
+        ok = kiln_sched_from_json(c->ctx, json, strlen(json), &s) == KILN_OK;
+    ok = ok && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK
+         && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
+    for (uint32_t p = 0; ok && p < c->f->nparam; p++)
+        ok = c->f->buf[c->f->param[p]].dtype == KILN_DTYPE_F32;
+    return ok;
+}
+
+/* Case c: a program of GPU sketch number sk of text (tuner/sketch_gpu.c), drawn from seed;
+ * false when there is no such sketch. */
+static bool
+emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed, const char *what,
+                uint32_t i)
+{
+    struct kiln_target  t;
+    struct kiln_hw      hw;
+    struct kiln_sketch *sks;
+    uint32_t            nsk = 0;
+    char                name[32];
+    c->ctx = kiln_ctx_new(NULL);
+    c->what = what;
+    c->g = PARSE(c->ctx, text);
+    snprintf(name, sizeof name, "c%u", i);
+    if (!c->g || kiln_cg_target_parse(c->ctx, "cuda -arch=sm_80", &t) != KILN_OK)
+        return false;
+    kiln_hw_from_target(&t, &hw);
+    if (kiln_sketches_generate(c->ctx, c->g, &hw, &sks, &nsk) != KILN_OK || sk >= nsk)
+        return false;
+    struct kiln_rng      r = kiln_rng_new(seed);
+    struct kiln_prog     p;
+    struct kiln_schedule s = {0};
+    kiln_prog_sample(&sks[sk], &r, &p);
+    bool ok = kiln_prog_schedule(c->ctx, c->g, &sks[sk], &p, &s) == KILN_OK
+              && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK
+              && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
+    if (!ok)
+        harness_fail(__FILE__, __LINE__, "%s: %s", what, kiln_ctx_error(c->ctx)->msg);
+    for (uint32_t q = 0; ok && q < c->f->nparam; q++)
+        ok = c->f->buf[c->f->param[q]].dtype == KILN_DTYPE_F32;
+    return ok;
+}
+
+/* Every library op under the default and the GPU schedule, a program of each of its GPU
+ * sketches (up to 4), and the shared-memory matmul, run as CPU threads against the reference. */
+static void
+test_emulated(void)
+{
+    enum { CAP = 6 * 64 + 1 };
+    static struct emu_case cases[CAP];
+    static char            what[CAP][64];
+    uint32_t               n = 0;
+    for (size_t i = 0; i < kiln_test_nop_cases && i < 64; i++)
+        for (uint32_t sk = 0; sk < 4; sk++) {
+            snprintf(what[n], sizeof what[n], "op case %zu, GPU sketch %u", i, sk);
+            if (emu_sketch_case(&cases[n], kiln_test_op_cases[i], sk, opt_seed() + 97 * i + sk,
+                                what[n], n))
+                n++;
+            else
+                kiln_ctx_free(cases[n].ctx);
+        }
+    for (size_t i = 0; i < kiln_test_nop_cases && i < 64; i++)
+        for (int gpu = 0; gpu < 2; gpu++) {
+            snprintf(what[n], sizeof what[n], "op case %zu, %s schedule", i,
+                     gpu ? "GPU" : "default");
+            if (emu_case(&cases[n], kiln_test_op_cases[i], gpu ? "gpu" : NULL, what[n], n))
+                n++;
+            else
+                kiln_ctx_free(cases[n].ctx); /* another dtype than f32: not emulated */
+        }
+    snprintf(what[n], sizeof what[n], "shared-memory matmul");
+    if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
+        n++;
+    else {
+        harness_fail(__FILE__, __LINE__, "shared-memory matmul: %s",
+                     kiln_ctx_error(cases[n].ctx)->msg);
+        kiln_ctx_free(cases[n].ctx);
+    }
+    /* one C++ translation unit for all cases, built with the system's C++ compiler */
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_buf all = {0};
+    kiln_buf_puts(ctx, &all, emu_prelude);
+    bool ok = true;
+    for (uint32_t i = 0; i < n && ok; i++)
+        ok = emu_append(&all, ctx, i, &cases[i]);
+    CHECK(ok);
+    char dir[] = "kiln_test_emu_XXXXXX", cpp[64], so[64], cmd[256];
+    if (ok && mkdtemp(dir)) {
+        snprintf(cpp, sizeof cpp, "%s/k.cpp", dir);
+        snprintf(so, sizeof so, "%s/k.so", dir);
+        FILE *fp = fopen(cpp, "w");
+        if (fp) {
+            fputs(all.data, fp);
+            fclose(fp);
+        }
+        snprintf(cmd, sizeof cmd, "c++ -std=c++17 -O1 -shared -fPIC -w -o %s %s -lpthread", so,
+                 cpp);
+        int   rc = system(cmd);
+        void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+        if (rc != 0)
+            harness_fail(__FILE__, __LINE__, "c++ could not build the kernels (%s)", cmd);
+        uint32_t good = 0;
+        for (uint32_t i = 0; h && i < n; i++)
+            good += emu_check(h, &cases[i], opt_seed() + i);
+        printf("%u of %u cases ran on CPU threads and matched the reference\n", good, n);
+        CHECK_EQ_INT(n, good);
+        if (h)
+            dlclose(h);
+        unlink(so);
+        unlink(cpp);
+        rmdir(dir);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        kiln_ctx_free(cases[i].ctx);
+    kiln_ctx_free(ctx);
+}
+
 /* What CUDA cannot express is an error naming it. */
 static void
 test_errors(void)
@@ -283,7 +609,7 @@ test_errors(void)
 static const struct test tests[] = {
     {"library_ops", test_library_ops}, {"random_schedules", test_random_schedules},
     {"launch", test_launch},           {"shared", test_shared},
-    {"errors", test_errors},
+    {"emulated", test_emulated},       {"errors", test_errors},
 };
 
 int
