@@ -697,6 +697,24 @@ mode_desc(kiln_ctx *ctx, const struct kiln_graph *g, const struct option *o)
     return "?";
 }
 
+enum kiln_status
+kiln_sk_name(kiln_ctx *ctx, const struct kiln_graph *g, const char *const *mode,
+             struct kiln_sketch *out, uint32_t *n)
+{
+    struct kiln_buf desc = {0};
+    for (uint32_t i = 0; i < g->nop; i++)
+        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
+                             kiln_graph_tensor_name(g, g->op[i].out), mode[i] ? mode[i] : "?"))
+            return ctx->err.status;
+    for (uint32_t j = 0; j < *n; j++)
+        if (!strcmp(out[j].desc, desc.data ? desc.data : ""))
+            return KILN_OK; /* degraded into a sketch we have */
+    out[*n].id = *n;
+    out[*n].desc = desc.data ? desc.data : "default";
+    (*n)++;
+    return KILN_OK;
+}
+
 static enum kiln_status
 emit_sketch(struct gen *G)
 {
@@ -718,8 +736,7 @@ emit_sketch(struct gen *G)
     sk->priv->op = kiln_arena_alloc(ctx, sizeof(struct kiln_op_plan) * (g->nop + 1));
     if (!sk->priv->op)
         return ctx->err.status;
-    struct kiln_buf desc = {0};
-    struct option  *mode = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
+    struct option *mode = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
     if (!mode)
         return ctx->err.status;
     memcpy(mode, G->cur, sizeof(struct option) * g->nop);
@@ -764,17 +781,12 @@ emit_sketch(struct gen *G)
         p->k_loc = kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_LOCATION, 0, 0, 2, kn);
         p->reader = r;
     }
+    const char **names = kiln_arena_alloc(ctx, sizeof(char *) * (g->nop + 1));
+    if (!names)
+        return ctx->err.status;
     for (uint32_t i = 0; i < g->nop; i++)
-        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
-                             kiln_graph_tensor_name(g, g->op[i].out), mode_desc(ctx, g, &mode[i])))
-            return ctx->err.status;
-    for (uint32_t j = 0; j < G->n; j++)
-        if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
-            return KILN_OK; /* degraded into a sketch we have */
-    sk->id = G->n;
-    sk->desc = desc.data ? desc.data : "default";
-    G->n++;
-    return KILN_OK;
+        names[i] = mode_desc(ctx, g, &mode[i]);
+    return kiln_sk_name(ctx, g, names, G->out, &G->n);
 }
 
 /* Cartesian product of the per-op options, ops in reverse order (consumers first, as Ansor

@@ -227,18 +227,12 @@ emit_sketch(struct gen *G)
             else
                 p->mode = GPU_PLAIN;
         }
-    struct kiln_buf desc = {0};
+    const char **names = kiln_arena_alloc(ctx, sizeof(char *) * (g->nop + 1));
+    if (!names)
+        return ctx->err.status;
     for (uint32_t i = 0; i < g->nop; i++)
-        if (!kiln_buf_printf(ctx, &desc, "%s%s:%s", i ? " " : "",
-                             kiln_graph_tensor_name(g, g->op[i].out), mode_name(ctx, g, &plan[i])))
-            return ctx->err.status;
-    for (uint32_t j = 0; j < G->n; j++)
-        if (!strcmp(G->out[j].desc, desc.data ? desc.data : ""))
-            return KILN_OK; /* degraded into a sketch we have */
-    sk->id = G->n;
-    sk->desc = desc.data ? desc.data : "default";
-    G->n++;
-    return KILN_OK;
+        names[i] = mode_name(ctx, g, &plan[i]);
+    return kiln_sk_name(ctx, g, names, G->out, &G->n);
 }
 
 /* Cartesian product of the per-op modes, consumers first, capped at G->cap sketches. */

@@ -87,4 +87,10 @@ enum kiln_status kiln_gpu_sketches_generate(kiln_ctx *ctx, const struct kiln_gra
 /* The schedule of a program of a GPU sketch (sk->gpu set). */
 enum kiln_status kiln_gpu_prog_schedule(struct emit *E);
 
+/* Describes the sketch being built, out[*n], as "T0:mode0 T1:mode1 ..." (mode[i] per op) and
+ * keeps it (*n grows) unless a sketch of out[0..*n) has that description already: an option
+ * degraded into one the list holds. */
+enum kiln_status kiln_sk_name(kiln_ctx *ctx, const struct kiln_graph *g, const char *const *mode,
+                              struct kiln_sketch *out, uint32_t *n);
+
 #endif
