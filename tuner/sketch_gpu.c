@@ -390,108 +390,6 @@ emit_plain(struct emit *E, uint32_t i, const struct gpu_plan *p)
 
 /* ---- the extent of a shared copy ---- */
 
-struct range {
-    const kiln_ctx *ctx;
-    const int64_t  *sp, *rd; /* loop lengths of spatial / reduction variables in the copy */
-};
-
-/* Bounds of e with every spatial variable k in [0, sp[k]) and reduction variable r in [0,
- * rd[r]); false when e is not something the bounds are known for. */
-static bool
-bounds(const struct range *R, kiln_expr e, int64_t *lo, int64_t *hi)
-{
-    const struct kiln_node *n = kiln_node_get(R->ctx, e);
-    int64_t                 a0, a1, b0, b1;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
-        *lo = *hi = n->imm;
-        return true;
-    case KILN_OP_VAR: {
-        enum kiln_var_kind k = kiln_var_kind_of(n->imm);
-        uint32_t           ix = kiln_var_index(n->imm);
-        if (k == KILN_VAR_NAMED || ix >= (k == KILN_VAR_AXIS ? KILN_MAX_DIMS : KILN_MAX_REDUCE))
-            return false;
-        *lo = 0;
-        *hi = (k == KILN_VAR_AXIS ? R->sp[ix] : R->rd[ix]) - 1;
-        return true;
-    }
-    case KILN_OP_CAST:
-        return bounds(R, (kiln_expr){n->kid[0]}, lo, hi);
-    case KILN_OP_NEG:
-        if (!bounds(R, (kiln_expr){n->kid[0]}, &a0, &a1))
-            return false;
-        *lo = -a1;
-        *hi = -a0;
-        return true;
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-        if (!bounds(R, (kiln_expr){n->kid[0]}, &a0, &a1)
-            || !bounds(R, (kiln_expr){n->kid[1]}, &b0, &b1))
-            return false;
-        if (a0 < -(1 << 30) || a1 > (1 << 30) || b0 < -(1 << 30) || b1 > (1 << 30))
-            return false;
-        if (n->op == KILN_OP_ADD) {
-            *lo = a0 + b0;
-            *hi = a1 + b1;
-        } else if (n->op == KILN_OP_SUB) {
-            *lo = a0 - b1;
-            *hi = a1 - b0;
-        } else if (n->op == KILN_OP_MUL) {
-            int64_t c[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
-            *lo = *hi = c[0];
-            for (int j = 1; j < 4; j++) {
-                *lo = c[j] < *lo ? c[j] : *lo;
-                *hi = c[j] > *hi ? c[j] : *hi;
-            }
-        } else if (n->op == KILN_OP_MIN || n->op == KILN_OP_MAX) {
-            *lo = n->op == KILN_OP_MIN ? (a0 < b0 ? a0 : b0) : (a0 > b0 ? a0 : b0);
-            *hi = n->op == KILN_OP_MIN ? (a1 < b1 ? a1 : b1) : (a1 > b1 ? a1 : b1);
-        } else {
-            if (b0 != b1 || b0 <= 0)
-                return false;
-            if (n->op == KILN_OP_FLOORMOD) {
-                *lo = 0;
-                *hi = b0 - 1;
-            } else { /* floor division by a positive constant is monotonic */
-                *lo = a0 >= 0 ? a0 / b0 : -((-a0 + b0 - 1) / b0);
-                *hi = a1 >= 0 ? a1 / b0 : -((-a1 + b0 - 1) / b0);
-            }
-        }
-        return true;
-    case KILN_OP_NIL:
-    case KILN_OP_FLOAT:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_DIV:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
-    case KILN_OP_SELECT:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_POW:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_COUNT:
-        break;
-    }
-    return false;
-}
-
 /* Bytes of shared copy s of plan p for one block: per dimension of the tensor the span its
  * loads cover with the block's spatial tile (sp) and one R0 step (rd), not cut at the tensor's
  * edges (an upper bound of the region lowering allocates); a dimension whose indices are not
@@ -501,15 +399,20 @@ shared_bytes(const struct emit *E, const struct gpu_plan *p, uint32_t s, const i
              const int64_t *rd)
 {
     const struct kiln_tensor *t = &E->g->tensor[p->shared_t[s]];
-    struct range              R = {E->ctx, sp, rd};
     double                    bytes = (double)kiln_dtype_size((enum kiln_dtype)t->dtype);
+    struct kiln_var_range     R[KILN_MAX_DIMS + KILN_MAX_REDUCE];
+    uint32_t                  nr = 0;
+    for (uint32_t k = 0; k < KILN_MAX_DIMS; k++)
+        R[nr++] = (struct kiln_var_range){kiln_axis(E->ctx, k), 0, sp[k] - 1};
+    for (uint32_t r = 0; r < KILN_MAX_REDUCE; r++)
+        R[nr++] = (struct kiln_var_range){kiln_rvar(E->ctx, r), 0, rd[r] - 1};
     for (uint32_t d = 0; d < t->ndim; d++) {
         int64_t lo = 0, hi = -1;
         bool    known = true;
         for (uint32_t m = 0; m < p->nloads[s] && known; m++) {
             int64_t   l, h;
             kiln_expr ix = kiln_load_idx(E->ctx, p->loads[s][m], d);
-            known = bounds(&R, ix, &l, &h);
+            known = kiln_expr_bounds(E->ctx, ix, R, nr, &l, &h);
             lo = m == 0 || l < lo ? l : lo;
             hi = m == 0 || h > hi ? h : hi;
         }
@@ -637,7 +540,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
     bool   share[GPU_MAX_SHARED] = {false};
     double total = 0;
     if (p->mode == GPU_TILE && !E->gpu_no_shared) {
-        int64_t sp[KILN_MAX_DIMS], rd[KILN_MAX_REDUCE];
+        int64_t sp[KILN_MAX_DIMS] = {0}, rd[KILN_MAX_REDUCE] = {0}; /* [0, -1]: ignored */
         for (uint32_t k = 0; k < nd; k++)
             sp[k] = l[k][0] * l[k][1] * l[k][2];
         for (uint32_t r = 0; r < nr; r++)
