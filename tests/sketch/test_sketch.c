@@ -122,30 +122,44 @@ static bool check_interp(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_
 
 /* use_jit false: the lowered loop nest runs in the loop-nest interpreter instead (cheap; the
  * JIT is exercised by the sampled programs). */
+/* Program p of sketch sk, checked valid, turned into a schedule (its JSON in *st) and lowered;
+ * NULL after reporting the step that failed. */
+static struct kiln_func *
+lower_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sketch *sk,
+           const struct kiln_prog *p, const char *label, const char **st)
+{
+    struct kiln_schedule s = {0};
+    struct kiln_func    *f = NULL;
+    *st = NULL;
+    if (!kiln_prog_valid(sk, p)) {
+        harness_fail(__FILE__, __LINE__, "%s: program not valid", label);
+        return NULL;
+    }
+    if (kiln_prog_schedule(ctx, g, sk, p, &s) != KILN_OK) {
+        report(ctx, label, "kiln_prog_schedule", NULL);
+        return NULL;
+    }
+    *st = sched_text(ctx, &s);
+    if (kiln_lower(ctx, g, &s, &f) != KILN_OK) {
+        report(ctx, label, "kiln_lower", *st);
+        return NULL;
+    }
+    return f;
+}
+
 static bool
 check_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target *tg,
            const struct kiln_sketch *sk, const struct kiln_prog *p, const struct ref *R,
            const char *what, bool use_jit)
 {
-    struct kiln_schedule s = {0};
-    struct kiln_func    *f = NULL;
-    char                 label[512];
+    char label[512];
     snprintf(label, sizeof label, "%s sketch %u [%s]", what, sk->id, sk->desc);
-    if (!kiln_prog_valid(sk, p)) {
-        harness_fail(__FILE__, __LINE__, "%s: program not valid", label);
+    const char       *st;
+    double            t0 = now();
+    struct kiln_func *f = lower_prog(ctx, g, sk, p, label, &st);
+    if (!f)
         return false;
-    }
-    if (kiln_prog_schedule(ctx, g, sk, p, &s) != KILN_OK) {
-        report(ctx, label, "kiln_prog_schedule", NULL);
-        return false;
-    }
-    const char *st = sched_text(ctx, &s);
-    double      t0 = now();
     n_checked++;
-    if (kiln_lower(ctx, g, &s, &f) != KILN_OK) {
-        report(ctx, label, "kiln_lower", st);
-        return false;
-    }
     double t1 = now();
     t_lower += t1 - t0;
     if (!use_jit) {
@@ -976,24 +990,13 @@ check_gpu_prog(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sket
                const struct kiln_prog *p, const struct ref *R, const char *what, int ptx,
                struct gpu_launch *L)
 {
-    struct kiln_schedule    s = {0};
-    struct kiln_func       *f = NULL;
     struct kiln_cuda_source src;
     char                    label[512];
     snprintf(label, sizeof label, "%s GPU sketch %u [%s]", what, sk->id, sk->desc);
-    if (!kiln_prog_valid(sk, p)) {
-        harness_fail(__FILE__, __LINE__, "%s: program not valid", label);
+    const char       *st;
+    struct kiln_func *f = lower_prog(ctx, g, sk, p, label, &st);
+    if (!f)
         return false;
-    }
-    if (kiln_prog_schedule(ctx, g, sk, p, &s) != KILN_OK) {
-        report(ctx, label, "kiln_prog_schedule", NULL);
-        return false;
-    }
-    const char *st = sched_text(ctx, &s);
-    if (kiln_lower(ctx, g, &s, &f) != KILN_OK) {
-        report(ctx, label, "kiln_lower", st);
-        return false;
-    }
     if (R && !check_interp(ctx, g, f, R, label, st))
         return false;
     if (kiln_cg_cuda_source(ctx, f, "gpu_sketch", &src) != KILN_OK) {
