@@ -58,9 +58,7 @@ struct cu {
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;
     int      nthread_loops[3]; /* thread loops of each axis enclosing the current point */
-    int      nblock_loops[3];
-    bool     threaded; /* block[0] * block[1] * block[2] > 1 */
-    int      depth;    /* indentation */
+    int      depth;            /* indentation */
 };
 
 static enum kiln_status cu_fail(struct cu *c, enum kiln_status st, const char *fmt, ...)
@@ -115,6 +113,12 @@ buf_name(struct cu *c, uint32_t b)
     char p[24];
     snprintf(p, sizeof p, "b%" PRIu32 "_", b);
     ident(c, p, c->f->buf[b].name);
+}
+
+static int64_t
+buf_bytes(const struct kiln_buffer *bf)
+{
+    return kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
 }
 
 static const char *
@@ -580,6 +584,12 @@ launch_dims(struct cu *c, const struct kiln_stmt *s, int nb[3], int nt[3])
 }
 
 static bool
+threaded(const struct cu *c) /* the current kernel has more than one thread per block */
+{
+    return (uint64_t)c->block[0] * c->block[1] * c->block[2] > 1;
+}
+
+static bool
 in_threads(const struct cu *c) /* inside a thread loop on some axis */
 {
     return c->nthread_loops[0] || c->nthread_loops[1] || c->nthread_loops[2];
@@ -620,9 +630,11 @@ emit_for(struct cu *c, const struct kiln_stmt *s)
             OUT("if (%s.%c < %" PRId64 "u) {\n", gb ? "blockIdx" : "threadIdx", axis_name[ax], ext);
             c->depth++;
         }
-        (gb ? c->nblock_loops : c->nthread_loops)[ax]++;
+        if (!gb)
+            c->nthread_loops[ax]++;
         emit_stmt(c, s->u.for_.body);
-        (gb ? c->nblock_loops : c->nthread_loops)[ax]--;
+        if (!gb)
+            c->nthread_loops[ax]--;
         if (guard) {
             c->depth--;
             indent(c);
@@ -676,7 +688,7 @@ emit_store(struct cu *c, const struct kiln_stmt *s)
     bool                      shared = shared_buffer(c, b);
     /* one thread stores on each axis the store is not inside a thread loop of */
     bool guard = false;
-    if (shared && c->threaded)
+    if (shared && threaded(c))
         for (int a = 0; a < 3; a++)
             guard |= c->block[a] > 1 && !c->nthread_loops[a];
     indent(c);
@@ -719,7 +731,7 @@ emit_alloc(struct cu *c, const struct kiln_stmt *s)
     }
     if (!check_dtype(c, (enum kiln_dtype)bf->dtype))
         return;
-    int64_t bytes = kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+    int64_t bytes = buf_bytes(bf);
     if (bf->scope == KILN_SCOPE_SHARED) {
         if (in_threads(c)) {
             cu_fail(c, KILN_ERR_INVALID, "shared buffer %s is allocated inside a thread loop", nm);
@@ -824,7 +836,7 @@ emit_stmt(struct cu *c, const struct kiln_stmt *s)
         return;
     }
     /* a thread loop, or a store the other threads may read, outside every thread loop */
-    if (c->threaded && !in_threads(c)
+    if (threaded(c) && !in_threads(c)
         && any(&(struct ask){c, KILN_LOOP_SERIAL, is_sync_point}, s)) {
         indent(c);
         OUT("__syncthreads();\n");
@@ -899,7 +911,7 @@ static void
 place(struct cu *c, uint32_t b)
 {
     const struct kiln_buffer *bf = &c->f->buf[b];
-    int64_t bytes = kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+    int64_t                   bytes = buf_bytes(bf);
     c->ws_off[b] = c->kernel_end;
     c->kernel_end += (bytes + CU_ALIGN - 1) / CU_ALIGN * CU_ALIGN;
     if (c->kernel_end > c->ws_end)
@@ -936,8 +948,7 @@ place_temps(struct cu *c, const struct kiln_stmt *s, bool in_gpu, bool single)
     case KILN_STMT_ALLOC: {
         uint32_t                  b = s->u.alloc.buf;
         const struct kiln_buffer *bf = &c->f->buf[b];
-        int64_t                   bytes =
-            kiln_buffer_numel(bf) * (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
+        int64_t                   bytes = buf_bytes(bf);
         if (c->ws_off[b] < 0 && bf->prep_offset < 0 && !in_gpu
             && (bf->scope == KILN_SCOPE_HEAP
                 || (single && bf->scope == KILN_SCOPE_STACK && bytes > CU_LOCAL_MAX)))
@@ -971,7 +982,6 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     if (threads > 1024)
         return cu_fail(c, KILN_ERR_UNSUPPORTED, "%u x %u x %u threads per block exceed 1024",
                        c->block[0], c->block[1], c->block[2]);
-    c->threaded = threads > 1;
     char kn[160];
     snprintf(kn, sizeof kn, "%.120s_k%" PRIu32, name, c->nkernel);
     for (char *p = kn; *p; p++) /* a C identifier, whatever the module's name */
