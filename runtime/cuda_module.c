@@ -157,29 +157,20 @@ kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data)
     cu_result  r = d->ctx_get_current(&c);
     if (r != CUDA_SUCCESS)
         return cu_fail("cuCtxGetCurrent", r);
-    bool pushed = false;
-    pthread_mutex_lock(&lock);
-    if (!c) {
+    bool pushed = !c; /* no current context: device 0's primary one, current for the call */
+    if (pushed) {
+        pthread_mutex_lock(&lock);
         cu_device dev;
         r = primary ? CUDA_SUCCESS : d->device_get(&dev, 0);
         if (r == CUDA_SUCCESS && !primary)
             r = d->primary_retain(&primary, dev);
-        if (r != CUDA_SUCCESS) {
-            pthread_mutex_unlock(&lock);
-            return cu_fail("cuDevicePrimaryCtxRetain", r);
-        }
         c = primary;
-    }
-    pthread_mutex_unlock(&lock);
-    if (c == primary) {
-        cu_context cur = NULL;
-        d->ctx_get_current(&cur);
-        if (cur != c) {
-            r = d->ctx_push(c);
-            if (r != CUDA_SUCCESS)
-                return cu_fail("cuCtxPushCurrent_v2", r);
-            pushed = true;
-        }
+        pthread_mutex_unlock(&lock);
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuDevicePrimaryCtxRetain", r);
+        r = d->ctx_push(c);
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuCtxPushCurrent_v2", r);
     }
     struct loaded *l = NULL;
     pthread_mutex_lock(&lock);
