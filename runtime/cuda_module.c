@@ -160,14 +160,17 @@ kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data)
     bool pushed = !c; /* no current context: device 0's primary one, current for the call */
     if (pushed) {
         pthread_mutex_lock(&lock);
-        cu_device dev;
+        cu_device   dev;
+        const char *call = "cuDeviceGet";
         r = primary ? CUDA_SUCCESS : d->device_get(&dev, 0);
-        if (r == CUDA_SUCCESS && !primary)
+        if (r == CUDA_SUCCESS && !primary) {
+            call = "cuDevicePrimaryCtxRetain";
             r = d->primary_retain(&primary, dev);
+        }
         c = primary;
         pthread_mutex_unlock(&lock);
         if (r != CUDA_SUCCESS)
-            return cu_fail("cuDevicePrimaryCtxRetain", r);
+            return cu_fail(call, r);
         r = d->ctx_push(c);
         if (r != CUDA_SUCCESS)
             return cu_fail("cuCtxPushCurrent_v2", r);
