@@ -187,7 +187,9 @@ KILN_API int64_t kiln_graph_tensor_numel(const struct kiln_graph *g, uint32_t i)
  * A graph is lowered under a schedule (JSON, docs/schedule.md; NULL = the default schedule)
  * to a loop nest, then compiled for a target ("llvm" = this machine; "llvm -mcpu=NAME",
  * "llvm -mattr=+avx2,-avx512f", NULL = host). The result is a shared object with the ABI of
- * include/kiln_abi.h (path ending in .so), or an object file (path ending in .o). */
+ * include/kiln_abi.h (path ending in .so), or an object file (path ending in .o). For the
+ * target "cuda [-arch=sm_XX]" (codegen/README.md): CUDA C (path ending in .cu), PTX (.ptx), or
+ * a shared object whose kiln_call takes tensors in GPU memory (anything else). */
 struct kiln_compile_options {
     const char *target;        /* NULL = host */
     const char *schedule_json; /* NULL = default schedule */
