@@ -49,9 +49,11 @@ bool               cli_is_onnx(const char *path); /* path ends in .onnx */
 /* Graph simplification of an ONNX model (kiln_graph_simplify): replaces *g and *weights by the
  * simplified graph and its weights when path is an .onnx file (a .kg file is left alone: its
  * weights have no values). When report is true prints one line on stderr: "kiln CMD: simplify:
- * folded ...". On failure prints the error and returns false. */
+ * folded ...". Then channels-last activations (kiln_graph_channels_last) and, when winograd is
+ * true, Winograd convolutions (kiln_graph_winograd). On failure prints the error and returns
+ * false. */
 bool cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph **g,
-                  const double *const **weights, bool report);
+                  const double *const **weights, bool report, bool winograd);
 /* Parses a non-negative decimal integer (no sign, no trailing text); false if malformed. */
 bool cli_parse_u64(const char *s, uint64_t *out);
 /* "[1, 32, 28, 28]" into buf (size >= 16 suggested). */

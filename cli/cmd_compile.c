@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
     "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR] [--no-simplify] [--no-memplan]\n"
+    "                    [--save-weights DIR] [--no-simplify] [--no-winograd] [--no-memplan]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
@@ -29,7 +29,10 @@ static const char usage[] =
     "a record keep the default schedule.\n"
     "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
     "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
-    "imported. --save-weights writes the weights of the graph compiled.\n"
+    "imported. Its activations go channels-last, and its 3x3 stride-1 convolutions with at\n"
+    "least 49 output tiles of 2x2 become Winograd F(2x2, 3x3) (--no-winograd: direct; tune\n"
+    "and compile with the same choice, so the records match the tasks). --save-weights writes\n"
+    "the weights of the graph compiled.\n"
     "Intermediates computed at root share one workspace by live range (memory planning);\n"
     "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
     "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";
@@ -102,7 +105,7 @@ cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
                *wdir = NULL, *db = NULL;
-    int print = 0, no_db = 0, no_simplify = 0, no_memplan = 0;
+    int print = 0, no_db = 0, no_simplify = 0, no_memplan = 0, no_winograd = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -131,6 +134,8 @@ cmd_compile(int argc, char **argv)
             no_simplify = 1;
         else if (!strcmp(a, "--no-memplan"))
             no_memplan = 1;
+        else if (!strcmp(a, "--no-winograd"))
+            no_winograd = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -186,7 +191,8 @@ cmd_compile(int argc, char **argv)
     } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
                                : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
         rc = report(ctx);
-    } else if (!no_simplify && !cli_simplify(ctx, "compile", in, &g, &weights, true)) {
+    } else if (!no_simplify
+               && !cli_simplify(ctx, "compile", in, &g, &weights, true, !no_winograd)) {
         rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path

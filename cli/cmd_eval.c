@@ -309,7 +309,7 @@ cmd_eval(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, o.path, &weights);
-    if (g && !o.no_simplify && !cli_simplify(ctx, "eval", o.path, &g, &weights, o.verbose))
+    if (g && !o.no_simplify && !cli_simplify(ctx, "eval", o.path, &g, &weights, o.verbose, true))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

@@ -248,7 +248,7 @@ cmd_inspect(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, path, &weights);
-    if (g && !no_simplify && !cli_simplify(ctx, "inspect", path, &g, &weights, true))
+    if (g && !no_simplify && !cli_simplify(ctx, "inspect", path, &g, &weights, true, true))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

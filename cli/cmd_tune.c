@@ -16,6 +16,7 @@ static const char usage[] =
     "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
     "                 [--timeout S] [--threads N] [--flush-cache] [--build-workers N]\n"
     "                 [--log FILE.jsonl] [--curves DIR] [--quiet] [--no-simplify]\n"
+    "                 [--no-winograd]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
     "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
@@ -27,7 +28,8 @@ static const char usage[] =
     "outputs checked against the reference. --log streams one JSON line per measurement;\n"
     "--curves writes a CSV tuning curve per task and curves.svg. `kiln compile FILE.kg --db\n"
     "FILE.db` then applies the best records. FILE may be an ONNX model: it is simplified first,\n"
-    "as `kiln compile` does (--no-simplify: tune it as imported; compile it the same way).\n";
+    "as `kiln compile` does (--no-simplify: tune it as imported; --no-winograd: keep its\n"
+    "convolutions direct; compile it the same way).\n";
 
 static volatile int stop_flag;
 
@@ -104,7 +106,7 @@ cmd_tune(int argc, char **argv)
 {
     struct kiln_tune_params p = {0};
     struct prog_ui          ui = {false, isatty(2) != 0};
-    bool                    no_simplify = false;
+    bool                    no_simplify = false, no_winograd = false;
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
     static const char *const valued[] = {
@@ -180,6 +182,8 @@ cmd_tune(int argc, char **argv)
             ui.quiet = true;
         } else if (!strcmp(a, "--no-simplify")) {
             no_simplify = true;
+        } else if (!strcmp(a, "--no-winograd")) {
+            no_winograd = true;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("tune", "unknown option %s", a);
         } else if (!in) {
@@ -197,7 +201,7 @@ cmd_tune(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, in, &weights);
-    if (g && !no_simplify && !cli_simplify(ctx, "tune", in, &g, &weights, !ui.quiet))
+    if (g && !no_simplify && !cli_simplify(ctx, "tune", in, &g, &weights, !ui.quiet, !no_winograd))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

@@ -114,7 +114,7 @@ cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
 
 bool
 cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph **g,
-             const double *const **weights, bool report)
+             const double *const **weights, bool report, bool winograd)
 {
     if (!cli_is_onnx(path))
         return true;
@@ -123,14 +123,17 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
     struct kiln_simplify_report r;
     struct kiln_graph          *l;
     const double *const        *lw;
-    uint32_t                    ncl = 0;
+    struct kiln_graph          *wg;
+    const double *const        *ww;
+    uint32_t                    ncl = 0, nwino = 0;
     if (kiln_graph_simplify(ctx, *g, *weights, &s, &sw, &r) != KILN_OK
-        || kiln_graph_channels_last(ctx, s, sw, &l, &lw, &ncl) != KILN_OK) {
+        || kiln_graph_channels_last(ctx, s, sw, &l, &lw, &ncl) != KILN_OK
+        || (winograd && kiln_graph_winograd(ctx, l, lw, &wg, &ww, &nwino) != KILN_OK)) {
         cli_report(ctx);
         return false;
     }
-    *g = l;
-    *weights = lw;
+    *g = winograd ? wg : l;
+    *weights = winograd ? ww : lw;
     if (report) {
         char b1[32], b2[32];
         fprintf(stderr,
@@ -138,7 +141,7 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
                 "statement%s), "
                 "removed %u dead and %u identity statement%s; statements %u -> %u (definitions "
                 "%u -> %u), weights %s -> %s; channels-last: %u statement%s, %u transpose%s "
-                "added\n",
+                "added; winograd: %u convolution%s\n",
                 cmd, r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s", r.bias_adds_folded,
                 r.bias_adds_folded == 1 ? "" : "s", r.constants_folded,
                 r.constants_folded == 1 ? "" : "s", r.calls_folded, r.calls_folded == 1 ? "" : "s",
@@ -148,7 +151,8 @@ cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph
                 cli_bytes(b1, sizeof b1, r.weight_bytes_before),
                 cli_bytes(b2, sizeof b2, r.weight_bytes_after), ncl, ncl == 1 ? "" : "s",
                 kiln_graph_ncalls(l) - kiln_graph_ncalls(s),
-                kiln_graph_ncalls(l) - kiln_graph_ncalls(s) == 1 ? "" : "s");
+                kiln_graph_ncalls(l) - kiln_graph_ncalls(s) == 1 ? "" : "s", nwino,
+                nwino == 1 ? "" : "s");
     }
     return true;
 }

@@ -398,6 +398,17 @@ KILN_API enum kiln_status kiln_graph_channels_last(kiln_ctx *ctx, const struct k
                                                    const double *const **weights_out,
                                                    uint32_t             *converted);
 
+/* Rewrites each 3x3 convolution with stride 1, dilation 1, one group, a float dtype and known
+ * weights, whose output has at least 49 tiles of 2x2 pixels (14x14 per image), as Winograd's
+ * F(2x2, 3x3): winograd_input, batch_matmul with weights transformed at compile time (a new
+ * weight NAME_wino of [16, C, K]), winograd_output (ir/README.md). 2.25x fewer multiplications;
+ * results differ from the direct convolution by rounding only. *converted: the convolutions
+ * rewritten. Weights as kiln_graph_simplify. */
+KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_graph *g,
+                                              const double *const *weights, struct kiln_graph **out,
+                                              const double *const **weights_out,
+                                              uint32_t             *converted);
+
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
  * arguments are the graph's arguments (inputs and weights, declaration order) followed by its

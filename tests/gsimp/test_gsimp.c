@@ -11,7 +11,8 @@
  * broadcast of small weights to a large tensor is not folded), unknown weights (nothing folded),
  * simplifying twice changes nothing, and errors. kiln_graph_channels_last on every random graph
  * (same outputs again; no transpose of a transpose; idempotent) and on a small residual
- * network (everything channels-last, one transpose in and one out; a lone convolution not). */
+ * network (everything channels-last, one transpose in and one out; a lone convolution not).
+ * kiln_graph_winograd on random 3x3 convolutions and on variants it must leave alone. */
 #include "../harness.h"
 
 #include <math.h>
@@ -714,6 +715,93 @@ test_channels_last(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- Winograd convolutions (kiln_graph_winograd) ---- */
+
+/* One random convolution followed by a relu: 3x3 stride 1 (padding an int, a pair or four
+ * sides, NCHW or NHWC, with or without a bias, batch 1 or 2, odd and even output sizes), or a
+ * variant the pass must leave alone (stride 2, dilation 2, two groups, a 1x1 kernel, weights of
+ * unknown value). Rewritten exactly when it has at least 49 output tiles; same outputs as the
+ * direct convolution (the interpreter computes both in double), nothing left to rewrite after. */
+static bool
+winograd_case(uint64_t seed)
+{
+    struct kiln_rng r = kiln_rng_new(seed);
+    struct text     t = {0};
+    int64_t         n = 1 + pick(&r, 2), c = 1 + pick(&r, 5), k = 1 + pick(&r, 5);
+    int64_t         h = 9 + pick(&r, 10), w = 9 + pick(&r, 10), pad[4];
+    bool            nhwc = pick(&r, 2), bias = pick(&r, 2), known = pick(&r, 8) != 0;
+    uint32_t        variant = pick(&r, 8), form = pick(&r, 3); /* variants 0..3 are eligible */
+    for (int i = 0; i < 4; i++)
+        pad[i] = form == 0 ? 1 : pick(&r, 3);
+    if (form == 1)
+        pad[2] = pad[0], pad[3] = pad[1];
+    put(&t, "input x: f32[%lld, %lld, %lld, %lld]\n", (long long)n, (long long)(nhwc ? h : c),
+        (long long)(nhwc ? w : h), (long long)(nhwc ? c : w));
+    int64_t ks = variant == 7 ? 1 : 3, groups = variant == 6 && c % 2 == 0 && k % 2 == 0 ? 2 : 1;
+    put(&t, "weight wt: f32[%lld, %lld, %lld, %lld]\n", (long long)k, (long long)(c / groups),
+        (long long)ks, (long long)ks);
+    if (bias)
+        put(&t, "weight b: f32[%lld]\n", (long long)k);
+    put(&t, "c = conv2d(x, wt%s", bias ? ", b" : "");
+    if (form == 0)
+        put(&t, ", padding=1");
+    else if (form == 1)
+        put(&t, ", padding=[%lld, %lld]", (long long)pad[0], (long long)pad[1]);
+    else
+        put(&t, ", padding=[%lld, %lld, %lld, %lld]", (long long)pad[0], (long long)pad[1],
+            (long long)pad[2], (long long)pad[3]);
+    if (variant == 4)
+        put(&t, ", stride=2");
+    if (variant == 5)
+        put(&t, ", dilation=2");
+    if (groups == 2)
+        put(&t, ", groups=2");
+    put(&t, "%s)\ny = relu(c)\noutput y\n", nhwc ? ", layout=\"nhwc\"" : "");
+    int64_t  oh = h + pad[0] + pad[2] - 2, ow = w + pad[1] + pad[3] - 2;
+    bool     direct = variant >= 4 && (variant != 6 || groups == 2);
+    uint32_t want = !direct && known && n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 49;
+
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    int                before = harness_failures;
+    struct kiln_graph *g = PARSE(ctx, t.s), *l = NULL, *l2 = NULL;
+    if (g) {
+        const double *const *wv = known ? random_weights(ctx, g, &r) : NULL;
+        const double *const *lw = NULL, *const *lw2 = NULL;
+        uint32_t             got = 7, again = 7;
+        if (kiln_graph_winograd(ctx, g, wv, &l, &lw, &got) != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "winograd: %s", kiln_ctx_error(ctx)->msg);
+        } else {
+            CHECK_EQ_INT(want, got);
+            CHECK_EQ_INT(want, count_kind(ctx, l, "winograd_input"));
+            CHECK_EQ_INT(want, count_kind(ctx, l, "batch_matmul"));
+            CHECK_EQ_INT(want, count_kind(ctx, l, "winograd_output"));
+            CHECK_EQ_INT(!want, count_kind(ctx, l, "conv2d"));
+            double err = compare(ctx, g, wv, l, lw, seed + 1);
+            if (!(err <= 1e-9))
+                harness_fail(__FILE__, __LINE__, "winograd outputs differ by %g", err);
+            if (kiln_graph_winograd(ctx, l, lw, &l2, &lw2, &again) == KILN_OK)
+                CHECK_EQ_INT(0, again);
+            else
+                harness_fail(__FILE__, __LINE__, "winograd twice: %s", kiln_ctx_error(ctx)->msg);
+        }
+    }
+    bool ok = harness_failures == before;
+    if (!ok)
+        fprintf(stderr, "seed %llu, graph:\n%s\n", (unsigned long long)seed, t.s);
+    kiln_ctx_free(ctx);
+    free(t.s);
+    return ok;
+}
+
+static void
+test_winograd(void)
+{
+    uint64_t n = opt_iters_or(60);
+    for (uint64_t k = 0; k < n; k++)
+        if (!winograd_case(opt_seed() * 1000003u + k))
+            return;
+}
+
 static const struct test tests[] = {
     {"random", test_random},
     {"size_rule", test_size_rule},
@@ -721,6 +809,7 @@ static const struct test tests[] = {
     {"depthwise_names", test_depthwise_names},
     {"errors", test_errors},
     {"channels_last", test_channels_last},
+    {"winograd", test_winograd},
 };
 
 int
