@@ -20,11 +20,12 @@ struct kiln_target {
     int  vector_bits;    /* widest vector register used: 128, 256 or 512 */
     int  num_cores;
     long l1_bytes, l2_bytes; /* data caches per core, the host's (sysconf); 0 = not known */
+    bool fast_math;          /* cuda: NVRTC's --use_fast_math ("-fast-math") */
 };
 
 enum kiln_status kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t);
-/* "cuda [-arch=sm_XX]" parses too: kind "cuda", the architecture in cpu (the first device's
- * when not named, sm_80 without one); nothing else is set. */
+/* "cuda [-arch=sm_XX] [-fast-math]" parses too: kind "cuda", the architecture in cpu (the
+ * first device's when not named, sm_80 without one), fast_math; nothing else is set. */
 static inline bool
 kiln_target_is_cuda(const struct kiln_target *t)
 {

@@ -94,7 +94,7 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     struct kiln_cuda_source src;
     const char             *ptx;
     KILN_TRY(kiln_cg_cuda_source(ctx, m->f, m->name, &src));
-    KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", t->cpu, false, &ptx));
+    KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", t->cpu, t->fast_math, &ptx));
     const char *tmp = getenv("TMPDIR");
     char        dir[512], csrc[600];
     snprintf(dir, sizeof dir, "%s/kiln-XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -152,7 +152,8 @@ compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, co
     KILN_TRY(kiln_cg_cuda_source(ctx, f, name, &src));
     text = src.text;
     if (ends_with(path, ".ptx"))
-        KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", b->target.cpu, false, &text));
+        KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", b->target.cpu, b->target.fast_math,
+                                &text));
     FILE *fp = fopen(path, "w");
     if (!fp)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "cuda", "cannot write %s: %s", path,

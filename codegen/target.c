@@ -251,20 +251,27 @@ option(kiln_ctx *ctx, const char *spec, const char *tok, const char *name, const
     return KILN_OK;
 }
 
-/* "cuda [-arch=sm_XX]": the architecture named, else the first device's (runtime/cuda.c),
- * else sm_80 where no CUDA driver or device is present. */
+/* "cuda [-arch=sm_XX] [-fast-math]": the architecture named, else the first device's
+ * (runtime/cuda.c), else sm_80 where no CUDA driver or device is present; -fast-math compiles
+ * with NVRTC's --use_fast_math (off by default). */
 static enum kiln_status
 cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_target *t)
 {
     const char *arch = NULL;
+    bool        fast_math = false;
     for (int i = 1; i < ntok; i++) {
         const char *v;
+        if (!strcmp(tok[i], "-fast-math")) {
+            fast_math = true;
+            continue;
+        }
         if (option(ctx, spec, tok[i], "-arch=", &v) != KILN_OK) {
             if (!kiln_ok(ctx))
                 return ctx->err.status;
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "target",
-                             "target '%s': unknown option '%s' (expected -arch=sm_XX)", spec,
-                             tok[i]);
+                             "target '%s': unknown option '%s' (expected -arch=sm_XX or "
+                             "-fast-math)",
+                             spec, tok[i]);
         }
         arch = v;
     }
@@ -291,6 +298,7 @@ cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_t
     memset(t, 0, sizeof *t);
     snprintf(t->kind, sizeof t->kind, "cuda");
     snprintf(t->cpu, sizeof t->cpu, "%s", arch);
+    t->fast_math = fast_math;
     return KILN_OK;
 }
 
@@ -415,7 +423,7 @@ const char *
 kiln_cg_target_str(kiln_ctx *ctx, const struct kiln_target *t)
 {
     if (kiln_target_is_cuda(t))
-        return kiln_arena_printf(ctx, "cuda -arch=%s", t->cpu);
+        return kiln_arena_printf(ctx, "cuda -arch=%s%s", t->cpu, t->fast_math ? " -fast-math" : "");
     if (t->features[0])
         return kiln_arena_printf(ctx, "%s -mtriple=%s -mcpu=%s -mattr=%s", t->kind, t->triple,
                                  t->cpu, t->features);

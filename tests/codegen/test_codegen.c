@@ -1471,6 +1471,28 @@ test_target_parse(void)
     CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda -arch=sm_90", &t));
     CHECK(kiln_target_is_cuda(&t));
     CHECK_EQ_STR("cuda -arch=sm_90", kiln_cg_target_str(ctx, &t));
+    CHECK(!t.fast_math);
+    /* fast math only when asked, and the canonical string says so */
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda -arch=sm_90 -fast-math", &t));
+    CHECK(kiln_target_is_cuda(&t) && t.fast_math);
+    CHECK_EQ_STR("cuda -arch=sm_90 -fast-math", kiln_cg_target_str(ctx, &t));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda  -fast-math -arch=sm_80", &t));
+    CHECK(t.fast_math && !strcmp(t.cpu, "sm_80"));
+    CHECK_EQ_STR("cuda -arch=sm_80 -fast-math", kiln_cg_target_str(ctx, &t));
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, kiln_cg_target_str(ctx, &t), &t));
+    CHECK(t.fast_math);
+    static const char *const badopt[] = {"-fastmath", "-fast-math=1", "-ffast-math",
+                                         "--use_fast_math", "-fast-math-off"};
+    for (size_t i = 0; i < KILN_COUNTOF(badopt); i++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "cuda -arch=sm_80 %s", badopt[i]);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cg_target_parse(ctx, spec, &t));
+        char want[96];
+        snprintf(want, sizeof want, "unknown option '%s' (expected -arch=sm_XX or -fast-math)",
+                 badopt[i]);
+        CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, want));
+        kiln_ctx_error_clear(ctx);
+    }
     CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "cuda", &t));
     CHECK(kiln_target_is_cuda(&t) && !strncmp(t.cpu, "sm_", 3));
     static const char *const bad[] = {"cuda -arch=sm_x", "cuda -arch=sm_20",

@@ -576,6 +576,43 @@ test_emulated(void)
     kiln_ctx_free(ctx);
 }
 
+/* The target's -fast-math reaches NVRTC: compiled through kiln_graph_compile to PTX, a kernel
+ * with exp and div uses the approximate, flush-to-zero instructions only when asked. */
+static void
+test_fast_math(void)
+{
+    if (!toolkit())
+        return;
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[3, 5]\ninput b: f32[3, 5]\nz = exp(b)\n"
+                                      "y = div(a, z)\noutput y\n");
+    char              *ptx[2] = {NULL, NULL};
+    for (int fast = 0; g && fast < 2; fast++) {
+        struct kiln_compile_options opt = {
+            .target = fast ? "cuda -arch=sm_80 -fast-math" : "cuda -arch=sm_80", .name = "fm"};
+        char path[] = "kiln_test_fast_XXXXXX.ptx";
+        int  fd = mkstemps(path, 4);
+        CHECK(fd >= 0);
+        if (fd < 0)
+            break;
+        close(fd);
+        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, path));
+        ptx[fast] = read_file(path, NULL);
+        unlink(path);
+    }
+    CHECK(ptx[0] && ptx[1]);
+    if (ptx[0] && ptx[1]) {
+        CHECK(strcmp(ptx[0], ptx[1]) != 0);
+        /* IEEE division by default (expf uses ex2.approx.ftz either way) */
+        CHECK(strstr(ptx[0], "div.rn.f32") && !strstr(ptx[0], "div.approx"));
+        CHECK(strstr(ptx[1], "div.approx.ftz.f32") && !strstr(ptx[1], "div.rn.f32"));
+        CHECK_EQ_INT(KILN_OK, kiln_ptxas_check(ctx, ptx[1], "sm_80"));
+    }
+    free(ptx[0]);
+    free(ptx[1]);
+    kiln_ctx_free(ctx);
+}
+
 /* What CUDA cannot express is an error naming it. */
 static void
 test_errors(void)
@@ -610,6 +647,7 @@ static const struct test tests[] = {
     {"library_ops", test_library_ops}, {"random_schedules", test_random_schedules},
     {"launch", test_launch},           {"shared", test_shared},
     {"emulated", test_emulated},       {"errors", test_errors},
+    {"fast_math", test_fast_math},
 };
 
 int
