@@ -114,6 +114,7 @@ struct kiln_cuda_kernel {
     const char *name; /* "NAME_kI" */
     uint32_t    grid[3], block[3];
     uint32_t    shared_bytes; /* static __shared__ memory */
+    uint32_t    nvector;      /* float4 / float2 loads and stores in its code */
     bool        prepare;      /* stores prepared buffers: run once per kiln_prepare */
 };
 struct kiln_cuda_source {
@@ -128,6 +129,11 @@ struct kiln_cuda_source {
  * buffer its threads would have to share, launch dimensions over the hardware's limits). */
 enum kiln_status kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
                                      struct kiln_cuda_source *out);
+/* The argument alignment the cuda target's modules require, in bytes (cudaMalloc gives 256):
+ * kiln_cg_cuda_align_params raises every parameter's align to it, so the metadata states it,
+ * kiln_call checks it and cuda.c may use float4 accesses on parameters. */
+#define KILN_CUDA_ARG_ALIGN 16
+void kiln_cg_cuda_align_params(struct kiln_func *f);
 /* A shared object of the cuda target at path (codegen/cuda_so.c): m's kernels compiled by NVRTC
  * for t's architecture, launched by kiln_call through the CUDA driver on device pointers. */
 enum kiln_status kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m,

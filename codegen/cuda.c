@@ -25,6 +25,9 @@
  * threads as the loop nest means: KILN_ERR_UNSUPPORTED, as is a HEAP temporary allocated
  * inside a block loop (one per block would be needed).
  *
+ * Vector loops of one f32 store become float4 / float2 loads and stores where the accesses
+ * are contiguous and provably aligned, else serial loops (the section "vector loops" below).
+ *
  * Semantics follow ir/scalar.h as the LLVM backend does (codegen/README.md): i8/i32 + - *
  * wrap (computed unsigned); i64 ones are plain signed C arithmetic, which index arithmetic
  * never overflows (tensors hold fewer than 2^40 elements) and which the compiler can
@@ -42,6 +45,7 @@
 #define CU_LOCAL_MAX  16384 /* bytes of one per-thread array */
 #define CU_SHARED_MAX 49152 /* bytes of static shared memory per block */
 #define CU_ALIGN      64
+#define CU_VLOADS     16 /* distinct vector loads in one vector loop's body */
 
 struct cu {
     kiln_ctx               *ctx;
@@ -59,6 +63,12 @@ struct cu {
     uint32_t shared_bytes;
     int      nthread_loops[3]; /* thread loops of each axis enclosing the current point */
     int      depth;            /* indentation */
+    uint32_t nvector;          /* float4 / float2 accesses emitted in the kernel */
+    /* a vector loop's body, emitted once per lane (vector_loop) */
+    int      lane;             /* the lane being emitted, or -1 */
+    uint32_t lane_var;         /* the loop variable (expression id) */
+    uint32_t nvload;           /* loads read as vectors: kiln_vI, lane L is component L */
+    uint32_t vload[CU_VLOADS]; /* their expression ids */
 };
 
 static enum kiln_status cu_fail(struct cu *c, enum kiln_status st, const char *fmt, ...)
@@ -203,20 +213,29 @@ emit_leaf(struct cu *c, kiln_expr e, const struct kiln_node *n)
     } else if (n->op == KILN_OP_FLOAT) {
         emit_float_const(c, kiln_expr_float_value(c->ctx, e), dt);
     } else if (kiln_var_kind_of(n->imm) == KILN_VAR_NAMED) {
+        if (c->lane > 0 && e.id == c->lane_var)
+            OUT("(");
         ident(c, "v_", kiln_var_index(n->imm));
+        if (c->lane > 0 && e.id == c->lane_var)
+            OUT(" + %d)", c->lane);
     } else {
         cu_fail(c, KILN_ERR_INTERNAL, "an axis or reduction variable is left in the loop nest");
     }
 }
 
 static void
-emit_load(struct cu *c, const struct kiln_node *n)
+emit_load(struct cu *c, kiln_expr e, const struct kiln_node *n)
 {
     uint32_t b = (uint32_t)n->imm;
     if (b >= c->f->nbuf || !n->kid[0]) {
         cu_fail(c, KILN_ERR_INTERNAL, "load of an unknown buffer");
         return;
     }
+    for (uint32_t i = 0; c->lane >= 0 && i < c->nvload; i++)
+        if (c->vload[i] == e.id) { /* a lane of a vector load */
+            OUT("kiln_v%" PRIu32 ".%c", i, "xyzw"[c->lane]);
+            return;
+        }
     const struct kiln_node *l = kiln_node_get(c->ctx, (kiln_expr){n->kid[0]});
     bool                    isbool = c->f->buf[b].dtype == KILN_DTYPE_BOOL;
     OUT(isbool ? "(" : "");
@@ -412,7 +431,7 @@ emit_expr(struct cu *c, kiln_expr e)
         emit_leaf(c, e, &n);
         return;
     case KILN_OPK_LOAD:
-        emit_load(c, &n);
+        emit_load(c, e, &n);
         return;
     case KILN_OPK_SELECT:
         OUT("(");
@@ -606,6 +625,264 @@ emit_var(struct cu *c, kiln_expr var)
     ident(c, "v_", kiln_var_index(n->imm));
 }
 
+/* Before a store to buffer b: `if (...) ` when one thread stores on each axis the store is
+ * not inside a thread loop of (memory the threads share, outside their loops). */
+static void
+store_guard(struct cu *c, uint32_t b)
+{
+    bool guard = false;
+    if (shared_buffer(c, b) && threaded(c))
+        for (int a = 0; a < 3; a++)
+            guard |= c->block[a] > 1 && !c->nthread_loops[a];
+    if (!guard)
+        return;
+    OUT("if (");
+    const char *sep = "";
+    for (int a = 0; a < 3; a++)
+        if (c->block[a] > 1 && !c->nthread_loops[a]) {
+            OUT("%sthreadIdx.%c == 0", sep, axis_name[a]);
+            sep = " && ";
+        }
+    OUT(") ");
+}
+
+/* ---- vector loops: float4 / float2 loads and stores ----
+ * A vector loop whose body is one f32 store is emitted in steps of W = 4 lanes (extent a
+ * multiple of 4) or W = 2 (extent 2). The store, and each f32 load in the stored value, whose
+ * flat index is `base + v` (v the loop variable, coefficient exactly 1) and provably a
+ * multiple of W at the step's first lane, in a buffer aligned to 4 W bytes, is one float4 /
+ * float2 access; the value is computed once per lane with v replaced by v + lane (loads not
+ * provably aligned and contiguous stay scalar, per lane). What is proven: the pow2 divisor of
+ * the index (constants, sums, products; v counts as a multiple of min(divisor of the loop's
+ * min, W)) times 4 bytes, and the buffer's alignment: parameters their `align`
+ * (KILN_CUDA_ARG_ALIGN where the driver compiles), workspace and prepared buffers 64 (the
+ * device allocation is 256-aligned and their offsets multiples of 64), shared and per-thread
+ * arrays 16 (declared `__align__(16)`). Everything else -- another body, another dtype, a load
+ * of the stored buffer at another index (a lane could read what another wrote) -- is the
+ * serial loop. Reading all lanes before storing them is the loop's meaning because the
+ * scheduler vectorises only loops whose iterations are independent (docs/schedule.md). */
+
+static bool
+uses(const struct cu *c, uint32_t e, uint32_t var) /* whether expression e reads var */
+{
+    if (!e)
+        return false;
+    if (e == var)
+        return true;
+    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
+    if (kiln_op_kind((enum kiln_op)n->op) == KILN_OPK_LEAF)
+        return false;
+    for (int k = 0; k < 3; k++)
+        if (uses(c, n->kid[k], var))
+            return true;
+    return false;
+}
+
+/* The coefficient of var in index expression e, when e is var times it plus terms free of
+ * var (i64 sums and products by constants); false otherwise. */
+static bool
+coef(const struct cu *c, uint32_t e, uint32_t var, int64_t *k)
+{
+    if (!uses(c, e, var)) {
+        *k = 0;
+        return true;
+    }
+    if (e == var) {
+        *k = 1;
+        return true;
+    }
+    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
+    int64_t                 a, b, m;
+    if (n->dtype != KILN_DTYPE_I64)
+        return false;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+        if (!coef(c, n->kid[0], var, &a) || !coef(c, n->kid[1], var, &b))
+            return false;
+        *k = n->op == KILN_OP_ADD ? a + b : a - b;
+        return *k > -(1 << 20) && *k < (1 << 20);
+    case KILN_OP_MUL:
+        for (int s = 0; s < 2; s++)
+            if (kiln_expr_is_int(c->ctx, (kiln_expr){n->kid[s]}, &m) && m > -(1 << 20)
+                && m < (1 << 20) && coef(c, n->kid[1 - s], var, &a)) {
+                *k = a * m;
+                return *k > -(1 << 20) && *k < (1 << 20);
+            }
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* The largest power of two, up to 64, known to divide index expression e; var counts as a
+ * multiple of vdiv. */
+static int64_t
+pow2_div(const struct cu *c, uint32_t e, uint32_t var, int64_t vdiv)
+{
+    if (e == var)
+        return vdiv;
+    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
+    int64_t                 p = 1, a, b;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_INT:
+        while (p < 64 && n->imm % (2 * p) == 0)
+            p *= 2;
+        return p;
+    case KILN_OP_ADD:
+    case KILN_OP_SUB:
+        if (n->dtype != KILN_DTYPE_I64)
+            return 1;
+        a = pow2_div(c, n->kid[0], var, vdiv);
+        b = pow2_div(c, n->kid[1], var, vdiv);
+        return a < b ? a : b;
+    case KILN_OP_MUL:
+        if (n->dtype != KILN_DTYPE_I64)
+            return 1;
+        p = pow2_div(c, n->kid[0], var, vdiv) * pow2_div(c, n->kid[1], var, vdiv);
+        return p < 64 ? p : 64;
+    default:
+        return 1;
+    }
+}
+
+static int64_t
+buf_align(const struct cu *c, uint32_t b) /* bytes buffer b's data is known aligned to */
+{
+    const struct kiln_buffer *bf = &c->f->buf[b];
+    if (c->ws_off[b] >= 0 || bf->prep_offset >= 0)
+        return CU_ALIGN;
+    return bf->scope == KILN_SCOPE_GLOBAL ? (int64_t)bf->align : 16;
+}
+
+/* Whether an access of buffer b at flat index idx can be one W-wide vector access in the
+ * vector loop of variable var whose first lane is a multiple of vdiv. */
+static bool
+vec_access(const struct cu *c, uint32_t b, uint32_t idx, uint32_t var, int64_t vdiv, int w)
+{
+    int64_t k;
+    return c->f->buf[b].dtype == KILN_DTYPE_F32 && coef(c, idx, var, &k) && k == 1
+           && pow2_div(c, idx, var, vdiv) % w == 0 && buf_align(c, b) % (4 * w) == 0;
+}
+
+static uint32_t
+load_index(const struct cu *c, const struct kiln_node *n) /* a LOAD's flat index */
+{
+    return n->kid[0] ? kiln_node_get(c->ctx, (kiln_expr){n->kid[0]})->kid[0] : 0;
+}
+
+/* Collects the vector loads of value e into c->vload; false when a load of the stored buffer
+ * sb reads another index than the store's (sidx): then the loop stays serial. */
+static bool
+vec_loads(struct cu *c, uint32_t e, uint32_t sb, uint32_t sidx, uint32_t var, int64_t vdiv, int w)
+{
+    if (!e)
+        return true;
+    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
+    enum kiln_op_kind       kind = kiln_op_kind((enum kiln_op)n->op);
+    if (kind == KILN_OPK_LEAF)
+        return true;
+    if (kind == KILN_OPK_LOAD) {
+        uint32_t b = (uint32_t)n->imm, idx = load_index(c, n);
+        if (b >= c->f->nbuf || !idx || (b == sb && idx != sidx))
+            return false;
+        bool seen = false;
+        for (uint32_t i = 0; i < c->nvload; i++)
+            seen |= c->vload[i] == e;
+        if (!seen && c->nvload < CU_VLOADS && uses(c, idx, var)
+            && vec_access(c, b, idx, var, vdiv, w))
+            c->vload[c->nvload++] = e;
+        return vec_loads(c, idx, sb, sidx, var, vdiv, w);
+    }
+    for (int k = 0; k < 3; k++)
+        if (!vec_loads(c, n->kid[k], sb, sidx, var, vdiv, w))
+            return false;
+    return true;
+}
+
+/* The vector width of loop s (4 or 2) with its loads collected, or 0: a serial loop. */
+static int
+vec_plan(struct cu *c, const struct kiln_stmt *s)
+{
+    const struct kiln_stmt *st = s->u.for_.body;
+    int64_t                 ext;
+    c->nvload = 0;
+    if (!kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext) || !st || st->kind != KILN_STMT_STORE)
+        return 0;
+    int w = ext == 2 ? 2 : ext >= 4 && ext % 4 == 0 ? 4 : 0;
+    if (!w || st->u.store.buf >= c->f->nbuf)
+        return 0;
+    uint32_t var = s->u.for_.var.id, sb = st->u.store.buf;
+    uint32_t sidx = kiln_node_get(c->ctx, st->u.store.index)->kid[0];
+    int64_t  vdiv = pow2_div(c, s->u.for_.min.id, 0, 1);
+    vdiv = vdiv < w ? vdiv : w;
+    if (!sidx || !vec_access(c, sb, sidx, var, vdiv, w)
+        || !vec_loads(c, st->u.store.value.id, sb, sidx, var, vdiv, w)) {
+        c->nvload = 0;
+        return 0;
+    }
+    return w;
+}
+
+/* Loop s in steps of w lanes (vec_plan): the vector loads, then one vector store of the value
+ * computed per lane. */
+static void
+vector_loop(struct cu *c, const struct kiln_stmt *s, int w)
+{
+    const struct kiln_stmt *st = s->u.for_.body;
+    const char             *vt = w == 4 ? "float4" : "float2";
+    indent(c);
+    OUT("#pragma unroll\n");
+    indent(c);
+    OUT("for (long long ");
+    emit_var(c, s->u.for_.var);
+    OUT(" = ");
+    emit_expr(c, s->u.for_.min);
+    OUT(", ");
+    emit_var(c, s->u.for_.var);
+    OUT("_end = ");
+    emit_var(c, s->u.for_.var);
+    OUT(" + (");
+    emit_expr(c, s->u.for_.extent);
+    OUT("); ");
+    emit_var(c, s->u.for_.var);
+    OUT(" < ");
+    emit_var(c, s->u.for_.var);
+    OUT("_end; ");
+    emit_var(c, s->u.for_.var);
+    OUT(" += %d) {\n", w);
+    c->depth++;
+    for (uint32_t i = 0; i < c->nvload; i++) {
+        const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){c->vload[i]});
+        indent(c);
+        OUT("const %s kiln_v%" PRIu32 " = *(const %s *)&", vt, i, vt);
+        buf_name(c, (uint32_t)n->imm);
+        OUT("[");
+        emit_expr(c, (kiln_expr){load_index(c, n)});
+        OUT("];\n");
+    }
+    indent(c);
+    store_guard(c, st->u.store.buf);
+    OUT("*(%s *)&", vt);
+    buf_name(c, st->u.store.buf);
+    OUT("[");
+    emit_expr(c, (kiln_expr){kiln_node_get(c->ctx, st->u.store.index)->kid[0]});
+    OUT("] = make_%s(", vt);
+    c->lane_var = s->u.for_.var.id;
+    for (int l = 0; l < w; l++) {
+        c->lane = l;
+        OUT(l ? ", " : "");
+        emit_expr(c, st->u.store.value);
+    }
+    c->lane = -1;
+    OUT(");\n");
+    c->nvector += c->nvload + 1;
+    c->nvload = 0;
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+}
+
 static void
 emit_for(struct cu *c, const struct kiln_stmt *s)
 {
@@ -644,6 +921,13 @@ emit_for(struct cu *c, const struct kiln_stmt *s)
         indent(c);
         OUT("}\n");
         return;
+    }
+    if (loop == KILN_LOOP_VECTOR && c->lane < 0) {
+        int w = vec_plan(c, s);
+        if (w) {
+            vector_loop(c, s, w);
+            return;
+        }
     }
     if (loop == KILN_LOOP_UNROLL || loop == KILN_LOOP_VECTOR) {
         indent(c);
@@ -685,23 +969,8 @@ emit_store(struct cu *c, const struct kiln_stmt *s)
         return;
     }
     const struct kiln_buffer *bf = &c->f->buf[b];
-    bool                      shared = shared_buffer(c, b);
-    /* one thread stores on each axis the store is not inside a thread loop of */
-    bool guard = false;
-    if (shared && threaded(c))
-        for (int a = 0; a < 3; a++)
-            guard |= c->block[a] > 1 && !c->nthread_loops[a];
     indent(c);
-    if (guard) {
-        OUT("if (");
-        const char *sep = "";
-        for (int a = 0; a < 3; a++)
-            if (c->block[a] > 1 && !c->nthread_loops[a]) {
-                OUT("%sthreadIdx.%c == 0", sep, axis_name[a]);
-                sep = " && ";
-            }
-        OUT(") ");
-    }
+    store_guard(c, b);
     const struct kiln_node *l = kiln_node_get(c->ctx, s->u.store.index);
     buf_name(c, b);
     OUT("[");
@@ -764,7 +1033,7 @@ emit_alloc(struct cu *c, const struct kiln_stmt *s)
     OUT("{\n");
     c->depth++;
     indent(c);
-    OUT("%s%s ", bf->scope == KILN_SCOPE_SHARED ? "__shared__ __align__(16) " : "",
+    OUT("%s__align__(16) %s ", bf->scope == KILN_SCOPE_SHARED ? "__shared__ " : "",
         mtype((enum kiln_dtype)bf->dtype));
     buf_name(c, b);
     OUT("[%" PRId64 "];\n", kiln_buffer_numel(bf));
@@ -844,6 +1113,15 @@ emit_stmt(struct cu *c, const struct kiln_stmt *s)
 }
 
 /* ---- the module ---- */
+
+/* Every parameter aligned to KILN_CUDA_ARG_ALIGN bytes (the cuda target's ABI promise). */
+void
+kiln_cg_cuda_align_params(struct kiln_func *f)
+{
+    for (uint32_t i = 0; i < f->nparam; i++)
+        if (f->buf[f->param[i]].align < KILN_CUDA_ARG_ALIGN)
+            f->buf[f->param[i]].align = KILN_CUDA_ARG_ALIGN;
+}
 
 static const char prelude[] =
     "/* generated by kiln: CUDA C for NVRTC */\n"
@@ -973,6 +1251,7 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     for (int a = 0; a < 3; a++)
         c->grid[a] = c->block[a] = 1;
     c->shared_bytes = 0;
+    c->nvector = 0;
     c->kernel_end = c->ws_base;
     place_temps(c, s, false, !has_gpu_loop(c, s, KILN_LOOP_SERIAL));
     launch_dims(c, s, nb, nt);
@@ -1004,6 +1283,7 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     *k = (struct kiln_cuda_kernel){
         .name = kiln_arena_strdup(c->ctx, kn),
         .shared_bytes = c->shared_bytes,
+        .nvector = c->nvector,
         .prepare = any(&(struct ask){c, KILN_LOOP_SERIAL, is_prepared_store}, s)};
     memcpy(k->grid, c->grid, sizeof k->grid);
     memcpy(k->block, c->block, sizeof k->block);
@@ -1018,7 +1298,7 @@ kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
     memset(out, 0, sizeof *out);
     KILN_TRY(kiln_func_verify(f, true));
     struct kiln_buf text = {0};
-    struct cu       c = {.ctx = ctx, .f = f, .out = &text};
+    struct cu       c = {.ctx = ctx, .f = f, .out = &text, .lane = -1};
     c.ws_off = kiln_arena_alloc(ctx, sizeof(int64_t) * (f->nbuf + 1));
     if (!c.ws_off)
         return ctx->err.status;

@@ -129,6 +129,8 @@ build(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_compile_optio
         KILN_TRY(kiln_lower_unflat(ctx, g, &sched, &f));
     if (flat)
         KILN_TRY(plan_memory(ctx, g, f));
+    if (kiln_target_is_cuda(&b->target)) /* the metadata states it, kiln_call checks it */
+        kiln_cg_cuda_align_params(f);
     *fout = f;
     return KILN_OK;
 }

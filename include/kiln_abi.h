@@ -17,7 +17,8 @@
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
  * by its outputs, as DLPack tensors: CPU device, the declared dtype and shape, compact
  * row-major (strides NULL or equal to the compact strides), data non-NULL and aligned to the
- * argument's "align" in the metadata (at least the element size) after byte_offset. It
+ * argument's "align" in the metadata (at least the element size; at least 16 bytes for the
+ * cuda target's modules, whose kernels use float4 accesses) after byte_offset. It
  * returns KILN_ABI_OK, or an error code with a NUL-terminated message naming the argument and
  * the problem written to err (when err is non-NULL and errsize > 0). It never crashes on such
  * misuse. It may be called from several threads at once with different output buffers.
