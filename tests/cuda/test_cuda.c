@@ -5,7 +5,9 @@
  * library ops (those schedules and programs of their GPU sketches) also run: compiled as C++
  * with a CUDA stand-in, on CPU threads, against the reference (test_emulated). Where the CUDA
  * toolkit is missing the NVRTC tests skip with the reason; running the kernels on a GPU is
- * tests/cuda_rt's. */
+ * tests/cuda_rt's. Vector loops (test_vector) must use float4/float2 accesses exactly where
+ * contiguous and provably aligned; the emulated run counts misaligned ones as errors. The
+ * target's -fast-math must reach NVRTC (test_fast_math). */
 #include "../gen.h"
 #include "../harness.h"
 
@@ -23,6 +25,8 @@
 #include <unistd.h>
 
 static const char *const archs[] = {"sm_80", "sm_90"};
+
+static uint32_t nvector_compiled; /* float4 / float2 accesses in the kernels compile_case built */
 
 static bool
 toolkit(void)
@@ -44,6 +48,7 @@ compile_case(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedu
     const char             *step = "lowering";
     bool                    ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
     if (ok) {
+        kiln_cg_cuda_align_params(f); /* as kiln_graph_compile does for the cuda target */
         step = "CUDA C";
         ok = kiln_cg_cuda_source(ctx, f, "kiln_test", &src) == KILN_OK;
     }
@@ -71,6 +76,8 @@ compile_case(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedu
         return false;
     }
     *nkernels += src.nkernel;
+    for (uint32_t k = 0; k < src.nkernel; k++)
+        nvector_compiled += src.kernel[k].nvector;
     return true;
 }
 
@@ -169,7 +176,8 @@ test_random_schedules(void)
         }
         kiln_ctx_free(ctx);
     }
-    printf("%llu random cases, %u kernels compiled\n", (unsigned long long)n, nk);
+    printf("%llu random cases, %u kernels compiled, %u vector accesses\n", (unsigned long long)n,
+           nk, nvector_compiled);
 }
 
 /* A matmul bound to a 2-D grid of 2-D blocks, then its relu to a 1-D grid: one kernel per
@@ -257,6 +265,127 @@ test_shared(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- vector loops ----
+ * Graphs whose inner loop is split and vectorized (docs/schedule.md): what each kernel must
+ * hold in its PTX. `ld` / `st`: vector loads / stores of width `vw` expected (1) or excluded
+ * (0). The emulated run executes them all (test_emulated). */
+struct vec_case {
+    const char *what, *kg, *json;
+    const char *vw; /* ".v4.f32" or ".v2.f32" */
+    int         ld, st;
+};
+
+#define VEC_BIND(S, OUTER, INNER)                                                    \
+    "{\"op\": \"bind\", \"stage\": \"" S "\", \"iter\": \"" OUTER "\", \"thread\": " \
+    "\"blockIdx.x\"}, {\"op\": \"bind\", \"stage\": \"" S "\", \"iter\": \"" INNER   \
+    "\", \"thread\": \"threadIdx.x\"}"
+#define VEC_SPLIT(S, IT, F)                                                                   \
+    "{\"op\": \"split\", \"stage\": \"" S "\", \"iter\": \"" IT "\", \"factors\": [" F "]}, " \
+    "{\"op\": \"vectorize\", \"stage\": \"" S "\", \"iter\": \"" IT ".1\"}"
+
+static const char vec_add_kg[] =
+    "input a: f32[8, 16]\ninput b: f32[8, 16]\ny = add(a, b)\nz = relu(y)\noutput z\n";
+
+static const struct vec_case vec_cases[] = {
+    {"aligned add, float4", vec_add_kg,
+     "{\"steps\": [" VEC_SPLIT("y", "j", "4") ", " VEC_BIND("y", "i", "j.0") ", " VEC_SPLIT(
+         "z", "j", "4") ", " VEC_BIND("z", "i", "j.0") "]}",
+     ".v4.f32", 1, 1},
+    {"aligned add, two float4 steps, one thread", vec_add_kg,
+     "{\"steps\": [" VEC_SPLIT("y", "j", "8") ", " VEC_SPLIT("z", "j", "8") "]}", ".v4.f32", 1, 1},
+    {"aligned add, float2", vec_add_kg,
+     "{\"steps\": [" VEC_SPLIT("y", "j", "2") ", " VEC_BIND("y", "i", "j.0") ", " VEC_SPLIT(
+         "z", "j", "2") ", " VEC_BIND("z", "i", "j.0") "]}",
+     ".v2.f32", 1, 1},
+    {"matmul, inner axis float4",
+     "input A: f32[16, 8]\nweight B: f32[8, 32]\nC[i, j] += A[i, k] * B[k, j]\noutput C\n",
+     "{\"steps\": [{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"j\", \"factors\": [4]}, "
+     "{\"op\": \"reorder\", \"stage\": \"C\", \"order\": [\"i\", \"j.0\", \"k\", \"j.1\"]}, "
+     "{\"op\": \"vectorize\", \"stage\": \"C\", \"iter\": \"j.1\"}, " VEC_BIND("C", "i",
+                                                                               "j.0") "]}",
+     ".v4.f32", 1, 1},
+    /* reads x[i, j + 1]: contiguous, but not a multiple of 4: scalar loads */
+    {"offset read",
+     "input x: f32[8, 20]\ny = slice(x, starts=[0, 1], ends=[8, 17], axes=[0, 1])\noutput y\n",
+     "{\"steps\": [" VEC_SPLIT("y", "j", "4") ", " VEC_BIND("y", "i", "j.0") "]}", ".v4.f32", 0, 1},
+    /* reads x[j, i]: stride 8 in the vector loop's variable: scalar loads */
+    {"transposed read", "input x: f32[16, 8]\ny = transpose(x)\noutput y\n",
+     "{\"steps\": [" VEC_SPLIT("y", "j", "4") ", " VEC_BIND("y", "i", "j.0") "]}", ".v4.f32", 0, 1},
+};
+
+/* Each vector case's PTX, for sm_80 and sm_90 and accepted by ptxas, holds the vector loads
+ * and stores it must and none it must not; with its parameters only 4-byte aligned (the
+ * ABI's default, not the cuda target's) no parameter is accessed as a vector (workspace
+ * buffers, 64-byte aligned, still are). */
+static void
+test_vector(void)
+{
+    if (!toolkit())
+        return;
+    uint32_t nvec = 0, nkern = 0;
+    for (size_t i = 0; i < KILN_COUNTOF(vec_cases); i++) {
+        const struct vec_case *v = &vec_cases[i];
+        for (int aligned = 1; aligned >= 0; aligned--) {
+            kiln_ctx               *ctx = kiln_ctx_new(NULL);
+            struct kiln_graph      *g = PARSE(ctx, v->kg);
+            struct kiln_schedule    s;
+            struct kiln_func       *f;
+            struct kiln_cuda_source src;
+            if (!g || kiln_sched_from_json(ctx, v->json, strlen(v->json), &s) != KILN_OK
+                || kiln_lower(ctx, g, &s, &f) != KILN_OK) {
+                harness_fail(__FILE__, __LINE__, "%s: %s", v->what, kiln_ctx_error(ctx)->msg);
+                kiln_ctx_free(ctx);
+                continue;
+            }
+            if (aligned)
+                kiln_cg_cuda_align_params(f);
+            if (kiln_cg_cuda_source(ctx, f, "vec", &src) != KILN_OK) {
+                harness_fail(__FILE__, __LINE__, "%s: %s", v->what, kiln_ctx_error(ctx)->msg);
+                kiln_ctx_free(ctx);
+                continue;
+            }
+            uint32_t n = 0;
+            for (uint32_t k = 0; k < src.nkernel; k++)
+                n += src.kernel[k].nvector;
+            if (aligned) {
+                nvec += n;
+                nkern += src.nkernel;
+            }
+            for (size_t a = 0; a < KILN_COUNTOF(archs); a++) {
+                const char *ptx = NULL;
+                CHECK_EQ_INT(KILN_OK,
+                             kiln_nvrtc_ptx(ctx, src.text, "vec.cu", archs[a], false, &ptx));
+                if (!ptx)
+                    break;
+                CHECK_EQ_INT(KILN_OK, kiln_ptxas_check(ctx, ptx, archs[a]));
+                bool ld = false, st = false;
+                for (uint32_t q = 0; !aligned && q < f->nparam; q++) {
+                    char pat[32]; /* a float4/float2 access of parameter q: "*)&bQ_" */
+                    snprintf(pat, sizeof pat, "*)&b%u_", f->param[q]);
+                    if (strstr(src.text, pat))
+                        harness_fail(__FILE__, __LINE__,
+                                     "%s: a vector access of a 4-byte aligned parameter\n%s",
+                                     v->what, src.text);
+                }
+                for (const char *p = ptx; (p = strstr(p, "global")); p++) {
+                    const char *eol = strchr(p, '\n'), *w = strstr(p, v->vw);
+                    bool        here = w && (!eol || w < eol);
+                    ld |= here && p > ptx + 3 && !strncmp(p - 3, "ld.", 3);
+                    st |= here && p > ptx + 3 && !strncmp(p - 3, "st.", 3);
+                }
+                if (aligned && (ld != (v->ld != 0) || st != (v->st != 0)))
+                    harness_fail(__FILE__, __LINE__,
+                                 "%s (%s): vector loads %d (want %d), stores %d (want %d)\n%s",
+                                 v->what, archs[a], ld, v->ld, st, v->st, src.text);
+            }
+            kiln_ctx_free(ctx);
+        }
+    }
+    printf("%zu vector cases: %u kernels, %u float4/float2 accesses\n", KILN_COUNTOF(vec_cases),
+           nkern, nvec);
+    CHECK(nvec > 0);
+}
+
 /* ---- running the CUDA C on the CPU ----
  * Without a GPU the emitted kernels still run: the test compiles their CUDA C as C++ with a
  * prelude that stands in for CUDA (blockIdx / threadIdx thread-local, __shared__ a static shared
@@ -266,12 +395,35 @@ test_shared(void)
  * not only that NVRTC accepts the code. */
 
 static const char emu_prelude[] =
-    "#include <math.h>\n#include <pthread.h>\n#include <string.h>\n"
+    "#include <math.h>\n#include <pthread.h>\n#include <stdint.h>\n#include <string.h>\n"
+    "#include <atomic>\n"
     "struct kiln_emu_dim { unsigned x, y, z; };\n"
     "static thread_local kiln_emu_dim threadIdx, blockIdx;\n"
     "static pthread_barrier_t *kiln_emu_barrier;\n"
     "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
-    "#define __launch_bounds__(n)\n#define __shared__ static\n#define __align__(n)\n"
+    "#define __launch_bounds__(n)\n#define __shared__ static\n#define __align__(n) "
+    "__attribute__((aligned(n)))\n"
+    /* float4 / float2: a copy from memory (a vector load) and an assignment to it (a vector
+     * store) are counted, and so are those not aligned to the vector's size */
+    "static std::atomic<long> kiln_emu_nvec{0}, kiln_emu_nmis{0};\n"
+    "static inline void kiln_emu_vec(const void *p, unsigned n)\n"
+    "{ kiln_emu_nvec++; if ((uintptr_t)p % n) kiln_emu_nmis++; }\n"
+    "extern \"C\" void kiln_emu_counts(long *nvec, long *nmis)\n"
+    "{ *nvec = kiln_emu_nvec; *nmis = kiln_emu_nmis; }\n"
+    "struct float4 { float x, y, z, w;\n"
+    "  float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}\n"
+    "  float4(const float4 &o) : x(o.x), y(o.y), z(o.z), w(o.w) { kiln_emu_vec(&o, 16); }\n"
+    "  float4 &operator=(const float4 &o)\n"
+    "  { kiln_emu_vec(this, 16); x = o.x; y = o.y; z = o.z; w = o.w; return *this; } };\n"
+    "struct float2 { float x, y;\n"
+    "  float2(float a, float b) : x(a), y(b) {}\n"
+    "  float2(const float2 &o) : x(o.x), y(o.y) { kiln_emu_vec(&o, 8); }\n"
+    "  float2 &operator=(const float2 &o) { kiln_emu_vec(this, 8); x = o.x; y = o.y; return *this; "
+    "}\n"
+    "};\n"
+    "static inline float4 make_float4(float a, float b, float c, float d)\n"
+    "{ return float4(a, b, c, d); }\n"
+    "static inline float2 make_float2(float a, float b) { return float2(a, b); }\n"
     "static inline void __syncthreads() { pthread_barrier_wait(kiln_emu_barrier); }\n"
     "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
     "static inline double __longlong_as_double(long long i)\n"
@@ -426,7 +578,9 @@ emu_check(void *so, const struct emu_case *c, uint64_t seed)
         if (g->tensor[t].kind != KILN_TENSOR_OP)
             continue;
         for (int64_t e = 0; ok && e < kiln_tensor_numel(&g->tensor[t]); e++)
-            if (!(fabs(host[p][e] - all[t][e]) <= 1e-4 * (1 + scale))) {
+            if (!(fabs(host[p][e] - all[t][e]) <= 1e-4 * (1 + scale)
+                  || (isnan(host[p][e]) && isnan(all[t][e])) /* NaN and infinities agree */
+                  || (double)host[p][e] == all[t][e])) {
                 harness_fail(__FILE__, __LINE__, "%s (seed %llu): %s[%lld] = %.9g, want %.9g",
                              c->what, (unsigned long long)seed,
                              kiln_sym_str(c->ctx, g->tensor[t].name), (long long)e,
@@ -461,8 +615,39 @@ emu_case(struct emu_case *c, const char *text, const char *json, const char *wha
         ok = gpu_schedule(c->ctx, c->g, &s);
     else if (ok && json)
         ok = kiln_sched_from_json(c->ctx, json, strlen(json), &s) == KILN_OK;
-    ok = ok && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK
-         && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
+    ok = ok && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK;
+    if (ok)
+        kiln_cg_cuda_align_params(c->f); /* malloc's 16 bytes stand in for cudaMalloc's */
+    ok = ok && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
+    for (uint32_t p = 0; ok && p < c->f->nparam; p++)
+        ok = c->f->buf[c->f->param[p]].dtype == KILN_DTYPE_F32;
+    return ok;
+}
+
+/* Case c: the lowering property test's random graph and schedule of seed (tests/gen.c), when
+ * its kernels make float4/float2 accesses and its parameters are f32; false otherwise. */
+static bool
+emu_random_case(struct emu_case *c, uint64_t seed, const char *what, uint32_t i)
+{
+    struct kiln_rng      r = kiln_rng_new(seed);
+    struct kiln_schedule s;
+    char                 name[32];
+    c->ctx = kiln_ctx_new(NULL);
+    c->what = what;
+    c->g = kiln_test_gen_graph(c->ctx, &r);
+    snprintf(name, sizeof name, "c%u", i);
+    if (!c->g)
+        return false;
+    kiln_test_gen_schedule(c->ctx, c->g, &r, &s);
+    if (kiln_lower(c->ctx, c->g, &s, &c->f) != KILN_OK)
+        return false;
+    kiln_cg_cuda_align_params(c->f);
+    if (kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) != KILN_OK)
+        return false;
+    uint32_t nvec = 0;
+    for (uint32_t k = 0; k < c->src.nkernel; k++)
+        nvec += c->src.kernel[k].nvector;
+    bool ok = nvec > 0;
     for (uint32_t p = 0; ok && p < c->f->nparam; p++)
         ok = c->f->buf[c->f->param[p]].dtype == KILN_DTYPE_F32;
     return ok;
@@ -493,8 +678,10 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed
     struct kiln_schedule s = {0};
     kiln_prog_sample(&sks[sk], &r, &p);
     bool ok = kiln_prog_schedule(c->ctx, c->g, &sks[sk], &p, &s) == KILN_OK
-              && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK
-              && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
+              && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK;
+    if (ok)
+        kiln_cg_cuda_align_params(c->f);
+    ok = ok && kiln_cg_cuda_source(c->ctx, c->f, name, &c->src) == KILN_OK;
     if (!ok)
         harness_fail(__FILE__, __LINE__, "%s: %s", what, kiln_ctx_error(c->ctx)->msg);
     for (uint32_t q = 0; ok && q < c->f->nparam; q++)
@@ -507,7 +694,7 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed
 static void
 test_emulated(void)
 {
-    enum { CAP = 6 * 64 + 1 };
+    enum { NRANDOM = 16, CAP = 6 * 64 + 1 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
     uint32_t               n = 0;
@@ -529,6 +716,28 @@ test_emulated(void)
             else
                 kiln_ctx_free(cases[n].ctx); /* another dtype than f32: not emulated */
         }
+    for (size_t i = 0; i < KILN_COUNTOF(vec_cases); i++) {
+        snprintf(what[n], sizeof what[n], "vector case: %s", vec_cases[i].what);
+        if (emu_case(&cases[n], vec_cases[i].kg, vec_cases[i].json, what[n], n))
+            n++;
+        else {
+            harness_fail(__FILE__, __LINE__, "%s: %s", what[n], kiln_ctx_error(cases[n].ctx)->msg);
+            kiln_ctx_free(cases[n].ctx);
+        }
+    }
+    /* random graphs and schedules whose kernels use vector accesses: the first NRANDOM of
+     * 400 seeds */
+    uint32_t nrandom = 0;
+    for (uint64_t sd = opt_seed(); sd < opt_seed() + 400 && nrandom < NRANDOM; sd++) {
+        snprintf(what[n], sizeof what[n], "random case seed %llu", (unsigned long long)sd);
+        if (emu_random_case(&cases[n], sd, what[n], n)) {
+            n++;
+            nrandom++;
+        } else {
+            kiln_ctx_free(cases[n].ctx);
+        }
+    }
+    printf("%u random cases with vector accesses\n", nrandom);
     snprintf(what[n], sizeof what[n], "shared-memory matmul");
     if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
         n++;
@@ -560,11 +769,26 @@ test_emulated(void)
         void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
         if (rc != 0)
             harness_fail(__FILE__, __LINE__, "c++ could not build the kernels (%s)", cmd);
-        uint32_t good = 0;
-        for (uint32_t i = 0; h && i < n; i++)
+        uint32_t good = 0, nvcase = 0;
+        void    *cp = h ? dlsym(h, "kiln_emu_counts") : NULL;
+        void (*counts)(long *, long *) = NULL;
+        long vec = 0, mis = 0;
+        memcpy(&counts, &cp, sizeof cp);
+        for (uint32_t i = 0; h && counts && i < n; i++) {
+            long v0, m0;
+            counts(&v0, &m0);
             good += emu_check(h, &cases[i], opt_seed() + i);
+            counts(&vec, &mis);
+            nvcase += vec > v0;
+            if (mis != m0)
+                harness_fail(__FILE__, __LINE__, "%s: %ld float4/float2 accesses not aligned",
+                             cases[i].what, mis - m0);
+        }
         printf("%u of %u cases ran on CPU threads and matched the reference\n", good, n);
+        printf("%u cases made %ld float4/float2 accesses, %ld of them misaligned\n", nvcase, vec,
+               mis);
         CHECK_EQ_INT(n, good);
+        CHECK(nvcase >= KILN_COUNTOF(vec_cases) && mis == 0);
         if (h)
             dlclose(h);
         unlink(so);
@@ -647,7 +871,7 @@ static const struct test tests[] = {
     {"library_ops", test_library_ops}, {"random_schedules", test_random_schedules},
     {"launch", test_launch},           {"shared", test_shared},
     {"emulated", test_emulated},       {"errors", test_errors},
-    {"fast_math", test_fast_math},
+    {"fast_math", test_fast_math},     {"vector", test_vector},
 };
 
 int
