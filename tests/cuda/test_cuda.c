@@ -558,7 +558,7 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *f
 static void
 test_emulated(void)
 {
-    enum { CAP = 6 * 64 + 32 + 1 };
+    enum { CAP = 6 * 64 + 32 + 9 + 1 };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
     uint32_t               n = 0;
@@ -591,6 +591,24 @@ test_emulated(void)
             kiln_ctx_free(cases[n].ctx);
         }
     }
+    /* programs of the cross-thread reduction sketch (tuner/sketch_gpu.c) */
+    static const char *const xsk[] = {
+        "input x: f32[1, 300]\nweight W: f32[20, 300]\ny = dense(x, W)\noutput y\n",
+        "input x: f32[2, 8, 7, 7]\ny = global_avg_pool2d(x)\noutput y\n",
+        "input x: f32[3, 500]\ny = softmax(x, axis=-1)\noutput y\n",
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(xsk); i++)
+        for (uint64_t d = 0; d < 3; d++) {
+            snprintf(what[n], sizeof what[n], "cross-thread sketch %zu, draw %llu", i,
+                     (unsigned long long)d);
+            if (emu_sketch_case(&cases[n], xsk[i], 0, "gpu-cross-thread-reduce",
+                                opt_seed() + 31 * i + d, what[n], n))
+                n++;
+            else {
+                harness_fail(__FILE__, __LINE__, "%s: no such sketch or program", what[n]);
+                kiln_ctx_free(cases[n].ctx);
+            }
+        }
     snprintf(what[n], sizeof what[n], "shared-memory matmul");
     if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
         n++;
