@@ -742,10 +742,9 @@ emit_thread_reduce(struct cu *c, const struct kiln_stmt *s)
         return;
     }
     c->shared_bytes += (uint32_t)bytes;
-    double    inf = 1.0 / 0.0;
     kiln_expr identity = kiln_const(c->ctx,
-                                    X.op == KILN_OP_MAX   ? -inf
-                                    : X.op == KILN_OP_MIN ? inf
+                                    X.op == KILN_OP_MAX   ? -(double)INFINITY
+                                    : X.op == KILN_OP_MIN ? (double)INFINITY
                                                           : 0,
                                     dt);
     kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext);
