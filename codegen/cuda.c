@@ -69,6 +69,11 @@ struct cu {
     uint32_t lane_var;         /* the loop variable (expression id) */
     uint32_t nvload;           /* loads read as vectors: kiln_vI, lane L is component L */
     uint32_t vload[CU_VLOADS]; /* their expression ids */
+    /* inside a cross-thread reduction loop: stores to xr_buf at xr_index go to the thread's
+     * accumulator kiln_accN (N = xr_id), and so do loads of that element */
+    bool      xr_on;
+    uint32_t  xr_buf, xr_id, xr_count;
+    kiln_expr xr_index;
 };
 
 static enum kiln_status cu_fail(struct cu *c, enum kiln_status st, const char *fmt, ...)
@@ -229,6 +234,15 @@ emit_load(struct cu *c, kiln_expr e, const struct kiln_node *n)
     uint32_t b = (uint32_t)n->imm;
     if (b >= c->f->nbuf || !n->kid[0]) {
         cu_fail(c, KILN_ERR_INTERNAL, "load of an unknown buffer");
+        return;
+    }
+    if (c->xr_on && b == c->xr_buf) {
+        if (n->kid[0] == c->xr_index.id)
+            OUT("kiln_acc%" PRIu32, c->xr_id);
+        else
+            cu_fail(c, KILN_ERR_UNSUPPORTED,
+                    "a cross-thread reduction reads its output at another element than the one "
+                    "it accumulates");
         return;
     }
     for (uint32_t i = 0; c->lane >= 0 && i < c->nvload; i++)
@@ -883,10 +897,229 @@ vector_loop(struct cu *c, const struct kiln_stmt *s, int w)
     OUT("}\n");
 }
 
+/* ---- cross-thread reductions ---- */
+
+struct xr_scan {
+    uint32_t     buf;
+    kiln_expr    index;
+    enum kiln_op op;
+    bool         any;
+};
+
+/* Checks that every store in s is `B[I] = op(B[I], v)` for one buffer B, element I and op
+ * (+, max or min), and finds them. */
+static bool
+xr_scan(struct cu *c, const struct kiln_stmt *s, struct xr_scan *X, const char *loop)
+{
+    if (!s)
+        return true;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        return xr_scan(c, s->u.for_.body, X, loop);
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            if (!xr_scan(c, s->u.seq.item[i], X, loop))
+                return false;
+        return true;
+    case KILN_STMT_IF:
+        return xr_scan(c, s->u.if_.then, X, loop) && xr_scan(c, s->u.if_.els, X, loop);
+    case KILN_STMT_LET:
+        return xr_scan(c, s->u.let.body, X, loop);
+    case KILN_STMT_ALLOC:
+        cu_fail(c, KILN_ERR_UNSUPPORTED,
+                "cross-thread reduction loop %s allocates a buffer: nothing can be computed "
+                "inside it",
+                loop);
+        return false;
+    case KILN_STMT_STORE:
+        break;
+    }
+    const struct kiln_node *v = kiln_node_get(c->ctx, s->u.store.value);
+    enum kiln_op            op = (enum kiln_op)v->op;
+    bool                    ok = op == KILN_OP_ADD || op == KILN_OP_MAX || op == KILN_OP_MIN;
+    bool                    found = false;
+    for (int k = 0; ok && k < 2; k++) {
+        const struct kiln_node *a = kiln_node_get(c->ctx, (kiln_expr){v->kid[k]});
+        found |= a->op == KILN_OP_LOAD && (uint32_t)a->imm == s->u.store.buf
+                 && a->kid[0] == s->u.store.index.id;
+    }
+    if (!ok || !found
+        || (X->any
+            && (X->buf != s->u.store.buf || X->index.id != s->u.store.index.id || X->op != op))) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED,
+                "cross-thread reduction loop %s: every store in it must accumulate into one "
+                "element with one of + max min (B[i] = B[i] op v)",
+                loop);
+        return false;
+    }
+    *X = (struct xr_scan){.buf = s->u.store.buf, .index = s->u.store.index, .op = op, .any = true};
+    return true;
+}
+
+/* "op(a, b)" in the semantics of emit_binary, for C operands a and b of dtype dt. */
+static void
+emit_combine(struct cu *c, enum kiln_op op, enum kiln_dtype dt, const char *a, const char *b)
+{
+    bool fl = kiln_dtype_is_float(dt), f32 = dt == KILN_DTYPE_F32;
+    if (op == KILN_OP_ADD && (fl || dt == KILN_DTYPE_I64))
+        OUT("(%s + %s)", a, b);
+    else if (op == KILN_OP_ADD)
+        OUT("((%s)((unsigned long long)(%s) + (unsigned long long)(%s)))", ctype(dt), a, b);
+    else
+        OUT("%s(%s, %s)",
+            op == KILN_OP_MIN ? (fl ? (f32 ? "kiln_fminf" : "kiln_fmin") : "kiln_min")
+                              : (fl ? (f32 ? "kiln_fmaxf" : "kiln_fmax") : "kiln_max"),
+            a, b);
+}
+
+/* A cross-thread reduction loop (thread_reduce, bound to threadIdx.x): each thread of the
+ * block accumulates its iterations' values in a register, starting from the identity; the
+ * block then combines the registers in a shared-memory tree (log2 steps, a barrier after
+ * each) and thread 0 combines the total into the element, once. Every thread reaches every
+ * barrier: the loop sits outside thread loops, threads past its extent contribute the
+ * identity. */
+static void
+emit_thread_reduce(struct cu *c, const struct kiln_stmt *s)
+{
+    const char *loop =
+        kiln_sym_str(c->ctx, kiln_var_index(kiln_node_get(c->ctx, s->u.for_.var)->imm));
+    struct xr_scan X = {0};
+    int64_t        ext = 0;
+    if (in_threads(c) || c->xr_on) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "cross-thread reduction loop %s is inside a thread loop",
+                loop);
+        return;
+    }
+    if (c->block[1] > 1 || c->block[2] > 1) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED,
+                "cross-thread reduction loop %s needs a block of threads along x only, not "
+                "%u x %u x %u",
+                loop, c->block[0], c->block[1], c->block[2]);
+        return;
+    }
+    if (!xr_scan(c, s->u.for_.body, &X, loop))
+        return;
+    if (!X.any) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "cross-thread reduction loop %s stores nothing", loop);
+        return;
+    }
+    enum kiln_dtype dt = (enum kiln_dtype)c->f->buf[X.buf].dtype;
+    if (!check_dtype(c, dt) || dt == KILN_DTYPE_BOOL) {
+        if (!c->failed)
+            cu_fail(c, KILN_ERR_UNSUPPORTED, "cross-thread reduction of bool");
+        return;
+    }
+    uint32_t nt = c->block[0], id = ++c->xr_count, p2 = 1;
+    while (p2 < nt)
+        p2 <<= 1;
+    int64_t bytes = (int64_t)nt * (int64_t)kiln_dtype_size(dt);
+    if (c->shared_bytes + bytes > CU_SHARED_MAX) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "shared buffers of %" PRId64 " bytes exceed %d",
+                c->shared_bytes + bytes, CU_SHARED_MAX);
+        return;
+    }
+    c->shared_bytes += (uint32_t)bytes;
+    kiln_expr identity = kiln_const(c->ctx,
+                                    X.op == KILN_OP_MAX   ? -(double)INFINITY
+                                    : X.op == KILN_OP_MIN ? (double)INFINITY
+                                                          : 0,
+                                    dt);
+    kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext);
+    char acc[32], red[32], lhs[64], rhs[64];
+    snprintf(acc, sizeof acc, "kiln_acc%" PRIu32, id);
+    snprintf(red, sizeof red, "kiln_red%" PRIu32, id);
+    indent(c);
+    OUT("{\n");
+    c->depth++;
+    indent(c);
+    OUT("%s %s = ", ctype(dt), acc);
+    emit_expr(c, identity);
+    OUT(";\n");
+    indent(c);
+    OUT("{\n");
+    c->depth++;
+    indent(c);
+    OUT("const long long ");
+    emit_var(c, s->u.for_.var);
+    OUT(" = (");
+    emit_expr(c, s->u.for_.min);
+    OUT(") + (long long)threadIdx.x;\n");
+    indent(c);
+    OUT("if (threadIdx.x < %" PRId64 "u) {\n", ext);
+    c->depth++;
+    c->nthread_loops[0]++;
+    c->xr_on = true;
+    c->xr_buf = X.buf;
+    c->xr_index = X.index;
+    c->xr_id = id;
+    emit_stmt(c, s->u.for_.body);
+    c->xr_on = false;
+    c->nthread_loops[0]--;
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+    /* the block's combine */
+    indent(c);
+    OUT("__shared__ %s %s[%" PRIu32 "];\n", ctype(dt), red, nt);
+    indent(c);
+    OUT("%s[threadIdx.x] = %s;\n", red, acc);
+    indent(c);
+    OUT("__syncthreads();\n");
+    indent(c);
+    OUT("for (unsigned kiln_s = %" PRIu32 "u; kiln_s > 0; kiln_s >>= 1) {\n", p2 / 2);
+    c->depth++;
+    indent(c);
+    OUT("if (threadIdx.x < kiln_s && threadIdx.x + kiln_s < %" PRIu32 "u)\n", nt);
+    indent(c);
+    OUT("    %s[threadIdx.x] = ", red);
+    snprintf(lhs, sizeof lhs, "%s[threadIdx.x]", red);
+    snprintf(rhs, sizeof rhs, "%s[threadIdx.x + kiln_s]", red);
+    emit_combine(c, X.op, dt, lhs, rhs);
+    OUT(";\n");
+    indent(c);
+    OUT("__syncthreads();\n");
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+    /* one thread combines the total into the element (it holds the initial value) */
+    const struct kiln_node *l = kiln_node_get(c->ctx, X.index);
+    indent(c);
+    OUT("if (threadIdx.x == 0) ");
+    buf_name(c, X.buf);
+    OUT("[");
+    emit_expr(c, (kiln_expr){l->kid[0]});
+    OUT("] = ");
+    char elem[48];
+    snprintf(elem, sizeof elem, "%s[0]", red);
+    {
+        /* op(B[I], red[0]): B[I] printed through a scratch buffer */
+        struct kiln_buf  tmp = {0};
+        struct kiln_buf *keep = c->out;
+        c->out = &tmp;
+        buf_name(c, X.buf);
+        OUT("[");
+        emit_expr(c, (kiln_expr){l->kid[0]});
+        OUT("]");
+        c->out = keep;
+        emit_combine(c, X.op, dt, tmp.data ? tmp.data : "", elem);
+    }
+    OUT(";\n");
+    c->depth--;
+    indent(c);
+    OUT("}\n");
+}
+
 static void
 emit_for(struct cu *c, const struct kiln_stmt *s)
 {
     uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis;
+    if (s->u.for_.thread_reduce) {
+        emit_thread_reduce(c, s);
+        return;
+    }
     if (loop == KILN_LOOP_GPU_BLOCK || loop == KILN_LOOP_GPU_THREAD) {
         bool     gb = loop == KILN_LOOP_GPU_BLOCK;
         int64_t  ext = 0;
@@ -922,7 +1155,7 @@ emit_for(struct cu *c, const struct kiln_stmt *s)
         OUT("}\n");
         return;
     }
-    if (loop == KILN_LOOP_VECTOR && c->lane < 0) {
+    if (loop == KILN_LOOP_VECTOR && c->lane < 0 && !c->xr_on) {
         int w = vec_plan(c, s);
         if (w) {
             vector_loop(c, s, w);
@@ -969,6 +1202,13 @@ emit_store(struct cu *c, const struct kiln_stmt *s)
         return;
     }
     const struct kiln_buffer *bf = &c->f->buf[b];
+    if (c->xr_on) { /* checked by xr_scan: the accumulated element */
+        indent(c);
+        OUT("kiln_acc%" PRIu32 " = ", c->xr_id);
+        emit_expr(c, s->u.store.value);
+        OUT(";\n");
+        return;
+    }
     indent(c);
     store_guard(c, b);
     const struct kiln_node *l = kiln_node_get(c->ctx, s->u.store.index);

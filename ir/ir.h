@@ -442,6 +442,13 @@ struct kiln_stmt {
             uint8_t           loop; /* enum kiln_loop_kind */
             uint8_t           axis; /* GPU_BLOCK / GPU_THREAD: 0 = x, 1 = y, 2 = z; 0 otherwise */
             struct kiln_stmt *body;
+            /* A cross-thread reduction (a reduction iterator bound to threadIdx.x): only on a
+             * GPU_THREAD loop of axis 0. Its iterations run serially as any loop's in the
+             * interpreter; the CUDA backend gives each thread a private accumulator for the
+             * stores in the body (all to one element, `B[i] = B[i] op v`, op + max or min)
+             * and combines them across the block before one thread stores (codegen/README.md).
+             * 0 on every other loop. */
+            uint8_t thread_reduce;
         } for_;
         struct {
             uint32_t  buf;

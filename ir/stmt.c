@@ -114,6 +114,7 @@ kiln_stmt_for(kiln_ctx *ctx, kiln_expr var, kiln_expr min, kiln_expr extent,
         s->u.for_.extent = extent;
         s->u.for_.loop = (uint8_t)loop;
         s->u.for_.axis = 0; /* a GPU loop's builder sets it */
+        s->u.for_.thread_reduce = 0;
         s->u.for_.body = body;
     }
     return s;
@@ -343,6 +344,15 @@ check_stmt(struct vstate *vs, const struct kiln_stmt *s)
                      s->u.for_.axis,
                      gpu ? ", not 0, 1 or 2 (x, y, z)"
                          : "; only GPU block and thread loops have an axis");
+            return false;
+        }
+        if (s->u.for_.thread_reduce
+            && (s->u.for_.loop != KILN_LOOP_GPU_THREAD || s->u.for_.axis != 0)) {
+            snprintf(vs->msg, sizeof vs->msg,
+                     "%s loop %s is marked a cross-thread reduction; only gpu_thread.x loops can "
+                     "be",
+                     kiln_loop_kind_name[s->u.for_.loop],
+                     kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)));
             return false;
         }
         bool ok = check_stmt(vs, s->u.for_.body);
@@ -577,8 +587,8 @@ put_loop_kind(kiln_ctx *ctx, struct kiln_buf *out, const struct kiln_stmt *s)
     if (k > KILN_LOOP_GPU_THREAD)
         return kiln_buf_printf(ctx, out, ") kind%d:\n", k);
     if (gpu && s->u.for_.axis <= 2)
-        return kiln_buf_printf(ctx, out, ") %s.%c:\n", kiln_loop_kind_name[k],
-                               "xyz"[s->u.for_.axis]);
+        return kiln_buf_printf(ctx, out, ") %s.%c%s:\n", kiln_loop_kind_name[k],
+                               "xyz"[s->u.for_.axis], s -> u.for_.thread_reduce ? " reduce" : "");
     if (gpu)
         return kiln_buf_printf(ctx, out, ") %s.%d:\n", kiln_loop_kind_name[k], s->u.for_.axis);
     return kiln_buf_printf(ctx, out, ") %s:\n", kiln_loop_kind_name[k]);

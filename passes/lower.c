@@ -536,8 +536,10 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
                           ann == KILN_LOOP_VECTOR ? 64 : 1024);
     *out = kiln_stmt_for(ctx, N->var[p], kiln_idx(ctx, 0), kiln_idx(ctx, N->ext[leaf]),
                          (enum kiln_loop_kind)ann, body);
-    if (*out)
+    if (*out) {
         (*out)->u.for_.axis = st->it[leaf].axis; /* GPU loops (bind); 0 for the others */
+        (*out)->u.for_.thread_reduce = st->it[leaf].reduce && ann == KILN_LOOP_GPU_THREAD;
+    }
     N->loop[p] = *out;
     return *out ? KILN_OK : ctx->err.status;
 }
@@ -557,6 +559,60 @@ auto_unroll(struct nest *N)
     }
 }
 
+/* A stage with a reduction iterator bound to threadIdx.x (a cross-thread reduction,
+ * docs/schedule.md): its spatial loops must all be outside its reduction loops, and nothing
+ * may be computed at its reduction loops. The bound loop is then emitted as the outermost
+ * reduction loop (each thread runs the other reduction loops over its share; the order of the
+ * reduction loops changes only the order of the combination), through a copy of the stage
+ * with that leaf order in *st. */
+static enum kiln_status
+thread_reduce_order(struct lower *L, uint32_t sid, const struct kiln_stage **st)
+{
+    kiln_ctx                *ctx = L->ctx;
+    const struct kiln_stage *s0 = *st;
+    uint32_t                 bound = KILN_NONE, first_red = KILN_NONE;
+    for (uint32_t p = 0; p < s0->nleaf; p++) {
+        const struct kiln_iterv *it = &s0->it[s0->leaf[p]];
+        if (it->reduce && first_red == KILN_NONE)
+            first_red = p;
+        if (it->reduce && it->ann == KILN_LOOP_GPU_THREAD)
+            bound = p;
+    }
+    if (bound == KILN_NONE)
+        return KILN_OK;
+    const char *rn = kiln_sym_str(ctx, s0->it[s0->leaf[bound]].name);
+    for (uint32_t p = first_red; p < s0->nleaf; p++)
+        if (!s0->it[s0->leaf[p]].reduce)
+            return lower_fail(L,
+                              "%s binds its reduction loop %s to threadIdx.x (a cross-thread "
+                              "reduction), so its spatial loops must all be outside its "
+                              "reduction loops, but %s is inside (reorder it out)",
+                              tname(L, s0->tensor), rn,
+                              kiln_sym_str(ctx, s0->it[s0->leaf[p]].name));
+    for (uint32_t i = 0; i < L->s->nst; i++) {
+        const struct kiln_stage *a = &L->s->st[i];
+        if (a->attach == KILN_ATTACH_AT && a->at_stage == sid && a->at_iter < s0->nit
+            && s0->it[a->at_iter].reduce)
+            return lower_fail(L,
+                              "%s is computed at the reduction loop %s of %s, whose reduction "
+                              "is bound to threadIdx.x (a cross-thread reduction): compute it "
+                              "at a spatial loop",
+                              tname(L, a->tensor), kiln_sym_str(ctx, s0->it[a->at_iter].name),
+                              tname(L, s0->tensor));
+    }
+    struct kiln_stage *cp = kiln_arena_alloc(ctx, sizeof *cp);
+    uint32_t          *leaf = kiln_arena_alloc(ctx, sizeof(uint32_t) * (s0->nleaf + 1));
+    if (!cp || !leaf)
+        return ctx->err.status;
+    *cp = *s0;
+    memcpy(leaf, s0->leaf, sizeof(uint32_t) * s0->nleaf);
+    memmove(&leaf[first_red + 1], &leaf[first_red], sizeof(uint32_t) * (bound - first_red));
+    leaf[first_red] = s0->leaf[bound];
+    cp->leaf = leaf;
+    *st = cp;
+    return KILN_OK;
+}
+
 static enum kiln_status
 emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base, const int64_t *root_ext,
            struct kiln_stmt **out)
@@ -573,6 +629,7 @@ emit_stage(struct lower *L, uint32_t sid, const kiln_expr *base, const int64_t *
     if (!ext || !val || !var || !loop)
         return ctx->err.status;
     kiln_state_extents(st, root_ext ? root_ext : t->shape, ext);
+    KILN_TRY(thread_reduce_order(L, sid, &st));
     struct nest N = {.L = L,
                      .sid = sid,
                      .st = st,

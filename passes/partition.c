@@ -512,6 +512,7 @@ make_piece(struct part *P, struct kiln_stmt *s, struct kiln_stmt *body, kiln_exp
     if (!q)
         return NULL;
     q->u.for_.axis = s->u.for_.axis; /* 0: GPU loops are never split */
+    q->u.for_.thread_reduce = s->u.for_.thread_reduce;
     q = kiln_simplify_stmt(ctx, q, P->r, P->nr);
     if (!q)
         return NULL;

@@ -477,8 +477,11 @@ do_annotate(struct apply *a, struct kiln_stage *st, enum kiln_loop_kind kind)
     return KILN_OK;
 }
 
-/* bind: the loop becomes a GPU block or thread loop along one axis. Like parallel, its
- * iterations must be independent (no reduction); a stage binds each GPU index at most once. */
+/* bind: the loop becomes a GPU block or thread loop along one axis; a stage binds each GPU
+ * index at most once. A spatial loop's iterations are independent; a reduction loop may be
+ * bound to threadIdx.x only (a cross-thread reduction: each thread accumulates its share, the
+ * block combines the shares), and then it is the stage's only thread loop, so that all of a
+ * block's threads take part in every one of its reductions. */
 static enum kiln_status
 do_bind(struct apply *a, struct kiln_stage *st)
 {
@@ -495,15 +498,30 @@ do_bind(struct apply *a, struct kiln_stage *st)
     uint8_t axis = (uint8_t)(tag % 3);
     if (it->ann != KILN_LOOP_SERIAL)
         return already_annotated(a, it);
-    if (it->reduce)
+    if (it->reduce && tag != KILN_BIND_THREAD_X)
         return step_fail(a,
-                         "iterator %s is a reduction: GPU threads would race on the "
+                         "iterator %s is a reduction: only threadIdx.x can be bound to a "
+                         "reduction (a cross-thread reduction); %s would race on the "
                          "accumulator (use rfactor first)",
-                         nm);
+                         nm, kiln_bind_name[tag]);
     for (uint32_t k = 0; k < st->nit; k++)
         if (st->it[k].ann == kind && st->it[k].axis == axis)
             return step_fail(a, "%s is already bound to iterator %s of %s", kiln_bind_name[tag],
                              kiln_sym_str(ctx, st->it[k].name), kiln_sym_str(ctx, st->name));
+    for (uint32_t k = 0; kind == KILN_LOOP_GPU_THREAD && k < st->nit; k++) {
+        const struct kiln_iterv *o = &st->it[k];
+        if (o->ann != KILN_LOOP_GPU_THREAD || !(o->reduce || it->reduce))
+            continue;
+        const struct kiln_iterv *r = o->reduce ? o : it;
+        return step_fail(a,
+                         "reduction iterator %s of %s is bound to threadIdx.x (a cross-thread "
+                         "reduction), so %s cannot also be bound to %s: the reduction must be "
+                         "the stage's only thread loop",
+                         kiln_sym_str(ctx, r->name), kiln_sym_str(ctx, st->name),
+                         kiln_sym_str(ctx, (r == o ? it : o)->name),
+                         r == o ? kiln_bind_name[tag]
+                                : kiln_bind_name[KILN_BIND_THREAD_X + o->axis % 3]);
+    }
     it->ann = kind;
     it->axis = axis;
     st->transformed = true;

@@ -657,3 +657,49 @@ const char kiln_test_shared_matmul[] =
     "\"threadIdx.y\"},"
     "{\"op\": \"bind\", \"stage\": \"B.cache\", \"iter\": \"i1\", \"thread\": "
     "\"threadIdx.x\"}]";
+
+/* Cross-thread reductions (a reduction loop bound to threadIdx.x, docs/schedule.md): a GEMV
+ * (a dense layer at batch 1), strided and blocked; a global average pool over 7 x 7 with the
+ * thread loop on one reduction axis (7 threads) or on both fused (partial last chunk); max
+ * and min reductions with serial spatial loops around them; a sum to a scalar. Thread counts
+ * and reduction extents are not powers of two where it matters, and most last chunks are
+ * partial. */
+const struct kiln_test_xred kiln_test_xred_cases[] = {
+    {"GEMV, 64 threads strided",
+     "input x: f32[300]\nweight W: f32[10, 300]\ny[n] += W[n, k] * x[k]\noutput y\n",
+     "[{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [64]},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"n\", \"thread\": \"blockIdx.x\"},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": \"threadIdx.x\"}]"},
+    {"GEMV, 32 threads of 3 in a row",
+     "input x: f32[1, 300]\nweight W: f32[7, 300]\ny[b, n] += W[n, k] * x[b, k]\noutput y\n",
+     "[{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [32, 3]},"
+     "{\"op\": \"fuse\", \"stage\": \"y\", \"iters\": [\"b\", \"n\"]},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"b@n\", \"thread\": \"blockIdx.x\"},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": \"threadIdx.x\"}]"},
+    {"global average pool, 7 threads",
+     "input x: f32[2, 6, 7, 7]\ns[n, c] += x[n, c, rh, rw]\ny[n, c] = s[n, c] / 49.0\n"
+     "output y\n",
+     "[{\"op\": \"fuse\", \"stage\": \"s\", \"iters\": [\"n\", \"c\"]},"
+     "{\"op\": \"bind\", \"stage\": \"s\", \"iter\": \"n@c\", \"thread\": \"blockIdx.x\"},"
+     "{\"op\": \"bind\", \"stage\": \"s\", \"iter\": \"rw\", \"thread\": \"threadIdx.x\"}]"},
+    {"global average pool, 32 threads over 49",
+     "input x: f32[2, 6, 7, 7]\ns[n, c] += x[n, c, rh, rw]\ny[n, c] = s[n, c] / 49.0\n"
+     "output y\n",
+     "[{\"op\": \"fuse\", \"stage\": \"s\", \"iters\": [\"rh\", \"rw\"]},"
+     "{\"op\": \"split\", \"stage\": \"s\", \"iter\": \"rh@rw\", \"factors\": [32]},"
+     "{\"op\": \"bind\", \"stage\": \"s\", \"iter\": \"c\", \"thread\": \"blockIdx.x\"},"
+     "{\"op\": \"bind\", \"stage\": \"s\", \"iter\": \"rh@rw.1\", \"thread\": "
+     "\"threadIdx.x\"}]"},
+    {"max over rows, 128 threads, serial rows",
+     "input x: f32[5, 1000]\ny[i] max= x[i, k] * 3.0 - 1.0\noutput y\n",
+     "[{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [128]},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": \"threadIdx.x\"}]"},
+    {"min over rows, 100 threads", "input x: f32[4, 3, 250]\ny[i, j] min= x[i, j, k]\noutput y\n",
+     "[{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [100]},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"i\", \"thread\": \"blockIdx.x\"},"
+     "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": \"threadIdx.x\"}]"},
+    {"sum to a scalar, 256 threads", "input x: f32[777]\nt[] += x[k]\noutput t\n",
+     "[{\"op\": \"split\", \"stage\": \"t\", \"iter\": \"k\", \"factors\": [256]},"
+     "{\"op\": \"bind\", \"stage\": \"t\", \"iter\": \"k.1\", \"thread\": \"threadIdx.x\"}]"},
+};
+const size_t kiln_test_nxred_cases = KILN_COUNTOF(kiln_test_xred_cases);

@@ -29,4 +29,12 @@ extern const char kiln_test_cuda_kernel[];
  * "scope": "shared"): 3 x 3 blocks of 16 x 16 threads. */
 extern const char kiln_test_shared_matmul_kg[], kiln_test_shared_matmul[];
 
+/* Cross-thread reductions: a graph and a schedule binding a reduction loop to threadIdx.x
+ * (tests/lower runs them in the loop-nest interpreter, tests/cuda emits and emulates them). */
+struct kiln_test_xred {
+    const char *what, *kg, *json;
+};
+extern const struct kiln_test_xred kiln_test_xred_cases[];
+extern const size_t                kiln_test_nxred_cases;
+
 #endif

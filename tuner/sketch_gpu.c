@@ -1,7 +1,8 @@
 /* tuner/sketch_gpu.c -- the GPU sketch rules (tuner/README.md, "GPU sketches"): which ops are
  * inlined, tiled "SSSRRSRS" and bound to blocks and threads (with shared-memory caches of the
- * inputs they reuse, a per-thread cache write, or a fused elementwise consumer), and which are
- * fused and bound whole; the knobs each sketch leaves free; and programs to schedules. Decided,
+ * inputs they reuse, a per-thread cache write, or a fused elementwise consumer), which are
+ * fused and bound whole, and which reductions may also be shared by a block's threads
+ * (cross-thread reduction); the knobs each sketch leaves free; and programs to schedules. Decided,
  * as the CPU rules are, by analysing compute definitions (the analysis of sketch.c). Every
  * program of a GPU sketch gives a schedule within the launch limits (threads per block, the
  * per-thread tile, shared memory): kiln_gpu_prog_schedule clamps the lengths a program draws. */
@@ -17,12 +18,19 @@ enum gpu_mode {
     GPU_TILE,      /* SSSRRSRS on the op itself: S0 blocks, R0, S2 threads, S1 R1 R2 S3 */
     GPU_TILE_CW,   /* T bound S0/S2, T.local computed at T's thread loop */
     GPU_TILE_FUSE, /* the consumer bound S0/S2, the op computed at its thread loop */
+    GPU_XREDUCE,   /* cross-thread reduction: spatial loops fused on blocks, the (fused)
+                    * reduction split and its inner part bound to threadIdx.x */
 };
 
 #define GPU_MAX_SHARED  4
 #define GPU_MAX_LOADS   8
 #define GPU_NTHREADS    6 /* thread-count choices of plain ops: 32 .. 1024 */
-#define GPU_MAX_OPTIONS 3
+#define GPU_MAX_OPTIONS 4
+/* The cross-thread reduction rule applies to an op whose reduction is longer than a warp and
+ * whose outputs are at most GPU_XRED_SPATIAL blocks' worth of threads (one thread per output
+ * would leave most of a GPU idle: 16 x 1024 threads are 6% of an H100's 270k resident ones) */
+#define GPU_WARP         32
+#define GPU_XRED_SPATIAL 16
 
 struct gpu_plan {
     uint8_t  mode; /* enum gpu_mode */
@@ -60,6 +68,8 @@ mode_name(kiln_ctx *ctx, const struct kiln_graph *g, const struct gpu_plan *p)
     case GPU_TILE_FUSE:
         return kiln_arena_printf(ctx, "gpu-tile+fuse(%s)",
                                  kiln_graph_tensor_name(g, g->op[p->consumer].out));
+    case GPU_XREDUCE:
+        return "gpu-cross-thread-reduce";
     }
     return "?";
 }
@@ -121,6 +131,11 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     case GPU_INLINE:
     case GPU_CONSUMER:
         return true;
+    case GPU_XREDUCE:
+        snprintf(kn, sizeof kn, "%s gpu reduce threads", tn);
+        p->k_threads =
+            kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, GPU_NTHREADS, kn);
+        return p->k_threads != KILN_NONE;
     case GPU_PLAIN:
         if (t->ndim == 0)
             return true;
@@ -222,7 +237,7 @@ emit_sketch(struct gen *G)
             sk->nvalues = nvalues;
             if (p->mode == GPU_TILE_FUSE)
                 plan[p->consumer].mode = GPU_PLAIN;
-            if (p->mode == GPU_PLAIN)
+            if (p->mode == GPU_PLAIN || p->mode == GPU_XREDUCE)
                 plan_clear(p); /* no thread knob: the default thread count */
             else
                 p->mode = GPU_PLAIN;
@@ -233,6 +248,22 @@ emit_sketch(struct gen *G)
     for (uint32_t i = 0; i < g->nop; i++)
         names[i] = mode_name(ctx, g, &plan[i]);
     return kiln_sk_name(ctx, g, names, G->out, &G->n);
+}
+
+/* Whether op i gets the cross-thread reduction sketch: a sum, max or min (of numbers) over more
+ * than a warp's iterations whose outputs are few for the device (GPU_XRED_SPATIAL). */
+static bool
+wants_cross_thread(const struct kiln_graph *g, uint32_t i, const struct kiln_hw *hw)
+{
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    int64_t                   R = 1, S = kiln_tensor_numel(t);
+    int64_t                   mt = hw->max_threads > 0 ? hw->max_threads : 1024;
+    if (op->nred == 0 || op->reduce == KILN_REDUCE_NONE || t->dtype == KILN_DTYPE_BOOL)
+        return false;
+    for (uint32_t r = 0; r < op->nred && R <= ((int64_t)1 << 40); r++)
+        R *= op->rext[r];
+    return R > GPU_WARP && S <= GPU_XRED_SPATIAL * mt;
 }
 
 /* Cartesian product of the per-op modes, consumers first, capped at G->cap sketches. */
@@ -292,6 +323,8 @@ kiln_gpu_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const stru
         } else {
             G.opts[i][no++] = GPU_PLAIN;
         }
+        if (!A.inl[i] && wants_cross_thread(g, i, hw)) /* last: earlier sketches keep numbers */
+            G.opts[i][no++] = GPU_XREDUCE;
         G.nopt[i] = no;
     }
     KILN_TRY(enumerate(&G, g->nop));
@@ -386,6 +419,51 @@ emit_plain(struct emit *E, uint32_t i, const struct gpu_plan *p)
     if (threads > E->sk->gpu->max_threads)
         threads = E->sk->gpu->max_threads;
     return emit_flat_bind(E, kiln_graph_tensor_name(g, op->out), &L, 0, t->ndim, threads);
+}
+
+/* Cross-thread reduction: the reduction loops fused and split by a power-of-two thread count
+ * (the knob, at most max_threads, at most the reduction's length rounded up to a power of two),
+ * the inner part bound to threadIdx.x: thread t accumulates iterations t, t + T, t + 2T, ...
+ * (adjacent threads read adjacent elements), and lowering moves that loop outside the outer
+ * part. The spatial loops are fused and bound to blockIdx.x: one block per output. */
+static enum kiln_status
+emit_xreduce(struct emit *E, uint32_t i, const struct gpu_plan *p)
+{
+    const struct kiln_graph  *g = E->g;
+    const struct kiln_opdef  *op = &g->op[i];
+    const struct kiln_tensor *t = &g->tensor[op->out];
+    const char               *tn = kiln_graph_tensor_name(g, op->out);
+    char                      names[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
+    char                      a[KILN_SKETCH_NAME + 4], b[KILN_SKETCH_NAME + 4];
+    struct leaves             L = {.n = 0};
+    bool                      ok;
+    int64_t                   R = 1;
+    kiln_sketch_axis_names(E->ctx, g, i, names);
+    for (uint32_t k = 0; k < (uint32_t)t->ndim + op->nred; k++)
+        memcpy(L.name[L.n++], names[k], KILN_SKETCH_NAME);
+    for (uint32_t r = 0; r < op->nred && R <= ((int64_t)1 << 40); r++)
+        R *= op->rext[r];
+    int64_t threads = (int64_t)32 << kiln_sk_val(E, p->k_threads, 0, 2);
+    if (threads > E->sk->gpu->max_threads)
+        threads = E->sk->gpu->max_threads;
+    while (threads > GPU_WARP && threads / 2 >= R)
+        threads /= 2;
+    uint32_t nd = t->ndim;
+    KILN_TRY(emit_fuse(E, tn, &L, nd, op->nred, &ok));
+    if (!ok) /* names too long to follow: computed plain */
+        return emit_flat_bind(E, tn, &L, 0, nd, 64);
+    char f[KILN_SKETCH_NAME];
+    snprintf(f, sizeof f, "%s", L.name[nd]);
+    KILN_TRY(kiln_sk_emit_split(E, tn, &L, f, 1, &threads));
+    snprintf(a, sizeof a, "%s.1", f);
+    KILN_TRY(emit_bind(E, tn, a, KILN_BIND_THREAD_X));
+    if (nd == 0)
+        return KILN_OK;
+    KILN_TRY(emit_fuse(E, tn, &L, 0, nd, &ok));
+    if (!ok)
+        return KILN_OK; /* the spatial loops serial: correct, slower */
+    snprintf(b, sizeof b, "%s", L.name[0]);
+    return emit_bind(E, tn, b, KILN_BIND_BLOCK_X);
 }
 
 /* ---- the extent of a shared copy ---- */
@@ -710,6 +788,9 @@ emit_all(struct emit *E)
             break;
         case GPU_PLAIN:
             KILN_TRY(emit_plain(E, i, p));
+            break;
+        case GPU_XREDUCE:
+            KILN_TRY(emit_xreduce(E, i, p));
             break;
         case GPU_TILE:
         case GPU_TILE_CW:

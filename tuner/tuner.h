@@ -126,8 +126,8 @@ void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
  * tiling "SSRSRS", tiling with consumer fusion, cache write, rfactor, skip), or for a GPU hw
  * (hw->gpu) by the GPU rules of tuner/sketch_gpu.c (always-inline, multi-level tiling
  * "SSSRRSRS" bound to blocks and threads, shared-memory caches, cache write, consumer fusion,
- * fused-and-bound elementwise ops). *out is ctx-owned. Never fails for a verified graph (at
- * worst one sketch: the default schedule). */
+ * fused-and-bound elementwise ops, cross-thread reductions). *out is ctx-owned. Never fails for a
+ * verified graph (at worst one sketch: the default schedule). */
 enum kiln_status kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g,
                                         const struct kiln_hw *hw, struct kiln_sketch **out,
                                         uint32_t *n);

@@ -386,6 +386,49 @@ test_vector(void)
     CHECK(nvec > 0);
 }
 
+/* Cross-thread reductions (tests/gen.c's cases): one kernel per reduction whose block is the
+ * bound loop's threads, a per-thread accumulator, a shared-memory combine with barriers and
+ * one store by thread 0; NVRTC and ptxas accept them for sm_80 and sm_90. (test_emulated
+ * runs them.) */
+static void
+test_cross_thread(void)
+{
+    if (!toolkit())
+        return;
+    static const uint32_t threads[] = {64, 32, 7, 32, 128, 100, 256};
+    for (size_t i = 0; i < kiln_test_nxred_cases; i++) {
+        const struct kiln_test_xred *x = &kiln_test_xred_cases[i];
+        kiln_ctx                    *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph           *g = PARSE(ctx, x->kg);
+        struct kiln_schedule         s;
+        struct kiln_func            *f;
+        struct kiln_cuda_source      src;
+        uint32_t                     nk = 0;
+        if (!g || kiln_sched_from_json(ctx, x->json, strlen(x->json), &s) != KILN_OK
+            || kiln_lower(ctx, g, &s, &f) != KILN_OK
+            || kiln_cg_cuda_source(ctx, f, "xr", &src) != KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "%s: %s", x->what, kiln_ctx_error(ctx)->msg);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        /* the reduction's kernel (a sum to a scalar initialises it in a kernel of its own) */
+        uint32_t r = src.nkernel > 1 && src.kernel[0].block[0] == 1;
+        CHECK(r < src.nkernel && i < KILN_COUNTOF(threads));
+        if (r < src.nkernel && i < KILN_COUNTOF(threads)) {
+            const struct kiln_cuda_kernel *k = &src.kernel[r];
+            CHECK_EQ_INT(threads[i], k->block[0]);
+            CHECK(k->block[1] == 1 && k->block[2] == 1);
+            CHECK_EQ_INT(threads[i] * 4, k->shared_bytes);
+        }
+        CHECK(strstr(src.text, "float kiln_acc1 = ") != NULL);
+        CHECK(strstr(src.text, "__shared__ float kiln_red1[") != NULL);
+        CHECK(strstr(src.text, "kiln_red1[threadIdx.x] = kiln_acc1;") != NULL);
+        CHECK(strstr(src.text, "if (threadIdx.x == 0) ") != NULL);
+        compile_case(ctx, g, &s, x->what, &nk);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* ---- running the CUDA C on the CPU ----
  * Without a GPU the emitted kernels still run: the test compiles their CUDA C as C++ with a
  * prelude that stands in for CUDA (blockIdx / threadIdx thread-local, __shared__ a static shared
@@ -653,11 +696,12 @@ emu_random_case(struct emu_case *c, uint64_t seed, const char *what, uint32_t i)
     return ok;
 }
 
-/* Case c: a program of GPU sketch number sk of text (tuner/sketch_gpu.c), drawn from seed;
- * false when there is no such sketch. */
+/* Case c: a program of GPU sketch number sk of text (tuner/sketch_gpu.c), or of its first
+ * sketch whose description holds frag (when not NULL), drawn from seed; false when there is no
+ * such sketch. */
 static bool
-emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed, const char *what,
-                uint32_t i)
+emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *frag, uint64_t seed,
+                const char *what, uint32_t i)
 {
     struct kiln_target  t;
     struct kiln_hw      hw;
@@ -671,7 +715,14 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed
     if (!c->g || kiln_cg_target_parse(c->ctx, "cuda -arch=sm_80", &t) != KILN_OK)
         return false;
     kiln_hw_from_target(&t, &hw);
-    if (kiln_sketches_generate(c->ctx, c->g, &hw, &sks, &nsk) != KILN_OK || sk >= nsk)
+    if (kiln_sketches_generate(c->ctx, c->g, &hw, &sks, &nsk) != KILN_OK)
+        return false;
+    for (uint32_t k = 0; frag && k < nsk; k++)
+        if (strstr(sks[k].desc, frag)) {
+            sk = k;
+            frag = NULL;
+        }
+    if (sk >= nsk || frag)
         return false;
     struct kiln_rng      r = kiln_rng_new(seed);
     struct kiln_prog     p;
@@ -694,15 +745,15 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, uint64_t seed
 static void
 test_emulated(void)
 {
-    enum { NRANDOM = 16, CAP = 6 * 64 + 1 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
+    enum { NRANDOM = 16, CAP = 6 * 64 + 32 + 9 + 1 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
     uint32_t               n = 0;
     for (size_t i = 0; i < kiln_test_nop_cases && i < 64; i++)
         for (uint32_t sk = 0; sk < 4; sk++) {
             snprintf(what[n], sizeof what[n], "op case %zu, GPU sketch %u", i, sk);
-            if (emu_sketch_case(&cases[n], kiln_test_op_cases[i], sk, opt_seed() + 97 * i + sk,
-                                what[n], n))
+            if (emu_sketch_case(&cases[n], kiln_test_op_cases[i], sk, NULL,
+                                opt_seed() + 97 * i + sk, what[n], n))
                 n++;
             else
                 kiln_ctx_free(cases[n].ctx);
@@ -725,6 +776,17 @@ test_emulated(void)
             kiln_ctx_free(cases[n].ctx);
         }
     }
+    for (size_t i = 0; i < kiln_test_nxred_cases && i < 32; i++) {
+        snprintf(what[n], sizeof what[n], "cross-thread reduction: %s",
+                 kiln_test_xred_cases[i].what);
+        if (emu_case(&cases[n], kiln_test_xred_cases[i].kg, kiln_test_xred_cases[i].json, what[n],
+                     n))
+            n++;
+        else {
+            harness_fail(__FILE__, __LINE__, "%s: %s", what[n], kiln_ctx_error(cases[n].ctx)->msg);
+            kiln_ctx_free(cases[n].ctx);
+        }
+    }
     /* random graphs and schedules whose kernels use vector accesses: the first NRANDOM of
      * 400 seeds */
     uint32_t nrandom = 0;
@@ -738,6 +800,24 @@ test_emulated(void)
         }
     }
     printf("%u random cases with vector accesses\n", nrandom);
+    /* programs of the cross-thread reduction sketch (tuner/sketch_gpu.c) */
+    static const char *const xsk[] = {
+        "input x: f32[1, 300]\nweight W: f32[20, 300]\ny = dense(x, W)\noutput y\n",
+        "input x: f32[2, 8, 7, 7]\ny = global_avg_pool2d(x)\noutput y\n",
+        "input x: f32[3, 500]\ny = softmax(x, axis=-1)\noutput y\n",
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(xsk); i++)
+        for (uint64_t d = 0; d < 3; d++) {
+            snprintf(what[n], sizeof what[n], "cross-thread sketch %zu, draw %llu", i,
+                     (unsigned long long)d);
+            if (emu_sketch_case(&cases[n], xsk[i], 0, "gpu-cross-thread-reduce",
+                                opt_seed() + 31 * i + d, what[n], n))
+                n++;
+            else {
+                harness_fail(__FILE__, __LINE__, "%s: no such sketch or program", what[n]);
+                kiln_ctx_free(cases[n].ctx);
+            }
+        }
     snprintf(what[n], sizeof what[n], "shared-memory matmul");
     if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
         n++;
@@ -868,10 +948,15 @@ test_errors(void)
 }
 
 static const struct test tests[] = {
-    {"library_ops", test_library_ops}, {"random_schedules", test_random_schedules},
-    {"launch", test_launch},           {"shared", test_shared},
-    {"emulated", test_emulated},       {"errors", test_errors},
-    {"fast_math", test_fast_math},     {"vector", test_vector},
+    {"library_ops", test_library_ops},
+    {"random_schedules", test_random_schedules},
+    {"launch", test_launch},
+    {"shared", test_shared},
+    {"emulated", test_emulated},
+    {"errors", test_errors},
+    {"fast_math", test_fast_math},
+    {"vector", test_vector},
+    {"cross_thread", test_cross_thread},
 };
 
 int

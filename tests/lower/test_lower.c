@@ -590,6 +590,76 @@ test_bind_elementwise(void)
     kiln_ctx_free(ctx);
 }
 
+/* Cross-thread reductions (a reduction loop bound to threadIdx.x): every case of tests/gen.c
+ * lowers to a loop marked `reduce`, moved to the outermost reduction position, and the
+ * loop-nest interpreter (which runs it serially) matches the reference (sums, max, min).
+ * Lowering refuses a spatial loop inside the reduction loops and a stage computed at one of
+ * them; the verifier refuses the mark on any other loop. */
+static void
+test_bind_reduction(void)
+{
+    for (size_t i = 0; i < kiln_test_nxred_cases; i++) {
+        const struct kiln_test_xred *x = &kiln_test_xred_cases[i];
+        static const char *const     want[] = {" gpu_thread.x reduce:\n"};
+        kiln_ctx                    *ctx = kiln_ctx_new(NULL);
+        struct kiln_func *f = lower_bound(ctx, x->what, x->kg, x->json, want, KILN_COUNTOF(want));
+        struct kiln_stmt *t = f ? find_loop(f->body, KILN_LOOP_GPU_THREAD) : NULL;
+        CHECK(t && t->u.for_.thread_reduce && t->u.for_.axis == 0);
+        if (i == 0 && t) { /* k.1 went outside k.0; a serial loop marked reduce is refused */
+            struct kiln_buf out = {0};
+            CHECK_EQ_INT(KILN_OK, kiln_func_print(f, &out));
+            const char *a = strstr(out.data, "for y.k.1 in [0, +64) gpu_thread.x reduce:\n");
+            const char *b = strstr(out.data, "for y.k.0 in");
+            CHECK(a && b && a < b);
+            struct kiln_stmt *ser = find_loop(t->u.for_.body, KILN_LOOP_SERIAL);
+            CHECK(ser != NULL);
+            if (ser) {
+                ser->u.for_.thread_reduce = 1;
+                CHECK_EQ_INT(KILN_ERR_INTERNAL, kiln_func_verify(f, true));
+                CHECK(strstr(kiln_ctx_error(ctx)->msg,
+                             "serial loop y.k.0 is marked a cross-thread reduction; only "
+                             "gpu_thread.x loops can be")
+                      != NULL);
+                ser->u.for_.thread_reduce = 0;
+            }
+        }
+        kiln_ctx_free(ctx);
+    }
+    static const struct {
+        const char *kg, *json, *msg;
+    } bad[] = {
+        {"input x: f32[300]\nweight W: f32[10, 300]\ny[n] += W[n, k] * x[k]\noutput y\n",
+         "[{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [64]},"
+         "{\"op\": \"reorder\", \"stage\": \"y\", \"order\": [\"k.0\", \"n\"]},"
+         "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": "
+         "\"threadIdx.x\"}]",
+         "schedule: y binds its reduction loop k.1 to threadIdx.x (a cross-thread reduction), so "
+         "its spatial loops must all be outside its reduction loops, but n is inside (reorder it "
+         "out)"},
+        {"input x: f32[300]\nweight W: f32[10, 300]\ny[n] += W[n, k] * x[k]\noutput y\n",
+         "[{\"op\": \"cache_read\", \"stage\": \"x\", \"readers\": [\"y\"]},"
+         "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"k\", \"factors\": [64]},"
+         "{\"op\": \"compute_at\", \"stage\": \"x.cache\", \"target\": \"y\", "
+         "\"iter\": \"k.0\"},"
+         "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"k.1\", \"thread\": "
+         "\"threadIdx.x\"}]",
+         "schedule: x.cache is computed at the reduction loop k.0 of y, whose reduction is bound "
+         "to threadIdx.x (a cross-thread reduction): compute it at a spatial loop"},
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(bad); i++) {
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g = PARSE(ctx, bad[i].kg);
+        struct kiln_schedule s;
+        struct kiln_func    *f;
+        CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, bad[i].json, strlen(bad[i].json), &s));
+        if (g) {
+            CHECK_EQ_INT(KILN_ERR_INVALID, kiln_lower(ctx, g, &s, &f));
+            CHECK_EQ_STR(bad[i].msg, kiln_ctx_error(ctx)->msg);
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 static const struct test tests[] = {
     {"library_ops_default_schedule", test_library_ops_default_schedule},
     {"library_ops_padded", test_library_ops_padded},
@@ -599,6 +669,7 @@ static const struct test tests[] = {
     {"bind_conv2d", test_bind_conv2d},
     {"bind_elementwise", test_bind_elementwise},
     {"bind_shared", test_bind_shared},
+    {"bind_reduction", test_bind_reduction},
 };
 
 int

@@ -517,10 +517,45 @@ test_bind(void)
                "schedule step 0 (cache_write): unknown field \"scope\"");
 
     /* illegal binds */
+    /* a reduction binds to threadIdx.x only (a cross-thread reduction), as the only thread
+     * loop of its stage */
     step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
+               "\"blockIdx.x\"}",
+               "schedule step 0 (bind C.k): iterator k is a reduction: only threadIdx.x can be "
+               "bound to a reduction (a cross-thread reduction); blockIdx.x would race on the "
+               "accumulator (use rfactor first)");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
+               "\"threadIdx.y\"}",
+               "schedule step 0 (bind C.k): iterator k is a reduction: only threadIdx.x can be "
+               "bound to a reduction (a cross-thread reduction); threadIdx.y would race on the "
+               "accumulator (use rfactor first)");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
+               "\"threadIdx.x\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
+               "\"threadIdx.y\"}",
+               "schedule step 1 (bind C.i): reduction iterator k of C is bound to threadIdx.x (a "
+               "cross-thread reduction), so i cannot also be bound to threadIdx.y: the reduction "
+               "must be the stage's only thread loop");
+    step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"j\", \"thread\": "
+               "\"threadIdx.z\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k\", \"thread\": "
                "\"threadIdx.x\"}",
-               "schedule step 0 (bind C.k): iterator k is a reduction: GPU threads would race on "
-               "the accumulator (use rfactor first)");
+               "schedule step 1 (bind C.k): reduction iterator k of C is bound to threadIdx.x (a "
+               "cross-thread reduction), so j cannot also be bound to threadIdx.z: the reduction "
+               "must be the stage's only thread loop");
+    step_error("{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"k\", \"factors\": [8]},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k.1\", \"thread\": "
+               "\"threadIdx.x\"},"
+               "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k.0\", \"thread\": "
+               "\"threadIdx.x\"}",
+               "schedule step 2 (bind C.k.0): threadIdx.x is already bound to iterator k.1 of C");
+    step_error(
+        "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"k\", \"factors\": [8]},"
+        "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"k.1\", \"thread\": "
+        "\"threadIdx.x\"},"
+        "{\"op\": \"split\", \"stage\": \"C\", \"iter\": \"k.1\", \"factors\": [2]}",
+        "schedule step 2 (split C.k.1): iterator k.1 is already annotated threadIdx.x; split "
+        "it before annotating");
     step_error("{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "
                "\"blockIdx.x\"},"
                "{\"op\": \"bind\", \"stage\": \"C\", \"iter\": \"i\", \"thread\": "

@@ -1174,6 +1174,108 @@ test_gpu_limits(void)
     CHECK(n > 0);
 }
 
+/* Whether s holds a cross-thread reduction loop. */
+static bool
+has_thread_reduce(const struct kiln_stmt *s)
+{
+    if (!s)
+        return false;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        return s->u.for_.thread_reduce || has_thread_reduce(s->u.for_.body);
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            if (has_thread_reduce(s->u.seq.item[i]))
+                return true;
+        return false;
+    case KILN_STMT_IF:
+        return has_thread_reduce(s->u.if_.then) || has_thread_reduce(s->u.if_.els);
+    case KILN_STMT_LET:
+        return has_thread_reduce(s->u.let.body);
+    case KILN_STMT_ALLOC:
+        return has_thread_reduce(s->u.alloc.body);
+    case KILN_STMT_STORE:
+        return false;
+    }
+    return false;
+}
+
+/* The cross-thread reduction sketch (tuner/README.md): offered for a dense layer at batch 1
+ * (a GEMV), a global average pool and a max over long rows, whose 40 sampled programs (and
+ * their mutants) bind a reduction loop to threadIdx.x, keep within the launch limits and match
+ * the reference in the loop-nest interpreter; not offered for a large matmul, a large
+ * convolution, a short reduction or an elementwise op, whose sketches are as before. */
+static void
+test_gpu_cross_thread(void)
+{
+    static const struct {
+        const char *name, *kg;
+        bool        want;
+    } cases[] = {
+        {"gemv", "input x: f32[1, 500]\nweight W: f32[300, 500]\ny = dense(x, W)\noutput y\n",
+         true},
+        {"global_pool", "input x: f32[1, 64, 7, 7]\ny = global_avg_pool2d(x)\noutput y\n", true},
+        {"row_max", "input x: f32[6, 1000]\ny[i] max= x[i, k]\noutput y\n", true},
+        {"matmul",
+         "input A: f32[1024, 512]\nweight B: f32[512, 2048]\nC = matmul(A, B)\noutput C\n", false},
+        {"conv",
+         "input x: f32[1, 64, 56, 56]\nweight w: f32[64, 64, 3, 3]\n"
+         "y = conv2d(x, w, padding=1)\noutput y\n",
+         false},
+        {"short", "input x: f32[6, 32]\ny[i] += x[i, k]\noutput y\n", false},
+        {"elementwise", "input a: f32[6, 50]\ny = exp(a)\noutput y\n", false},
+    };
+    for (size_t gi = 0; gi < KILN_COUNTOF(cases); gi++) {
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(ctx, cases[gi].kg);
+        struct kiln_target  tg;
+        struct kiln_hw      hw;
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, nprog = 0, xs = KILN_NONE;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), cases[gi].name));
+        struct ref          R = {0};
+        if (!g || kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &tg) != KILN_OK) {
+            kiln_ctx_free(ctx);
+            CHECK(false);
+            continue;
+        }
+        kiln_hw_from_target(&tg, &hw);
+        if (kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK) {
+            report(ctx, cases[gi].name, "kiln_sketches_generate (GPU)", NULL);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t s = 0; s < nsk; s++)
+            if (strstr(sk[s].desc, "gpu-cross-thread-reduce"))
+                xs = xs == KILN_NONE ? s : xs;
+        printf("%s: %u GPU sketches:", cases[gi].name, nsk);
+        for (uint32_t s = 0; s < nsk; s++)
+            printf(" [%s]", sk[s].desc);
+        printf("\n");
+        CHECK_EQ_INT(cases[gi].want, xs != KILN_NONE);
+        if (xs != KILN_NONE && make_ref(ctx, g, &r, &R)) {
+            for (int it = 0; it < 40; it++) {
+                struct kiln_prog  p, q;
+                struct gpu_launch L;
+                const char       *st;
+                kiln_prog_sample(&sk[xs], &r, &p);
+                struct kiln_func *f = lower_prog(ctx, g, &sk[xs], &p, cases[gi].name, &st);
+                CHECK(f && has_thread_reduce(f->body));
+                bool ok = check_gpu_prog(ctx, g, &sk[xs], &p, &R, cases[gi].name, it == 0, &L);
+                CHECK(ok && L.thread && L.shared > 0);
+                nprog += ok;
+                q = p;
+                if (ok && kiln_prog_mutate(&sk[xs], &r, &q))
+                    nprog += check_gpu_prog(ctx, g, &sk[xs], &q, &R, cases[gi].name, 0, &L);
+            }
+            printf("  %u programs of [%s] matched the reference\n", nprog, sk[xs].desc);
+            CHECK(nprog >= 40);
+        }
+        free_ref(&R);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* The CPU rules are unchanged by the GPU ones: a CPU target gives the sketches it always gave
  * (these lists were printed before tuner/sketch_gpu.c existed), and a CUDA target sets hw.gpu. */
 static void
@@ -1229,6 +1331,7 @@ main(int argc, char **argv)
         {"gpu_programs", test_gpu_programs},
         {"gpu_limits", test_gpu_limits},
         {"gpu_cpu_unchanged", test_gpu_cpu_unchanged},
+        {"gpu_cross_thread", test_gpu_cross_thread},
     };
     return harness_main(argc, argv, tests, KILN_COUNTOF(tests));
 }
