@@ -2,7 +2,8 @@
 """tests/py/test_ops.py -- every op of the library, evaluated by kiln's reference interpreter
 through `kiln eval`, compared with an independent implementation: NumPy for elementwise,
 linear-algebra and data-movement ops, PyTorch's functional ops for convolutions, pooling,
-unfold, softmax, the norms and the activations.
+unfold, softmax, the norms and the activations; the matrix form (Bᵀ·d·B, Aᵀ·M·A) for the
+Winograd transforms.
 
 Each case draws random shapes and attributes, writes a one-call .kg file and its arguments as
 NAME.npy (float64, or float32 for some cases), runs
@@ -453,6 +454,64 @@ def gen_unfold(g):
     return Case("unfold", {"x": x}, call("unfold", ["x"], **attrs), want.numpy())
 
 
+# ---- Winograd F(2x2, 3x3) transforms --------------------------------------------------------
+
+WINO_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+WINO_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+
+def gen_winograd_input(g):
+    """V[e, t, c] = (B^T d B)[e // 4, e % 4] for the 4x4 block d of tile t, by matrix products."""
+    pattr, pad = draw_padding(g)
+    N, C = g.int(1, 2), g.int(1, 3)
+    H = g.int(max(1, 3 - pad[0] - pad[2]), 8)
+    W = g.int(max(1, 3 - pad[1] - pad[3]), 8)
+    x = g.arr((N, C, H, W))
+    oh, ow = H + pad[0] + pad[2] - 2, W + pad[1] + pad[3] - 2
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    xp = np.zeros((N, C, 2 * th + 2, 2 * tw + 2))
+    xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = f64(x)
+    want = np.zeros((16, N * th * tw, C))
+    for n in range(N):
+        for i in range(th):
+            for j in range(tw):
+                for c in range(C):
+                    d = xp[n, c, 2 * i:2 * i + 4, 2 * j:2 * j + 4]
+                    want[:, (n * th + i) * tw + j, c] = (WINO_BT @ d @ WINO_BT.T).reshape(16)
+    attrs = dict(padding=pattr)
+    if g.coin():
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        attrs["layout"] = "nhwc"
+    return Case("winograd_input", {"x": x}, call("winograd_input", ["x"], **attrs), want)
+
+
+def gen_winograd_output(g):
+    """y[n, k, 2i:2i+2, 2j:2j+2] = A^T M A (+ bias) for tile (n, i, j), cropped to [OH, OW]."""
+    N, K = g.int(1, 2), g.int(1, 3)
+    oh, ow = g.int(1, 7), g.int(1, 7)
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    m = g.arr((16, N * th * tw, K))
+    full = np.zeros((N, K, 2 * th, 2 * tw))
+    for n in range(N):
+        for i in range(th):
+            for j in range(tw):
+                for k in range(K):
+                    mt = f64(m)[:, (n * th + i) * tw + j, k].reshape(4, 4)
+                    full[n, k, 2 * i:2 * i + 2, 2 * j:2 * j + 2] = WINO_AT @ mt @ WINO_AT.T
+    want = full[:, :, :oh, :ow]
+    args, names = {"m": m}, ["m"]
+    if g.coin():
+        b = g.arr((K,))
+        args["b"], names = b, ["m", "b"]
+        want = want + f64(b)[None, :, None, None]
+    attrs = dict(size=[oh, ow])
+    if g.coin():
+        want = want.transpose(0, 2, 3, 1)
+        attrs["layout"] = "nhwc"
+    return Case("winograd_output", args, call("winograd_output", names, **attrs),
+                np.ascontiguousarray(want), weights=("b",))
+
+
 # ---- normalisation --------------------------------------------------------------------------
 
 def gen_softmax(op):
@@ -638,6 +697,8 @@ GENERATORS = {
     "global_avg_pool2d": (gen_global_pool("global_avg_pool2d"), 5),
     "global_max_pool2d": (gen_global_pool("global_max_pool2d"), 5),
     "unfold": (gen_unfold, 15),
+    "winograd_input": (gen_winograd_input, 12),
+    "winograd_output": (gen_winograd_output, 12),
     "softmax": (gen_softmax("softmax"), 8),
     "log_softmax": (gen_softmax("log_softmax"), 8),
     "batch_norm": (gen_batch_norm, 6),
