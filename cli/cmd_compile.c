@@ -31,9 +31,9 @@ static const char usage[] =
     "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
     "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
     "imported. Its activations go channels-last, and its 3x3 stride-1 convolutions with at\n"
-    "least 49 output tiles of 2x2 become Winograd F(2x2, 3x3) (--no-winograd: direct; tune\n"
-    "and compile with the same choice, so the records match the tasks). --save-weights writes\n"
-    "the weights of the graph compiled.\n"
+    "least 49 output tiles of 2x2 become Winograd F(2x2, 3x3), F(4x4, 3x3) from 56x56\n"
+    "(--no-winograd: direct; tune and compile with the same choice, so the records match the\n"
+    "tasks). --save-weights writes the weights of the graph compiled.\n"
     "Intermediates computed at root share one workspace by live range (memory planning);\n"
     "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
     "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";

@@ -400,8 +400,9 @@ KILN_API enum kiln_status kiln_graph_channels_last(kiln_ctx *ctx, const struct k
 
 /* Rewrites each 3x3 convolution with stride 1, dilation 1, one group, a float dtype and known
  * weights, whose output has at least 49 tiles of 2x2 pixels (14x14 per image), as Winograd's
- * F(2x2, 3x3): winograd_input, batch_matmul with weights transformed at compile time (a new
- * weight NAME_wino of [16, C, K]), winograd_output (ir/README.md). 2.25x fewer multiplications;
+ * F(2x2, 3x3), or F(4x4, 3x3) from 196 tiles of 4x4 (56x56): winograd_input, batch_matmul with
+ * weights transformed at compile time (a new weight NAME_wino of [16, C, K] or [36, C, K]),
+ * winograd_output (ir/README.md). 2.25x or 4x fewer multiplications;
  * results differ from the direct convolution by rounding only. *converted: the convolutions
  * rewritten. Weights as kiln_graph_simplify. */
 KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_graph *g,

@@ -855,12 +855,19 @@ channels_last(const struct facts *f, struct rebuild *out, uint32_t *converted)
  * per image): the transformed weights are 16/9 the size of the kernel and every tile reuses
  * them. At 7x7 (16 tiles, ResNet-18's last stage, 512 channels) the 16 batched products have
  * 16 rows each and stream 16 MB of transformed weights per convolution, where the direct
- * convolution reads 9.4 MB for 2.25x the multiplications. */
-#define WINO_MIN_TILES 49
+ * convolution reads 9.4 MB for 2.25x the multiplications. With at least WINO4_MIN_TILES tiles
+ * of 4x4 (a 56x56 output) it uses F(4x4, 3x3): 4x fewer multiplications, transformed weights
+ * 4x the kernel's size, 2.25 transformed elements per output pixel instead of 4. Tuned for 64
+ * trials, a 56x56x64 block (products, output transform, relu, next input transform) took
+ * 384 us with 4x4 tiles against 599 us with 2x2; at 28x28x128 (49 tiles of 4x4) 483 against
+ * 423, so 2x2 tiles stay there. */
+#define WINO_MIN_TILES  49
+#define WINO4_MIN_TILES 196
 
 struct wino_conv {
     int64_t pad[4]; /* top, left, bottom, right */
     int64_t oh, ow;
+    int64_t m; /* output tile: F(m x m, 3x3) */
     bool    nhwc;
 };
 
@@ -926,27 +933,37 @@ wino_eligible(const struct facts *f, uint32_t c, struct wino_conv *wc)
     if (w->shape[1] != C || y->ndim != 4 || y->shape[wc->nhwc ? 1 : 2] != wc->oh
         || y->shape[wc->nhwc ? 2 : 3] != wc->ow)
         return false;
+    wc->m = x->shape[0] * ((wc->oh + 3) / 4) * ((wc->ow + 3) / 4) >= WINO4_MIN_TILES ? 4 : 2;
     return x->shape[0] * ((wc->oh + 1) / 2) * ((wc->ow + 1) / 2) >= WINO_MIN_TILES;
 }
 
-/* U[e, c, k] = (G w[k, c] G^T)[e / 4, e % 4], in double (ir/lib_wino.c has the matrices). */
+/* U[e, c, k] = (G w[k, c] G^T)[e / a, e % a] for F(m x m, 3x3), a = m + 2, in double (ir/lib_wino.c
+ * has the matrices). */
 static double *
-wino_weights(kiln_ctx *ctx, const double *w, int64_t K, int64_t C)
+wino_weights(kiln_ctx *ctx, const double *w, int64_t K, int64_t C, int64_t m)
 {
-    static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-    double             *u = kiln_arena_alloc(ctx, sizeof(double) * (size_t)(16 * C * K));
+    static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                    {0, 0, 1}};
+    const double(*G)[3] = m == 2 ? G2 : G4;
+    int     a = (int)m + 2;
+    double *u = kiln_arena_alloc(ctx, sizeof(double) * (size_t)(a * a * C * K));
     if (!u)
         return NULL;
     for (int64_t k = 0; k < K; k++)
         for (int64_t c = 0; c < C; c++) {
             const double *g = w + (k * C + c) * 9;
-            double        t[4][3]; /* G g */
-            for (int i = 0; i < 4; i++)
+            double        t[6][3]; /* G g */
+            for (int i = 0; i < a; i++)
                 for (int s = 0; s < 3; s++)
                     t[i][s] = G[i][0] * g[s] + G[i][1] * g[3 + s] + G[i][2] * g[6 + s];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++)
-                    u[((i * 4 + j) * C + c) * K + k] =
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++)
+                    u[((i * a + j) * C + c) * K + k] =
                         t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
         }
     return u;
@@ -967,8 +984,9 @@ emit_winograd(struct rebuild *r, uint32_t c, const struct wino_conv *wc)
     uint32_t                  x = get(r, call->in[0]), b = KILN_NONE;
     if (x == KILN_NONE || (call->nin == 3 && (b = get(r, call->in[2])) == KILN_NONE))
         return ctx->err.status;
-    const double      *u = wino_weights(ctx, arg_values(r->f, call->in[1]), K, C);
-    struct kiln_tensor ut = {.dtype = wt->dtype, .ndim = 3, .shape = {16, C, K}};
+    const double      *u = wino_weights(ctx, arg_values(r->f, call->in[1]), K, C, wc->m);
+    int64_t            a = wc->m + 2;
+    struct kiln_tensor ut = {.dtype = wt->dtype, .ndim = 3, .shape = {a * a, C, K}};
     const char        *uname = fresh_name(r, kiln_arena_printf(ctx, "%s_wino", wname), KILN_NONE);
     uint32_t           ua;
     if (!u || !uname || (ua = add_arg(r, uname, &ut, KILN_TENSOR_WEIGHT, u)) == KILN_NONE)
@@ -979,33 +997,40 @@ emit_winograd(struct rebuild *r, uint32_t c, const struct wino_conv *wc)
                             .s = wc->nhwc ? "nhwc" : "nchw",
                             .line = call->line,
                             .col = call->col};
-    struct kiln_attr in_attr[2] = {{.name = kiln_sym(ctx, "padding", 7),
+    struct kiln_attr tile = {.name = kiln_sym(ctx, "tile", 4),
+                             .kind = KILN_ATTR_INT,
+                             .i = wc->m,
+                             .line = call->line,
+                             .col = call->col};
+    struct kiln_attr in_attr[3] = {{.name = kiln_sym(ctx, "padding", 7),
                                     .kind = KILN_ATTR_INTS,
                                     .n = 4,
                                     .ints = wc->pad,
                                     .line = call->line,
                                     .col = call->col},
-                                   lay};
-    struct kiln_attr out_attr[2] = {{.name = kiln_sym(ctx, "size", 4),
+                                   lay,
+                                   tile};
+    struct kiln_attr out_attr[3] = {{.name = kiln_sym(ctx, "size", 4),
                                      .kind = KILN_ATTR_INTS,
                                      .n = 2,
                                      .ints = size,
                                      .line = call->line,
                                      .col = call->col},
-                                    lay};
+                                    lay,
+                                    tile};
     const char      *vname = fresh_name(r, kiln_arena_printf(ctx, "%s_wi", yname), KILN_NONE);
     const char      *mname = fresh_name(r, kiln_arena_printf(ctx, "%s_wm", yname), KILN_NONE);
     const char      *oname = fresh_name(r, yname, call->out);
     uint32_t         v, m;
     if (!vname || !mname || !oname)
         return ctx->err.status;
-    KILN_TRY(kiln_lib_call(r->ng, "winograd_input", vname, 1, &x, 2, in_attr, call->line, call->col,
+    KILN_TRY(kiln_lib_call(r->ng, "winograd_input", vname, 1, &x, 3, in_attr, call->line, call->col,
                            &v));
     uint32_t mm[2] = {v, ua};
     KILN_TRY(
         kiln_lib_call(r->ng, "batch_matmul", mname, 2, mm, 0, NULL, call->line, call->col, &m));
     uint32_t oin[2] = {m, b};
-    return kiln_lib_call(r->ng, "winograd_output", oname, b == KILN_NONE ? 1 : 2, oin, 2, out_attr,
+    return kiln_lib_call(r->ng, "winograd_output", oname, b == KILN_NONE ? 1 : 2, oin, 3, out_attr,
                          call->line, call->col, &r->map[call->out]);
 }
 

@@ -595,6 +595,8 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[1, 2, 6, 5]\ny = unfold(x, kernel=3, padding=1, stride=2)\n",
     "input x: f32[2, 5, 6, 3]\ny = winograd_input(x, padding=[1, 0, 2, 1], layout=\"nhwc\")\n",
     "input m: f32[16, 12, 3]\nweight b: f32[3]\ny = winograd_output(m, b, size=[5, 7])\n",
+    "input x: f32[1, 2, 7, 6]\ny = winograd_input(x, padding=1, tile=4)\n",
+    "input m: f32[36, 4, 2]\ny = winograd_output(m, size=[7, 6], tile=4, layout=\"nhwc\")\n",
     "input x: f32[3, 4, 5]\ny = softmax(x, axis=1)\n",
     "input x: f32[3, 4, 5]\ny = log_softmax(x)\n",
     "input x: f32[2, 3, 4, 4]\nweight g: f32[3]\nweight b: f32[3]\nweight m: f32[3]\nweight v0: "

@@ -718,17 +718,21 @@ test_channels_last(void)
 /* ---- Winograd convolutions (kiln_graph_winograd) ---- */
 
 /* One random convolution followed by a relu: 3x3 stride 1 (padding an int, a pair or four
- * sides, NCHW or NHWC, with or without a bias, batch 1 or 2, odd and even output sizes), or a
+ * sides, NCHW or NHWC, with or without a bias, batch 1 or 2, odd and even output sizes, a
+ * quarter of them around 56x56 where F(4x4, 3x3) takes over from 196 tiles), or a
  * variant the pass must leave alone (stride 2, dilation 2, two groups, a 1x1 kernel, weights of
- * unknown value). Rewritten exactly when it has at least 49 output tiles; same outputs as the
+ * unknown value). Rewritten exactly when it has at least 49 output tiles of 2x2, with 4x4 tiles
+ * exactly when it has 196 of those; same outputs as the
  * direct convolution (the interpreter computes both in double), nothing left to rewrite after. */
 static bool
 winograd_case(uint64_t seed)
 {
     struct kiln_rng r = kiln_rng_new(seed);
     struct text     t = {0};
-    int64_t         n = 1 + pick(&r, 2), c = 1 + pick(&r, 5), k = 1 + pick(&r, 5);
-    int64_t         h = 9 + pick(&r, 10), w = 9 + pick(&r, 10), pad[4];
+    int64_t         n = 1 + pick(&r, 2), c = 1 + pick(&r, 4), k = 1 + pick(&r, 4);
+    bool            big = pick(&r, 4) == 0; /* around 56x56: F(4x4, 3x3) from 196 tiles of 4x4 */
+    int64_t         h = big ? 52 + pick(&r, 9) : 9 + pick(&r, 10);
+    int64_t         w = big ? 52 + pick(&r, 9) : 9 + pick(&r, 10), pad[4];
     bool            nhwc = pick(&r, 2), bias = pick(&r, 2), known = pick(&r, 8) != 0;
     uint32_t        variant = pick(&r, 8), form = pick(&r, 3); /* variants 0..3 are eligible */
     for (int i = 0; i < 4; i++)
@@ -760,6 +764,7 @@ winograd_case(uint64_t seed)
     int64_t  oh = h + pad[0] + pad[2] - 2, ow = w + pad[1] + pad[3] - 2;
     bool     direct = variant >= 4 && (variant != 6 || groups == 2);
     uint32_t want = !direct && known && n * ((oh + 1) / 2) * ((ow + 1) / 2) >= 49;
+    uint32_t want4 = want && n * ((oh + 3) / 4) * ((ow + 3) / 4) >= 196;
 
     kiln_ctx          *ctx = kiln_ctx_new(NULL);
     int                before = harness_failures;
@@ -776,6 +781,12 @@ winograd_case(uint64_t seed)
             CHECK_EQ_INT(want, count_kind(ctx, l, "batch_matmul"));
             CHECK_EQ_INT(want, count_kind(ctx, l, "winograd_output"));
             CHECK_EQ_INT(!want, count_kind(ctx, l, "conv2d"));
+            uint32_t tile4 = 0;
+            for (uint32_t i = 0; i < l->ncall; i++)
+                for (uint32_t a = 0; a < l->call[i].nattr; a++)
+                    tile4 += !strcmp(kiln_sym_str(ctx, l->call[i].attr[a].name), "tile")
+                             && l->call[i].attr[a].i == 4;
+            CHECK_EQ_INT(2 * want4, tile4); /* winograd_input and winograd_output */
             double err = compare(ctx, g, wv, l, lw, seed + 1);
             if (!(err <= 1e-9))
                 harness_fail(__FILE__, __LINE__, "winograd outputs differ by %g", err);

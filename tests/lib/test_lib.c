@@ -208,6 +208,9 @@ static const struct shape_case shape_cases[] = {
     {"winograd_input", "x:f32[2,7,9,5]", "layout=\"nhwc\"", "[16, 24, 5]", 1},
     {"winograd_input", "x:f32[1,2,6,6]", "padding=[0,1,2,3]", "[16, 12, 2]", 1},
     {"winograd_output", "m:f32[16,16,4]", "size=[8,8]", "[1, 4, 8, 8]", 1},
+    {"winograd_input", "x:f32[1,3,9,8]", "padding=1 tile=4", "[36, 6, 3]", 1},
+    {"winograd_output", "m:f32[36,12,4] b:f32[4]", "size=[9,7] tile=4 layout=\"nhwc\"",
+     "[2, 9, 7, 4]", 1},
     {"winograd_output", "m:f32[16,24,4] b:f32[4]", "size=[5,7] layout=\"nhwc\"", "[2, 5, 7, 4]", 1},
     /* einsum */
     {"einsum", "a:f32[2,3] b:f32[3,4]", "eq=\"ij,jk->ik\"", "[2, 4]", 1},
@@ -455,6 +458,10 @@ static const struct error_case error_cases[] = {
      "winograd_input: input x must be 4-D [N, C, H, W], got [3, 8, 8]"},
     {"winograd_output", "m:f32[16,16,4]", "",
      "winograd_output: missing attribute size (the output's [H, W])"},
+    {"winograd_input", "x:f32[1,3,8,8]", "tile=3", "winograd_input: tile must be 2 or 4, got 3"},
+    {"winograd_output", "m:f32[16,4,4]", "size=[8,8] tile=4",
+     "winograd_output: input m has shape [16, 4, 4]; a 8x8 output needs [36, N*4, K] (2x2 tiles "
+     "of 4x4 per image)"},
     {"winograd_output", "m:f32[16,10,4]", "size=[8,8]",
      "winograd_output: input m has shape [16, 10, 4]; a 8x8 output needs [16, N*16, K] (4x4 tiles "
      "of 2x2 per image)"},

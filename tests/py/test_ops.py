@@ -456,29 +456,40 @@ def gen_unfold(g):
 
 # ---- Winograd F(2x2, 3x3) transforms --------------------------------------------------------
 
-WINO_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
-WINO_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+WINO_BT = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+           4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                        [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+                       dtype=np.float64)}
+WINO_AT = {2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64),
+           4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                        [0, 1, -1, 8, -8, 1]], dtype=np.float64)}
 
 
 def gen_winograd_input(g):
-    """V[e, t, c] = (B^T d B)[e // 4, e % 4] for the 4x4 block d of tile t, by matrix products."""
+    """V[e, t, c] = (B^T d B)[e // a, e % a] for the a x a block d of tile t, by matrix
+    products (F(m x m, 3x3), a = m + 2)."""
+    m = g.pick([2, 4])
+    a = m + 2
+    bt = WINO_BT[m]
     pattr, pad = draw_padding(g)
     N, C = g.int(1, 2), g.int(1, 3)
-    H = g.int(max(1, 3 - pad[0] - pad[2]), 8)
-    W = g.int(max(1, 3 - pad[1] - pad[3]), 8)
+    H = g.int(max(1, 3 - pad[0] - pad[2]), 10)
+    W = g.int(max(1, 3 - pad[1] - pad[3]), 10)
     x = g.arr((N, C, H, W))
     oh, ow = H + pad[0] + pad[2] - 2, W + pad[1] + pad[3] - 2
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
-    xp = np.zeros((N, C, 2 * th + 2, 2 * tw + 2))
+    th, tw = (oh + m - 1) // m, (ow + m - 1) // m
+    xp = np.zeros((N, C, m * th + 2, m * tw + 2))
     xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = f64(x)
-    want = np.zeros((16, N * th * tw, C))
+    want = np.zeros((a * a, N * th * tw, C))
     for n in range(N):
         for i in range(th):
             for j in range(tw):
                 for c in range(C):
-                    d = xp[n, c, 2 * i:2 * i + 4, 2 * j:2 * j + 4]
-                    want[:, (n * th + i) * tw + j, c] = (WINO_BT @ d @ WINO_BT.T).reshape(16)
+                    d = xp[n, c, m * i:m * i + a, m * j:m * j + a]
+                    want[:, (n * th + i) * tw + j, c] = (bt @ d @ bt.T).reshape(a * a)
     attrs = dict(padding=pattr)
+    if m == 4 or g.coin():
+        attrs["tile"] = m
     if g.coin():
         x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         attrs["layout"] = "nhwc"
@@ -486,25 +497,31 @@ def gen_winograd_input(g):
 
 
 def gen_winograd_output(g):
-    """y[n, k, 2i:2i+2, 2j:2j+2] = A^T M A (+ bias) for tile (n, i, j), cropped to [OH, OW]."""
+    """y[n, k, m i:m i+m, m j:m j+m] = A^T M A (+ bias) for tile (n, i, j), cropped to
+    [OH, OW]."""
+    m = g.pick([2, 4])
+    a = m + 2
+    at = WINO_AT[m]
     N, K = g.int(1, 2), g.int(1, 3)
-    oh, ow = g.int(1, 7), g.int(1, 7)
-    th, tw = (oh + 1) // 2, (ow + 1) // 2
-    m = g.arr((16, N * th * tw, K))
-    full = np.zeros((N, K, 2 * th, 2 * tw))
+    oh, ow = g.int(1, 9), g.int(1, 9)
+    th, tw = (oh + m - 1) // m, (ow + m - 1) // m
+    mt = g.arr((a * a, N * th * tw, K))
+    full = np.zeros((N, K, m * th, m * tw))
     for n in range(N):
         for i in range(th):
             for j in range(tw):
                 for k in range(K):
-                    mt = f64(m)[:, (n * th + i) * tw + j, k].reshape(4, 4)
-                    full[n, k, 2 * i:2 * i + 2, 2 * j:2 * j + 2] = WINO_AT @ mt @ WINO_AT.T
+                    v = f64(mt)[:, (n * th + i) * tw + j, k].reshape(a, a)
+                    full[n, k, m * i:m * i + m, m * j:m * j + m] = at @ v @ at.T
     want = full[:, :, :oh, :ow]
-    args, names = {"m": m}, ["m"]
+    args, names = {"m": mt}, ["m"]
     if g.coin():
         b = g.arr((K,))
         args["b"], names = b, ["m", "b"]
         want = want + f64(b)[None, :, None, None]
     attrs = dict(size=[oh, ow])
+    if m == 4 or g.coin():
+        attrs["tile"] = m
     if g.coin():
         want = want.transpose(0, 2, 3, 1)
         attrs["layout"] = "nhwc"
@@ -697,8 +714,8 @@ GENERATORS = {
     "global_avg_pool2d": (gen_global_pool("global_avg_pool2d"), 5),
     "global_max_pool2d": (gen_global_pool("global_max_pool2d"), 5),
     "unfold": (gen_unfold, 15),
-    "winograd_input": (gen_winograd_input, 12),
-    "winograd_output": (gen_winograd_output, 12),
+    "winograd_input": (gen_winograd_input, 16),
+    "winograd_output": (gen_winograd_output, 16),
     "softmax": (gen_softmax("softmax"), 8),
     "log_softmax": (gen_softmax("log_softmax"), 8),
     "batch_norm": (gen_batch_norm, 6),
