@@ -838,15 +838,10 @@ vec_plan(struct cu *c, const struct kiln_stmt *s)
     return w;
 }
 
-/* Loop s in steps of w lanes (vec_plan): the vector loads, then one vector store of the value
- * computed per lane. */
+/* `for (long long v = MIN, v_end = v + (EXTENT); v < v_end; v += step) {` for loop s. */
 static void
-vector_loop(struct cu *c, const struct kiln_stmt *s, int w)
+for_head(struct cu *c, const struct kiln_stmt *s, int step)
 {
-    const struct kiln_stmt *st = s->u.for_.body;
-    const char             *vt = w == 4 ? "float4" : "float2";
-    indent(c);
-    OUT("#pragma unroll\n");
     indent(c);
     OUT("for (long long ");
     emit_var(c, s->u.for_.var);
@@ -863,8 +858,26 @@ vector_loop(struct cu *c, const struct kiln_stmt *s, int w)
     OUT(" < ");
     emit_var(c, s->u.for_.var);
     OUT("_end; ");
-    emit_var(c, s->u.for_.var);
-    OUT(" += %d) {\n", w);
+    if (step == 1) {
+        OUT("++");
+        emit_var(c, s->u.for_.var);
+    } else {
+        emit_var(c, s->u.for_.var);
+        OUT(" += %d", step);
+    }
+    OUT(") {\n");
+}
+
+/* Loop s in steps of w lanes (vec_plan): the vector loads, then one vector store of the value
+ * computed per lane. */
+static void
+vector_loop(struct cu *c, const struct kiln_stmt *s, int w)
+{
+    const struct kiln_stmt *st = s->u.for_.body;
+    const char             *vt = w == 4 ? "float4" : "float2";
+    indent(c);
+    OUT("#pragma unroll\n");
+    for_head(c, s, w);
     c->depth++;
     for (uint32_t i = 0; i < c->nvload; i++) {
         const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){c->vload[i]});
@@ -1168,24 +1181,7 @@ emit_for(struct cu *c, const struct kiln_stmt *s)
     }
     /* serial, parallel (a CPU annotation: its iterations are independent, so serial is
      * correct), vector and unrolled loops */
-    indent(c);
-    OUT("for (long long ");
-    emit_var(c, s->u.for_.var);
-    OUT(" = ");
-    emit_expr(c, s->u.for_.min);
-    OUT(", ");
-    emit_var(c, s->u.for_.var);
-    OUT("_end = ");
-    emit_var(c, s->u.for_.var);
-    OUT(" + (");
-    emit_expr(c, s->u.for_.extent);
-    OUT("); ");
-    emit_var(c, s->u.for_.var);
-    OUT(" < ");
-    emit_var(c, s->u.for_.var);
-    OUT("_end; ++");
-    emit_var(c, s->u.for_.var);
-    OUT(") {\n");
+    for_head(c, s, 1);
     c->depth++;
     emit_stmt(c, s->u.for_.body);
     c->depth--;

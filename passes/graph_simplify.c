@@ -1114,19 +1114,23 @@ kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_graph *g, const double *con
     return KILN_OK;
 }
 
-enum kiln_status
-kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
-                         struct kiln_graph **out, const double *const **weights_out,
-                         uint32_t *converted)
+/* The rewrites of a graph into another: pass over its facts, counting what it changed. */
+typedef enum kiln_status (*rewrite_fn)(const struct facts *f, struct rebuild *out,
+                                       uint32_t *converted);
+
+static enum kiln_status
+rewrite(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights, const char *what,
+        rewrite_fn pass, struct kiln_graph **out, const double *const **weights_out,
+        uint32_t *converted)
 {
     uint32_t n = 0;
     if (converted)
         *converted = 0;
-    KILN_TRY(entry(ctx, g, "layout", out, weights_out));
+    KILN_TRY(entry(ctx, g, what, out, weights_out));
     struct facts   f;
     struct rebuild r;
     KILN_TRY(facts_init(&f, ctx, g, weights));
-    KILN_TRY(channels_last(&f, &r, &n));
+    KILN_TRY(pass(&f, &r, &n));
     *out = r.ng;
     if (weights_out)
         *weights_out = r.nw;
@@ -1136,21 +1140,16 @@ kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g, const double
 }
 
 enum kiln_status
+kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
+                         struct kiln_graph **out, const double *const **weights_out,
+                         uint32_t *converted)
+{
+    return rewrite(ctx, g, weights, "layout", channels_last, out, weights_out, converted);
+}
+
+enum kiln_status
 kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
                     struct kiln_graph **out, const double *const **weights_out, uint32_t *converted)
 {
-    uint32_t n = 0;
-    if (converted)
-        *converted = 0;
-    KILN_TRY(entry(ctx, g, "winograd", out, weights_out));
-    struct facts   f;
-    struct rebuild r;
-    KILN_TRY(facts_init(&f, ctx, g, weights));
-    KILN_TRY(winograd(&f, &r, &n));
-    *out = r.ng;
-    if (weights_out)
-        *weights_out = r.nw;
-    if (converted)
-        *converted = n;
-    return KILN_OK;
+    return rewrite(ctx, g, weights, "winograd", winograd, out, weights_out, converted);
 }
