@@ -44,9 +44,9 @@
 /* The non-zeros of B^T's rows: positions and coefficients of up to 4 terms per row (a
  * coefficient 0 ends the row). */
 struct wino_rows {
-    int     alpha, nterm;
-    int64_t pos[6][4];
-    double  coef[6][4];
+    int    alpha, nterm;
+    double pos[6][4]; /* small integers */
+    double coef[6][4];
 };
 
 static const struct wino_rows wino_bt2 = {
@@ -81,20 +81,10 @@ wino_attrs(struct libcall *c, bool *nhwc, int64_t *m)
     return KILN_OK;
 }
 
-/* v[xi] for a table v of n rows indexed by xi: a select chain, or the constant when all rows
- * agree. */
+/* v[xi] for a table v of n rows (stride apart) indexed by xi, as constants of dtype dt: a select
+ * chain, or the constant when all rows agree (select(c, a, a) folds to a). */
 static kiln_expr
-wino_itab(struct libcall *c, kiln_expr xi, int n, const int64_t *v, int stride)
-{
-    kiln_expr r = lib_idx(c, v[(n - 1) * stride]);
-    for (int k = n - 2; k >= 0; k--) /* select(c, a, a) folds to a */
-        r = kiln_select(c->ctx, kiln_binary(c->ctx, KILN_OP_EQ, xi, lib_idx(c, k)),
-                        lib_idx(c, v[k * stride]), r);
-    return r;
-}
-
-static kiln_expr
-wino_ftab(struct libcall *c, kiln_expr xi, int n, const double *v, int stride, enum kiln_dtype dt)
+wino_tab(struct libcall *c, kiln_expr xi, int n, const double *v, int stride, enum kiln_dtype dt)
 {
     kiln_expr r = lib_f(c, v[(n - 1) * stride], dt);
     for (int k = n - 2; k >= 0; k--)
@@ -133,7 +123,7 @@ wino_term(struct libcall *c, const struct wino_rows *B, int r, kiln_expr xi, kil
           enum kiln_dtype dt)
 {
     kiln_ctx *ctx = c->ctx;
-    kiln_expr t = kiln_mul(ctx, wino_ftab(c, xi, B->alpha, &B->coef[0][r], 4, dt), f);
+    kiln_expr t = kiln_mul(ctx, wino_tab(c, xi, B->alpha, &B->coef[0][r], 4, dt), f);
     kiln_expr used = kiln_bool(ctx, true);
     for (int k = 0; k < B->alpha; k++)
         if (B->coef[k][r] == 0)
@@ -190,9 +180,9 @@ kiln_lib_winograd_input(struct libcall *c)
      * coef_s(nu) * d[pos_r(xi), pos_s(nu)]) */
     kiln_expr body = {0};
     for (int r = 0; r < B->nterm; r++) {
-        kiln_expr pr = wino_itab(c, xi, B->alpha, &B->pos[0][r], 4), inner = {0};
+        kiln_expr pr = wino_tab(c, xi, B->alpha, &B->pos[0][r], 4, KILN_DTYPE_I64), inner = {0};
         for (int s = 0; s < B->nterm; s++) {
-            kiln_expr ps = wino_itab(c, nu, B->alpha, &B->pos[0][s], 4);
+            kiln_expr ps = wino_tab(c, nu, B->alpha, &B->pos[0][s], 4, KILN_DTYPE_I64);
             kiln_expr term = wino_term(c, B, s, nu, wino_d(c, &w, pr, ps, dt), dt);
             inner = s ? kiln_add(ctx, inner, term) : term;
         }
@@ -217,7 +207,7 @@ wino_out_row(struct libcall *c, int64_t m, kiln_expr i, const kiln_expr *v, enum
         kiln_binary(ctx, KILN_OP_EQ, kiln_floormod(ctx, i, lib_idx(c, 2)), lib_idx(c, 0));
     kiln_expr p = kiln_select(ctx, even, kiln_add(ctx, v[1], v[2]), kiln_sub(ctx, v[1], v[2]));
     kiln_expr q = kiln_select(ctx, even, kiln_add(ctx, v[3], v[4]), kiln_sub(ctx, v[3], v[4]));
-    kiln_expr r = kiln_add(ctx, p, kiln_mul(ctx, wino_ftab(c, i, 4, pow2, 1, dt), q));
+    kiln_expr r = kiln_add(ctx, p, kiln_mul(ctx, wino_tab(c, i, 4, pow2, 1, dt), q));
     kiln_expr extra = kiln_select(
         ctx, kiln_binary(ctx, KILN_OP_EQ, i, lib_idx(c, 0)), v[0],
         kiln_select(ctx, kiln_binary(ctx, KILN_OP_EQ, i, lib_idx(c, 3)), v[5], lib_f(c, 0, dt)));
