@@ -208,7 +208,10 @@ kiln_sk_misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, u
 }
 
 /* The number of tensors op i reads for which some output axis of extent > 1 is absent from
- * every index of their loads: the tensors it reuses. */
+ * every index of their loads: the tensors it reuses. A tensor of one element (a Clip bound
+ * imported from ONNX as a 0-d weight) does not count: it lives in a register whatever the
+ * tiling, and counting it made MobileNetV2's min(max(conv, lo), hi) a tiled op of its own,
+ * which no convolution could then be fused into (a separate pass over every activation). */
 static uint32_t
 reused_tensors(const struct ana *A, uint32_t i)
 {
@@ -224,7 +227,8 @@ reused_tensors(const struct ana *A, uint32_t i)
         if (dup)
             continue;
         seen[nseen++] = t;
-        count += kiln_sk_misses_an_axis(A, i, &L, t);
+        if (kiln_tensor_numel(&A->g->tensor[t]) > 1)
+            count += kiln_sk_misses_an_axis(A, i, &L, t);
     }
     return count;
 }

@@ -54,6 +54,12 @@ static const char *const graphs[][2] = {
                    "C = matmul(E, B)\noutput C\n"},
     {"two_anchors", "input x: f32[8, 12]\nweight w1: f32[12, 16]\nweight w2: f32[16, 8]\n"
                     "h = matmul(x, w1)\nr = relu(h)\ny = matmul(r, w2)\noutput y\n"},
+    /* ONNX's Clip as imported: bounds are 0-d weights, which must not make the clip a tiled
+     * op of its own (the convolution is fused into it) */
+    {"conv_clip", "input x: f32[1, 6, 6, 8]\nweight w: f32[16, 8, 1, 1]\nweight b: f32[16]\n"
+                  "weight hi: f32[]\nweight lo: f32[]\n"
+                  "y = conv2d(x, w, b, layout=\"nhwc\")\nm = minimum(y, hi)\n"
+                  "c = maximum(m, lo)\noutput c\n"},
     /* stage names derived from long tensor names ("<name>.local", "<w>.pack", "<s>.rf") were
      * cut at 58 characters, so every program of those sketches failed to apply */
     {"long_names", "input x_" LONG ": f32[1, 8, 6, 6]\nweight w_" LONG ": f32[16, 8, 3, 3]\n"
@@ -421,6 +427,13 @@ test_programs(void)
         if (!strcmp(graphs[gi][0], "matmul_bias_relu")) {
             CHECK(has_sketch(sk, nsk, "C:tile+fuse(E)@1"));
             CHECK(has_sketch(sk, nsk, "D:inline"));
+        }
+        if (!strcmp(nm, "conv_clip")) { /* y's conv stage is fused into the clip */
+            bool fused = false;
+            for (uint32_t s = 0; s < nsk; s++)
+                fused |= strstr(sk[s].desc, "+fuse(c)") && strstr(sk[s].desc, "c:consumer");
+            CHECK(fused);
+            CHECK(!has_sketch(sk, nsk, "c:tile"));
         }
         if (!strcmp(graphs[gi][0], "rowsum"))
             CHECK(has_sketch(sk, nsk, "s:rfactor-inner"));
