@@ -14,9 +14,9 @@ static const char usage[] =
     "usage: kiln tune FILE.kg [--trials N] [--db FILE.db] [--target T]\n"
     "                 [--strategy ansor+droplet|ansor|droplet] [--droplet-after N]\n"
     "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
-    "                 [--timeout S] [--threads N] [--flush-cache] [--build-workers N]\n"
-    "                 [--log FILE.jsonl] [--curves DIR] [--quiet] [--no-simplify]\n"
-    "                 [--no-winograd]\n"
+    "                 [--timeout S] [--threads N] [--flush-cache | --flush-weights]\n"
+    "                 [--build-workers N] [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
+    "                 [--no-simplify] [--no-winograd]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
     "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
@@ -25,11 +25,13 @@ static const char usage[] =
     "search: Ansor then Droplet after --droplet-after programs of a task (default 300), Ansor\n"
     "alone, or Droplet alone. Candidates are measured in worker processes: --repeat timed\n"
     "repeats (median) of at least --min-repeat-ms each, killed after --timeout seconds,\n"
-    "outputs checked against the reference. --log streams one JSON line per measurement;\n"
-    "--curves writes a CSV tuning curve per task and curves.svg. `kiln compile FILE.kg --db\n"
-    "FILE.db` then applies the best records. FILE may be an ONNX model: it is simplified first,\n"
-    "as `kiln compile` does (--no-simplify: tune it as imported; --no-winograd: keep its\n"
-    "convolutions direct; compile it the same way).\n";
+    "outputs checked against the reference; --flush-weights evicts each candidate's weights\n"
+    "(and the buffers prepared from them) from the caches before every timed call, as they are\n"
+    "when a whole network runs, --flush-cache evicts everything. --log streams one JSON line\n"
+    "per measurement; --curves writes a CSV tuning curve per task and curves.svg. `kiln\n"
+    "compile FILE.kg --db FILE.db` then applies the best records. FILE may be an ONNX model:\n"
+    "it is simplified first, as `kiln compile` does (--no-simplify: tune it as imported;\n"
+    "--no-winograd: keep its convolutions direct; compile it the same way).\n";
 
 static volatile int stop_flag;
 
@@ -178,6 +180,8 @@ cmd_tune(int argc, char **argv)
             p.curve_dir = val;
         } else if (!strcmp(a, "--flush-cache")) {
             p.flush_cache = 1;
+        } else if (!strcmp(a, "--flush-weights")) {
+            p.flush_weights = 1;
         } else if (!strcmp(a, "--quiet")) {
             ui.quiet = true;
         } else if (!strcmp(a, "--no-simplify")) {
@@ -194,6 +198,8 @@ cmd_tune(int argc, char **argv)
     }
     if (!in)
         return cli_usage_error("tune", "missing FILE.kg");
+    if (p.flush_cache && p.flush_weights)
+        return cli_usage_error("tune", "--flush-cache and --flush-weights exclude each other");
     kiln_ctx *ctx = kiln_ctx_new(NULL);
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");

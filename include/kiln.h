@@ -265,6 +265,9 @@ struct kiln_tune_params {      /* zero fields take the defaults given */
     double      run_timeout_s; /* a candidate running longer is killed: 10 */
     int         threads;       /* threads of parallel loops while measuring; 0 = all cores */
     int         flush_cache;   /* nonzero: flush caches before every timed call */
+    int         flush_weights; /* nonzero: evict the weights and the buffers prepared from them
+                                * from every cache level before every timed call, the inputs
+                                * staying warm: how a kernel runs inside a whole network */
     uint32_t    build_workers; /* candidates compiled in parallel: 0 = cores */
     FILE       *log;           /* a JSON line per measurement, or NULL */
     const char *curve_dir;     /* tuning curves (CSV per task, curves.svg), or NULL */

@@ -368,7 +368,9 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
  * A handle is one kiln_rt_alloc: this header, padded to 64 bytes, then the prepared area of
  * d->prepared_bytes bytes (64-byte aligned, as the kernel assumes). A module without
  * weight-derived buffers gets a header alone (area NULL), and its prepared calls are plain
- * calls. The header names the descriptor, so a handle of another module is refused. */
+ * calls. The header names the descriptor, so a handle of another module is refused. The
+ * measurement runner (tuner/runner/main.c) relies on this layout to evict a handle's buffers
+ * from the caches. */
 
 #define PREPARED_MAGIC UINT64_C(0x6b696c6e70726570) /* "kilnprep" */
 #define PREPARED_HEAD  64

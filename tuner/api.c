@@ -46,6 +46,8 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
         o.measure.threads = p->threads;
     if (p->flush_cache)
         o.measure.flush_cache = true;
+    if (p->flush_weights)
+        o.measure.flush_weights = true;
     if (p->build_workers)
         o.measure.build_workers = p->build_workers;
     o.log = p->log;

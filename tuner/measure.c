@@ -524,7 +524,7 @@ measure_batch(struct kiln_measurer *m, const struct kiln_measure_input *in, uint
     snprintf(sr, sizeof sr, "%u", capture ? 0 : m->o.repeat);
     snprintf(sw, sizeof sw, "%u", capture ? 0 : m->o.warmup);
     snprintf(sm, sizeof sm, "%.0f", capture ? 0 : ceil(m->o.min_repeat_ms));
-    snprintf(sf, sizeof sf, "%d", m->o.flush_cache && !capture);
+    snprintf(sf, sizeof sf, "%d", capture ? 0 : m->o.flush_cache ? 1 : m->o.flush_weights ? 2 : 0);
     snprintf(sth, sizeof sth, "%d", m->threads);
     snprintf(sb, sizeof sb, "%.0f", floor(m->o.run_timeout_s * 800));
     snprintf(sh, sizeof sh, "%.0f", capture ? 0 : ceil(m->hopeless_s * 1e6));

@@ -261,6 +261,8 @@ struct kiln_measure_opts {
     double   min_repeat_ms; /* each repeat runs the kernel enough times to last this, default 20 */
     uint32_t warmup;        /* untimed calls first, default 1 */
     bool     flush_cache;   /* write a large buffer before every call (only the call is timed) */
+    bool     flush_weights; /* evict weights and prepared buffers before every call (clflush;
+                             * inputs stay warm); flush_cache wins when both are set */
     double   build_timeout_s, run_timeout_s; /* defaults 30, 10; run = one candidate's whole run */
     int      threads;                        /* threads of parallel loops; 0 = target cores */
     uint32_t build_workers; /* processes compiling in parallel; 0 = number of cores */

@@ -80,6 +80,8 @@ c2=$("$KILN" records "$T/c.db" | awk 'NR == 2 {print $2}')
 [ $? = 2 ] && grep -q 'at least 1' "$T/err" || fail "--trials 0: $(cat "$T/err")"
 "$KILN" tune "$T/mm.kg" --strategy greedy >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q "unknown strategy 'greedy'" "$T/err" || fail "bad strategy"
+"$KILN" tune "$T/mm.kg" --flush-cache --flush-weights >/dev/null 2>"$T/err"
+[ $? = 2 ] && grep -q "exclude each other" "$T/err" || fail "both flushes: $(cat "$T/err")"
 "$KILN" tune "$T/missing.kg" >/dev/null 2>"$T/err"
 [ $? = 1 ] || fail "missing file"
 echo "not a database" >"$T/bad.db"

@@ -503,7 +503,22 @@ test_overlap_flush_build_timeout(void)
             }
         }
         kiln_measurer_free(m);
+        /* the weights and prepared buffers alone evicted before every call */
         o.flush_cache = false;
+        o.flush_weights = true;
+        m = new_measurer(ctx, g, &o);
+        if (m) {
+            /* one with a packed weight: its prepared handle is evicted too */
+            in[1].schedule_json = "{\"steps\": [{\"op\": \"pack\", \"stage\": \"b\", \"dim\": 1, "
+                                  "\"factor\": 3, \"outer\": 0}]}";
+            CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, N, r));
+            for (uint32_t i = 0; i < N; i++) {
+                print_result("evicting weights", &r[i]);
+                check_ok(&r[i], o.repeat);
+            }
+        }
+        kiln_measurer_free(m);
+        o.flush_weights = false;
         o.build_timeout_s = 1e-3;
         m = new_measurer(ctx, g, &o);
         if (m) {

@@ -9,6 +9,9 @@
  *
  *     kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS FLUSH THREADS BUDGET_MS
  *
+ * FLUSH: 0 none, 1 every cache (a large buffer written before each call), 2 the weights and
+ * the prepared buffers alone (clflush before each call).
+ *
  * JOB is a file written once per measurer: struct kiln_runner_job, then nt int64 byte sizes
  * (the graph's arguments then its outputs, kiln_call order), then the arguments' bytes
  * back to back. The runner writes one struct kiln_runner_reply to its standard output,
