@@ -340,6 +340,7 @@ test_module(void)
     unlink(so);
     CHECK(strstr(kiln_module_metadata(m), target) != NULL);
     CHECK_EQ_INT(3, kiln_module_nargs(m));
+    CHECK_EQ_INT(kDLCUDA, kiln_module_device(m));
     /* A [40, 24], B [24, 36], C [40, 36] */
     int64_t         sh[3][2] = {{40, 24}, {24, 36}, {40, 36}};
     float          *host[3];
