@@ -413,7 +413,8 @@ KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_g
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
  * arguments are the graph's arguments (inputs and weights, declaration order) followed by its
- * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: CPU, declared dtype
+ * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: the module's device
+ * (kiln_module_device: CPU, or CUDA memory for the cuda target), declared dtype
  * and shape, compact row-major, aligned). Programs that only call generated code need not link
  * libkiln at all: dlopen the object and use kiln_abi.h; this API adds kiln's error handling.
  *

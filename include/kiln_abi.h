@@ -15,7 +15,9 @@
  *     void        kiln_prepared_free(void *prepared);
  *
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
- * by its outputs, as DLPack tensors: CPU device, the declared dtype and shape, compact
+ * by its outputs, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
+ * target's modules, data in device memory, the call finished when it returns), the declared
+ * dtype and shape, compact
  * row-major (strides NULL or equal to the compact strides), data non-NULL and aligned to the
  * argument's "align" in the metadata (at least the element size; at least 16 bytes for the
  * cuda target's modules, whose kernels use float4 accesses) after byte_offset. It

@@ -120,6 +120,8 @@ static CUresult        fail_result;
 static _Thread_local void *stack[MAX_STACK];
 static _Thread_local int   depth;
 
+static void logf_locked(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void
 logf_locked(const char *fmt, ...)
 {
