@@ -31,7 +31,16 @@
  * (getrusage; it includes the reference data and guard frames run allocates itself). A second
  * line gives the prepare time and the plain kiln_call's median, timed the same way.
  *
- * Exit status: 0 success, 1 a failed load, call, guard or check, 2 a usage error. */
+ * Modules of the cuda target (kiln_module_device: kDLCUDA) run on CUDA device 0 through the
+ * public device API (include/kiln.h, "CUDA devices"): every buffer -- guard bytes, data, guard
+ * bytes -- gets a device copy, uploaded whole after filling; the tensors point into the device
+ * copies; after the call the copies are downloaded whole, so the guard, input and output checks
+ * above apply unchanged. --bench times each call with CUDA events (kiln_cuda_time, the median of
+ * as many calls as fill --min-time) and takes the median of R such repeats; the lines name the
+ * device. Without a driver or device: "kiln: error: cannot run M.so (target "cuda ..."): no CUDA
+ * driver (libcuda.so.1: ...)", exit status 1, before anything is allocated.
+ *
+ * Exit status: 0 success, 1 a failed load, device, call, guard or check, 2 a usage error. */
 #include "cli.h"
 
 #include "../ir/ir.h"
@@ -57,6 +66,9 @@ static const char usage[] =
     "same as `kiln eval`'s: floats uniform in [-1, 1), integers in [-4, 4]) and prints each\n"
     "output's sum, L2 norm and hash as `kiln eval` does.\n"
     "\n"
+    "A module compiled with --target cuda runs on CUDA device 0 (inputs uploaded, outputs\n"
+    "downloaded); --bench then times it with CUDA events.\n"
+    "\n"
     "  --check         compare every output element with the reference interpreter run on\n"
     "                  the module's own source: |got - want| <= (atol + rtol |want|) * s,\n"
     "                  f32: rtol 1e-4, atol 1e-5 (f64 1e-9/1e-12, f16 1e-2/1e-3, bf16\n"
@@ -80,6 +92,8 @@ struct buffer {
     unsigned char         *data;
     unsigned char         *saved; /* inputs: a copy of the data, to detect writes */
     double                *vals;  /* inputs: the values as doubles; outputs: the reference */
+    size_t                 total; /* bytes of base */
+    uint64_t               dev;   /* cuda modules: the device copy of base (0: none) */
     DLTensor               t;
 };
 
@@ -185,8 +199,11 @@ parse_opts(int argc, char **argv, struct opts *o)
 
 /* ---- buffers ---- */
 
+/* Allocates b for argument info: host memory, and with cu a device copy the tensor points
+ * into. 0 on failure (with cu, the error is in ctx). */
 static int
-alloc_buffer(struct buffer *b, const struct kiln_module_arg *info)
+alloc_buffer(kiln_ctx *ctx, struct kiln_cuda *cu, struct buffer *b,
+             const struct kiln_module_arg *info)
 {
     memset(b, 0, sizeof *b);
     b->info = *info;
@@ -201,6 +218,7 @@ alloc_buffer(struct buffer *b, const struct kiln_module_arg *info)
     if (posix_memalign(&p, align, total) != 0)
         return 0;
     b->base = p;
+    b->total = total;
     b->data = b->base + b->guard;
     memset(b->base, GUARD_BYTE, total);
     b->vals = malloc(sizeof(double) * (size_t)(b->numel ? b->numel : 1));
@@ -208,6 +226,12 @@ alloc_buffer(struct buffer *b, const struct kiln_module_arg *info)
         return 0;
     b->t.data = b->data;
     b->t.device = (DLDevice){kDLCPU, 0};
+    if (cu) { /* cudaMalloc-aligned (256), so data is aligned as the host copy's */
+        if (kiln_cuda_alloc(ctx, cu, total, &b->dev) != KILN_OK)
+            return 0;
+        b->t.data = (void *)(uintptr_t)(b->dev + b->guard);
+        b->t.device = (DLDevice){kDLCUDA, 0};
+    }
     b->t.ndim = info->ndim;
     b->t.dtype = info->dl_dtype;
     b->t.shape = (int64_t *)info->shape;
@@ -217,8 +241,9 @@ alloc_buffer(struct buffer *b, const struct kiln_module_arg *info)
 }
 
 static void
-free_buffer(struct buffer *b)
+free_buffer(struct kiln_cuda *cu, struct buffer *b)
 {
+    kiln_cuda_free(cu, b->dev);
     free(b->base);
     free(b->saved);
     free(b->vals);
@@ -432,6 +457,52 @@ bench_time(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_prepared *p, 
     return 1;
 }
 
+struct cuda_work {
+    struct kiln_module         *m;
+    const struct kiln_prepared *p;
+    DLTensor                  **args;
+    uint32_t                    n;
+};
+
+static enum kiln_status
+cuda_call(kiln_ctx *ctx, void *ud)
+{
+    struct cuda_work *w = ud;
+    return bench_call(ctx, w->m, w->p, w->args, w->n);
+}
+
+/* bench_time on a CUDA device: warm-up, then o->repeat repeats, each the median time of k
+ * calls measured with CUDA events (kiln_cuda_time), k calls lasting about o->min_time. */
+static int
+bench_time_cuda(kiln_ctx *ctx, struct kiln_cuda *cu, struct kiln_module *m,
+                const struct kiln_prepared *p, DLTensor **args, uint32_t n, const struct opts *o,
+                double *t, int *calls)
+{
+    struct cuda_work w = {m, p, args, n};
+    int64_t          warm = 0;
+    double           start = now(), el;
+    do {
+        if (bench_call(ctx, m, p, args, n) != KILN_OK) {
+            cli_report(ctx);
+            return 0;
+        }
+        warm++;
+        el = now() - start;
+    } while (el < 0.05);
+    double per = el / (double)warm, k = per > 0 ? ceil(o->min_time / per) : 1;
+    *calls = k < 1 ? 1 : k > 100000 ? 100000 : (int)k;
+    for (int r = 0; r < o->repeat; r++) {
+        double ms = 0;
+        if (kiln_cuda_time(ctx, cu, cuda_call, &w, *calls, &ms) != KILN_OK) {
+            cli_report(ctx);
+            return 0;
+        }
+        t[r] = ms * 1e-3;
+    }
+    qsort(t, (size_t)o->repeat, sizeof *t, cmp_double);
+    return 1;
+}
+
 static double
 median(const double *t, int n)
 {
@@ -439,8 +510,8 @@ median(const double *t, int n)
 }
 
 static int
-run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTensor **args,
-          uint32_t n, const struct opts *o)
+run_bench(kiln_ctx *ctx, struct kiln_cuda *cu, struct kiln_module *m, const struct kiln_graph *g,
+          DLTensor **args, uint32_t n, const struct opts *o)
 {
     double *t = calloc((size_t)o->repeat, sizeof *t);
     double *tp = calloc((size_t)o->repeat, sizeof *tp);
@@ -456,7 +527,12 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     t_prep = now() - t_prep;
     if (!ok)
         cli_report(ctx);
-    ok = ok && bench_time(ctx, m, p, args, n, o, tp) && bench_time(ctx, m, NULL, args, n, o, t);
+    int calls = 0, calls_plain = 0;
+    if (cu)
+        ok = ok && bench_time_cuda(ctx, cu, m, p, args, n, o, tp, &calls)
+             && bench_time_cuda(ctx, cu, m, NULL, args, n, o, t, &calls_plain);
+    else
+        ok = ok && bench_time(ctx, m, p, args, n, o, tp) && bench_time(ctx, m, NULL, args, n, o, t);
     kiln_module_prepared_free(m, p);
     if (!ok) {
         free(t);
@@ -471,13 +547,16 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
         flops += ci.flops;
         bytes += ci.bytes;
     }
-    char threads[32];
-    if (o->threads)
-        snprintf(threads, sizeof threads, "%d", (int)o->threads);
+    char where[400];
+    if (cu)
+        snprintf(where, sizeof where, "device: %s (%s), CUDA events, median of %d calls each",
+                 kiln_cuda_name(cu), kiln_cuda_arch(cu), calls);
+    else if (o->threads)
+        snprintf(where, sizeof where, "threads: %d", (int)o->threads);
     else
-        snprintf(threads, sizeof threads, "all cores");
-    printf("bench: %.6g ms per call (median of %d, min %.6g ms, max %.6g ms; threads: %s)\n",
-           med * 1e3, o->repeat, tp[0] * 1e3, tp[o->repeat - 1] * 1e3, threads);
+        snprintf(where, sizeof where, "threads: all cores");
+    printf("bench: %.6g ms per call (median of %d, min %.6g ms, max %.6g ms; %s)\n", med * 1e3,
+           o->repeat, tp[0] * 1e3, tp[o->repeat - 1] * 1e3, where);
     int64_t prep_bytes = meta_int(m, "prepared_bytes");
     printf("bench: prepare %.6g ms once (%.4g MB of weight-derived buffers); kiln_call, which "
            "recomputes them in every call: %.6g ms per call (median of %d)\n",
@@ -491,9 +570,10 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
     struct rusage ru;
     double        rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1e-3 : -1;
     if (peak >= 0)
-        printf("bench: memory %.4g MB peak per call (workspace %.4g MB, %.4g MB unplanned); "
+        printf("bench: memory %.4g MB peak per call%s (workspace %.4g MB, %.4g MB unplanned); "
                "max RSS %.4g MB\n",
-               (double)peak * 1e-6, (double)ws * 1e-6, (double)unplanned * 1e-6, rss);
+               (double)peak * 1e-6, cu ? " on the device" : "", (double)ws * 1e-6,
+               (double)unplanned * 1e-6, rss);
     else
         printf("bench: memory: max RSS %.4g MB (module metadata has no peak_bytes)\n", rss);
     free(t);
@@ -502,6 +582,42 @@ run_bench(kiln_ctx *ctx, struct kiln_module *m, const struct kiln_graph *g, DLTe
 }
 
 /* ---- the command ---- */
+
+/* The module's metadata "target" into buf ("?" when absent). */
+static const char *
+meta_target(const struct kiln_module *m, char *buf, size_t size)
+{
+    const char *js = kiln_module_metadata(m), *p = js ? strstr(js, "\"target\": \"") : NULL;
+    size_t      len = 0;
+    if (p) {
+        p += strlen("\"target\": \"");
+        while (p[len] && p[len] != '"' && len + 1 < size)
+            len++;
+    }
+    snprintf(buf, size, "%.*s", (int)len, p && len ? p : "?");
+    return buf;
+}
+
+/* Opens the CUDA device a cuda module runs on (device 0); 0 after reporting why not. */
+static int
+open_device(kiln_ctx *ctx, const struct kiln_module *m, const char *path, struct kiln_cuda **cu)
+{
+    char target[128];
+    meta_target(m, target, sizeof target);
+    if (kiln_module_device(m) != kDLCUDA) {
+        fprintf(stderr,
+                "kiln: error: cannot run %s (target \"%s\"): it runs on DLPack device type %d; "
+                "kiln run provides CPU and CUDA memory only\n",
+                path, target, (int)kiln_module_device(m));
+        return 0;
+    }
+    if (kiln_cuda_open(ctx, 0, cu) == KILN_OK)
+        return 1;
+    const struct kiln_error *e = kiln_ctx_error(ctx);
+    fprintf(stderr, "kiln: error: cannot run %s (target \"%s\"): %s\n", path, target,
+            e ? e->msg : "cannot open CUDA device 0");
+    return 0;
+}
 
 int
 cmd_run(int argc, char **argv)
@@ -524,6 +640,12 @@ cmd_run(int argc, char **argv)
     }
     if (o.threads)
         kiln_module_set_num_threads(m, o.threads);
+    struct kiln_cuda *cu = NULL;
+    if (kiln_module_device(m) != kDLCPU && !open_device(ctx, m, o.path, &cu)) {
+        kiln_module_free(m);
+        kiln_ctx_free(ctx);
+        return 1;
+    }
 
     uint32_t       n = kiln_module_nargs(m);
     struct buffer *bufs = calloc(n + 1, sizeof *bufs);
@@ -537,9 +659,12 @@ cmd_run(int argc, char **argv)
             fprintf(stderr, "kiln: argument %u (%s) has a dtype kiln run cannot fill\n", i,
                     info.name);
             rc = 1;
-        } else if (!alloc_buffer(&bufs[i], &info)
+        } else if (!alloc_buffer(ctx, cu, &bufs[i], &info)
                    || (info.role != KILN_ARG_OUTPUT && !fill_input(&bufs[i], &r))) {
-            fprintf(stderr, "kiln: out of memory for argument %u (%s)\n", i, info.name);
+            if (kiln_ctx_error(ctx))
+                cli_report(ctx);
+            else
+                fprintf(stderr, "kiln: out of memory for argument %u (%s)\n", i, info.name);
             rc = 1;
         } else {
             if (info.role == KILN_ARG_OUTPUT)
@@ -547,6 +672,9 @@ cmd_run(int argc, char **argv)
             args[i] = &bufs[i].t;
         }
     }
+    for (uint32_t i = 0; cu && rc == 0 && i < n; i++) /* guards, inputs, NaN outputs */
+        if (kiln_cuda_upload(ctx, cu, bufs[i].dev, bufs[i].base, bufs[i].total) != KILN_OK)
+            rc = cli_report(ctx);
     struct kiln_graph *g = NULL;
     if (rc == 0 && (o.check || o.bench)) {
         g = module_graph(ctx, m, bufs, n);
@@ -558,6 +686,9 @@ cmd_run(int argc, char **argv)
         cli_report(ctx);
         rc = 1;
     }
+    for (uint32_t i = 0; cu && rc == 0 && i < n; i++)
+        if (kiln_cuda_download(ctx, cu, bufs[i].base, bufs[i].dev, bufs[i].total) != KILN_OK)
+            rc = cli_report(ctx);
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
         struct buffer *b = &bufs[i];
         if (guards_broken(b)) {
@@ -600,13 +731,14 @@ cmd_run(int argc, char **argv)
         printf("%s\n", pass ? "PASS" : "FAIL");
         rc = pass ? 0 : 1;
     }
-    if (rc == 0 && o.bench && !run_bench(ctx, m, g, args, n, &o))
+    if (rc == 0 && o.bench && !run_bench(ctx, cu, m, g, args, n, &o))
         rc = 1;
 
     for (uint32_t i = 0; bufs && i < n; i++)
-        free_buffer(&bufs[i]);
+        free_buffer(cu, &bufs[i]);
     free(bufs);
     free(args);
+    kiln_cuda_close(cu);
     kiln_module_free(m);
     kiln_ctx_free(ctx);
     return rc;

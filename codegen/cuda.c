@@ -540,6 +540,16 @@ is_prepared_store(const struct ask *q, const struct kiln_stmt *s)
     return s->kind == KILN_STMT_STORE && q->c->f->buf[s->u.store.buf].prep_offset >= 0;
 }
 
+/* A store a call sees: to a parameter or to a planned buffer (one computed at root, live across
+ * root statements); not to the kernel's own temporaries. */
+static bool
+is_call_store(const struct ask *q, const struct kiln_stmt *s)
+{
+    const struct kiln_buffer *bf =
+        s->kind == KILN_STMT_STORE ? &q->c->f->buf[s->u.store.buf] : NULL;
+    return bf && bf->prep_offset < 0 && (bf->scope == KILN_SCOPE_GLOBAL || bf->ws_offset >= 0);
+}
+
 static bool
 has_gpu_loop(const struct cu *c, const struct kiln_stmt *s, enum kiln_loop_kind k)
 {
@@ -1515,12 +1525,17 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
         return c->ctx->err.status;
     if (!kiln_vec_reserve(c->ctx, (void **)&v->k, &v->cap, sizeof *v->k, v->n + 1))
         return c->ctx->err.status;
+    /* kiln_prepare launches the kernels storing prepared buffers, kiln_call_prepared the others:
+     * lowering computes a prepared buffer in root statements of its own (as llvm.c checks) */
+    bool prepare = any(&(struct ask){c, KILN_LOOP_SERIAL, is_prepared_store}, s);
+    if (prepare && any(&(struct ask){c, KILN_LOOP_SERIAL, is_call_store}, s))
+        return cu_fail(c, KILN_ERR_INTERNAL, "kernel %s writes both prepared and per-call buffers",
+                       kn);
     struct kiln_cuda_kernel *k = &v->k[v->n++];
-    *k = (struct kiln_cuda_kernel){
-        .name = kiln_arena_strdup(c->ctx, kn),
-        .shared_bytes = c->shared_bytes,
-        .nvector = c->nvector,
-        .prepare = any(&(struct ask){c, KILN_LOOP_SERIAL, is_prepared_store}, s)};
+    *k = (struct kiln_cuda_kernel){.name = kiln_arena_strdup(c->ctx, kn),
+                                   .shared_bytes = c->shared_bytes,
+                                   .nvector = c->nvector,
+                                   .prepare = prepare};
     memcpy(k->grid, c->grid, sizeof k->grid);
     memcpy(k->block, c->block, sizeof k->block);
     c->nkernel++;

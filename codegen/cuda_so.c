@@ -3,8 +3,10 @@
  * compiler that built kiln against libkiln_rt.a, whose kiln_rt_cuda_call
  * (runtime/cuda_module.c) launches the kernels through the CUDA driver. The module exports
  * the same entry points as a CPU module (include/kiln_abi.h); its descriptor says kDLCUDA, so
- * kiln_call wants device pointers. Prepared calls are not separate on the GPU yet: every call
- * computes the weight-derived buffers too (kernel_phased is NULL). */
+ * kiln_call wants device pointers. A module with weight-derived buffers also has a
+ * kiln_kernel_phased (kiln_rt_cuda_call_phased): kiln_prepare computes them once into device
+ * memory of the handle's with the kernels marked KILN_ABI_PHASE_PREPARE, kiln_call_prepared
+ * launches the others. */
 #include "codegen.h"
 #include "nvrtc.h"
 
@@ -64,27 +66,47 @@ write_host(const struct kiln_cg_module *m, const struct kiln_cuda_source *src, c
     fputs("static const struct kiln_abi_cuda_kernel kiln_kernels[] = {\n", fp);
     for (uint32_t k = 0; k < src->nkernel; k++) {
         const struct kiln_cuda_kernel *kn = &src->kernel[k];
-        fprintf(fp, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, %u},\n", kn->name, kn->grid[0],
+        fprintf(fp, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, %u, %s},\n", kn->name, kn->grid[0],
                 kn->grid[1], kn->grid[2], kn->block[0], kn->block[1], kn->block[2],
-                kn->shared_bytes);
+                kn->shared_bytes, kn->prepare ? "KILN_ABI_PHASE_PREPARE" : "KILN_ABI_PHASE_MAIN");
     }
-    fputs("    {NULL, {0, 0, 0}, {0, 0, 0}, 0}};\n\nstatic const char kiln_ptx[] =\n    ", fp);
+    fputs("    {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0}};\n\nstatic const char kiln_ptx[] =\n    ", fp);
     put_string(fp, ptx);
     fprintf(fp,
             ";\n\nstatic struct kiln_abi_cuda_module kiln_cuda = {kiln_ptx, kiln_kernels, %u, %u, "
             "%lld, %lld, NULL};\n\n",
             src->nkernel, f->nparam, (long long)src->ws_bytes, (long long)src->prep_bytes);
     fputs("static int32_t\nkiln_kernel(void *const *data)\n{\n"
-          "    return kiln_rt_cuda_call(&kiln_cuda, data);\n}\n\n"
-          "__attribute__((visibility(\"default\"))) const struct kiln_abi_desc kiln_desc = {\n"
+          "    return kiln_rt_cuda_call(&kiln_cuda, data);\n}\n\n",
+          fp);
+    if (src->prep_bytes > 0)
+        fputs("static int32_t\nkiln_kernel_phased(void *const *data, int32_t phase, void "
+              "*prepared)\n{\n"
+              "    return kiln_rt_cuda_call_phased(&kiln_cuda, data, phase, prepared);\n}\n\n",
+              fp);
+    fputs("__attribute__((visibility(\"default\"))) const struct kiln_abi_desc kiln_desc = {\n"
           "    KILN_ABI_VERSION, ",
           fp);
     fprintf(fp, "%u, %s, kiln_kernel,\n    ", f->nparam, f->nparam ? "kiln_args" : "NULL");
     put_string(fp, m->metadata ? m->metadata : "{}");
     fputs(",\n    ", fp);
     put_string(fp, m->source ? m->source : "");
-    fputs(",\n    kDLCUDA, NULL, 0};\n", fp);
+    if (src->prep_bytes > 0)
+        fprintf(fp, ",\n    kDLCUDA, kiln_kernel_phased, %lld};\n", (long long)src->prep_bytes);
+    else
+        fputs(",\n    kDLCUDA, NULL, 0};\n", fp);
     return !ferror(fp);
+}
+
+/* Lowering computes every prepared buffer in kernels of its own (cuda.c refuses a kernel
+ * storing both kinds), so a module with prepared bytes has at least one PREPARE kernel. */
+static bool
+phases_ok(const struct kiln_cuda_source *src)
+{
+    bool prepare = false;
+    for (uint32_t k = 0; k < src->nkernel; k++)
+        prepare |= src->kernel[k].prepare;
+    return prepare == (src->prep_bytes > 0);
 }
 
 enum kiln_status
@@ -94,6 +116,10 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     struct kiln_cuda_source src;
     const char             *ptx;
     KILN_TRY(kiln_cg_cuda_source(ctx, m->f, m->name, &src));
+    if (!phases_ok(&src))
+        return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "cuda",
+                         "cuda: %lld prepared bytes and %s kernel computing them",
+                         (long long)src.prep_bytes, src.prep_bytes > 0 ? "no" : "a");
     KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", t->cpu, t->fast_math, &ptx));
     const char *tmp = getenv("TMPDIR");
     char        dir[512], csrc[600];

@@ -416,7 +416,8 @@ KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_g
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
  * arguments are the graph's arguments (inputs and weights, declaration order) followed by its
- * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: CPU, declared dtype
+ * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: the module's device
+ * (kiln_module_device: CPU, or CUDA memory for the cuda target), declared dtype
  * and shape, compact row-major, aligned). Programs that only call generated code need not link
  * libkiln at all: dlopen the object and use kiln_abi.h; this API adds kiln's error handling.
  *
@@ -478,6 +479,10 @@ KILN_API enum kiln_status kiln_module_arg(const struct kiln_module *m, uint32_t 
 /* Threads the module's parallel loops use; 0 = all cores (OpenMP's default). Per module: each
  * shared object has its own runtime, and the process's OpenMP setting is left alone. */
 KILN_API void kiln_module_set_num_threads(struct kiln_module *m, int32_t n);
+/* The device the module's code runs on, a DLDeviceType: kDLCPU for the llvm target, kDLCUDA for
+ * the cuda target (whose kiln_call takes tensors in device memory: "CUDA devices" below).
+ * Read from the module's descriptor; 0 for a NULL module. */
+KILN_API int32_t kiln_module_device(const struct kiln_module *m);
 /* Checks args against the module's arguments and runs it through its exported kiln_call
  * (callable from several threads at once, each with its own context and outputs). A refused
  * call records KILN_ERR_INVALID with the ABI's message ("argument 1 (b) has dtype f64,
@@ -507,6 +512,65 @@ KILN_API enum kiln_status kiln_module_call_prepared(kiln_ctx *ctx, struct kiln_m
                                                     DLTensor *const *args, int32_t nargs,
                                                     int32_t *abi_status);
 KILN_API void             kiln_module_prepared_free(struct kiln_module *m, struct kiln_prepared *p);
+
+/* ---- CUDA devices (runtime/cuda.c) ----
+ * What a program needs to run a module of the cuda target without a CUDA runtime of its own
+ * (`kiln run`, benchmarks/bench_gpu.c): a device, device memory, copies and timing with CUDA
+ * events. The driver (libcuda.so.1) is loaded with dlopen on first use and nothing CUDA is
+ * linked: on a machine without it, kiln_cuda_open fails with KILN_ERR_UNSUPPORTED "no CUDA
+ * driver (libcuda.so.1: ...)" and nothing crashes. Device memory is named by its address (a
+ * CUdeviceptr): a tensor in it is a DLTensor with data (void *)(uintptr_t)dptr and device
+ * {kDLCUDA, ordinal}.
+ *
+ * Every function makes the device's primary context current for its duration (the context the
+ * CUDA runtime and PyTorch use), so a struct kiln_cuda may be used from any thread. A module's
+ * kiln_call runs on the calling thread's current context, else on device 0's primary context:
+ * called inside kiln_cuda_time's work function it runs on the timed device's.
+ *
+ *     struct kiln_cuda *cu;
+ *     if (kiln_cuda_open(ctx, 0, &cu) != KILN_OK) ...     // "no CUDA driver (...)"
+ *     uint64_t d;
+ *     kiln_cuda_alloc(ctx, cu, bytes, &d);
+ *     kiln_cuda_upload(ctx, cu, d, host, bytes);
+ *     DLTensor a = {(void *)(uintptr_t)d, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+ *     ...  kiln_module_call(ctx, m, args, n, NULL)  ...
+ *     kiln_cuda_download(ctx, cu, host, d, bytes);
+ *     kiln_cuda_free(cu, d);
+ *     kiln_cuda_close(cu);
+ */
+struct kiln_cuda; /* one device, its primary context retained */
+
+/* Opens device ordinal. Errors: KILN_ERR_UNSUPPORTED "no CUDA driver (libcuda.so.1: ...)" when
+ * the driver library is absent, "no CUDA device (...)" when cuInit or cuDeviceGetCount finds
+ * none; KILN_ERR_INVALID for an ordinal out of range; KILN_ERR_BACKEND naming the failed driver
+ * call and its error name and string otherwise. Close it after freeing its memory. */
+KILN_API enum kiln_status kiln_cuda_open(kiln_ctx *ctx, int ordinal, struct kiln_cuda **out);
+KILN_API void             kiln_cuda_close(struct kiln_cuda *cu);      /* NULL is a no-op */
+KILN_API const char      *kiln_cuda_arch(const struct kiln_cuda *cu); /* "sm_90" */
+KILN_API const char      *kiln_cuda_name(const struct kiln_cuda *cu); /* "NVIDIA H100 ..." */
+
+/* Device memory: *dptr is a device address, at least 256-byte aligned. The driver's
+ * out-of-memory error is KILN_ERR_NOMEM; 0 bytes is KILN_ERR_INVALID. kiln_cuda_free ignores 0.
+ * Copies are synchronous (they wait for the work queued before them). */
+KILN_API enum kiln_status kiln_cuda_alloc(kiln_ctx *ctx, struct kiln_cuda *cu, size_t bytes,
+                                          uint64_t *dptr);
+KILN_API void             kiln_cuda_free(struct kiln_cuda *cu, uint64_t dptr);
+KILN_API enum kiln_status kiln_cuda_upload(kiln_ctx *ctx, struct kiln_cuda *cu, uint64_t dst,
+                                           const void *src, size_t bytes);
+KILN_API enum kiln_status kiln_cuda_download(kiln_ctx *ctx, struct kiln_cuda *cu, void *dst,
+                                             uint64_t src, size_t bytes);
+/* Waits for all work on the device's context (cuCtxSynchronize). */
+KILN_API enum kiln_status kiln_cuda_sync(kiln_ctx *ctx, struct kiln_cuda *cu);
+
+/* Work to time: queues work on the legacy default stream (a module's kiln_call, a library
+ * call), with the device's context current. */
+typedef enum kiln_status (*kiln_cuda_work_fn)(kiln_ctx *ctx, void *ud);
+/* Times reps calls of fn(ctx, ud) after one untimed warm-up call: an event is recorded before
+ * the first timed call and after each, the device is synchronised once at the end, and *ms is
+ * the median of the times between consecutive events, in milliseconds. The first failing fn
+ * stops it and its status is returned. reps must be positive. */
+KILN_API enum kiln_status kiln_cuda_time(kiln_ctx *ctx, struct kiln_cuda *cu, kiln_cuda_work_fn fn,
+                                         void *ud, int reps, double *ms);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,9 @@
  *     void        kiln_prepared_free(void *prepared);
  *
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
- * by its outputs, as DLPack tensors: CPU device, the declared dtype and shape, compact
+ * by its outputs, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
+ * target's modules, data in device memory, the call finished when it returns), the declared
+ * dtype and shape, compact
  * row-major (strides NULL or equal to the compact strides), data non-NULL and aligned to the
  * argument's "align" in the metadata (at least the element size; at least 16 bytes for the
  * cuda target's modules, whose kernels use float4 accesses) after byte_offset. It
@@ -39,6 +41,12 @@
  *   - The handle is read-only during calls: several threads may call kiln_call_prepared with
  *     one handle at once (with different output buffers). kiln_prepared_free(NULL) is a
  *     no-op; free a handle only when no call uses it.
+ *   - Modules of the cuda target keep the handle's buffers in device memory, allocated in the
+ *     CUDA context kiln_prepare runs on (the calling thread's current one, else device 0's
+ *     primary context) and computed there by the module's kernels: kiln_call_prepared launches
+ *     only the kernels that do not compute them, and refuses (KILN_ABI_ERR_RUNTIME) to run in
+ *     another context. kiln_prepared_free frees that memory: call it before destroying the
+ *     context.
  * The metadata's "prepared_bytes" is the size of the handle's data (0: nothing to prepare).
  * Modules built before these entry points existed lack them; a consumer can fall back to
  * kiln_call.
@@ -133,7 +141,8 @@ enum kiln_abi_phase {
     KILN_ABI_PHASE_MAIN = 2,
     KILN_ABI_PHASE_ALL = 3,
 };
-/* The kernel with its phases: `prepared` is prepared_bytes bytes, 64-byte aligned. */
+/* The kernel with its phases: `prepared` is prepared_bytes bytes, 64-byte aligned; for a
+ * kDLCUDA module it is a struct kiln_abi_cuda_area naming that much device memory. */
 typedef int32_t (*kiln_kernel_phased_fn)(void *const *data, int32_t phase, void *prepared);
 
 /* Emitted by the code generator as a constant global named `kiln_desc` in every module. */
@@ -152,27 +161,50 @@ struct kiln_abi_desc {
 
 /* The cuda target: a module's kernel launches its CUDA kernels through the runtime. The
  * generated code holds one kiln_abi_cuda_module (mutable: `state` is the runtime's, zero at
- * first) and its kiln_kernel returns kiln_rt_cuda_call(&module, data). */
+ * first); its kiln_kernel returns kiln_rt_cuda_call(&module, data) and, when it has
+ * weight-derived buffers (prep_bytes > 0), its kiln_kernel_phased returns
+ * kiln_rt_cuda_call_phased(&module, data, phase, prepared). Each .so links its own copy of the
+ * runtime, so these structs may grow at their ends without changing KILN_ABI_VERSION. */
 struct kiln_abi_cuda_kernel {
     const char *name; /* extern "C" __global__ function in ptx */
     uint32_t    grid[3], block[3];
     uint32_t    shared_bytes; /* static shared memory (informational) */
+    int32_t     phase;        /* KILN_ABI_PHASE_PREPARE: it computes weight-derived buffers
+                               * (kiln_prepare launches it), else KILN_ABI_PHASE_MAIN */
 };
 struct kiln_abi_cuda_module {
     const char                        *ptx; /* NUL-terminated PTX of all the kernels */
     const struct kiln_abi_cuda_kernel *kernel;
     int32_t                            nkernel, nargs;
     int64_t ws_bytes;   /* device workspace per call: temporaries (codegen/cuda.c) */
-    int64_t prep_bytes; /* device area of the weight-derived buffers, computed in every call */
+    int64_t prep_bytes; /* device area of the weight-derived buffers */
     void   *state;      /* the runtime's: the module loaded per CUDA context */
+};
+/* A prepared area of a cuda module (the `prepared` of its kiln_kernel_phased): device memory
+ * and the CUDA context it was allocated in. kiln_prepare's handle holds one. */
+struct kiln_abi_cuda_area {
+    uint64_t dptr;    /* CUdeviceptr; 0 = none */
+    void    *context; /* CUcontext */
 };
 /* Launches m's kernels in order on the calling thread's current CUDA context (else device 0's
  * primary context) and the legacy default stream, with data[0..nargs) (device pointers), the
  * workspace and the prepared area as arguments, and waits for them. Returns a kiln_abi_status
  * (KILN_ABI_ERR_RUNTIME with kiln_rt_cuda_error() saying why: no CUDA driver, a failed load or
- * launch; KILN_ABI_ERR_NOMEM when the device memory for the workspace is not there). */
-int32_t     kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data);
-const char *kiln_rt_cuda_error(void); /* this thread's last failure of kiln_rt_cuda_call, or "" */
+ * launch; KILN_ABI_ERR_NOMEM when the device memory for the workspace is not there). The
+ * weight-derived buffers are computed into an area of the call's own. */
+int32_t kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data);
+/* kiln_rt_cuda_call launching only the kernels of phase (KILN_ABI_PHASE_* bits) with the
+ * weight-derived buffers in prepared, which must have been allocated in the context the call
+ * runs on (else KILN_ABI_ERR_RUNTIME, saying so). prepared may be NULL for KILN_ABI_PHASE_ALL
+ * (an area of the call's own) or when m has no weight-derived buffers. */
+int32_t kiln_rt_cuda_call_phased(struct kiln_abi_cuda_module *m, void *const *data, int32_t phase,
+                                 const struct kiln_abi_cuda_area *prepared);
+/* A prepared area: bytes (> 0) of device memory in the context a call from this thread would
+ * run on; KILN_ABI_ERR_RUNTIME or KILN_ABI_ERR_NOMEM with kiln_rt_cuda_error() on failure.
+ * kiln_rt_cuda_area_free frees it (in its context) and zeroes *a; NULL or dptr 0 is a no-op. */
+int32_t     kiln_rt_cuda_area_new(int64_t bytes, struct kiln_abi_cuda_area *a);
+void        kiln_rt_cuda_area_free(struct kiln_abi_cuda_area *a);
+const char *kiln_rt_cuda_error(void); /* this thread's last failure of kiln_rt_cuda_*, or "" */
 
 #ifdef __cplusplus
 }

@@ -368,9 +368,11 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
  * A handle is one kiln_rt_alloc: this header, padded to 64 bytes, then the prepared area of
  * d->prepared_bytes bytes (64-byte aligned, as the kernel assumes). A module without
  * weight-derived buffers gets a header alone (area NULL), and its prepared calls are plain
- * calls. The header names the descriptor, so a handle of another module is refused. The
- * measurement runner (tuner/runner/main.c) relies on this layout to evict a handle's buffers
- * from the caches. */
+ * calls. The header names the descriptor, so a handle of another module is refused. A module
+ * of the cuda target (device kDLCUDA) gets a header alone too: its area is device memory
+ * (runtime/cuda_module.c), named by the header's `cuda`, which is what its kernel_phased is
+ * given as `area`. The measurement runner (tuner/runner/main.c) relies on this layout to evict
+ * a CPU module's handle from the caches. */
 
 #define PREPARED_MAGIC UINT64_C(0x6b696c6e70726570) /* "kilnprep" */
 #define PREPARED_HEAD  64
@@ -378,8 +380,10 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
 struct prepared {
     uint64_t                    magic;
     const struct kiln_abi_desc *desc;
-    void                       *area;
+    void                       *area; /* kernel_phased's `prepared`; NULL: plain calls */
+    struct kiln_abi_cuda_area   cuda; /* the device memory of a cuda module's area */
 };
+_Static_assert(sizeof(struct prepared) <= PREPARED_HEAD, "the handle's header outgrew its room");
 
 int32_t
 kiln_abi_prepare(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs,
@@ -394,17 +398,28 @@ kiln_abi_prepare(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t n
         return fail(err, errsize, KILN_ABI_ERR_NULL,
                     "kiln_prepare: the pointer to store the prepared handle in is NULL");
     int64_t bytes = d->kernel_phased && d->prepared_bytes > 0 ? d->prepared_bytes : 0;
+    bool    cuda = d->device == kDLCUDA;
     if (bytes > INT64_MAX - PREPARED_HEAD)
         return fail(err, errsize, KILN_ABI_ERR_NOMEM, "kiln_prepare: %lld bytes is too large",
                     (long long)bytes);
-    struct prepared *h = kiln_rt_alloc(PREPARED_HEAD + bytes);
+    struct prepared *h = kiln_rt_alloc(PREPARED_HEAD + (cuda ? 0 : bytes));
     if (!h)
         return fail(err, errsize, KILN_ABI_ERR_NOMEM,
                     "kiln_prepare: cannot allocate %lld bytes for the weight-derived buffers",
                     (long long)bytes);
     h->magic = PREPARED_MAGIC;
     h->desc = d;
-    h->area = bytes ? (char *)h + PREPARED_HEAD : NULL;
+    h->area = bytes && !cuda ? (char *)h + PREPARED_HEAD : NULL;
+    h->cuda = (struct kiln_abi_cuda_area){0, NULL};
+    if (bytes && cuda) {
+        st = kiln_rt_cuda_area_new(bytes, &h->cuda);
+        if (st != KILN_ABI_OK) {
+            kiln_rt_free(h);
+            return fail(err, errsize, st, "kiln_prepare: %s (status %d)", kiln_rt_cuda_error(),
+                        (int)st);
+        }
+        h->area = &h->cuda;
+    }
     if (h->area) {
         st = run(d, args, nargs, KILN_ABI_PHASE_PREPARE, h->area, err, errsize);
         if (st != KILN_ABI_OK) {
@@ -443,5 +458,6 @@ kiln_abi_prepared_free(void *prepared)
     if (!h)
         return;
     h->magic = 0; /* a stale handle read before the memory is reused is refused */
+    kiln_rt_cuda_area_free(&h->cuda);
     kiln_rt_free(h);
 }

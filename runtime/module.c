@@ -225,6 +225,12 @@ kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg 
     return KILN_OK;
 }
 
+int32_t
+kiln_module_device(const struct kiln_module *m)
+{
+    return m ? m->desc->device : 0;
+}
+
 void
 kiln_module_set_num_threads(struct kiln_module *m, int32_t n)
 {

@@ -2,7 +2,8 @@
  * default schedule, and a GPU schedule binding each stage's fused spatial loops to blocks and
  * threads) and every random graph and schedule of the lowering property test is emitted as
  * CUDA C, compiled by NVRTC and accepted by ptxas, for sm_80 and sm_90. The kernels of the
- * library ops (those schedules and programs of their GPU sketches) also run: compiled as C++
+ * library ops (those schedules and programs of their GPU sketches) and bench_gpu's hand-written
+ * schedules (benchmarks/gpu_sched.c, at small sizes) also run: compiled as C++
  * with a CUDA stand-in, on CPU threads, against the reference (test_emulated). Where the CUDA
  * toolkit is missing the NVRTC tests skip with the reason; running the kernels on a GPU is
  * tests/cuda_rt's. Vector loops (test_vector) must use float4/float2 accesses exactly where
@@ -11,6 +12,7 @@
 #include "../gen.h"
 #include "../harness.h"
 
+#include "../../benchmarks/gpu_sched.h"
 #include "../../codegen/codegen.h"
 #include "../../codegen/nvrtc.h"
 #include "../../passes/passes.h"
@@ -745,7 +747,7 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *f
 static void
 test_emulated(void)
 {
-    enum { NRANDOM = 16, CAP = 6 * 64 + 32 + 9 + 1 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
+    enum { NRANDOM = 16, CAP = 6 * 64 + 32 + 9 + 1 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
     uint32_t               n = 0;
@@ -825,6 +827,20 @@ test_emulated(void)
         harness_fail(__FILE__, __LINE__, "shared-memory matmul: %s",
                      kiln_ctx_error(cases[n].ctx)->msg);
         kiln_ctx_free(cases[n].ctx);
+    }
+    /* benchmarks/bench_gpu.c's hand-written schedules, at sizes their tiles do not divide */
+    static char bench_kg[2][1024];
+    gpu_matmul_kg(bench_kg[0], sizeof bench_kg[0], 72, 40, 20);
+    gpu_conv3x3_kg(bench_kg[1], sizeof bench_kg[1], 12, 20, 9, 9);
+    for (int b = 0; b < 2; b++) {
+        snprintf(what[n], sizeof what[n], "bench_gpu's %s schedule", b ? "conv3x3" : "matmul");
+        if (emu_case(&cases[n], bench_kg[b], b ? gpu_conv3x3_schedule : gpu_matmul_schedule,
+                     what[n], n))
+            n++;
+        else {
+            harness_fail(__FILE__, __LINE__, "%s: %s", what[n], kiln_ctx_error(cases[n].ctx)->msg);
+            kiln_ctx_free(cases[n].ctx);
+        }
     }
     /* one C++ translation unit for all cases, built with the system's C++ compiler */
     kiln_ctx       *ctx = kiln_ctx_new(NULL);

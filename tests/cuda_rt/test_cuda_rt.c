@@ -4,8 +4,9 @@
  * compiled by NVRTC for the device's architecture, loaded, run on fresh random inputs (seeded
  * by --seed) and compared with the same function computed on the CPU, then timed with CUDA
  * events; and the driver-side errors (PTX the JIT refuses, a missing kernel, bad launch
- * shapes); and a generated module of the cuda target run through kiln_module_call. The device
- * parts skip without a driver or device. */
+ * shapes); and generated modules of the cuda target run through kiln_module_call and through
+ * prepared calls (kiln_module_prepare, kiln_module_call_prepared) against the reference. The
+ * device parts skip without a driver or device ("no CUDA driver: ..."). */
 #include "../../codegen/nvrtc.h"
 #include "../../runtime/cuda.h"
 #include "../gen.h"
@@ -340,6 +341,7 @@ test_module(void)
     unlink(so);
     CHECK(strstr(kiln_module_metadata(m), target) != NULL);
     CHECK_EQ_INT(3, kiln_module_nargs(m));
+    CHECK_EQ_INT(kDLCUDA, kiln_module_device(m));
     /* A [40, 24], B [24, 36], C [40, 36] */
     int64_t         sh[3][2] = {{40, 24}, {24, 36}, {40, 36}};
     float          *host[3];
@@ -405,12 +407,127 @@ test_module(void)
     kiln_ctx_free(ctx);
 }
 
+/* Prepared calls of a cuda module on a GPU: a matmul whose schedule packs the weight into
+ * panels (a weight-derived stage: kiln_prepare computes it once into device memory) and binds
+ * the product to blocks and threads. kiln_call, and kiln_prepare + kiln_call_prepared (twice,
+ * the second after the input changed), must match the reference interpreter, and the prepared
+ * call must give exactly the plain call's result. Which kernels each launches is checked
+ * without a GPU by tests/cuda_fake. */
+static void
+test_prepared(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: the CUDA toolkit's libnvrtc could not be loaded");
+        return;
+    }
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_cuda *cu = open_or_skip(ctx);
+    if (!cu) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    static const char kg[] = "input x: f32[37, 24]\nweight w: f32[24, 40]\n"
+                             "y[i, j] += x[i, k] * w[k, j]\noutput y\n";
+    static const char sched[] =
+        "{\"steps\": [{\"op\": \"pack\", \"stage\": \"w\", \"dim\": 1, \"factor\": 8, "
+        "\"outer\": 0},"
+        "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"i\", \"factors\": [8]},"
+        "{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"j\", \"factors\": [8]},"
+        "{\"op\": \"reorder\", \"stage\": \"y\", \"order\": [\"i.0\", \"j.0\", \"i.1\", "
+        "\"j.1\"]},"
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"i.0\", \"thread\": \"blockIdx.y\"},"
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"j.0\", \"thread\": \"blockIdx.x\"},"
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"i.1\", \"thread\": \"threadIdx.y\"},"
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"j.1\", \"thread\": "
+        "\"threadIdx.x\"}]}";
+    char               target[64], so[] = "kiln_test_cuda_prepared_XXXXXX.so";
+    struct kiln_graph *g = PARSE(ctx, kg);
+    snprintf(target, sizeof target, "cuda -arch=%s", kiln_cuda_arch(cu));
+    struct kiln_compile_options opt = {
+        .target = target, .schedule_json = sched, .schedule_len = strlen(sched), .name = "pmm"};
+    int                 fd = mkstemps(so, 3);
+    struct kiln_module *m = NULL;
+    if (fd >= 0)
+        close(fd);
+    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so) != KILN_OK
+        || kiln_module_load(ctx, so, &m) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s", msg(ctx));
+        unlink(so);
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    unlink(so);
+    CHECK(strstr(kiln_module_metadata(m), "\"prepared_bytes\": 0") == NULL);
+    int64_t         sh[3][2] = {{37, 24}, {24, 40}, {37, 40}};
+    size_t          bytes[3];
+    float          *host[3], *plain = malloc(sizeof(float) * 37 * 40);
+    uint64_t        dev[3] = {0, 0, 0};
+    DLTensor        t[3];
+    DLTensor       *args[3] = {&t[0], &t[1], &t[2]};
+    struct kiln_rng rng = kiln_rng_new(opt_seed());
+    for (int i = 0; i < 3; i++) {
+        bytes[i] = sizeof(float) * (size_t)(sh[i][0] * sh[i][1]);
+        host[i] = malloc(bytes[i]);
+        for (int64_t e = 0; host[i] && e < sh[i][0] * sh[i][1]; e++)
+            host[i][e] = i < 2 ? (float)(2 * kiln_rng_uniform(&rng) - 1) : NAN;
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_alloc(ctx, cu, bytes[i], &dev[i]));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, dev[i], host[i], bytes[i]));
+        t[i] = (DLTensor){
+            (void *)(uintptr_t)dev[i], {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, sh[i], NULL, 0};
+    }
+    /* y against the reference, in double */
+#define CHECK_Y(what)                                                                             \
+    do {                                                                                          \
+        int bad_ = 0;                                                                             \
+        for (int i = 0; i < 37; i++)                                                              \
+            for (int j = 0; j < 40; j++) {                                                        \
+                double want = 0;                                                                  \
+                for (int k = 0; k < 24; k++)                                                      \
+                    want += (double)host[0][i * 24 + k] * host[1][k * 40 + j];                    \
+                if (!(fabs(host[2][i * 40 + j] - want) <= 1e-5 * (1 + fabs(want))) && bad_++ < 5) \
+                    harness_fail(__FILE__, __LINE__, "%s: y[%d, %d] = %.9g, want %.9g", what, i,  \
+                                 j, (double)host[2][i * 40 + j], want);                           \
+            }                                                                                     \
+    } while (0)
+    CHECK_EQ_INT(KILN_OK, kiln_module_call(ctx, m, args, 3, NULL));
+    CHECK_EQ_INT(KILN_OK, kiln_cuda_download(ctx, cu, host[2], dev[2], bytes[2]));
+    CHECK_Y("kiln_call");
+    memcpy(plain, host[2], bytes[2]);
+    struct kiln_prepared *p = NULL;
+    CHECK_EQ_INT(KILN_OK, kiln_module_prepare(ctx, m, args, 3, &p, NULL));
+    for (int rep = 0; rep < 2; rep++) {
+        for (int64_t e = 0; e < 37 * 40; e++)
+            host[2][e] = NAN;
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, dev[2], host[2], bytes[2]));
+        CHECK_EQ_INT(KILN_OK, kiln_module_call_prepared(ctx, m, p, args, 3, NULL));
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_download(ctx, cu, host[2], dev[2], bytes[2]));
+        CHECK_Y("kiln_call_prepared");
+        if (rep == 0)
+            CHECK(memcmp(plain, host[2], bytes[2]) == 0); /* the same kernels, the same bits */
+        for (int64_t e = 0; e < 37 * 24; e++) /* a new input: the prepared weights still hold */
+            host[0][e] = (float)(2 * kiln_rng_uniform(&rng) - 1);
+        CHECK_EQ_INT(KILN_OK, kiln_cuda_upload(ctx, cu, dev[0], host[0], bytes[0]));
+    }
+#undef CHECK_Y
+    if (!kiln_ok(ctx))
+        fprintf(stderr, "%s\n", msg(ctx));
+    printf("prepared calls on %s (%s): y matches the reference and the plain call (seed %llu)\n",
+           kiln_cuda_name(cu), kiln_cuda_arch(cu), (unsigned long long)opt_seed());
+    kiln_module_prepared_free(m, p);
+    for (int i = 0; i < 3; i++) {
+        kiln_cuda_free(cu, dev[i]);
+        free(host[i]);
+    }
+    free(plain);
+    kiln_module_free(m);
+    kiln_cuda_close(cu);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
-    {"module", test_module},
-    {"args", test_args},
-    {"open", test_open},
-    {"kernel", test_kernel},
-    {"driver_errors", test_driver_errors},
+    {"module", test_module}, {"prepared", test_prepared}, {"args", test_args},
+    {"open", test_open},     {"kernel", test_kernel},     {"driver_errors", test_driver_errors},
 };
 
 int

@@ -612,6 +612,7 @@ test_module(void)
         CHECK(strstr(kiln_module_metadata(m), "\"name\": \"fake_mm\"") != NULL);
         CHECK(strstr(kiln_module_source(m), "input a: f32[5, 7]") != NULL);
         CHECK_EQ_INT(3, kiln_module_nargs(m));
+        CHECK_EQ_INT(kDLCPU, kiln_module_device(m));
         struct kiln_module_arg a;
         CHECK_EQ_INT(KILN_OK, kiln_module_arg(m, 2, &a));
         CHECK_EQ_STR("C", a.name);
@@ -707,6 +708,7 @@ test_module(void)
     }
     kiln_ctx_error_clear(ctx);
     CHECK_EQ_INT(KILN_ERR_INVALID, kiln_module_load(ctx, NULL, &m));
+    CHECK_EQ_INT(0, kiln_module_device(NULL));
     /* a bare file name is relative to the working directory, not searched for */
     check_load_error(ctx, "fake.so", KILN_ERR_INVALID, "cannot open fake.so");
     kiln_ctx_free(ctx);
