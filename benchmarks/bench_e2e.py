@@ -4,18 +4,21 @@ PyTorch CPU (eager and its compiled modes) and ONNX Runtime, 1 and 2 threads, in
 
     /usr/bin/python3 benchmarks/bench_e2e.py [--kiln BUILD/kiln] [--out DIR] [--db FILE.db]
         [--models resnet18,mobilenet_v2] [--size HW] [--trials N[,N]] [--tune-minutes M[,M]]
-        [--tune-batch N] [--threads 1,2] [--engines LIST] [--reps N] [--rounds R]
-        [--warmup N] [--seed S] [--no-tune]
+        [--tune-batch N] [--tune-once] [--threads 1,2] [--engines LIST] [--reps N]
+        [--rounds R] [--warmup N] [--seed S] [--no-tune]
 
 For each network (torchvision, random weights after torch.manual_seed(SEED), eval mode; the
 same export as tests/py/test_onnx_nets.py, shared through python/kiln/nets.py):
 
 1. export it to ONNX at batch 1, 3 x SIZE x SIZE (default 224);
-2. `kiln tune MODEL.onnx --trials N --db DB` (N is kiln tune's --trials: the total over the
-   network's tasks, records already in DB included, so a rerun resumes or skips the tuning;
-   --tune-minutes stops it with SIGINT after M minutes, which kiln tune handles by finishing the
-   measurement in flight), then `kiln compile MODEL.onnx --db DB --save-weights W`
-   (--no-tune skips kiln tune and compiles with the records DB already has);
+2. for each thread count T of --threads, `kiln tune MODEL.onnx --threads T --trials N --db
+   DB.tT` (N is kiln tune's --trials: the total over the network's tasks, records already in
+   the database included, so a rerun resumes or skips the tuning; --tune-minutes stops each
+   tuning with SIGINT after M minutes, which kiln tune handles by finishing the measurement in
+   flight), then `kiln compile MODEL.onnx --db DB.tT` to the module timed at T threads, as a
+   user tunes for the thread count they deploy with (--tune-once: one tuning at kiln tune's
+   default thread count into DB, one module for every thread count; --no-tune skips kiln tune
+   and compiles with the records the databases already have);
 3. start one child process per (engine, thread count) that builds only that engine, checks its
    output against PyTorch eager on the same input (max |got - want| / max |want| <= 1e-4; a
    mismatch aborts the benchmark), then waits for orders;
@@ -354,8 +357,19 @@ def ort_status():
     return True, onnxruntime.__version__
 
 
+def db_for(opt, n):
+    """The records database of thread count n: --db itself when one tuning serves every
+    thread count (--tune-once), else --db with .tN before its extension."""
+    if opt.tune_once:
+        return opt.db
+    root, ext = os.path.splitext(opt.db)
+    return "%s.t%d%s" % (root, n, ext or ".db")
+
+
 def prepare_model(opt, name, x_path):
-    """Export, tune, compile. Returns the spec fields for the model's children."""
+    """Export, then tune and compile for each thread count (once with --tune-once). Returns
+    {threads: spec fields of the model's children}, PyTorch eager's output and
+    {threads: tuning and compile information}."""
     import numpy as np
     import torch
 
@@ -370,34 +384,46 @@ def prepare_model(opt, name, x_path):
     kiln.nets.export(net, x, onnx_path)
     with torch.inference_mode():
         want = net(x).numpy().astype(np.float64)
-    info = {"tune_s": 0.0, "tune_stopped": False, "tuned": "", "tune_progress": ""}
-    if not opt.no_tune:
-        cmd = [opt.kiln, "tune", onnx_path, "--trials", str(opt.trials[name]), "--db", opt.db]
-        if opt.tune_batch:
-            cmd += ["--batch", str(opt.tune_batch)]
-        t0 = time.time()
-        _, stopped, progress = run_tool(
-            cmd, "kiln tune " + name,
-            60 * opt.tune_minutes[name] if name in opt.tune_minutes else None)
-        info["tune_s"] = time.time() - t0
-        info["tune_stopped"] = stopped
-        m = re.match(r"trials (\d+)/\d+\s+latency (\S+ \S+)", progress)
-        info["tune_progress"] = ("%s trials, estimated latency %s" % m.groups()) if m else ""
     if os.path.isdir(wdir):
         shutil.rmtree(wdir)
-    cmd = [opt.kiln, "compile", onnx_path, "-o", so, "--save-weights", wdir]
-    cmd += ["--db", opt.db] if os.path.exists(opt.db) else ["--no-db"]
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    info["compile_s"] = time.time() - t0
-    log("$ " + " ".join(cmd))
-    if p.returncode != 0:
-        raise BenchError("kiln compile %s failed (exit %d): %s"
-                         % (name, p.returncode, p.stderr.strip()))
-    # paths inside the repository are printed relative to it
-    info["tuned"] = " ".join((p.stdout + p.stderr).replace(REPO + os.sep, "").split())
-    info["planned"] = kiln_planned(so)
-    return {"model": name, "onnx": onnx_path, "so": so, "weights": wdir}, want, info
+    bases, infos = {}, {}
+    for n in ([None] if opt.tune_once else opt.threads):
+        db = db_for(opt, n)
+        so = os.path.join(opt.out, tag + (".so" if n is None else ".t%d.so" % n))
+        info = {"tune_s": 0.0, "tune_stopped": False, "tuned": "", "tune_progress": "",
+                "db": os.path.relpath(db, REPO) if db.startswith(REPO + os.sep) else db}
+        if not opt.no_tune:
+            cmd = [opt.kiln, "tune", onnx_path, "--trials", str(opt.trials[name]), "--db", db]
+            if n is not None:
+                cmd += ["--threads", str(n)]
+            if opt.tune_batch:
+                cmd += ["--batch", str(opt.tune_batch)]
+            t0 = time.time()
+            _, stopped, progress = run_tool(
+                cmd, "kiln tune " + name,
+                60 * opt.tune_minutes[name] if name in opt.tune_minutes else None)
+            info["tune_s"] = time.time() - t0
+            info["tune_stopped"] = stopped
+            m = re.match(r"trials (\d+)/\d+\s+latency (\S+ \S+)", progress)
+            info["tune_progress"] = ("%s trials, estimated latency %s" % m.groups()) if m else ""
+        cmd = [opt.kiln, "compile", onnx_path, "-o", so]
+        if not os.path.isdir(wdir):
+            cmd += ["--save-weights", wdir]
+        cmd += ["--db", db] if os.path.exists(db) else ["--no-db"]
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        info["compile_s"] = time.time() - t0
+        log("$ " + " ".join(cmd))
+        if p.returncode != 0:
+            raise BenchError("kiln compile %s failed (exit %d): %s"
+                             % (name, p.returncode, p.stderr.strip()))
+        # paths inside the repository are printed relative to it
+        info["tuned"] = " ".join((p.stdout + p.stderr).replace(REPO + os.sep, "").split())
+        info["planned"] = kiln_planned(so)
+        for t in (opt.threads if n is None else [n]):
+            bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": wdir}
+            infos[t] = info
+    return bases, want, infos
 
 
 def start_child(ctx, spec):
@@ -437,13 +463,15 @@ def stop_children(children):
 
 
 def bench_model(opt, ctx, name, x_path, ort_ok):
-    base, want, info = prepare_model(opt, name, x_path)
-    log("%s: %s" % (name, info["tuned"] or "tuning skipped"))
+    bases, want, infos = prepare_model(opt, name, x_path)
+    for n in opt.threads:
+        log("%s, %d thread%s: %s" % (name, n, "" if n == 1 else "s",
+                                     infos[n]["tuned"] or "tuning skipped"))
     engines = [e for e in opt.engines if e != "ort" or ort_ok]
     specs = []
     for n in opt.threads:
         for e in engines:
-            spec = dict(base)
+            spec = dict(bases[n])
             spec.update(engine=e, threads=n, input=x_path, seed=opt.seed, warmup=opt.warmup)
             specs.append(spec)
     children = []
@@ -470,21 +498,33 @@ def bench_model(opt, ctx, name, x_path, ort_ok):
             ch["mem"] = recv(ch)[1]
     finally:
         stop_children(children)
-    return children, info
+    return children, infos
 
 
-def report(opt, name, children, info, ort_note):
+def report(opt, name, children, infos, ort_note):
     print()
     print("## %s, batch 1, 3x%dx%d, fp32" % (name, opt.size, opt.size))
-    if opt.no_tune:
-        print("kiln: not tuned in this run (--no-tune), compile %.1f s; %s"
-              % (info["compile_s"], info["tuned"] or "default schedules (no database)"))
-    else:
-        print("kiln: tune %.0f s%s (--trials %d%s), compile %.1f s; %s"
-              % (info["tune_s"], ", stopped by the time limit" if info["tune_stopped"] else "",
-                 opt.trials[name], "; " + info["tune_progress"] if info["tune_progress"] else "",
-                 info["compile_s"], info["tuned"]))
-    print("kiln planned memory: %s" % info["planned"])
+    shown = []
+    for n in opt.threads:
+        info = infos[n]
+        if any(info is s for s in shown):
+            continue
+        shown.append(info)
+        who = ("kiln (tuned once for %s threads, %s)" % (",".join(map(str, opt.threads)),
+                                                          info["db"]) if opt.tune_once
+               else "kiln, %d thread%s (tuned at %d, %s)" % (n, "" if n == 1 else "s", n,
+                                                              info["db"]))
+        if opt.no_tune:
+            print("%s: not tuned in this run (--no-tune), compile %.1f s; %s"
+                  % (who, info["compile_s"], info["tuned"] or "default schedules (no database)"))
+        else:
+            print("%s: tune %.0f s%s (--trials %d%s), compile %.1f s; %s"
+                  % (who, info["tune_s"],
+                     ", stopped by the time limit" if info["tune_stopped"] else "",
+                     opt.trials[name],
+                     "; " + info["tune_progress"] if info["tune_progress"] else "",
+                     info["compile_s"], info["tuned"]))
+        print("kiln planned memory: %s" % info["planned"])
     if ort_note:
         print("ort: skipped: %s" % ort_note)
     print("%-16s %7s %10s %10s %9s %9s %9s" % ("engine", "threads", "median ms", "x kiln",
@@ -535,8 +575,12 @@ def parse_args(argv):
                     help="directory for models, modules, weights and the records database "
                          "(default build/bench_e2e)")
     ap.add_argument("--db", default=None,
-                    help="tuning records database (default OUT/kiln.db); reusing one resumes "
-                         "or skips the tuning")
+                    help="tuning records database (default OUT/kiln.db); each thread count N "
+                         "is tuned at N threads into DB with .tN before its extension "
+                         "(kiln.t1.db, kiln.t2.db); reusing them resumes or skips the tuning")
+    ap.add_argument("--tune-once", action="store_true",
+                    help="tune once, at kiln tune's default thread count, into DB itself, "
+                         "and time that module at every thread count")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
     ap.add_argument("--trials", default="400",
