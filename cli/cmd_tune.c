@@ -29,7 +29,14 @@ static const char usage[] =
     "--curves writes a CSV tuning curve per task and curves.svg. `kiln compile FILE.kg --db\n"
     "FILE.db` then applies the best records. FILE may be an ONNX model: it is simplified first,\n"
     "as `kiln compile` does (--no-simplify: tune it as imported; --no-winograd: keep its\n"
-    "convolutions direct; compile it the same way).\n";
+    "convolutions direct; compile it the same way).\n"
+    "\n"
+    "--target: \"llvm [-mcpu=...]\" (default: this machine) or \"cuda [-arch=sm_XX]\n"
+    "[-fast-math]\", e.g. --target \"cuda -arch=sm_90\": GPU programs (blocks, threads, shared\n"
+    "memory) timed on CUDA device 0 with CUDA events; -arch defaults to the device's. It needs\n"
+    "a CUDA driver and device: without them kiln tune fails before it opens the database.\n"
+    "Records are stored under the target, so `kiln compile --target cuda --db FILE.db`\n"
+    "applies them.\n";
 
 static volatile int stop_flag;
 
