@@ -169,7 +169,7 @@ enum kiln_status kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk
  * counts by kind, vectorisation/unroll/parallel annotations, per-buffer memory access features
  * (bytes, unique bytes, reuse distance, strides, lines touched), allocation and outer-loop
  * features. One row of KILN_FEAT_DIM floats per store statement. */
-#define KILN_FEAT_DIM 164
+#define KILN_FEAT_DIM 182 /* 164 for every target, then 18 for GPU targets (0 on CPUs) */
 
 struct kiln_feat {
     float   *row; /* nrow * KILN_FEAT_DIM, malloc'ed */
