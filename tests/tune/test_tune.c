@@ -9,7 +9,8 @@
  * through the fake CUDA driver (tests/measure/fake_cuda.c: the emulation of each module,
  * tests/cuda_emu.h, run on CPU threads), with faulty modules planted among them; the records
  * are stored under the cuda target and applied by kiln_tuned_schedule. Without a driver or a
- * device, or with a target newer than the device, tuning fails before the database is opened. */
+ * device, or with a target newer than the device, tuning fails before the database is opened.
+ * With a CUDA driver, tune_gpu_device tunes a matmul on the GPU (else it skips, saying why). */
 #include "../../codegen/nvrtc.h"
 #include "../../tuner/search.h"
 #include "../abi/so_build.h"
@@ -942,6 +943,57 @@ test_tune_gpu_no_device(void)
         fprintf(stderr, "warning: could not remove %s\n", tmp);
 }
 
+/* With a CUDA driver and device: a 128^3 matmul tuned for "cuda" (the device's architecture)
+ * on the GPU; every record valid or an honest error, and the tuned program faster than the
+ * default schedule's one thread per kernel. Skips without a driver or device. */
+static void
+test_tune_gpu_device(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: modules of the cuda target cannot be built here");
+        return;
+    }
+    kiln_test_emu_use_fake_driver(false);
+    kiln_ctx                  *ctx = kiln_ctx_new(NULL);
+    struct kiln_measure_device dev;
+    if (kiln_measure_cuda_device(ctx, NULL, &dev) != KILN_OK) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_free(ctx);
+        harness_skip(why); /* "no CUDA driver (...)" or "no CUDA device (...)" */
+        return;
+    }
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[128, 128]\nweight b: f32[128, 128]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *db = tmp_path("gpu_device.db");
+    if (g) {
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, TRIALS);
+        o.target = "cuda";
+        o.droplet_after = TRIALS / 2;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        struct kiln_tasks  T;
+        struct kiln_target t;
+        struct kiln_db    *d;
+        struct best_ud     b = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse_arch(ctx, "cuda", dev.arch, &t));
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(KILN_OK,
+                     kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
+        kiln_db_close(d);
+        printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx)\n",
+               dev.name, dev.arch, b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
+               b.best > 0 ? b.dflt / b.best : 0);
+        CHECK_EQ_INT(TRIALS, b.n);
+        CHECK(b.best > 0);
+        CHECK(b.dflt == 0 || b.best < b.dflt / 1.5); /* 0: one thread took longer than 5 s */
+    }
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_welch(void)
 {
@@ -970,6 +1022,7 @@ static const struct test tests[] = {
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
     {"tune_gpu_no_device", test_tune_gpu_no_device},
     {"tune_gpu_emulated", test_tune_gpu_emulated},
+    {"tune_gpu_device", test_tune_gpu_device},
 };
 
 int
