@@ -943,7 +943,7 @@ bufstat_cmp(const void *pa, const void *pb)
 /* The GPU group of a store's row (the F_GPU_* columns). */
 static void
 gpu_row(const struct fx *X, const struct kiln_stmt *s, const struct bufstat *bs, uint32_t nb,
-        double trip, float *row)
+        float *row)
 {
     const struct kernel *K = &X->kern;
     uint32_t             d = X->nloop, kb = 0, kt = 0; /* levels inside the block, thread loops */
@@ -1010,7 +1010,6 @@ gpu_row(const struct fx *X, const struct kiln_stmt *s, const struct bufstat *bs,
     row[F_GPU_VEC] = (float)slog(nvec);
     row[F_GPU_XREDUCE] = xr ? 1 : 0;
     row[F_GPU_TX_STRIDE] = (float)slog(stride);
-    (void)trip;
 }
 
 static enum kiln_status
@@ -1250,7 +1249,7 @@ emit_row(struct fx *X, const struct kiln_stmt *s)
     row[F_L1_LEVELS] = (float)slog(in_l1);
     row[F_L2_LEVELS] = (float)slog(in_l2);
     if (X->gpu)
-        gpu_row(X, s, bs, nb, trip, row);
+        gpu_row(X, s, bs, nb, row);
     for (uint32_t i = 0; i < KILN_FEAT_DIM; i++)
         if (!isfinite(row[i]) || (!is_onehot(i) && fabsf(row[i]) > 2048))
             row[i] = 0;
