@@ -37,7 +37,8 @@ bool kiln_test_emu_compile(const char *text, const char *so_path);
  * module: "wrong" (the first output element downloaded is off by 1), "skip" (kernels never
  * run: outputs unwritten), "crash" (SIGSEGV in a launch), "hang" (a launch never returns),
  * "launch" (launches fail: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), "fault" (a launch leaves
- * CUDA_ERROR_ILLEGAL_ADDRESS, reported at the next synchronisation). */
+ * CUDA_ERROR_ILLEGAL_ADDRESS, reported at the next synchronisation), "slow" (each launch takes
+ * 100 ms more, its results right). */
 enum kiln_status kiln_test_emu_module(kiln_ctx *ctx, const struct kiln_graph *g,
                                       const struct kiln_compile_options *co, const char *so_path,
                                       const char *fault);

@@ -13,7 +13,7 @@
  *     access not aligned to its size leaves CUDA_ERROR_MISALIGNED_ADDRESS, as on a GPU;
  *   - events are readings of the monotonic clock.
  * An emulation exporting kiln_emu_fault fails as it says (cuda_emu.h: wrong, skip, crash, hang,
- * launch, fault). KILN_FAKE_CUDA=nodevice in the environment makes cuInit report no device.
+ * launch, fault, slow). KILN_FAKE_CUDA=nodevice in the environment makes cuInit report no device.
  * Test code: it reads the environment and aborts nothing, but makes no effort beyond what the
  * tests need. */
 #include "../../runtime/cuda_drv.h"
@@ -362,6 +362,8 @@ cuLaunchKernel(cu_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned b
         pause();
     if (fault && !strcmp(fault, "skip"))
         return CUDA_SUCCESS;
+    if (fault && !strcmp(fault, "slow"))
+        usleep(100000);
     long v0, m0, v1, m1;
     f->m->counts(&v0, &m0);
     cu_result r = run(f, g, b, args);

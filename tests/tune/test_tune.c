@@ -776,6 +776,20 @@ plant_gpu(kiln_ctx *ctx, const struct kiln_graph *g, const char *fault, const ch
     return ok;
 }
 
+/* Emulated times rank programs by their cost on CPU threads, where a kernel of one thread (the
+ * default schedule) costs least: its emulation is slowed (cuda_emu.h "slow") so that the best
+ * is a GPU program and Droplet starts from it, as on a GPU. */
+static enum kiln_status
+slow_default_hook(void *ud, kiln_ctx *ctx, const struct kiln_graph *g,
+                  const struct kiln_compile_options *co, const char *so_path)
+{
+    (void)ud;
+    if (!co->target || strncmp(co->target, "cuda", 4))
+        return KILN_OK;
+    bool dflt = !co->schedule_json || strstr(co->schedule_json, "\"steps\": []");
+    return kiln_test_emu_module(ctx, g, co, so_path, dflt ? "slow" : NULL);
+}
+
 /* A tuning session of a matmul + relu for "cuda" (the device's architecture: the fake
  * driver's sm_80) with Droplet from the sixth trial on: its candidates are GPU programs,
  * measured through the fake driver and checked against the reference; a module that crashes
@@ -812,7 +826,7 @@ test_tune_gpu_emulated(void)
         o.measure.repeat = 2;
         o.measure.min_repeat_ms = 1;
         o.measure.build_workers = 2;
-        o.measure.build_hook = kiln_test_emu_hook;
+        o.measure.build_hook = slow_default_hook;
         o.plant = plant;
         o.nplant = 2;
         CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
