@@ -31,7 +31,14 @@ static const char usage[] =
     "per measurement; --curves writes a CSV tuning curve per task and curves.svg. `kiln\n"
     "compile FILE.kg --db FILE.db` then applies the best records. FILE may be an ONNX model:\n"
     "it is simplified first, as `kiln compile` does (--no-simplify: tune it as imported;\n"
-    "--no-winograd: keep its convolutions direct; compile it the same way).\n";
+    "--no-winograd: keep its convolutions direct; compile it the same way).\n"
+    "\n"
+    "--target: \"llvm [-mcpu=...]\" (default: this machine) or \"cuda [-arch=sm_XX]\n"
+    "[-fast-math]\", e.g. --target \"cuda -arch=sm_90\": GPU programs (blocks, threads, shared\n"
+    "memory) timed on CUDA device 0 with CUDA events; -arch defaults to the device's. It needs\n"
+    "a CUDA driver and device: without them kiln tune fails before it opens the database.\n"
+    "Records are stored under the target, so `kiln compile --target cuda --db FILE.db`\n"
+    "applies them.\n";
 
 static volatile int stop_flag;
 

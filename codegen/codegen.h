@@ -26,6 +26,10 @@ struct kiln_target {
 enum kiln_status kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t);
 /* "cuda [-arch=sm_XX] [-fast-math]" parses too: kind "cuda", the architecture in cpu (the
  * first device's when not named, sm_80 without one), fast_math; nothing else is set. */
+/* kiln_cg_target_parse, except that a cuda target without -arch gets cuda_arch (when not NULL)
+ * and no device is opened to ask for one (the tuner's: its runner processes own the device). */
+enum kiln_status kiln_cg_target_parse_arch(kiln_ctx *ctx, const char *spec, const char *cuda_arch,
+                                           struct kiln_target *t);
 static inline bool
 kiln_target_is_cuda(const struct kiln_target *t)
 {

@@ -251,11 +251,12 @@ option(kiln_ctx *ctx, const char *spec, const char *tok, const char *name, const
     return KILN_OK;
 }
 
-/* "cuda [-arch=sm_XX] [-fast-math]": the architecture named, else the first device's
- * (runtime/cuda.c), else sm_80 where no CUDA driver or device is present; -fast-math compiles
- * with NVRTC's --use_fast_math (off by default). */
+/* "cuda [-arch=sm_XX] [-fast-math]": the architecture named, else dflt when given, else the
+ * first device's (runtime/cuda.c), else sm_80 where no CUDA driver or device is present;
+ * -fast-math compiles with NVRTC's --use_fast_math (off by default). */
 static enum kiln_status
-cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_target *t)
+cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, const char *dflt,
+            struct kiln_target *t)
 {
     const char *arch = NULL;
     bool        fast_math = false;
@@ -275,6 +276,8 @@ cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_t
         }
         arch = v;
     }
+    if (!arch)
+        arch = dflt;
     if (arch) {
         size_t n = strlen(arch);
         bool   ok = n >= 5 && n <= 8 && !strncmp(arch, "sm_", 3);
@@ -302,8 +305,8 @@ cuda_target(kiln_ctx *ctx, const char *spec, char **tok, int ntok, struct kiln_t
     return KILN_OK;
 }
 
-enum kiln_status
-kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
+static enum kiln_status
+parse(kiln_ctx *ctx, const char *spec, const char *cuda_arch, struct kiln_target *t)
 {
     char        text[2048];
     char       *tok[32];
@@ -328,7 +331,7 @@ kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
         tok[ntok++] = p;
     }
     if (ntok > 0 && !strcmp(tok[0], "cuda"))
-        return cuda_target(ctx, spec, tok, ntok, t);
+        return cuda_target(ctx, spec, tok, ntok, cuda_arch, t);
     if (ntok > 0 && strcmp(tok[0], "llvm") != 0)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "target",
                          "target '%s': unknown target kind '%s' (expected llvm)", spec, tok[0]);
@@ -417,6 +420,19 @@ kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
     int bits = vector_bits_after(host || !cpu_bits ? 128 : cpu_bits, &fl);
     t->vector_bits = bits;
     return KILN_OK;
+}
+
+enum kiln_status
+kiln_cg_target_parse(kiln_ctx *ctx, const char *spec, struct kiln_target *t)
+{
+    return parse(ctx, spec, NULL, t);
+}
+
+enum kiln_status
+kiln_cg_target_parse_arch(kiln_ctx *ctx, const char *spec, const char *cuda_arch,
+                          struct kiln_target *t)
+{
+    return parse(ctx, spec, cuda_arch, t);
 }
 
 const char *

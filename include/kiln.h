@@ -226,7 +226,8 @@ KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kil
  * measuring candidates in worker processes and storing every measurement in a SQLite records
  * database as soon as it is made. A run interrupted (stop flag, Ctrl-C, kill) resumes from the
  * database: `trials` counts the records already there. kiln_graph_compile_tuned compiles with
- * the best record of every task.
+ * the best record of every task. Records are kept per target: tuned with .target = "cuda
+ * -arch=sm_90", they apply to compiling for that target.
  *
  *     struct kiln_tune_params p = {.db_path = "mm.db", .trials = 200};
  *     if (kiln_graph_tune(ctx, g, &p) != KILN_OK) ...
@@ -252,7 +253,10 @@ struct kiln_tune_progress {
 };
 
 struct kiln_tune_params {      /* zero fields take the defaults given */
-    const char *target;        /* NULL = host */
+    const char *target;        /* NULL = host; "cuda [-arch=sm_XX]": GPU programs timed on CUDA
+                                * device 0 (-arch: the device's when left out). Without a CUDA
+                                * driver or device: KILN_ERR_UNSUPPORTED "no CUDA driver (...)"
+                                * or "no CUDA device (...)", the database untouched */
     const char *db_path;       /* required; created if absent */
     uint32_t    trials;        /* measured programs over all tasks, database included: 1000 */
     const char *strategy;      /* "ansor+droplet" (default), "ansor", "droplet" */

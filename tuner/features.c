@@ -15,6 +15,13 @@
  *   allocation    size and executions of the temporary the store writes
  *   outer         trip count, loop count, innermost unrolled product (auto-unroll)
  *   extras        enclosing ifs, accumulation, loop levels whose footprint fits in L1 / L2
+ *   GPU           for a GPU target (hw->gpu) only, zero otherwise: the launch of the store's
+ *                 kernel (grid and block extents, threads per block, blocks, static shared
+ *                 memory, per-thread arrays), the store's global-memory bytes per thread
+ *                 (with repetition) and per block (unique), shared-memory bytes per thread,
+ *                 its per-thread tile, float4/float2 accesses, cross-thread reduction, and the
+ *                 stride of its global accesses along threadIdx.x (coalescing); Ansor's GPU
+ *                 features are the block and thread extents
  *
  * Access analysis: every index is decomposed into an affine form sum(c_k * loop_k) + c0 by a
  * recursive extractor (ADD/SUB/NEG/MUL by a constant, floordiv/floormod by a positive constant
@@ -76,6 +83,20 @@ enum {
     F_ACCUM,
     F_L1_LEVELS,
     F_L2_LEVELS,
+    F_GPU, /* the GPU group: zero for CPU targets */
+    F_GPU_GRID,
+    F_GPU_BLOCK = F_GPU_GRID + 3,
+    F_GPU_THREADS = F_GPU_BLOCK + 3,
+    F_GPU_BLOCKS,
+    F_GPU_SHARED,
+    F_GPU_LOCAL,
+    F_GPU_GLOBAL_THREAD,
+    F_GPU_GLOBAL_BLOCK,
+    F_GPU_SHARED_THREAD,
+    F_GPU_TILE,
+    F_GPU_VEC,
+    F_GPU_XREDUCE,
+    F_GPU_TX_STRIDE,
     F_END
 };
 _Static_assert(F_END == KILN_FEAT_DIM, "feature layout must fill KILN_FEAT_DIM columns");
@@ -280,6 +301,24 @@ static const char *const feat_names[KILN_FEAT_DIM] = {
     "accumulate",
     "l1_levels",
     "l2_levels",
+    "gpu",
+    "gpu_grid_x",
+    "gpu_grid_y",
+    "gpu_grid_z",
+    "gpu_block_x",
+    "gpu_block_y",
+    "gpu_block_z",
+    "gpu_threads_per_block",
+    "gpu_blocks",
+    "gpu_shared_bytes",
+    "gpu_local_bytes",
+    "gpu_global_bytes_per_thread",
+    "gpu_global_unique_bytes_per_block",
+    "gpu_shared_bytes_per_thread",
+    "gpu_thread_tile",
+    "gpu_vector_accesses",
+    "gpu_cross_thread_reduce",
+    "gpu_threadidx_x_stride",
 };
 
 const char *
@@ -298,7 +337,7 @@ is_onehot(uint32_t i)
         uint32_t k = (i - F_BUF) % NBUFFEAT;
         return k <= B_RW || (k >= B_REUSE_LOOP && k <= B_REUSE_NONE);
     }
-    return i == F_ACCUM;
+    return i == F_ACCUM || i == F_GPU || i == F_GPU_XREDUCE;
 }
 
 /* ---- extraction state ---- */
@@ -308,6 +347,18 @@ struct loop {
     double   ext; /* trip count (an upper bound when not constant) */
     int64_t  min; /* constant lower bound, or 0 */
     uint8_t  kind;
+    uint8_t  axis; /* GPU loops: 0 = x, 1 = y, 2 = z */
+    bool     xr;   /* a cross-thread reduction */
+};
+
+/* Where a buffer lives on the GPU: global memory (parameters, the workspace), a block's shared
+ * memory, or a thread's own array (codegen/cuda.c's placement). */
+enum { MEM_GLOBAL, MEM_SHARED, MEM_LOCAL };
+
+/* The launch of the kernel being walked (one per root statement, as codegen/cuda.c makes
+ * them): extents per axis, static shared bytes per block, bytes of per-thread arrays. */
+struct kernel {
+    double grid[3], block[3], shared, local, xr_elem;
 };
 
 struct let {
@@ -360,6 +411,10 @@ struct fx {
     struct alloc           *alloc;
     uint32_t                nalloc, capalloc;
     uint32_t                nif;
+    /* GPU targets: where each buffer lives, and the current kernel */
+    bool          gpu;
+    uint8_t      *mem;
+    struct kernel kern;
     /* per store */
     double         cnt[F_NCOUNT];
     struct access *acc;
@@ -885,6 +940,78 @@ bufstat_cmp(const void *pa, const void *pb)
     return a->buf < b->buf ? -1 : a->buf > b->buf ? 1 : 0;
 }
 
+/* The GPU group of a store's row (the F_GPU_* columns). */
+static void
+gpu_row(const struct fx *X, const struct kiln_stmt *s, const struct bufstat *bs, uint32_t nb,
+        float *row)
+{
+    const struct kernel *K = &X->kern;
+    uint32_t             d = X->nloop, kb = 0, kt = 0; /* levels inside the block, thread loops */
+    int                  tx = -1;                      /* the innermost threadIdx.x loop */
+    bool                 xr = false;
+    for (uint32_t k = 0; k < d; k++) {
+        const struct loop *L = &X->loop[k];
+        if (L->kind == KILN_LOOP_GPU_BLOCK)
+            kb = kt = k + 1;
+        if (L->kind == KILN_LOOP_GPU_THREAD) {
+            kt = k + 1;
+            tx = L->axis == 0 ? (int)k : tx;
+        }
+        xr |= L->xr;
+    }
+    double threads = K->block[0] * K->block[1] * K->block[2];
+    double blocks = K->grid[0] * K->grid[1] * K->grid[2];
+    double gbytes = 0, gblock = 0, sbytes = 0, stride = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+        uint8_t m = X->mem[bs[b].buf];
+        if (m == MEM_GLOBAL) {
+            gbytes += bs[b].bytes;
+            gblock += bs[b].ubytes[kb];
+        } else if (m == MEM_SHARED) {
+            sbytes += bs[b].bytes;
+        }
+    }
+    /* coalescing: the largest step of a global access as threadIdx.x moves (-1: irregular) */
+    for (uint32_t i = 0; tx >= 0 && i < X->nacc && stride >= 0; i++) {
+        const struct access *A = &X->acc[i];
+        if (X->mem[A->buf] != MEM_GLOBAL)
+            continue;
+        stride = A->lin.nonlin >> tx & 1 ? -1 : fmax(stride, fabs(A->lin.c[tx]));
+    }
+    /* the thread's tile: the store's own loops inside the GPU loops that move it */
+    double tile = 1;
+    for (uint32_t k = kt; k < d; k++)
+        if (X->acc[0].lin.dep >> k & 1)
+            tile *= X->loop[k].ext;
+    /* float4 / float2 accesses: an f32 store in a vector loop of 2 or 4k lanes, its accesses
+     * contiguous in the loop (codegen/cuda.c also wants them provably aligned) */
+    double nvec = 0;
+    if (d > 0 && X->loop[d - 1].kind == KILN_LOOP_VECTOR
+        && X->f->buf[s->u.store.buf].dtype == KILN_DTYPE_F32) {
+        double e = X->loop[d - 1].ext;
+        for (uint32_t i = 0; (e == 2 || fmod(e, 4) == 0) && i < X->nacc; i++)
+            if (!(X->acc[i].lin.nonlin >> (d - 1) & 1) && X->acc[i].lin.c[d - 1] == 1)
+                nvec += X->acc[i].mult;
+    }
+    double all = fmax(1, threads * blocks);
+    row[F_GPU] = 1;
+    for (int a = 0; a < 3; a++) {
+        row[F_GPU_GRID + a] = (float)slog(K->grid[a]);
+        row[F_GPU_BLOCK + a] = (float)slog(K->block[a]);
+    }
+    row[F_GPU_THREADS] = (float)slog(threads);
+    row[F_GPU_BLOCKS] = (float)slog(blocks);
+    row[F_GPU_SHARED] = (float)slog(K->shared);
+    row[F_GPU_LOCAL] = (float)slog(K->local);
+    row[F_GPU_GLOBAL_THREAD] = (float)slog(gbytes / all);
+    row[F_GPU_GLOBAL_BLOCK] = (float)slog(gblock);
+    row[F_GPU_SHARED_THREAD] = (float)slog(sbytes / all);
+    row[F_GPU_TILE] = (float)slog(tile);
+    row[F_GPU_VEC] = (float)slog(nvec);
+    row[F_GPU_XREDUCE] = xr ? 1 : 0;
+    row[F_GPU_TX_STRIDE] = (float)slog(stride);
+}
+
 static enum kiln_status
 emit_row(struct fx *X, const struct kiln_stmt *s)
 {
@@ -1121,6 +1248,8 @@ emit_row(struct fx *X, const struct kiln_stmt *s)
     row[F_ACCUM] = accumulate ? 1 : 0;
     row[F_L1_LEVELS] = (float)slog(in_l1);
     row[F_L2_LEVELS] = (float)slog(in_l2);
+    if (X->gpu)
+        gpu_row(X, s, bs, nb, row);
     for (uint32_t i = 0; i < KILN_FEAT_DIM; i++)
         if (!isfinite(row[i]) || (!is_onehot(i) && fabsf(row[i]) > 2048))
             row[i] = 0;
@@ -1164,7 +1293,12 @@ walk(struct fx *X, const struct kiln_stmt *s)
         int64_t mn = 0;
         kiln_expr_is_int(X->ctx, s->u.for_.min, &mn);
         double ext = extent_of(X, s->u.for_.extent);
-        X->loop[X->nloop++] = (struct loop){s->u.for_.var.id, ext, mn, s->u.for_.loop};
+        X->loop[X->nloop++] = (struct loop){s->u.for_.var.id,
+                                            ext,
+                                            mn,
+                                            s->u.for_.loop,
+                                            s->u.for_.axis,
+                                            s->u.for_.thread_reduce != 0};
         enum kiln_status st = walk(X, s->u.for_.body);
         X->nloop--;
         return st;
@@ -1207,6 +1341,143 @@ walk(struct fx *X, const struct kiln_stmt *s)
     return KILN_FAIL(X->ctx, KILN_ERR_INTERNAL, "features", "unknown statement kind %d", s->kind);
 }
 
+/* ---- GPU kernels ---- */
+
+/* Where each buffer allocated in s lives (X->mem; parameters stay global); in_gpu: inside a
+ * GPU loop. */
+static void
+gpu_places(struct fx *X, const struct kiln_stmt *s, bool in_gpu)
+{
+    if (!s)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        gpu_places(X, s->u.for_.body,
+                   in_gpu || s->u.for_.loop == KILN_LOOP_GPU_BLOCK
+                       || s->u.for_.loop == KILN_LOOP_GPU_THREAD);
+        return;
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            gpu_places(X, s->u.seq.item[i], in_gpu);
+        return;
+    case KILN_STMT_IF:
+        gpu_places(X, s->u.if_.then, in_gpu);
+        gpu_places(X, s->u.if_.els, in_gpu);
+        return;
+    case KILN_STMT_LET:
+        gpu_places(X, s->u.let.body, in_gpu);
+        return;
+    case KILN_STMT_ALLOC: {
+        uint32_t b = s->u.alloc.buf;
+        if (b < X->f->nbuf) {
+            uint8_t sc = X->f->buf[b].scope;
+            X->mem[b] = sc == KILN_SCOPE_SHARED                                       ? MEM_SHARED
+                        : sc == KILN_SCOPE_STACK || (in_gpu && sc == KILN_SCOPE_HEAP) ? MEM_LOCAL
+                                                                                      : MEM_GLOBAL;
+        }
+        gpu_places(X, s->u.alloc.body, in_gpu);
+        return;
+    }
+    case KILN_STMT_STORE:
+        return;
+    }
+}
+
+static double
+buf_bytes(const struct fx *X, uint32_t b)
+{
+    const struct kiln_buffer *B = &X->f->buf[b];
+    return buf_elems(B) * (double)kiln_dtype_size((enum kiln_dtype)B->dtype);
+}
+
+/* The launch of kernel s into K (grid and block extents per axis: the longest loop bound to
+ * the axis; its shared arrays; its per-thread arrays). */
+static void
+gpu_kernel_of(const struct fx *X, const struct kiln_stmt *s, struct kernel *K)
+{
+    if (!s)
+        return;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR: {
+        uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis < 3 ? s->u.for_.axis : 0;
+        int64_t ext = 1;
+        if (loop == KILN_LOOP_GPU_BLOCK || loop == KILN_LOOP_GPU_THREAD) {
+            kiln_expr_is_int(X->ctx, s->u.for_.extent, &ext);
+            double *dim = loop == KILN_LOOP_GPU_BLOCK ? K->grid : K->block;
+            dim[ax] = fmax(dim[ax], (double)ext);
+        }
+        if (s->u.for_.thread_reduce) {
+            const struct kiln_stmt *b = s->u.for_.body;
+            while (b && b->kind != KILN_STMT_STORE) /* the accumulated element's type */
+                b = b->kind == KILN_STMT_FOR                 ? b->u.for_.body
+                    : b->kind == KILN_STMT_LET               ? b->u.let.body
+                    : b->kind == KILN_STMT_ALLOC             ? b->u.alloc.body
+                    : b->kind == KILN_STMT_IF                ? b->u.if_.then
+                    : b->kind == KILN_STMT_SEQ && b->u.seq.n ? b->u.seq.item[0]
+                                                             : NULL;
+            K->xr_elem +=
+                b && b->u.store.buf < X->f->nbuf
+                    ? (double)kiln_dtype_size((enum kiln_dtype)X->f->buf[b->u.store.buf].dtype)
+                    : 4;
+        }
+        gpu_kernel_of(X, s->u.for_.body, K);
+        return;
+    }
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            gpu_kernel_of(X, s->u.seq.item[i], K);
+        return;
+    case KILN_STMT_IF:
+        gpu_kernel_of(X, s->u.if_.then, K);
+        gpu_kernel_of(X, s->u.if_.els, K);
+        return;
+    case KILN_STMT_LET:
+        gpu_kernel_of(X, s->u.let.body, K);
+        return;
+    case KILN_STMT_ALLOC: {
+        uint32_t b = s->u.alloc.buf;
+        if (b < X->f->nbuf && X->mem[b] == MEM_SHARED)
+            K->shared += buf_bytes(X, b);
+        else if (b < X->f->nbuf && X->mem[b] == MEM_LOCAL)
+            K->local += buf_bytes(X, b);
+        gpu_kernel_of(X, s->u.alloc.body, K);
+        return;
+    }
+    case KILN_STMT_STORE:
+        return;
+    }
+}
+
+/* The function's root on a GPU: the allocations around the whole body, then one kernel per
+ * statement of the root sequence (or the root statement alone), as codegen/cuda.c launches
+ * them; each kernel's launch is known before its stores are walked. */
+static enum kiln_status
+walk_gpu_root(struct fx *X, const struct kiln_stmt *s)
+{
+    if (s && s->kind == KILN_STMT_ALLOC) {
+        if (!grow((void **)&X->alloc, &X->capalloc, sizeof *X->alloc, X->nalloc + 1))
+            return oom(X);
+        X->alloc[X->nalloc++] = (struct alloc){s->u.alloc.buf, X->nloop};
+        enum kiln_status st = walk_gpu_root(X, s->u.alloc.body);
+        X->nalloc--;
+        return st;
+    }
+    uint32_t n = s && s->kind == KILN_STMT_SEQ ? s->u.seq.n : 1;
+    for (uint32_t i = 0; s && i < n; i++) {
+        const struct kiln_stmt *k = s->kind == KILN_STMT_SEQ ? s->u.seq.item[i] : s;
+        memset(&X->kern, 0, sizeof X->kern);
+        gpu_kernel_of(X, k, &X->kern);
+        for (int a = 0; a < 3; a++) {
+            X->kern.grid[a] = fmax(1, X->kern.grid[a]);
+            X->kern.block[a] = fmax(1, X->kern.block[a]);
+        }
+        /* a cross-thread reduction combines in a shared array of one element per thread */
+        X->kern.shared += X->kern.xr_elem * X->kern.block[0] * X->kern.block[1] * X->kern.block[2];
+        KILN_TRY(walk(X, k));
+    }
+    return KILN_OK;
+}
+
 enum kiln_status
 kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f, const struct kiln_hw *hw,
                       struct kiln_feat *out)
@@ -1225,7 +1496,18 @@ kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f, const struct kil
     X->line = hw && hw->cache_line > 0 ? hw->cache_line : 64;
     X->l1 = hw && hw->l1_bytes > 0 ? hw->l1_bytes : 32 * 1024;
     X->l2 = hw && hw->l2_bytes > 0 ? hw->l2_bytes : 1024 * 1024;
-    enum kiln_status st = walk(X, f->body);
+    X->gpu = hw && hw->gpu;
+    enum kiln_status st = KILN_OK;
+    if (X->gpu) {
+        X->mem = calloc(f->nbuf + 1, 1); /* MEM_GLOBAL: parameters, and the workspace */
+        if (!X->mem)
+            st = oom(X);
+        else
+            gpu_places(X, f->body, false);
+    }
+    if (st == KILN_OK)
+        st = X->gpu ? walk_gpu_root(X, f->body) : walk(X, f->body);
+    free(X->mem);
     free(X->let);
     free(X->alloc);
     free(X->acc);

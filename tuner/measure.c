@@ -9,6 +9,10 @@
  *     outputs, times it, and sends times and the first call's outputs through a pipe. One
  *     runner at a time: timings never overlap each other. With overlap off (the default on <= 2
  *     cores) no build runs while a candidate is timed either.
+ *   - the cuda target: builds make modules of the cuda target (NVRTC's PTX in a shared object);
+ *     the runner measures them on the GPU, opening the device itself (tuner/runner/cuda.c), so
+ *     no CUDA context ever exists in the tuner and a driver fault ends a runner only.
+ *     kiln_measure_cuda_device asks a runner (--cuda-probe) whether there is a device at all.
  * The tuner polls the pipes with the deadlines of the jobs; a job past its deadline has its
  * process group killed (SIGKILL) and is reported as TIMEOUT; a child that dies by a signal or
  * exits without a complete report is CRASH. The tuner never waits on a child without a
@@ -17,7 +21,8 @@
  *
  * Reference: the reference interpreter (doubles) on the measurer's inputs when the graph has
  * at most ref_max_flops flops (default 1e8: the interpreter does about 4.5e7 flops/s here; see the
- * README), else the default schedule compiled and run the same way. Inputs: one xoshiro256**
+ * README), else the default schedule compiled and run the same way (for the cuda target: compiled
+ * for the host CPU, whose default loop nest is not one GPU thread's). Inputs: one xoshiro256**
  * stream from the seed, argument by argument, floats uniform in [-1, 1) rounded to the dtype,
  * integers in [-4, 4], booleans 0/1 (as `kiln run`). */
 #include "tuner.h"
@@ -69,21 +74,24 @@ struct kiln_measurer {
     kiln_ctx                *ctx;
     const struct kiln_graph *g;
     struct kiln_measure_opts o;
-    const char              *target; /* canonical target string (ctx-owned) */
-    int                      threads;
-    uint32_t                 workers;
-    double                   flops;
-    char                     dir[PATH_MAX];
-    char                     job[PATH_MAX + 16];
-    char                     runner[PATH_MAX];
-    uint32_t                 nt, nin;
-    uint8_t                 *dtype;  /* per tensor, enum kiln_dtype */
-    int64_t                 *numel;  /* per tensor */
-    double                 **ref;    /* per output (nt - nin), numel doubles */
-    double                  *refmax; /* per output: max |ref| over finite values */
-    const char              *ref_kind;
-    uint64_t                 seq;        /* names of temporary files */
-    double                   hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
+    const char              *target;       /* canonical target string (ctx-owned) */
+    const char              *build_target; /* what builds compile for: target, or while the
+                                            * reference is made, ref_target */
+    const char *ref_target;                /* the default schedule's, when it is the reference */
+    int         threads;
+    uint32_t    workers;
+    double      flops;
+    char        dir[PATH_MAX];
+    char        job[PATH_MAX + 16];
+    char        runner[PATH_MAX];
+    uint32_t    nt, nin;
+    uint8_t    *dtype;  /* per tensor, enum kiln_dtype */
+    int64_t    *numel;  /* per tensor */
+    double    **ref;    /* per output (nt - nin), numel doubles */
+    double     *refmax; /* per output: max |ref| over finite values */
+    const char *ref_kind;
+    uint64_t    seq;        /* names of temporary files */
+    double      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
 };
 
 /* Tolerance of max |out - ref| / max |ref|: f32 1e-4 leaves ~100x headroom over the rounding
@@ -221,8 +229,11 @@ build_child(struct kiln_measurer *m, const struct kiln_measure_input *in, const 
     if (st != KILN_OK) {
         r.error = KILN_MEASURE_LOWER;
     } else {
-        struct kiln_compile_options co = {m->target, js, js ? strlen(js) : 0, "kiln_candidate"};
-        if (kiln_graph_compile(ctx, m->g, &co, so) != KILN_OK)
+        struct kiln_compile_options co = {m->build_target, js, js ? strlen(js) : 0,
+                                          "kiln_candidate"};
+        if (kiln_graph_compile(ctx, m->g, &co, so) != KILN_OK
+            || (m->o.build_hook
+                && m->o.build_hook(m->o.build_hook_ud, ctx, m->g, &co, so) != KILN_OK))
             r.error = KILN_MEASURE_COMPILE;
     }
     if (r.error != KILN_MEASURE_OK && kiln_ctx_error(ctx))
@@ -670,6 +681,102 @@ kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in, uint3
     return measure_batch(m, in, n, results, false);
 }
 
+/* ---- the CUDA device ---- */
+
+#define PROBE_TIMEOUT_S 120 /* cuInit on a machine of eight GPUs can take tens of seconds */
+
+enum kiln_status
+kiln_measure_cuda_device(kiln_ctx *ctx, const struct kiln_measure_opts *o,
+                         struct kiln_measure_device *dev)
+{
+    char runner[PATH_MAX];
+    memset(dev, 0, sizeof *dev);
+    snprintf(runner, sizeof runner, "%s", o && o->runner ? o->runner : KILN_MEASURE_RUNNER);
+    if (access(runner, X_OK) != 0)
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
+                         "the measurement runner %s is not an executable: %s", runner,
+                         strerror(errno));
+    int fds[2];
+    if (pipe(fds) != 0)
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "pipe: %s", strerror(errno));
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+#if defined(__linux__)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+#endif
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2);
+        dup2(fds[1], 1);
+        close(fds[1]);
+        execl(runner, runner, "--cuda-probe", (char *)NULL);
+        _exit(127);
+    }
+    (void)parent;
+    setpgid(pid, pid);
+    close(fds[1]);
+    struct kiln_runner_reply rep;
+    size_t                   got = 0;
+    double                   deadline = now_s() + PROBE_TIMEOUT_S;
+    bool                     late = false;
+    while (got < sizeof rep) {
+        double left = deadline - now_s();
+        if (left <= 0) {
+            late = true;
+            break;
+        }
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        int           pr = poll(&pfd, 1, (int)ceil(left * 1e3));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue; /* the deadline is checked above */
+        ssize_t n = read(fds[0], (char *)&rep + got, sizeof rep - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (late)
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
+                         "opening the CUDA device took longer than %d s (the probe was killed)",
+                         PROBE_TIMEOUT_S);
+    if (got < sizeof rep || memcmp(rep.magic, KILN_RUNNER_REPLY_MAGIC, 8)) {
+        char msg[200];
+        describe_death(msg, sizeof msg, "the runner probing the CUDA device", status);
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "%s", msg);
+    }
+    rep.msg[sizeof rep.msg - 1] = 0;
+    if (rep.status == KILN_RUNNER_NODEV)
+        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "measure",
+                         "%s: measuring candidates for the cuda target needs a GPU", rep.msg);
+    if (rep.status != KILN_RUNNER_OK)
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "the CUDA device did not open: %s",
+                         rep.msg);
+    const char *sp = strchr(rep.msg, ' ');
+    size_t      alen = sp ? (size_t)(sp - rep.msg) : strlen(rep.msg);
+    snprintf(dev->arch, sizeof dev->arch, "%.*s", (int)(alen < 15 ? alen : 15), rep.msg);
+    snprintf(dev->name, sizeof dev->name, "%s", sp ? sp + 1 : "");
+    return KILN_OK;
+}
+
 /* ---- the measurer ---- */
 
 static enum kiln_status
@@ -741,14 +848,17 @@ make_reference(struct kiln_measurer *m, uint64_t seed)
                     m->refmax[o] = fabs(m->ref[o][i]);
         }
     } else if (st == KILN_OK) {
-        m->ref_kind = "default schedule";
+        m->ref_kind =
+            m->ref_target != m->target ? "default schedule (host CPU)" : "default schedule";
         struct kiln_measure_input  in = {NULL, false, NULL};
         struct kiln_measure_result r;
         /* the default loop nest of a large graph is slow (a naive 2048^3 matmul takes tens of
          * seconds): it runs once, under a generous limit */
         double run_limit = m->o.run_timeout_s;
         m->o.run_timeout_s = fmax(run_limit, 900);
+        m->build_target = m->ref_target;
         st = measure_batch(m, &in, 1, &r, true);
+        m->build_target = m->target;
         m->o.run_timeout_s = run_limit;
         if (st == KILN_OK && r.error != KILN_MEASURE_OK)
             st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
@@ -783,9 +893,15 @@ kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_t
     m->ctx = ctx;
     m->g = g;
     m->o = *o;
-    m->target = kiln_cg_target_str(ctx, t);
-    m->threads = o->threads > 0 ? o->threads : t->num_cores > 0 ? t->num_cores : 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    m->target = m->build_target = m->ref_target = kiln_cg_target_str(ctx, t);
+    m->threads = o->threads > 0 ? o->threads : t->num_cores > 0 ? t->num_cores : 1;
+    if (kiln_target_is_cuda(t)) {
+        /* the reference's default loop nest runs on the host (on the GPU it is one thread);
+         * threads go to that CPU module only */
+        m->ref_target = "llvm";
+        m->threads = o->threads > 0 ? o->threads : cores > 0 ? (int)cores : 1;
+    }
     m->workers = o->build_workers ? o->build_workers : cores > 0 ? (uint32_t)cores : 1;
     snprintf(m->runner, sizeof m->runner, "%s", o->runner ? o->runner : KILN_MEASURE_RUNNER);
     m->dir[0] = 0;

@@ -63,6 +63,8 @@ struct tsession {
     const struct kiln_tune_opts *o;
     struct kiln_db              *db;
     const char                  *target;
+    const char                  *machine; /* records' machine; NULL: kiln_machine_desc */
+    bool                         gpu;     /* the cuda target */
     uint32_t                     trials_done;
     double                       t0;
     struct ttask                *tasks; /* every task of the session (the cost model's data) */

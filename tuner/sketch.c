@@ -23,6 +23,12 @@ kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw)
     hw->l2_bytes = t && t->l2_bytes > 0 ? (int)t->l2_bytes : 1280 << 10;
     hw->vector_regs = t && (t->vector_bits >= 512 || !strncmp(t->triple, "aarch64", 7)) ? 32 : 16;
     hw->gpu = t && kiln_target_is_cuda(t);
+    if (hw->gpu) { /* what the features measure footprints against: a 128-byte L1 line, the
+                    * 48 KiB of shared memory a block gets, an A100's or H100's 40-50 MiB L2 */
+        hw->cache_line = 128;
+        hw->l1_bytes = 48 << 10;
+        hw->l2_bytes = 40 << 20;
+    }
     hw->max_threads = 1024;
     hw->shared_bytes = 48 << 10;
     hw->max_grid_yz = 65535;

@@ -9,7 +9,13 @@
  * = best_i / trials_i, the optimistic guess that the next trials improve as much as the past
  * ones did on average. Under ansor+droplet, a task whose Droplet search has converged goes
  * back to the evolutionary search, and Droplet starts again from any new best it finds; under
- * droplet alone such a task is done. */
+ * droplet alone such a task is done.
+ *
+ * The cuda target: candidates are timed on the GPU by runner processes (tuner/measure.c), and
+ * the search runs over the GPU sketches (tuner/sketch_gpu.c) with GPU features. Before anything
+ * is written, a runner is asked for the device: without a CUDA driver or device the session
+ * fails up front ("no CUDA driver (...)"), its database untouched; "cuda" without -arch takes
+ * the device's architecture (asked of that runner, so this process opens no CUDA context). */
 #include "search.h"
 
 #include <errno.h>
@@ -23,6 +29,10 @@
 #define SCHED_ALPHA  0.2
 #define SCHED_WINDOW 3
 #define CONFIRM_MAX  4
+/* The least run limit of a candidate: starting its runner and loading its inputs; on the GPU
+ * also creating the CUDA context and JIT-compiling the module's PTX (a few hundred ms) */
+#define RUN_FLOOR_CPU_S 0.5
+#define RUN_FLOOR_GPU_S 5.0
 
 const char *const kiln_strategy_name[3] = {"ansor+droplet", "ansor", "droplet"};
 
@@ -167,7 +177,7 @@ emit(struct tsession *S, struct ttask *T, const struct kiln_prog *p, const char 
                                   .error = r->error,
                                   .error_msg = r->error != KILN_MEASURE_OK ? r->msg : NULL,
                                   .version = KILN_VERSION,
-                                  .machine = kiln_machine_desc(ctx),
+                                  .machine = S->machine ? S->machine : kiln_machine_desc(ctx),
                                   .timestamp = (int64_t)time(NULL),
                                   .flops = T->t->flops,
                                   .strategy = strategy};
@@ -638,6 +648,9 @@ static enum kiln_status
 measure_default(struct tsession *S, struct ttask *T)
 {
     struct kiln_measure_result r;
+    /* on the GPU the default loop nest is one thread per kernel: it gets the floor's limit */
+    if (S->gpu)
+        kiln_measurer_set_run_timeout(T->meas, fmin(S->o->measure.run_timeout_s, RUN_FLOOR_GPU_S));
     KILN_TRY(measure_schedule(S, T, "{\"steps\": []}", "default", &r));
     if (r.error == KILN_MEASURE_OK)
         T->default_s = r.time_s;
@@ -695,6 +708,42 @@ final_select(struct tsession *S, struct ttask *T)
     return KILN_OK;
 }
 
+/* Whether target spec names the cuda target (its first word), decided without parsing it:
+ * parsing "cuda" without -arch opens the device in this process to ask its architecture. */
+static bool
+spec_is_cuda(const char *spec)
+{
+    spec += strspn(spec, " \t\n");
+    return !strncmp(spec, "cuda", 4) && (!spec[4] || strchr(" \t\n", spec[4]));
+}
+
+/* The session's target: spec parsed, and for the cuda target the device candidates are timed
+ * on (a runner's probe; none is an error). *machine: the device, for the records (NULL on the
+ * CPU: the host's description). */
+static enum kiln_status
+session_target(kiln_ctx *ctx, const struct kiln_tune_opts *o, struct kiln_target *tgt,
+               const char **machine)
+{
+    const char *spec = o->target ? o->target : "llvm";
+    *machine = NULL;
+    if (!spec_is_cuda(spec))
+        return kiln_cg_target_parse(ctx, spec, tgt);
+    /* the options first (parsing asks no device: the runner's probe does) */
+    bool has_arch = strstr(spec, "-arch=") != NULL;
+    KILN_TRY(kiln_cg_target_parse_arch(ctx, spec, "sm_80", tgt));
+    struct kiln_measure_device dev;
+    KILN_TRY(kiln_measure_cuda_device(ctx, &o->measure, &dev));
+    if (!has_arch)
+        KILN_TRY(kiln_cg_target_parse_arch(ctx, spec, dev.arch, tgt));
+    if (atoi(tgt->cpu + 3) > atoi(dev.arch + 3))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune",
+                         "target '%s': %s is newer than the device's %s (%s), which cannot load "
+                         "its PTX (use -arch=%s, or leave -arch out)",
+                         spec, tgt->cpu, dev.arch, dev.name, dev.arch);
+    *machine = kiln_arena_printf(ctx, "%s (%s)", dev.name, dev.arch);
+    return *machine ? KILN_OK : ctx->err.status;
+}
+
 enum kiln_status
 kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts *o)
 {
@@ -702,21 +751,22 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
         return ctx->err.status;
     if (!o->db_path)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "no records database given");
+    struct kiln_target tgt;
+    struct kiln_hw     hw;
+    const char        *machine;
+    KILN_TRY(session_target(ctx, o, &tgt, &machine));
     if (o->curve_dir && mkdir(o->curve_dir, 0777) && errno != EEXIST)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot create %s: %s", o->curve_dir,
                          strerror(errno));
-    struct kiln_target tgt;
-    struct kiln_hw     hw;
-    KILN_TRY(kiln_cg_target_parse(ctx, o->target ? o->target : "llvm", &tgt));
-    if (kiln_target_is_cuda(&tgt))
-        return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "tune",
-                         "tuning for the cuda target is not implemented yet (its kernels compile "
-                         "with `kiln compile --target cuda`)");
     kiln_hw_from_target(&tgt, &hw);
     struct kiln_tasks tasks;
     KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
-    struct tsession S = {
-        .ctx = ctx, .o = o, .target = kiln_cg_target_str(ctx, &tgt), .t0 = now_s()};
+    struct tsession S = {.ctx = ctx,
+                         .o = o,
+                         .target = kiln_cg_target_str(ctx, &tgt),
+                         .machine = machine,
+                         .gpu = hw.gpu,
+                         .t0 = now_s()};
     KILN_TRY(kiln_db_open(ctx, o->db_path, &S.db));
     struct ttask    *T = calloc(tasks.n + 1, sizeof *T);
     enum kiln_status st = T ? KILN_OK : KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
@@ -754,7 +804,7 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
          * 300 matmul 1024^3 trials timed out, a quarter of that task's tuning time) */
         double best = task_best(t), limit = o->measure.run_timeout_s;
         if (best > 0)
-            limit = fmin(limit, fmax(0.5, 30 * best));
+            limit = fmin(limit, fmax(S.gpu ? RUN_FLOOR_GPU_S : RUN_FLOOR_CPU_S, 30 * best));
         kiln_measurer_set_run_timeout(t->meas, limit);
         /* and one 4x slower on its first call gets a single repeat: most sampled programs
          * are, and their warm-up and repeats were most of the tuning time (not below 5 ms:

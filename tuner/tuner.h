@@ -169,7 +169,7 @@ enum kiln_status kiln_prog_from_json(kiln_ctx *ctx, const struct kiln_sketch *sk
  * counts by kind, vectorisation/unroll/parallel annotations, per-buffer memory access features
  * (bytes, unique bytes, reuse distance, strides, lines touched), allocation and outer-loop
  * features. One row of KILN_FEAT_DIM floats per store statement. */
-#define KILN_FEAT_DIM 164
+#define KILN_FEAT_DIM 182 /* 164 for every target, then 18 for GPU targets (0 on CPUs) */
 
 struct kiln_feat {
     float   *row; /* nrow * KILN_FEAT_DIM, malloc'ed */
@@ -272,6 +272,13 @@ struct kiln_measure_opts {
                              * else the default schedule compiled is the reference */
     const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
     const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */
+    /* For tests: called in the build worker after each build (of a candidate, or of the default
+     * schedule as the reference: co->target says for which target) to so_path with the options
+     * co; a failure makes it a COMPILE error. (tests/cuda_emu.h builds an emulation of a module
+     * of the cuda target next to it this way, to run it without a GPU.) NULL: none. */
+    enum kiln_status (*build_hook)(void *ud, kiln_ctx *ctx, const struct kiln_graph *g,
+                                   const struct kiln_compile_options *co, const char *so_path);
+    void *build_hook_ud;
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
 
@@ -306,7 +313,19 @@ void kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds);
 /* A candidate whose first (checked) call takes longer than `seconds` cannot become the best:
  * it gets one timed repeat and no warm-up, and its time is recorded as usual. 0: off. */
 void kiln_measurer_set_hopeless(struct kiln_measurer *m, double seconds);
-/* "interpreter" or "default schedule": where the reference outputs came from. */
+/* The CUDA device candidates of the cuda target are measured on (device 0), as a runner
+ * process finds it: kiln_measure_cuda_device starts one (`--cuda-probe`, so the calling process
+ * creates no CUDA context) and fails with KILN_ERR_UNSUPPORTED "no CUDA driver (...)" or "no
+ * CUDA device (...)" when there is none, KILN_ERR_BACKEND for other failures. o: the runner
+ * (o->runner; NULL o: the default one). */
+struct kiln_measure_device {
+    char arch[16];  /* "sm_90" */
+    char name[256]; /* "NVIDIA H100 80GB HBM3" */
+};
+enum kiln_status kiln_measure_cuda_device(kiln_ctx *ctx, const struct kiln_measure_opts *o,
+                                          struct kiln_measure_device *dev);
+/* "interpreter", "default schedule", or "default schedule (host CPU)" (the cuda target's):
+ * where the reference outputs came from. */
 const char *kiln_measurer_reference(const struct kiln_measurer *m);
 /* Measures n candidates; results[i] for in[i]. Fails only on resource errors of the tuner
  * itself (fork, temp files); every candidate's failure is in its result. */

@@ -3,7 +3,12 @@
  *
  * Features: hand-built loop nests whose values are known by hand (op counts = trip count x ops,
  * vector lanes, bytes and unique bytes of a buffer read once, strides, reuse of an
- * accumulator, lines of a strided read, allocations), and lowered programs.
+ * accumulator, lines of a strided read, allocations), and lowered programs. GPU programs
+ * (feat_gpu_*): programs of the GPU sketches of a 64^3 matmul with chosen knobs, whose GPU
+ * columns (launch, shared and per-thread memory, bytes per thread and block, the thread's tile,
+ * coalescing, cross-thread reduction, float4 accesses) are checked against values worked out
+ * by hand and against the CUDA emitter's own launch; sampled GPU programs give different rows,
+ * and CPU programs keep the GPU columns at zero.
  *
  * Cost model: programs of a small matmul and a small convolution under varied hand-written
  * schedule templates (tile sizes, vectorised or not, parallel or not, loop orders, cache
@@ -15,6 +20,7 @@
  * with fewer, 30 % held out is too few pairs for a stable tau). */
 #include "../harness.h"
 
+#include "../../codegen/codegen.h"
 #include "../../runtime/runtime.h"
 #include "../../tuner/tuner.h"
 
@@ -1191,6 +1197,299 @@ test_cm_train_time(void)
     free(y);
 }
 
+/* ---- GPU programs ---- */
+
+static const char gpu_mm[] = "input A: f32[64, 64]\nweight B: f32[64, 64]\n"
+                             "C[i, j] += A[i, k] * B[k, j]\noutput C\n";
+
+static const char *const gpu_cols[] = {
+    "gpu_grid_x",
+    "gpu_grid_y",
+    "gpu_grid_z",
+    "gpu_block_x",
+    "gpu_block_y",
+    "gpu_block_z",
+    "gpu_threads_per_block",
+    "gpu_blocks",
+    "gpu_shared_bytes",
+    "gpu_local_bytes",
+    "gpu_global_bytes_per_thread",
+    "gpu_global_unique_bytes_per_block",
+    "gpu_shared_bytes_per_thread",
+    "gpu_thread_tile",
+    "gpu_vector_accesses",
+    "gpu_cross_thread_reduce",
+    "gpu_threadidx_x_stride",
+    "gpu",
+};
+
+/* The GPU columns of row r: grid, block, threads, blocks, shared, local, global per thread,
+ * global per block, shared per thread, tile, vector accesses, cross-thread, tx stride. */
+static void
+check_gpu_row(const struct kiln_feat *F, uint32_t r, const double want[17])
+{
+    CHECK_FEAT(F, r, "gpu", 1);
+    for (int i = 0; i < 17; i++)
+        CHECK_FEAT(F, r, gpu_cols[i], want[i]);
+}
+
+struct gpu_case {
+    kiln_ctx               *ctx;
+    struct kiln_graph      *g;
+    struct kiln_hw          hw;
+    struct kiln_schedule    s;
+    struct kiln_feat        F;
+    struct kiln_cuda_source src;
+};
+
+/* The program of g's GPU sketch named desc with knob values v[0..nv): its features on the cuda
+ * target, and the emitter's CUDA source (its launch); false, the test failed, otherwise. */
+static bool
+gpu_case(struct gpu_case *c, const char *kg, const char *desc, const int64_t *v, uint32_t nv)
+{
+    struct kiln_target  t;
+    struct kiln_sketch *sk;
+    struct kiln_func   *f;
+    uint32_t            nsk = 0, k = 0;
+    memset(c, 0, sizeof *c);
+    c->ctx = kiln_ctx_new(NULL);
+    c->g = PARSE(c->ctx, kg);
+    if (!c->g || kiln_cg_target_parse(c->ctx, "cuda -arch=sm_80", &t) != KILN_OK)
+        return false;
+    kiln_hw_from_target(&t, &c->hw);
+    if (kiln_sketches_generate(c->ctx, c->g, &c->hw, &sk, &nsk) != KILN_OK) {
+        report(c->ctx, "kiln_sketches_generate");
+        return false;
+    }
+    while (k < nsk && strcmp(sk[k].desc, desc))
+        k++;
+    if (k == nsk) {
+        harness_fail(__FILE__, __LINE__, "no GPU sketch %s", desc);
+        return false;
+    }
+    struct kiln_prog p = {.sketch = k};
+    memcpy(p.v, v, sizeof *v * nv);
+    if (kiln_prog_schedule(c->ctx, c->g, &sk[k], &p, &c->s) != KILN_OK
+        || kiln_features_lower(c->ctx, c->g, &c->s, &c->hw, &c->F) != KILN_OK
+        || kiln_lower(c->ctx, c->g, &c->s, &f) != KILN_OK) {
+        report(c->ctx, desc);
+        return false;
+    }
+    kiln_cg_cuda_align_params(f);
+    if (kiln_cg_cuda_source(c->ctx, f, "k", &c->src) != KILN_OK) {
+        report(c->ctx, "kiln_cg_cuda_source");
+        return false;
+    }
+    return true;
+}
+
+static void
+gpu_case_free(struct gpu_case *c)
+{
+    kiln_feat_free(&c->F);
+    kiln_ctx_free(c->ctx);
+}
+
+/* The launch the features give row r equals kernel k's. */
+static void
+check_launch(const struct gpu_case *c, uint32_t r, uint32_t k)
+{
+    const struct kiln_cuda_kernel *K = &c->src.kernel[k];
+    CHECK_FEAT(&c->F, r, "gpu_grid_x", K->grid[0]);
+    CHECK_FEAT(&c->F, r, "gpu_block_x", K->block[0]);
+    CHECK_FEAT(&c->F, r, "gpu_block_y", K->block[1]);
+    CHECK_FEAT(&c->F, r, "gpu_threads_per_block", K->block[0] * K->block[1] * K->block[2]);
+    CHECK_FEAT(&c->F, r, "gpu_shared_bytes", K->shared_bytes);
+}
+
+/* A 64^3 matmul under three GPU programs, worked out by hand (the loop nests are in the
+ * comments), and checked against the emitter's launch:
+ *   gpu-tile, i split [S1 2, S2 8, S3 1] (S0 4), j [1, 16, 2] (S0 2), k [R1 4, R2 2] (R0 8),
+ *   A and B copied to shared memory at R0: blocks 4 x 2 = 8 on x; threads j's 16 on x, i's 8
+ *   on y (128); shared 16 x 8 floats of A + 8 x 32 of B = 1536 bytes; 8 x 128 = 1024 threads.
+ *     row 0, C = 0: 4096 stores x 4 B / 1024 = 16 B per thread; the block's 16 x 32 tile of C
+ *       (2 KiB); tile i.1 x j.3 = 4; threadIdx.x (j.2) steps C by 2 elements;
+ *     row 1, A.cache fill: 8 blocks x 8 R0 x 128 threads read A once each: 32 B per thread
+ *       (and 32 B of A.cache written); a block reads its 16 rows of A whole (4 KiB); tile 1;
+ *       thread x reads A at x % 8 + 64 (x // 8), which the affine form counts as a stride of
+ *       1 + 64 / 8 = 9;
+ *     row 2, B.cache fill: 8 x 8 x 2 x 128 reads, 64 B per thread; a block's 32 columns of B
+ *       (8 KiB); stride 1 along threadIdx.x;
+ *     row 3, the update: C read and written 64^3 times, 2 x 262144 x 4 B / 1024 = 2 KiB per
+ *       thread, the same of A.cache and B.cache (shared); 2 KiB of C per block; tile 4.
+ *   gpu-tile+cache_write, the same lengths: blocks of 128 threads on x (S2 loops fused), each
+ *     thread's 2 x 2 accumulators C.local a 16-byte per-thread array; tile 4, no shared memory.
+ *   gpu-cross-thread-reduce, 64 threads: one block per output (4096), the k loop bound to
+ *     threadIdx.x as a cross-thread reduction combined in 64 floats of shared memory; the
+ *     update reads C twice, A and B once per iteration: 4 x 262144 x 4 B / 262144 threads =
+ *     16 B per thread; a block reads its C element, a row of A and a column of B (516 B), the
+ *     column with a stride of 64 elements along threadIdx.x. */
+static void
+test_feat_gpu_matmul(void)
+{
+    struct gpu_case c;
+    const int64_t   tile[] = {2, 8, 1, 1, 16, 2, 4, 2, 0, 1, 1};
+    if (gpu_case(&c, gpu_mm, "C:gpu-tile", tile, KILN_COUNTOF(tile))) {
+        CHECK_EQ_INT(4, c.F.nrow);
+        CHECK_EQ_INT(1, c.src.nkernel);
+        if (c.F.nrow == 4 && c.src.nkernel == 1) {
+            /* grid x y z, block x y z, threads, blocks, shared, local, global/thread,
+             * global/block, shared/thread, tile, vector, cross-thread, stride along x */
+            const double r0[17] = {8, 1, 1, 16, 8, 1, 128, 8, 1536, 0, 16, 2048, 0, 4, 0, 0, 2};
+            const double r1[17] = {8, 1, 1, 16, 8, 1, 128, 8, 1536, 0, 32, 4096, 32, 1, 0, 0, 9};
+            const double r2[17] = {8, 1, 1, 16, 8, 1, 128, 8, 1536, 0, 64, 8192, 64, 1, 0, 0, 1};
+            const double r3[17] = {8, 1,    1,    16,   8, 1, 128, 8, 1536,
+                                   0, 2048, 2048, 2048, 4, 0, 0,   2};
+            check_gpu_row(&c.F, 0, r0);
+            check_gpu_row(&c.F, 1, r1);
+            check_gpu_row(&c.F, 2, r2);
+            check_gpu_row(&c.F, 3, r3);
+            for (uint32_t r = 0; r < 4; r++)
+                check_launch(&c, r, 0);
+        }
+    }
+    gpu_case_free(&c);
+    const int64_t cw[] = {2, 8, 1, 1, 16, 2, 4, 2, 0};
+    if (gpu_case(&c, gpu_mm, "C:gpu-tile+cache_write", cw, KILN_COUNTOF(cw))) {
+        CHECK_EQ_INT(3, c.F.nrow);
+        for (uint32_t r = 0; r < c.F.nrow && c.src.nkernel == 1; r++) {
+            CHECK_FEAT(&c.F, r, "gpu_local_bytes", 16);
+            CHECK_FEAT(&c.F, r, "gpu_thread_tile", 4);
+            CHECK_FEAT(&c.F, r, "gpu_threads_per_block", 128);
+            CHECK_FEAT(&c.F, r, "gpu_cross_thread_reduce", 0);
+            check_launch(&c, r, 0);
+        }
+    }
+    gpu_case_free(&c);
+    const int64_t xr[] = {1}; /* 32 << 1 = 64 threads */
+    if (gpu_case(&c, gpu_mm, "C:gpu-cross-thread-reduce", xr, 1)) {
+        CHECK_EQ_INT(2, c.F.nrow);
+        if (c.F.nrow == 2 && c.src.nkernel == 1) {
+            const double r1[17] = {4096, 1, 1, 64, 1, 1, 64, 4096, 256, 0, 16, 516, 0, 1, 0, 1, 64};
+            check_gpu_row(&c.F, 1, r1);
+            CHECK_FEAT(&c.F, 0, "gpu_cross_thread_reduce", 0);
+            CHECK_FEAT(&c.F, 0, "gpu_global_bytes_per_thread", 4096 * 4 / (4096.0 * 64));
+            check_launch(&c, 0, 0);
+            check_launch(&c, 1, 0);
+        }
+    }
+    gpu_case_free(&c);
+}
+
+/* float4 accesses: y = a + b split by 4 and vectorised, bound to blocks and threads: the store
+ * and both loads are contiguous in the vector loop (3 vector accesses, as the emitter makes),
+ * 32 threads per block of 8 blocks. */
+static void
+test_feat_gpu_vector(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[8, 128]\ninput b: f32[8, 128]\n"
+                                      "y = add(a, b)\noutput y\n");
+    const char        *js =
+        "{\"steps\": [{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"j\", \"factors\": [4]}, "
+        "{\"op\": \"vectorize\", \"stage\": \"y\", \"iter\": \"j.1\"}, "
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"i\", \"thread\": \"blockIdx.x\"}, "
+        "{\"op\": \"bind\", \"stage\": \"y\", \"iter\": \"j.0\", \"thread\": \"threadIdx.x\"}]}";
+    struct kiln_target      t;
+    struct kiln_hw          hw;
+    struct kiln_schedule    s;
+    struct kiln_feat        F = {0};
+    struct kiln_func       *f;
+    struct kiln_cuda_source src;
+    if (g && kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &t) == KILN_OK
+        && kiln_sched_from_json(ctx, js, strlen(js), &s) == KILN_OK
+        && kiln_lower(ctx, g, &s, &f) == KILN_OK) {
+        kiln_hw_from_target(&t, &hw);
+        kiln_cg_cuda_align_params(f);
+        CHECK_EQ_INT(KILN_OK, kiln_cg_cuda_source(ctx, f, "v", &src));
+        CHECK_EQ_INT(KILN_OK, kiln_features_lower(ctx, g, &s, &hw, &F));
+        CHECK_EQ_INT(1, F.nrow);
+        if (F.nrow == 1 && src.nkernel == 1) {
+            CHECK_EQ_INT(3, src.kernel[0].nvector);
+            CHECK_FEAT(&F, 0, "gpu_vector_accesses", src.kernel[0].nvector);
+            CHECK_FEAT(&F, 0, "gpu_blocks", 8);
+            CHECK_FEAT(&F, 0, "gpu_threads_per_block", 32);
+            CHECK_FEAT(&F, 0, "gpu_thread_tile", 4);
+            CHECK_FEAT(&F, 0, "gpu_threadidx_x_stride", 4);
+            /* 3 x 1024 x 4 B moved by 256 threads; a block's row of y, a and b */
+            CHECK_FEAT(&F, 0, "gpu_global_bytes_per_thread", 48);
+            CHECK_FEAT(&F, 0, "gpu_global_unique_bytes_per_block", 3 * 128 * 4);
+        }
+    } else if (g) {
+        report(ctx, "vector case");
+    }
+    kiln_feat_free(&F);
+    kiln_ctx_free(ctx);
+}
+
+/* Sampled programs of the matmul's GPU sketches: programs whose schedules differ get different
+ * rows (all but a few: a knob the features cannot see, such as a tile split that lowering
+ * makes the same, may leave two alike), and GPU rows differ in the GPU columns from the same
+ * program's rows on a CPU target, where those columns are all zero. */
+static void
+test_feat_gpu_distinct(void)
+{
+    kiln_ctx           *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph  *g = PARSE(ctx, gpu_mm);
+    struct kiln_target  t;
+    struct kiln_hw      hw, cpu = test_hw;
+    struct kiln_sketch *sk;
+    uint32_t            nsk = 0;
+    enum { N = 40 };
+    struct kiln_feat F[N];
+    uint64_t         sh[N];
+    uint32_t         n = 0, same = 0, pairs = 0;
+    struct kiln_rng  r = kiln_rng_new(opt_seed());
+    memset(F, 0, sizeof F);
+    if (!g || kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &t) != KILN_OK) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    kiln_hw_from_target(&t, &hw);
+    CHECK_EQ_INT(KILN_OK, kiln_sketches_generate(ctx, g, &hw, &sk, &nsk));
+    for (uint32_t i = 0; i < N && nsk; i++) {
+        struct kiln_prog     p;
+        struct kiln_schedule s = {0};
+        struct kiln_buf      b = {0};
+        uint32_t             k = (uint32_t)kiln_rng_below(&r, nsk);
+        kiln_prog_sample(&sk[k], &r, &p);
+        p.sketch = k;
+        if (kiln_prog_schedule(ctx, g, &sk[k], &p, &s) != KILN_OK
+            || kiln_sched_to_json(ctx, &s, &b) != KILN_OK
+            || kiln_features_lower(ctx, g, &s, &hw, &F[n]) != KILN_OK) {
+            report(ctx, "GPU program");
+            break;
+        }
+        sh[n++] = kiln_hash_str(KILN_HASH_SEED, b.data);
+        struct kiln_feat C = {0};
+        if (kiln_features_lower(ctx, g, &s, &cpu, &C) == KILN_OK && C.nrow == F[n - 1].nrow) {
+            for (uint32_t row = 0; row < C.nrow; row++) {
+                CHECK(fraw(&F[n - 1], row, "gpu") == 1);
+                for (size_t col = 0; col < KILN_COUNTOF(gpu_cols); col++)
+                    CHECK(fraw(&C, row, gpu_cols[col]) == 0);
+            }
+        } else {
+            CHECK(false);
+        }
+        kiln_feat_free(&C);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < i; j++) {
+            if (sh[i] == sh[j])
+                continue; /* the same schedule */
+            pairs++;
+            same += F[i].nrow == F[j].nrow
+                    && !memcmp(F[i].row, F[j].row, sizeof(float) * KILN_FEAT_DIM * F[i].nrow);
+        }
+    printf("  %u GPU programs: %u pairs of different schedules, %u with the same features\n", n,
+           pairs, same);
+    CHECK(n == N);
+    CHECK(pairs > 0 && same * 50 <= pairs);
+    for (uint32_t i = 0; i < n; i++)
+        kiln_feat_free(&F[i]);
+    kiln_ctx_free(ctx);
+}
+
 /* ---- lowered programs ---- */
 
 static void
@@ -1399,6 +1698,9 @@ main(int argc, char **argv)
         {"feat_lower_helper", test_feat_lower_helper},
         {"feat_examples", test_feat_examples},
         {"feat_unflat", test_feat_unflat},
+        {"feat_gpu_matmul", test_feat_gpu_matmul},
+        {"feat_gpu_vector", test_feat_gpu_vector},
+        {"feat_gpu_distinct", test_feat_gpu_distinct},
         {"cm_errors", test_cm_errors},
         {"cm_deterministic", test_cm_deterministic},
         {"cm_many_rows", test_cm_many_rows},

@@ -9,6 +9,7 @@
  * tests/cuda_rt's. Vector loops (test_vector) must use float4/float2 accesses exactly where
  * contiguous and provably aligned; the emulated run counts misaligned ones as errors. The
  * target's -fast-math must reach NVRTC (test_fast_math). */
+#include "../cuda_emu.h"
 #include "../gen.h"
 #include "../harness.h"
 
@@ -433,49 +434,12 @@ test_cross_thread(void)
 
 /* ---- running the CUDA C on the CPU ----
  * Without a GPU the emitted kernels still run: the test compiles their CUDA C as C++ with a
- * prelude that stands in for CUDA (blockIdx / threadIdx thread-local, __shared__ a static shared
- * by the block's threads, __syncthreads a pthread barrier), runs each block's threads as real
- * threads, blocks one after another, and compares the outputs with the reference interpreter.
+ * prelude that stands in for CUDA (tests/cuda_emu.h: blockIdx / threadIdx thread-local,
+ * __shared__ a static shared by the block's threads, __syncthreads a pthread barrier), runs each
+ * block's threads as real threads, blocks one after another, and compares the outputs with the
+ * reference interpreter.
  * So guards, barriers, shared memory, the workspace and the operators' semantics are checked,
  * not only that NVRTC accepts the code. */
-
-static const char emu_prelude[] =
-    "#include <math.h>\n#include <pthread.h>\n#include <stdint.h>\n#include <string.h>\n"
-    "#include <atomic>\n"
-    "struct kiln_emu_dim { unsigned x, y, z; };\n"
-    "static thread_local kiln_emu_dim threadIdx, blockIdx;\n"
-    "static pthread_barrier_t *kiln_emu_barrier;\n"
-    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
-    "#define __launch_bounds__(n)\n#define __shared__ static\n#define __align__(n) "
-    "__attribute__((aligned(n)))\n"
-    /* float4 / float2: a copy from memory (a vector load) and an assignment to it (a vector
-     * store) are counted, and so are those not aligned to the vector's size */
-    "static std::atomic<long> kiln_emu_nvec{0}, kiln_emu_nmis{0};\n"
-    "static inline void kiln_emu_vec(const void *p, unsigned n)\n"
-    "{ kiln_emu_nvec++; if ((uintptr_t)p % n) kiln_emu_nmis++; }\n"
-    "extern \"C\" void kiln_emu_counts(long *nvec, long *nmis)\n"
-    "{ *nvec = kiln_emu_nvec; *nmis = kiln_emu_nmis; }\n"
-    "struct float4 { float x, y, z, w;\n"
-    "  float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}\n"
-    "  float4(const float4 &o) : x(o.x), y(o.y), z(o.z), w(o.w) { kiln_emu_vec(&o, 16); }\n"
-    "  float4 &operator=(const float4 &o)\n"
-    "  { kiln_emu_vec(this, 16); x = o.x; y = o.y; z = o.z; w = o.w; return *this; } };\n"
-    "struct float2 { float x, y;\n"
-    "  float2(float a, float b) : x(a), y(b) {}\n"
-    "  float2(const float2 &o) : x(o.x), y(o.y) { kiln_emu_vec(&o, 8); }\n"
-    "  float2 &operator=(const float2 &o) { kiln_emu_vec(this, 8); x = o.x; y = o.y; return *this; "
-    "}\n"
-    "};\n"
-    "static inline float4 make_float4(float a, float b, float c, float d)\n"
-    "{ return float4(a, b, c, d); }\n"
-    "static inline float2 make_float2(float a, float b) { return float2(a, b); }\n"
-    "static inline void __syncthreads() { pthread_barrier_wait(kiln_emu_barrier); }\n"
-    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
-    "static inline double __longlong_as_double(long long i)\n"
-    "{ double d; memcpy(&d, &i, 8); return d; }\n"
-    "extern \"C\" void kiln_emu_set(unsigned bx, unsigned by, unsigned bz, unsigned tx,\n"
-    "                               unsigned ty, unsigned tz, pthread_barrier_t *b)\n"
-    "{ blockIdx = {bx, by, bz}; threadIdx = {tx, ty, tz}; kiln_emu_barrier = b; }\n";
 
 /* A case to run: its graph, lowered function and CUDA C. */
 struct emu_case {
@@ -486,33 +450,14 @@ struct emu_case {
     const char             *what;
 };
 
-/* Appends case c's source inside its own namespace, and for each kernel an
- * `extern "C" void kiln_emu_NAME(void **args)` calling it with the arguments cast back. */
+/* Appends case c's source inside its own namespace, with its kernels' entry points
+ * (tests/cuda_emu.h). */
 static bool
 emu_append(struct kiln_buf *out, kiln_ctx *octx, uint32_t i, const struct emu_case *c)
 {
-    kiln_buf_printf(octx, out, "namespace kiln_case_%u {\n%s\n", i, c->src.text);
-    for (uint32_t k = 0; k < c->src.nkernel; k++) {
-        const char *name = c->src.kernel[k].name;
-        char        pat[200];
-        snprintf(pat, sizeof pat, ") %s(", name);
-        const char *p = strstr(c->src.text, pat), *e = p ? strstr(p, ")\n{") : NULL;
-        if (!p || !e)
-            return false;
-        p += strlen(pat);
-        kiln_buf_printf(octx, out, "extern \"C\" void kiln_emu_%s(void **a) { %s(", name, name);
-        for (uint32_t n = 0; p < e; n++) { /* "T *__restrict__ NAME, " */
-            const char *r = strstr(p, " *__restrict__ ");
-            const char *comma = strstr(p, ", ");
-            if (!r || r > e)
-                return false;
-            kiln_buf_printf(octx, out, "%s(%.*s *)a[%u]", n ? ", " : "", (int)(r - p), p, n);
-            p = comma && comma < e ? comma + 2 : e;
-        }
-        kiln_buf_puts(octx, out, "); }\n");
-    }
-    kiln_buf_puts(octx, out, "}\n");
-    return true;
+    char ns[32];
+    snprintf(ns, sizeof ns, "kiln_case_%u", i);
+    return kiln_test_emu_append(octx, out, ns, c->src.text);
 }
 
 struct emu_thread {
@@ -614,8 +559,14 @@ emu_check(void *so, const struct emu_case *c, uint64_t seed)
     args[f->nparam] = ws;
     args[f->nparam + 1] = prep;
     ok = ok && ws && prep;
+    /* the kernels' parameters as the driver passes them: a pointer to each value */
+    void **params = ok ? calloc(f->nparam + 2, sizeof *params) : NULL;
+    for (uint32_t p = 0; params && p < f->nparam + 2; p++)
+        params[p] = &args[p];
+    ok = ok && params;
     for (uint32_t k = 0; ok && k < c->src.nkernel; k++)
-        ok = emu_launch(so, &c->src.kernel[k], args);
+        ok = emu_launch(so, &c->src.kernel[k], params);
+    free(params);
     if (!ok)
         harness_fail(__FILE__, __LINE__, "%s: could not run the kernels", c->what);
     for (uint32_t p = 0; ok && p < f->nparam; p++) {
@@ -845,7 +796,7 @@ test_emulated(void)
     /* one C++ translation unit for all cases, built with the system's C++ compiler */
     kiln_ctx       *ctx = kiln_ctx_new(NULL);
     struct kiln_buf all = {0};
-    kiln_buf_puts(ctx, &all, emu_prelude);
+    kiln_buf_puts(ctx, &all, kiln_test_emu_prelude);
     bool ok = true;
     for (uint32_t i = 0; i < n && ok; i++)
         ok = emu_append(&all, ctx, i, &cases[i]);

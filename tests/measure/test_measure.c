@@ -8,9 +8,20 @@
  * given as kiln_measure_input.so_path, so the runner process loads and calls them exactly as it
  * does generated code; each fault (wrong element, unwritten element, SIGSEGV, SIGILL, endless
  * loop, exit(3), abort, failed allocation) must come back as its error while the test process
- * and the other candidates of the batch carry on. */
+ * and the other candidates of the batch carry on.
+ *
+ * The cuda target (gpu_*): candidates are programs of the GPU sketches, built into modules of
+ * the cuda target (NVRTC) and measured by the runner on the device it opens. Without a GPU
+ * (gpu_emulated) the fake driver tests/measure/fake_cuda.c runs their emulation
+ * (tests/cuda_emu.h) on CPU threads, so the runner's device path and the modules' own launch
+ * code run unchanged; faults planted in emulated modules (a wrong element, unwritten outputs,
+ * SIGSEGV, a hung launch, a failed launch, an illegal address) come back as their errors. With
+ * a CUDA driver, gpu_device measures GPU programs on the GPU; without one it skips ("no CUDA
+ * driver"). */
+#include "../../codegen/nvrtc.h"
 #include "../../tuner/tuner.h"
 #include "../abi/so_build.h"
+#include "../cuda_emu.h"
 #include "../harness.h"
 
 #include <dirent.h>
@@ -536,6 +547,233 @@ test_overlap_flush_build_timeout(void)
     env_fini(&e);
 }
 
+/* ---- the cuda target ---- */
+
+#define GPU_TARGET "cuda -arch=sm_80"
+#define GPU_MAXP   6
+
+/* The schedule JSON (ctx-owned) of a program of each GPU sketch of g drawn from seed, at most
+ * max; returns how many. */
+static uint32_t
+gpu_programs(kiln_ctx *ctx, const struct kiln_graph *g, uint64_t seed, const char **js,
+             uint32_t max)
+{
+    struct kiln_target  t;
+    struct kiln_hw      hw;
+    struct kiln_sketch *sk;
+    uint32_t            nsk = 0, n = 0;
+    struct kiln_rng     r = kiln_rng_new(seed);
+    if (kiln_cg_target_parse(ctx, GPU_TARGET, &t) != KILN_OK)
+        return 0;
+    kiln_hw_from_target(&t, &hw);
+    if (kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK)
+        return 0;
+    for (uint32_t s = 0; s < nsk && n < max; s++) {
+        struct kiln_prog     p;
+        struct kiln_schedule sc = {0};
+        struct kiln_buf      b = {0};
+        kiln_prog_sample(&sk[s], &r, &p);
+        p.sketch = s;
+        if (kiln_prog_schedule(ctx, g, &sk[s], &p, &sc) == KILN_OK
+            && kiln_sched_to_json(ctx, &sc, &b) == KILN_OK) {
+            printf("  program of GPU sketch %u [%s]\n", s, sk[s].desc);
+            js[n++] = b.data;
+        } else {
+            harness_fail(__FILE__, __LINE__, "GPU sketch %u: %s", s, kiln_ctx_error(ctx)->msg);
+        }
+    }
+    return n;
+}
+
+static struct kiln_measurer *
+gpu_measurer(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_measure_opts *o)
+{
+    struct kiln_target    t;
+    struct kiln_measurer *m = NULL;
+    if (kiln_cg_target_parse(ctx, GPU_TARGET, &t) != KILN_OK
+        || kiln_measurer_new(ctx, g, &t, o, opt_seed(), &m) != KILN_OK) {
+        char msg[1024];
+        kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+        harness_fail(__FILE__, __LINE__, "kiln_measurer_new (cuda): %s", msg);
+        return NULL;
+    }
+    return m;
+}
+
+static bool
+have_nvrtc(void)
+{
+    if (kiln_nvrtc_available())
+        return true;
+    harness_skip("no NVRTC: modules of the cuda target cannot be built here");
+    return false;
+}
+
+struct gpu_fault {
+    const char *fault; /* tests/cuda_emu.h */
+    uint8_t     want;
+    const char *msg; /* a substring of the message, or NULL */
+};
+
+static const struct gpu_fault gpu_faults[] = {
+    {"wrong", KILN_MEASURE_WRONG, "at flat index 0"},
+    {"skip", KILN_MEASURE_WRONG, "never written"},
+    {"crash", KILN_MEASURE_CRASH, NULL},
+    {"hang", KILN_MEASURE_TIMEOUT, "time limit"},
+    {"launch", KILN_MEASURE_RUNTIME, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
+    {"fault", KILN_MEASURE_RUNTIME, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+};
+
+/* Without a GPU: the probe finds the fake driver's device (and reports none when it has none);
+ * the default schedule and a program of every GPU sketch of the matmul are built by NVRTC,
+ * run emulated by the runner through the fake driver and checked against the reference
+ * interpreter; planted faulty modules are each their error while the batch carries on; with
+ * the default schedule as the reference, it is compiled for the host CPU. */
+static void
+test_gpu_emulated(void)
+{
+    if (!have_nvrtc())
+        return;
+    struct env e;
+    if (!kiln_test_emu_use_fake_driver(true)) {
+        harness_fail(__FILE__, __LINE__, "the fake CUDA driver is not built");
+        return;
+    }
+    if (!env_init(&e))
+        return;
+    kiln_ctx                  *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph         *g = PARSE(ctx, mm_src);
+    struct kiln_measure_device dev;
+    CHECK_EQ_INT(KILN_OK, kiln_measure_cuda_device(ctx, NULL, &dev));
+    printf("  device: %s, %s\n", dev.arch, dev.name);
+    CHECK_EQ_STR("sm_80", dev.arch);
+    CHECK(strstr(dev.name, "emulated") != NULL);
+    setenv("KILN_FAKE_CUDA", "nodevice", 1);
+    CHECK_EQ_INT(KILN_ERR_UNSUPPORTED, kiln_measure_cuda_device(ctx, NULL, &dev));
+    printf("  without a device: %s\n", kiln_ctx_error(ctx)->msg);
+    CHECK(!strncmp(kiln_ctx_error(ctx)->msg, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE", 44));
+    unsetenv("KILN_FAKE_CUDA");
+    kiln_ctx_error_clear(ctx);
+
+    struct kiln_measure_opts o;
+    quick_opts(&o, &e);
+    o.run_timeout_s = 5;
+    o.build_workers = 2;
+    o.build_hook = kiln_test_emu_hook;
+    enum { NF = KILN_COUNTOF(gpu_faults) };
+    const char                *js[GPU_MAXP];
+    char                       so[NF][PATH_MAX + 16];
+    struct kiln_measure_input  in[1 + GPU_MAXP + NF + 1];
+    struct kiln_measure_result r[1 + GPU_MAXP + NF + 1];
+    uint32_t                   np = g ? gpu_programs(ctx, g, opt_seed(), js, GPU_MAXP) : 0;
+    struct kiln_measurer      *m = np ? gpu_measurer(ctx, g, &o) : NULL;
+    CHECK(np >= 2);
+    bool planted = m != NULL;
+    for (uint32_t i = 0; i < NF && planted; i++) {
+        struct kiln_compile_options co = {GPU_TARGET, js[0], strlen(js[0]), "kiln_candidate"};
+        snprintf(so[i], sizeof so[i], "%s/%s.so", e.tmp, gpu_faults[i].fault);
+        planted = kiln_graph_compile(ctx, g, &co, so[i]) == KILN_OK
+                  && kiln_test_emu_module(ctx, g, &co, so[i], gpu_faults[i].fault) == KILN_OK;
+        if (!planted)
+            harness_fail(__FILE__, __LINE__, "planting %s: %s", gpu_faults[i].fault,
+                         kiln_ctx_error(ctx)->msg);
+    }
+    if (planted) {
+        CHECK_EQ_STR("interpreter", kiln_measurer_reference(m));
+        uint32_t n = 0;
+        in[n++] = (struct kiln_measure_input){NULL, true, NULL}; /* one thread per kernel */
+        for (uint32_t i = 0; i < np; i++)
+            in[n++] = (struct kiln_measure_input){js[i], true, NULL};
+        for (uint32_t i = 0; i < NF; i++)
+            in[n++] = (struct kiln_measure_input){NULL, true, so[i]};
+        in[n++] = (struct kiln_measure_input){js[np - 1], true, NULL};
+        double t0 = now();
+        CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, n, r));
+        printf("  batch of %u took %.1f s\n", n, now() - t0);
+        for (uint32_t i = 0; i <= np; i++) {
+            print_result(i ? "GPU program" : "default schedule", &r[i]);
+            check_ok(&r[i], o.repeat);
+        }
+        for (uint32_t i = 0; i < NF; i++) {
+            const struct kiln_measure_result *q = &r[1 + np + i];
+            print_result(gpu_faults[i].fault, q);
+            if (q->error != gpu_faults[i].want)
+                harness_fail(__FILE__, __LINE__, "%s: want %s, got %s (%s)", gpu_faults[i].fault,
+                             kiln_measure_error_name[gpu_faults[i].want],
+                             kiln_measure_error_name[q->error], q->msg);
+            else if (gpu_faults[i].msg && !strstr(q->msg, gpu_faults[i].msg))
+                harness_fail(__FILE__, __LINE__, "%s: message '%s' lacks '%s'", gpu_faults[i].fault,
+                             q->msg, gpu_faults[i].msg);
+            CHECK_EQ_INT(0, q->time_s);
+        }
+        print_result("GPU program after faults", &r[n - 1]);
+        check_ok(&r[n - 1], o.repeat);
+    }
+    kiln_measurer_free(m);
+    /* the default schedule as the reference: built for the host, and run there */
+    o.ref_max_flops = 0;
+    m = planted ? gpu_measurer(ctx, g, &o) : NULL;
+    if (m) {
+        CHECK_EQ_STR("default schedule (host CPU)", kiln_measurer_reference(m));
+        in[0] = (struct kiln_measure_input){js[0], true, NULL};
+        CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, 1, r));
+        print_result("GPU program, CPU reference", &r[0]);
+        check_ok(&r[0], o.repeat);
+    }
+    kiln_measurer_free(m);
+    CHECK_EQ_INT(0, count_measure_dirs(e.tmp));
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+    kiln_test_emu_use_fake_driver(false);
+}
+
+/* With a CUDA driver and device: the default schedule and a program of every GPU sketch of the
+ * matmul measured on the GPU, timed by CUDA events and checked against the reference
+ * interpreter. Skips without a driver or device. */
+static void
+test_gpu_device(void)
+{
+    if (!have_nvrtc())
+        return;
+    kiln_test_emu_use_fake_driver(false);
+    kiln_ctx                  *ctx = kiln_ctx_new(NULL);
+    struct kiln_measure_device dev;
+    if (kiln_measure_cuda_device(ctx, NULL, &dev) != KILN_OK) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_free(ctx);
+        harness_skip(why); /* "no CUDA driver (...)" or "no CUDA device (...)" */
+        return;
+    }
+    printf("  device: %s, %s\n", dev.arch, dev.name);
+    struct env e;
+    if (!env_init(&e)) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    struct kiln_graph       *g = PARSE(ctx, mm_src);
+    struct kiln_measure_opts o;
+    quick_opts(&o, &e);
+    const char                *js[GPU_MAXP];
+    uint32_t                   np = g ? gpu_programs(ctx, g, opt_seed(), js, GPU_MAXP) : 0;
+    struct kiln_measurer      *m = np ? gpu_measurer(ctx, g, &o) : NULL;
+    struct kiln_measure_input  in[1 + GPU_MAXP];
+    struct kiln_measure_result r[1 + GPU_MAXP];
+    if (m) {
+        in[0] = (struct kiln_measure_input){NULL, true, NULL};
+        for (uint32_t i = 0; i < np; i++)
+            in[1 + i] = (struct kiln_measure_input){js[i], true, NULL};
+        CHECK_EQ_INT(KILN_OK, kiln_measure(m, in, 1 + np, r));
+        for (uint32_t i = 0; i <= np; i++) {
+            print_result(i ? "GPU program" : "default schedule", &r[i]);
+            check_ok(&r[i], o.repeat);
+        }
+    }
+    kiln_measurer_free(m);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
 static void
 test_bad_options(void)
 {
@@ -1024,6 +1262,8 @@ static const struct test tests[] = {
     {"overlap_flush_build_timeout", test_overlap_flush_build_timeout},
     {"killed_tuner_leaves_no_worker", test_killed_tuner_leaves_no_worker},
     {"bad_options", test_bad_options},
+    {"gpu_emulated", test_gpu_emulated},
+    {"gpu_device", test_gpu_device},
     {"db_add_best_each_count", test_db_add_best_each_count},
     {"db_best_mean", test_db_best_mean},
     {"db_killed_writer", test_db_killed_writer},

@@ -1187,6 +1187,85 @@ test_gpu_limits(void)
     CHECK(n > 0);
 }
 
+/* Droplet over GPU programs: every neighbour (one knob one step away, kiln_prog_neighbours) of
+ * sampled programs of the large matmul's and convolution's GPU sketches is a valid program
+ * whose CUDA C stays within 1024 threads per block and 48 KiB of shared memory (the clamps of
+ * kiln_gpu_prog_schedule apply to whatever a neighbour moves), and most centres have
+ * neighbours that make another schedule (Droplet has somewhere to go). */
+static void
+test_gpu_neighbours(void)
+{
+    static const char *const big[] = {
+        "input A: f32[1024, 512]\nweight B: f32[512, 2048]\nC = matmul(A, B)\noutput C\n",
+        "input x: f32[1, 256, 56, 56]\nweight w: f32[256, 256, 3, 3]\n"
+        "y = conv2d(x, w, padding=1)\noutput y\n",
+    };
+    static const int per_sketch[] = {3, 1};
+    uint32_t         n = 0, ncentre = 0, moving = 0, maxthreads = 0, maxshared = 0;
+    for (size_t gi = 0; gi < KILN_COUNTOF(big); gi++) {
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(ctx, big[gi]);
+        struct kiln_target  tg;
+        struct kiln_hw      hw;
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), big[gi]));
+        struct kiln_prog   *nb = calloc(256, sizeof *nb);
+        if (!g || !nb || kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &tg) != KILN_OK) {
+            free(nb);
+            kiln_ctx_free(ctx);
+            CHECK(false);
+            continue;
+        }
+        kiln_hw_from_target(&tg, &hw);
+        CHECK_EQ_INT(KILN_OK, kiln_sketches_generate(ctx, g, &hw, &sk, &nsk));
+        for (uint32_t s = 0; s < nsk; s++)
+            for (int it = 0; it < per_sketch[gi]; it++) {
+                struct kiln_prog p;
+                kiln_prog_sample(&sk[s], &r, &p);
+                p.sketch = s;
+                uint32_t cnt = kiln_prog_neighbours(&sk[s], &p, nb, 256);
+                bool     ok = true, moves = false;
+                char    *centre = NULL;
+                {
+                    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+                    struct kiln_schedule sch = {0};
+                    struct kiln_buf      b = {0};
+                    if (kiln_prog_schedule(ctx, g, &sk[s], &p, &sch) == KILN_OK
+                        && kiln_sched_to_json(ctx, &sch, &b) == KILN_OK)
+                        centre = strdup(b.data);
+                    kiln_scratch_end(ctx, sc);
+                }
+                for (uint32_t k = 0; k < cnt && ok && centre; k++) {
+                    struct gpu_launch    L;
+                    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+                    struct kiln_schedule sch = {0};
+                    struct kiln_buf      b = {0};
+                    ok = check_gpu_prog(ctx, g, &sk[s], &nb[k], NULL, "neighbour", 0, &L);
+                    if (ok && kiln_prog_schedule(ctx, g, &sk[s], &nb[k], &sch) == KILN_OK
+                        && kiln_sched_to_json(ctx, &sch, &b) == KILN_OK)
+                        moves |= strcmp(b.data, centre) != 0;
+                    kiln_scratch_end(ctx, sc);
+                    kiln_ctx_error_clear(ctx);
+                    n += ok;
+                    maxthreads = L.threads > maxthreads ? L.threads : maxthreads;
+                    maxshared = L.shared > maxshared ? L.shared : maxshared;
+                }
+                CHECK(centre != NULL);
+                free(centre);
+                ncentre++;
+                moving += moves;
+            }
+        free(nb);
+        kiln_ctx_free(ctx);
+    }
+    printf("Droplet on large GPU programs: %u centres (%u with a neighbour making another "
+           "schedule), %u neighbours checked; at most %u threads per block, %u shared bytes\n",
+           ncentre, moving, n, maxthreads, maxshared);
+    CHECK(n > 0);
+    CHECK(moving * 4 >= ncentre * 3);
+}
+
 /* Whether s holds a cross-thread reduction loop. */
 static bool
 has_thread_reduce(const struct kiln_stmt *s)
@@ -1343,6 +1422,7 @@ main(int argc, char **argv)
         {"plain_parallel", test_plain_parallel},
         {"gpu_programs", test_gpu_programs},
         {"gpu_limits", test_gpu_limits},
+        {"gpu_neighbours", test_gpu_neighbours},
         {"gpu_cpu_unchanged", test_gpu_cpu_unchanged},
         {"gpu_cross_thread", test_gpu_cross_thread},
     };

@@ -3,9 +3,18 @@
  * small-budget tuning of a matmul and a convolution that must beat the default schedule, each
  * search strategy, resuming after a kill without losing a record, and the Welch test Droplet
  * moves by. Seeds are printed by the harness; timings are compared only as "tuned beats the
- * default loop nest", which holds by a wide margin on any machine. */
+ * default loop nest", which holds by a wide margin on any machine.
+ *
+ * The cuda target (tune_gpu_*): a session over the GPU sketches whose candidates are measured
+ * through the fake CUDA driver (tests/measure/fake_cuda.c: the emulation of each module,
+ * tests/cuda_emu.h, run on CPU threads), with faulty modules planted among them; the records
+ * are stored under the cuda target and applied by kiln_tuned_schedule. Without a driver or a
+ * device, or with a target newer than the device, tuning fails before the database is opened.
+ * With a CUDA driver, tune_gpu_device tunes a matmul on the GPU (else it skips, saying why). */
+#include "../../codegen/nvrtc.h"
 #include "../../tuner/search.h"
 #include "../abi/so_build.h"
+#include "../cuda_emu.h"
 #include "../harness.h"
 
 #include <math.h>
@@ -710,6 +719,295 @@ test_planted_faults_never_chosen(void)
         fprintf(stderr, "warning: could not remove %s\n", tmp);
 }
 
+/* ---- the cuda target ---- */
+
+static const char gpu_kg[] = "input a: f32[16, 24]\nweight b: f32[24, 32]\n"
+                             "c[i, j] += a[i, k] * b[k, j]\ny = relu(c)\noutput y\n";
+
+struct gpu_ud {
+    uint32_t n, valid, gpu_progs, planted, planted_err, droplet, machine;
+};
+
+static bool
+gpu_cb(void *ud, const struct kiln_record *r)
+{
+    struct gpu_ud *u = ud;
+    u->n++;
+    u->machine += r->machine && strstr(r->machine, "emulated GPU") && strstr(r->machine, "sm_80");
+    if (r->strategy && !strcmp(r->strategy, "planted")) {
+        u->planted++;
+        u->planted_err += r->error != KILN_MEASURE_OK;
+        return true;
+    }
+    u->valid += r->error == KILN_MEASURE_OK && r->time_s > 0;
+    u->gpu_progs += r->prog && strstr(r->prog, ":gpu-") != NULL;
+    u->droplet += r->strategy && !strcmp(r->strategy, "droplet");
+    return true;
+}
+
+/* Builds a module of the cuda target for g under the schedule of a program of its first GPU
+ * sketch, and its emulation with fault (tests/cuda_emu.h), to so. */
+static bool
+plant_gpu(kiln_ctx *ctx, const struct kiln_graph *g, const char *fault, const char *so)
+{
+    struct kiln_target   t;
+    struct kiln_hw       hw;
+    struct kiln_sketch  *sk;
+    uint32_t             nsk;
+    struct kiln_prog     p;
+    struct kiln_schedule s = {0};
+    struct kiln_buf      js = {0};
+    struct kiln_rng      r = kiln_rng_new(opt_seed());
+    bool                 ok = kiln_cg_target_parse(ctx, "cuda -arch=sm_80", &t) == KILN_OK;
+    kiln_hw_from_target(&t, &hw);
+    ok = ok && kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) == KILN_OK;
+    if (ok) {
+        kiln_prog_sample(&sk[0], &r, &p);
+        p.sketch = 0;
+    }
+    ok = ok && kiln_prog_schedule(ctx, g, &sk[0], &p, &s) == KILN_OK
+         && kiln_sched_to_json(ctx, &s, &js) == KILN_OK;
+    struct kiln_compile_options co = {"cuda -arch=sm_80", js.data, ok ? js.len : 0,
+                                      "kiln_candidate"};
+    ok = ok && kiln_graph_compile(ctx, g, &co, so) == KILN_OK
+         && kiln_test_emu_module(ctx, g, &co, so, fault) == KILN_OK;
+    if (!ok)
+        harness_fail(__FILE__, __LINE__, "planting %s: %s", fault, kiln_ctx_error(ctx)->msg);
+    return ok;
+}
+
+/* Emulated times rank programs by their cost on CPU threads, where a kernel of one thread (the
+ * default schedule) costs least: its emulation is slowed (cuda_emu.h "slow") so that the best
+ * is a GPU program and Droplet starts from it, as on a GPU. */
+static enum kiln_status
+slow_default_hook(void *ud, kiln_ctx *ctx, const struct kiln_graph *g,
+                  const struct kiln_compile_options *co, const char *so_path)
+{
+    (void)ud;
+    if (!co->target || strncmp(co->target, "cuda", 4))
+        return KILN_OK;
+    bool dflt = !co->schedule_json || strstr(co->schedule_json, "\"steps\": []");
+    return kiln_test_emu_module(ctx, g, co, so_path, dflt ? "slow" : NULL);
+}
+
+/* A tuning session of a matmul + relu for "cuda" (the device's architecture: the fake
+ * driver's sm_80) with Droplet from the sixth trial on: its candidates are GPU programs,
+ * measured through the fake driver and checked against the reference; a module that crashes
+ * and one that computes a wrong answer, planted among them, are recorded as errors and never
+ * chosen. Every trial is a record under "cuda -arch=sm_80" naming the emulated device, and the
+ * best records make a whole-graph schedule that binds blocks and threads and computes the
+ * right answer. */
+static void
+test_tune_gpu_emulated(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: modules of the cuda target cannot be built here");
+        return;
+    }
+    char tmp[64] = "/tmp/kiln-test-tune-XXXXXX", db[128], so[2][128];
+    if (!kiln_test_emu_use_fake_driver(true) || !mkdtemp(tmp)) {
+        harness_fail(__FILE__, __LINE__, "no fake CUDA driver or no temporary directory");
+        return;
+    }
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, gpu_kg);
+    snprintf(db, sizeof db, "%s/gpu.db", tmp);
+    snprintf(so[0], sizeof so[0], "%s/crash.so", tmp);
+    snprintf(so[1], sizeof so[1], "%s/wrong.so", tmp);
+    if (g && plant_gpu(ctx, g, "crash", so[0]) && plant_gpu(ctx, g, "wrong", so[1])) {
+        enum { NTRIALS = 14 };
+        const char           *plant[2] = {so[0], so[1]};
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, NTRIALS);
+        o.target = "cuda";
+        o.batch = 4;
+        o.population = 32;
+        o.droplet_after = 6;
+        o.measure.repeat = 2;
+        o.measure.min_repeat_ms = 1;
+        o.measure.build_workers = 2;
+        o.measure.build_hook = slow_default_hook;
+        o.plant = plant;
+        o.nplant = 2;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        if (!kiln_ok(ctx))
+            printf("  %s\n", kiln_ctx_error(ctx)->msg);
+        struct kiln_tasks  T;
+        struct kiln_db    *d;
+        struct gpu_ud      u = {0};
+        struct kiln_record best;
+        const char        *tgt = "cuda -arch=sm_80";
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        CHECK_EQ_INT(1, T.n);
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(NTRIALS, kiln_db_count(d, NULL, NULL));
+        CHECK_EQ_INT(KILN_OK, kiln_db_each(d, T.task[0].key, tgt, gpu_cb, &u));
+        bool has_best = kiln_db_best(d, T.task[0].key, tgt, &best);
+        kiln_db_close(d);
+        printf("  %u records (%u valid, %u GPU programs, %u by Droplet), %u planted of which %u "
+               "errors\n",
+               u.n, u.valid, u.gpu_progs, u.droplet, u.planted, u.planted_err);
+        CHECK_EQ_INT(NTRIALS, u.n);
+        CHECK_EQ_INT(NTRIALS, u.machine);
+        CHECK_EQ_INT(2, u.planted);
+        CHECK_EQ_INT(2, u.planted_err);
+        CHECK(u.valid >= NTRIALS / 2);
+        CHECK(u.gpu_progs >= NTRIALS / 2);
+        CHECK(u.droplet >= 1);
+        CHECK(has_best);
+        if (has_best) {
+            printf("  best: %.3g s (%s): %s\n", best.time_s, best.strategy, best.schedule);
+            CHECK(strcmp(best.strategy, "planted") != 0);
+        }
+        /* the records apply: a schedule binding blocks and threads, computing the right answer */
+        struct kiln_schedule s = {0};
+        struct kiln_buf      js = {0};
+        uint32_t             ntuned = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(KILN_OK, kiln_tuned_schedule(ctx, g, d, tgt, &s, &ntuned));
+        kiln_db_close(d);
+        CHECK_EQ_INT(1, ntuned);
+        CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s, &js));
+        CHECK(js.data && strstr(js.data, "threadIdx"));
+        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+    }
+    kiln_ctx_free(ctx);
+    kiln_test_emu_use_fake_driver(false);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmp);
+}
+
+/* Tunes gpu_kg for target into db, which must fail with status want and a message starting
+ * with msg, the database file as it was (absent, or the same bytes). */
+static void
+tune_gpu_fails(const char *target, const char *db, enum kiln_status want, const char *msg)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, gpu_kg);
+    size_t             n0 = 0, n1 = 0;
+    char              *before = read_file(db, &n0);
+    if (g) {
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, 4);
+        o.target = target;
+        CHECK_EQ_INT(want, kiln_tune(ctx, g, &o));
+        printf("  %s: %s\n", target, kiln_ctx_error(ctx)->msg);
+        if (strncmp(kiln_ctx_error(ctx)->msg, msg, strlen(msg)))
+            harness_fail(__FILE__, __LINE__, "message '%s' does not start with '%s'",
+                         kiln_ctx_error(ctx)->msg, msg);
+    }
+    char *after = read_file(db, &n1);
+    CHECK((before == NULL) == (after == NULL));
+    CHECK(n0 == n1 && (!before || !memcmp(before, after, n0)));
+    free(before);
+    free(after);
+    kiln_ctx_free(ctx);
+}
+
+/* Up front, before the database is opened: no device (the fake driver's KILN_FAKE_CUDA=
+ * nodevice), an architecture newer than the device's, and, where the machine has none, no
+ * driver. A database that exists keeps its bytes; one that did not is not created. */
+static void
+test_tune_gpu_no_device(void)
+{
+    char tmp[64] = "/tmp/kiln-test-tune-XXXXXX", db[128], fresh[128];
+    if (!mkdtemp(tmp)) {
+        harness_fail(__FILE__, __LINE__, "no temporary directory");
+        return;
+    }
+    snprintf(db, sizeof db, "%s/kept.db", tmp);
+    snprintf(fresh, sizeof fresh, "%s/fresh.db", tmp);
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_db    *d;
+    struct kiln_record rec = {.workload = "0123456789abcdef",
+                              .target = "cuda -arch=sm_80",
+                              .schedule = "{\"steps\": []}",
+                              .time_s = 1e-3,
+                              .strategy = "default"};
+    CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+    CHECK_EQ_INT(KILN_OK, kiln_db_add(d, &rec));
+    kiln_db_close(d);
+    kiln_ctx_free(ctx);
+    if (kiln_test_emu_use_fake_driver(true)) {
+        setenv("KILN_FAKE_CUDA", "nodevice", 1);
+        tune_gpu_fails("cuda", db, KILN_ERR_UNSUPPORTED, "no CUDA device (cuInit: ");
+        tune_gpu_fails("cuda -arch=sm_80", fresh, KILN_ERR_UNSUPPORTED, "no CUDA device");
+        unsetenv("KILN_FAKE_CUDA");
+        tune_gpu_fails("cuda -arch=sm_90", db, KILN_ERR_INVALID,
+                       "target 'cuda -arch=sm_90': sm_90 is newer than the device's sm_80");
+        tune_gpu_fails("cuda -bogus", fresh, KILN_ERR_INVALID, "target 'cuda -bogus'");
+        kiln_test_emu_use_fake_driver(false);
+    } else {
+        harness_fail(__FILE__, __LINE__, "the fake CUDA driver is not built");
+    }
+    ctx = kiln_ctx_new(NULL);
+    struct kiln_measure_device dev;
+    if (kiln_measure_cuda_device(ctx, NULL, &dev) == KILN_OK)
+        printf("  a CUDA device is present (%s): the no-driver error is not tested here\n",
+               dev.name);
+    else if (strstr(kiln_ctx_error(ctx)->msg, "no CUDA driver"))
+        tune_gpu_fails("cuda", db, KILN_ERR_UNSUPPORTED, "no CUDA driver (");
+    kiln_ctx_free(ctx);
+    CHECK(access(fresh, F_OK) != 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmp);
+}
+
+/* With a CUDA driver and device: a 128^3 matmul tuned for "cuda" (the device's architecture)
+ * on the GPU; every record valid or an honest error, and the tuned program faster than the
+ * default schedule's one thread per kernel. Skips without a driver or device. */
+static void
+test_tune_gpu_device(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: modules of the cuda target cannot be built here");
+        return;
+    }
+    kiln_test_emu_use_fake_driver(false);
+    kiln_ctx                  *ctx = kiln_ctx_new(NULL);
+    struct kiln_measure_device dev;
+    if (kiln_measure_cuda_device(ctx, NULL, &dev) != KILN_OK) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_free(ctx);
+        harness_skip(why); /* "no CUDA driver (...)" or "no CUDA device (...)" */
+        return;
+    }
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[128, 128]\nweight b: f32[128, 128]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *db = tmp_path("gpu_device.db");
+    if (g) {
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, TRIALS);
+        o.target = "cuda";
+        o.droplet_after = TRIALS / 2;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        struct kiln_tasks  T;
+        struct kiln_target t;
+        struct kiln_db    *d;
+        struct best_ud     b = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+        CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse_arch(ctx, "cuda", dev.arch, &t));
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK_EQ_INT(KILN_OK,
+                     kiln_db_each(d, T.task[0].key, kiln_cg_target_str(ctx, &t), best_cb, &b));
+        kiln_db_close(d);
+        printf("  %s (%s): %u records, %u errors, default %.1f us, tuned %.1f us (%.1fx)\n",
+               dev.name, dev.arch, b.n, b.errors, b.dflt * 1e6, b.best * 1e6,
+               b.best > 0 ? b.dflt / b.best : 0);
+        CHECK_EQ_INT(TRIALS, b.n);
+        CHECK(b.best > 0);
+        CHECK(b.dflt == 0 || b.best < b.dflt / 1.5); /* 0: one thread took longer than 5 s */
+    }
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_welch(void)
 {
@@ -736,6 +1034,9 @@ static const struct test tests[] = {
     {"tune_final_selection", test_tune_final_selection},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
+    {"tune_gpu_no_device", test_tune_gpu_no_device},
+    {"tune_gpu_emulated", test_tune_gpu_emulated},
+    {"tune_gpu_device", test_tune_gpu_device},
 };
 
 int

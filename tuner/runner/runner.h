@@ -7,7 +7,8 @@
  * process that has run any OpenMP region (XGBoost training does) hangs in its first parallel
  * loop. A fresh program has a fresh OpenMP.
  *
- *     kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS FLUSH THREADS BUDGET_MS
+ *     kiln_measure_runner JOB SO REPEAT WARMUP MIN_REPEAT_MS FLUSH THREADS BUDGET_MS [HOPELESS_US]
+ *     kiln_measure_runner --cuda-probe
  *
  * FLUSH: 0 none, 1 every cache (a large buffer written before each call), 2 the weights and
  * the prepared buffers alone (clflush before each call).
@@ -17,7 +18,12 @@
  * back to back. The runner writes one struct kiln_runner_reply to its standard output,
  * followed (status OK) by the outputs' bytes of its first call, made on output buffers filled
  * with NaN (float dtypes) or the byte 0xa5 (other dtypes). Its own standard output is moved off
- * fd 1 first, so a kernel that prints cannot corrupt the reply. */
+ * fd 1 first, so a kernel that prints cannot corrupt the reply.
+ *
+ * A module of the cuda target (its descriptor's device is kDLCUDA) is measured on CUDA device 0,
+ * which the runner process opens itself (libcuda.so.1, dlopen'ed): the tuner never creates a
+ * CUDA context, so a driver fault or a hung kernel ends the runner only. --cuda-probe opens
+ * the device and replies OK with "sm_XY NAME" in msg, or KILN_RUNNER_NODEV saying why not. */
 #ifndef KILN_RUNNER_H
 #define KILN_RUNNER_H
 
@@ -38,6 +44,7 @@ enum kiln_runner_status {
     KILN_RUNNER_SETUP, /* the job, the object or memory: not the candidate's fault alone */
     KILN_RUNNER_LOAD,  /* dlopen / not a kiln module / arguments differ from the job */
     KILN_RUNNER_CALL,  /* kiln_call returned an error (abi_status, msg) */
+    KILN_RUNNER_NODEV, /* no CUDA driver or no CUDA device (msg says which) */
 };
 
 struct kiln_runner_reply {
