@@ -27,6 +27,9 @@ int cmd_sample(int argc, char **argv);    /* cli/cmd_sample.c */
 int cmd_search(int argc, char **argv);    /* cli/cmd_search.c (runs python -m kiln.search) */
 
 /* ---- shared helpers (cli/common.c) ---- */
+/* A new context (NULL when out of memory) whose temporary files go to $TMPDIR when it is set:
+ * the command reads the environment, the library does not (kiln_ctx_set_tmp_dir). */
+kiln_ctx *cli_ctx_new(void);
 /* Prints "kiln: " and the context's formatted error to stderr; returns 1. */
 int cli_report(kiln_ctx *ctx);
 /* Prints "kiln CMD: MSG" and "Try 'kiln help CMD'." to stderr; returns 2. */

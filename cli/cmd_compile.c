@@ -177,7 +177,7 @@ cmd_compile(int argc, char **argv)
         free(text);
         return 1;
     }
-    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    kiln_ctx                   *ctx = cli_ctx_new();
     struct kiln_graph          *g;
     int                         rc = 0;
     struct kiln_compile_options opt = {target, sched, slen, name};

@@ -302,7 +302,7 @@ cmd_eval(int argc, char **argv)
     int         rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         return 1;

@@ -241,7 +241,7 @@ cmd_inspect(int argc, char **argv)
     if (!path)
         return cli_usage_error("inspect", "missing FILE.kg");
 
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         return 1;

@@ -424,7 +424,7 @@ one(const char *dir, const struct opts *o, struct counts *c, unsigned idx)
     enum verdict    v;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    t.ctx = kiln_ctx_new(NULL);
+    t.ctx = cli_ctx_new();
     v = t.ctx ? run_test(&t, idx) : fail(&t, "out of memory");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

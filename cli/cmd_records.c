@@ -68,7 +68,7 @@ cmd_records(int argc, char **argv)
         return cli_usage_error("records", "missing FILE.db");
     if (exp && imp)
         return cli_usage_error("records", "--export and --import are exclusive");
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         return 1;

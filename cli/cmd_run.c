@@ -627,7 +627,7 @@ cmd_run(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         return 1;

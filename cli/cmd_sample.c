@@ -209,7 +209,7 @@ cmd_sample(int argc, char **argv)
     }
     if (!s.nph)
         return cli_usage_error("sample", "give at least one placeholder with -p C,K,H,W");
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return 1;
     if (kas_spec_check(ctx, &s) != KILN_OK) {

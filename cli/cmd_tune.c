@@ -207,7 +207,7 @@ cmd_tune(int argc, char **argv)
         return cli_usage_error("tune", "missing FILE.kg");
     if (p.flush_cache && p.flush_weights)
         return cli_usage_error("tune", "--flush-cache and --flush-weights exclude each other");
-    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    kiln_ctx *ctx = cli_ctx_new();
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         return 1;

@@ -12,6 +12,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+kiln_ctx *
+cli_ctx_new(void)
+{
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    const char *tmp = getenv("TMPDIR");
+    if (ctx && tmp && *tmp && kiln_ctx_set_tmp_dir(ctx, tmp) != KILN_OK) {
+        kiln_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 int
 cli_report(kiln_ctx *ctx)
 {

@@ -106,6 +106,9 @@ int kiln_cg_run(kiln_ctx *ctx, char *const *argv, struct kiln_buf *log);
 /* Builds the shared object path from input (an object file or a C file) with the C compiler
  * that built kiln (KILN_CC -shared OPTS ... libkiln_rt.a, OpenMP, -ldl -lpthread -lm); who
  * names the backend in errors, which carry the compiler's output as detail. */
+/* Creates a fresh directory <tmp>/kiln-XXXXXX (tmp: kiln_ctx_set_tmp_dir, else P_tmpdir) into
+ * dir (size bytes); the caller removes it. Errors name who ("llvm: cannot create ..."). */
+enum kiln_status kiln_cg_mkdtemp(kiln_ctx *ctx, const char *who, char *dir, size_t size);
 enum kiln_status kiln_cg_cc_shared(kiln_ctx *ctx, const char *who, const char *const *opts,
                                    int nopt, const char *input, const char *path);
 

@@ -121,12 +121,8 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
                          "cuda: %lld prepared bytes and %s kernel computing them",
                          (long long)src.prep_bytes, src.prep_bytes > 0 ? "no" : "a");
     KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", t->cpu, t->fast_math, &ptx));
-    const char *tmp = getenv("TMPDIR");
-    char        dir[512], csrc[600];
-    snprintf(dir, sizeof dir, "%s/kiln-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "cuda: cannot create a directory in %s: %s",
-                         tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    char dir[512], csrc[600];
+    KILN_TRY(kiln_cg_mkdtemp(ctx, "cuda", dir, sizeof dir));
     snprintf(csrc, sizeof csrc, "%s/module.c", dir);
     FILE            *fp = fopen(csrc, "w");
     enum kiln_status st = KILN_OK;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct built {
@@ -23,6 +24,32 @@ kiln_ctx_set_memplan(kiln_ctx *ctx, int on)
 {
     if (ctx)
         ctx->no_memplan = !on;
+}
+
+enum kiln_status
+kiln_ctx_set_tmp_dir(kiln_ctx *ctx, const char *dir)
+{
+    if (!ctx)
+        return KILN_ERR_INVALID;
+    uint32_t id = dir && *dir ? kiln_sym_cstr(ctx, dir) : 0;
+    if (dir && *dir && !id)
+        return ctx->err.status;
+    ctx->tmp_dir = id;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_cg_mkdtemp(kiln_ctx *ctx, const char *who, char *dir, size_t size)
+{
+    const char *base = ctx->tmp_dir ? kiln_sym_str(ctx, ctx->tmp_dir) : P_tmpdir;
+    int         n = snprintf(dir, size, "%s/kiln-XXXXXX", base);
+    if (n < 0 || (size_t)n >= size)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, who, "%s: the temporary directory %s is too long",
+                         who, base);
+    if (!mkdtemp(dir))
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, who, "%s: cannot create a directory in %s: %s", who,
+                         base, strerror(errno));
+    return KILN_OK;
 }
 
 void

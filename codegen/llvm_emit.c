@@ -203,13 +203,10 @@ kiln_cg_llvm_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     LLVMTargetMachineRef tm;
     LLVMModuleRef        mod;
     KILN_TRY(build(ctx, m, t, &lc, &tm, &mod));
-    const char *tmp = getenv("TMPDIR");
-    char        dir[512], obj[600];
-    snprintf(dir, sizeof dir, "%s/kiln-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    char dir[512], obj[600];
+    if (kiln_cg_mkdtemp(ctx, "llvm", dir, sizeof dir) != KILN_OK) {
         dispose(lc, tm, mod);
-        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: cannot create a directory in %s: %s",
-                         tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        return ctx->err.status;
     }
     snprintf(obj, sizeof obj, "%s/kernel.o", dir);
     enum kiln_status st = emit_object(ctx, tm, mod, obj);

@@ -333,14 +333,8 @@ kiln_ptxas_check(kiln_ctx *ctx, const char *ptx, const char *arch)
         return bad_arch(ctx, "ptxas", arch);
     const char *ptxas = find_ptxas();
 
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp)
-        tmp = P_tmpdir;
     char dir[512], in[600], out[600], archopt[64];
-    snprintf(dir, sizeof dir, "%s/kiln-XXXXXX", tmp);
-    if (!mkdtemp(dir))
-        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "nvrtc",
-                         "ptxas: cannot create a directory in %s: %s", tmp, strerror(errno));
+    KILN_TRY(kiln_cg_mkdtemp(ctx, "ptxas", dir, sizeof dir));
     snprintf(in, sizeof in, "%s/kernel.ptx", dir);
     snprintf(out, sizeof out, "%s/kernel.cubin", dir);
     snprintf(archopt, sizeof archopt, "-arch=%s", arch);

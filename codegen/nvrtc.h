@@ -25,9 +25,10 @@ bool kiln_nvrtc_available(void);
 int kiln_nvrtc_version(void);
 
 /* Assembles ptx with ptxas for arch ("sm_80") into a scratch file in a private temporary
- * directory ($TMPDIR or the system's), and discards the result. KILN_OK when ptxas accepts it;
- * KILN_ERR_BACKEND with ptxas's output in the error's detail when it refuses; KILN_ERR_INVALID
- * for a malformed arch; KILN_ERR_UNSUPPORTED "no ptxas (...)" when none is found. */
+ * directory (kiln_ctx_set_tmp_dir's, else the system's), and discards the result. KILN_OK when
+ * ptxas accepts it; KILN_ERR_BACKEND with ptxas's output in the error's detail when it refuses;
+ * KILN_ERR_INVALID for a malformed arch; KILN_ERR_UNSUPPORTED "no ptxas (...)" when none is found.
+ */
 enum kiln_status kiln_ptxas_check(kiln_ctx *ctx, const char *ptx, const char *arch);
 
 #endif

@@ -204,6 +204,12 @@ KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_gr
  * last root loop nest touching them) are disjoint sharing bytes. Off (on = 0) gives each its
  * own allocation for the whole call, for A/B checks. A setting of the context. */
 KILN_API void kiln_ctx_set_memplan(kiln_ctx *ctx, int on);
+/* The directory compiling puts its temporary files in (a fresh kiln-XXXXXX directory inside it
+ * per object: the object file before linking, a cuda module's host C, ptxas's input), removed
+ * when done. NULL or "" = the system's (P_tmpdir, /tmp). The library reads no environment
+ * variable: a program that honours TMPDIR passes it here, as the kiln command does. A setting
+ * of the context; KILN_ERR_NOMEM when the path cannot be stored. */
+KILN_API enum kiln_status kiln_ctx_set_tmp_dir(kiln_ctx *ctx, const char *dir);
 /* Memory of a compiled module's call, in bytes (the same figures as its metadata JSON,
  * include/kiln_abi.h). */
 struct kiln_memory_report {

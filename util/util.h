@@ -57,6 +57,7 @@ struct kiln_ctx {
     /* compile settings and results (codegen/driver.c) */
     bool                      no_memplan;
     struct kiln_memory_report mem;
+    uint32_t                  tmp_dir; /* interned directory for temporary files; 0: P_tmpdir */
 };
 
 /* Raw allocation through the context's allocator; NULL on failure (no error recorded). */

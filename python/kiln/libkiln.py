@@ -75,6 +75,8 @@ def lib():
     P, u32, i64, st = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int
     _proto(so, "kiln_ctx_new", P, P)
     _proto(so, "kiln_ctx_free", None, P)
+    if hasattr(so, "kiln_ctx_set_tmp_dir"):
+        _proto(so, "kiln_ctx_set_tmp_dir", st, P, ctypes.c_char_p)
     _proto(so, "kiln_ctx_error", P, P)
     _proto(so, "kiln_ctx_error_clear", None, P)
     _proto(so, "kiln_error_format", ctypes.c_int, P, ctypes.c_char_p, ctypes.c_size_t)
@@ -108,6 +110,13 @@ class _Ctx:
         self.ptr = self.lib.kiln_ctx_new(None)
         if not self.ptr:
             raise Error("kiln_ctx_new failed: out of memory")
+        # the library reads no environment variable: compiling's temporary files follow
+        # $TMPDIR because this wrapper passes it on
+        tmp = os.environ.get("TMPDIR")
+        if tmp and hasattr(self.lib, "kiln_ctx_set_tmp_dir"):
+            st = self.lib.kiln_ctx_set_tmp_dir(self.ptr, os.fsencode(tmp))
+            if st != 0:
+                raise self.error(st)
 
     def error(self, status):
         e = self.lib.kiln_ctx_error(self.ptr)

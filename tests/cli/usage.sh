@@ -75,6 +75,12 @@ printf 'input a: f32[4, 8]\nb = frobnicate(a)\n' >"$T/bad.kg"
 expect 1 err "^kiln: $T/bad.kg:2:[0-9]+: error: " -- "$KILN" inspect "$T/bad.kg"
 expect 1 err "^kiln: $T/bad.kg:2:[0-9]+: error: " -- "$KILN" eval "$T/bad.kg"
 expect 1 err "^kiln: $T: " -- "$KILN" inspect "$T"
+# compiling's temporary files go to $TMPDIR (the command passes it to the library)
+expect 1 err "cannot create a directory in $T/no-such-dir" -- env TMPDIR="$T/no-such-dir" \
+    "$KILN" compile "$T/mm.kg" -o "$T/mm.so"
+mkdir "$T/tmp"
+expect 0 err "memory:" -- env TMPDIR="$T/tmp" "$KILN" compile "$T/mm.kg" -o "$T/mm.so"
+[ -z "$(ls -A "$T/tmp")" ] || fail "kiln compile left files in TMPDIR: $(ls -A "$T/tmp")"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)" >&2

@@ -1684,6 +1684,23 @@ test_object_and_shared(void)
     kiln_ctx_error_clear(ctx);
     CHECK(kiln_cg_llvm_shared(ctx, &m, &t, "/nonexistent-dir/x.so") == KILN_ERR_BACKEND);
     CHECK(kiln_ctx_error(ctx) && kiln_ctx_error(ctx)->detail && kiln_ctx_error(ctx)->detail[0]);
+    /* temporary files go where kiln_ctx_set_tmp_dir says (an unusable directory is the error),
+     * and nothing is left there */
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_OK, kiln_ctx_set_tmp_dir(ctx, "/nonexistent-kiln-tmp"));
+    CHECK(kiln_cg_llvm_shared(ctx, &m, &t, so) == KILN_ERR_BACKEND);
+    CHECK(
+        kiln_ctx_error(ctx)
+        && strstr(kiln_ctx_error(ctx)->msg, "cannot create a directory in /nonexistent-kiln-tmp"));
+    kiln_ctx_error_clear(ctx);
+    char tdir[] = "/tmp/kiln-test-XXXXXX";
+    CHECK(mkdtemp(tdir) != NULL);
+    CHECK_EQ_INT(KILN_OK, kiln_ctx_set_tmp_dir(ctx, tdir));
+    snprintf(so, sizeof so, "%s/sp.so", tdir);
+    CHECK_EQ_INT(KILN_OK, kiln_cg_llvm_shared(ctx, &m, &t, so));
+    unlink(so);
+    CHECK(rmdir(tdir) == 0); /* empty: the kiln-XXXXXX directory inside was removed */
+    CHECK_EQ_INT(KILN_OK, kiln_ctx_set_tmp_dir(ctx, NULL));
     kiln_ctx_free(ctx);
 }
 
