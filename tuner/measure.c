@@ -252,27 +252,25 @@ build_child(struct kiln_measurer *m, const struct kiln_measure_input *in, const 
     _exit(0);
 }
 
+/* A worker process with a pipe to it: fds[0] (close-on-exec) is the tuner's read end, fds[1]
+ * the worker's write end. In the worker (*pid 0) its process group is its own and it dies with
+ * the tuner; in the tuner the write end is closed. */
 static enum kiln_status
-start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
-          const struct kiln_measure_input *in, const char *so, const char *const *argv)
+fork_worker(kiln_ctx *ctx, int fds[2], pid_t *pid)
 {
-    int fds[2];
-    memset(j, 0, sizeof *j);
-    snprintf(j->log, sizeof j->log, "%s/%s%llu.log", m->dir, kind == JOB_BUILD ? "b" : "r",
-             (unsigned long long)m->seq++);
     if (pipe(fds) != 0)
-        return KILN_FAIL(m->ctx, KILN_ERR_BACKEND, "measure", "pipe: %s", strerror(errno));
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "pipe: %s", strerror(errno));
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
     fflush(NULL); /* nothing buffered is written twice */
     pid_t parent = getpid();
-    pid_t pid = fork();
+    *pid = fork();
     (void)parent;
-    if (pid < 0) {
+    if (*pid < 0) {
         close(fds[0]);
         close(fds[1]);
-        return KILN_FAIL(m->ctx, KILN_ERR_BACKEND, "measure", "fork: %s", strerror(errno));
+        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "fork: %s", strerror(errno));
     }
-    if (pid == 0) {
+    if (*pid == 0) {
         setpgid(0, 0); /* killing the group also kills what the worker started (the linker) */
 #if defined(__linux__)
         /* a tuner killed mid-batch takes its workers along (an endless loop would outlive it) */
@@ -281,6 +279,24 @@ start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
             _exit(1);
 #endif
         close(fds[0]);
+        return KILN_OK;
+    }
+    setpgid(*pid, *pid); /* also here: no race with the kill below */
+    close(fds[1]);
+    return KILN_OK;
+}
+
+static enum kiln_status
+start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
+          const struct kiln_measure_input *in, const char *so, const char *const *argv)
+{
+    int   fds[2];
+    pid_t pid;
+    memset(j, 0, sizeof *j);
+    snprintf(j->log, sizeof j->log, "%s/%s%llu.log", m->dir, kind == JOB_BUILD ? "b" : "r",
+             (unsigned long long)m->seq++);
+    KILN_TRY(fork_worker(m->ctx, fds, &pid));
+    if (pid == 0) {
         int log = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (log >= 0) {
             dup2(log, 2);
@@ -293,8 +309,6 @@ start_job(struct kiln_measurer *m, struct job *j, uint8_t kind, uint32_t cand,
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    setpgid(pid, pid); /* also here: no race with the kill below */
-    close(fds[1]);
     j->active = true;
     j->kind = kind;
     j->cand = cand;
@@ -696,24 +710,10 @@ kiln_measure_cuda_device(kiln_ctx *ctx, const struct kiln_measure_opts *o,
         return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
                          "the measurement runner %s is not an executable: %s", runner,
                          strerror(errno));
-    int fds[2];
-    if (pipe(fds) != 0)
-        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "pipe: %s", strerror(errno));
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure", "fork: %s", strerror(errno));
-    }
+    int   fds[2];
+    pid_t pid;
+    KILN_TRY(fork_worker(ctx, fds, &pid));
     if (pid == 0) {
-        setpgid(0, 0);
-#if defined(__linux__)
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(1);
-#endif
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0)
             dup2(null, 2);
@@ -722,9 +722,6 @@ kiln_measure_cuda_device(kiln_ctx *ctx, const struct kiln_measure_opts *o,
         execl(runner, runner, "--cuda-probe", (char *)NULL);
         _exit(127);
     }
-    (void)parent;
-    setpgid(pid, pid);
-    close(fds[1]);
     struct kiln_runner_reply rep;
     size_t                   got = 0;
     double                   deadline = now_s() + PROBE_TIMEOUT_S;
