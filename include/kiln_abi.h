@@ -141,6 +141,10 @@ enum kiln_abi_phase {
     KILN_ABI_PHASE_MAIN = 2,
     KILN_ABI_PHASE_ALL = 3,
 };
+/* A prepared handle (runtime/abi.c) is one allocation: a header of this many bytes, then a
+ * CPU module's prepared area (prepared_bytes). The measurement runner evicts the whole of it. */
+#define KILN_ABI_PREPARED_HEAD 64
+
 /* The kernel with its phases: `prepared` is prepared_bytes bytes, 64-byte aligned; for a
  * kDLCUDA module it is a struct kiln_abi_cuda_area naming that much device memory. */
 typedef int32_t (*kiln_kernel_phased_fn)(void *const *data, int32_t phase, void *prepared);

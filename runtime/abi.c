@@ -375,7 +375,7 @@ kiln_abi_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t narg
  * a CPU module's handle from the caches. */
 
 #define PREPARED_MAGIC UINT64_C(0x6b696c6e70726570) /* "kilnprep" */
-#define PREPARED_HEAD  64
+#define PREPARED_HEAD  KILN_ABI_PREPARED_HEAD
 
 struct prepared {
     uint64_t                    magic;

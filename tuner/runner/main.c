@@ -243,13 +243,14 @@ run_cpu(const struct runner *R, long repeat, long warmup)
     if (flush == 2)
         flush = 1;
 #endif
-    /* FLUSH 2: what to evict, the weights and the prepared handle (one allocation: a 64-byte
-     * header then prepared_bytes bytes, runtime/abi.c) */
-    const void **ev = calloc(jh->nin + 1, sizeof *ev);
-    size_t      *evn = calloc(jh->nin + 1, sizeof *evn), nev = 0;
-    if (!ev || !evn)
-        runner_fail(KILN_RUNNER_SETUP, "out of memory");
+    /* FLUSH 2: what to evict, the weights and the prepared handle (include/kiln_abi.h) */
+    const void **ev = NULL;
+    size_t      *evn = NULL, nev = 0;
     if (flush == 2) {
+        ev = calloc(jh->nin + 1, sizeof *ev);
+        evn = calloc(jh->nin + 1, sizeof *evn);
+        if (!ev || !evn)
+            runner_fail(KILN_RUNNER_SETUP, "out of memory");
         for (uint32_t i = 0; i < jh->nin; i++)
             if (desc->args[i].role == 1 && R->bytes[i] > 0) {
                 ev[nev] = t[i].data;
@@ -257,7 +258,7 @@ run_cpu(const struct runner *R, long repeat, long warmup)
             }
         if (g_prepared && desc->kernel_phased && desc->prepared_bytes > 0) {
             ev[nev] = g_prepared;
-            evn[nev++] = 64 + (size_t)desc->prepared_bytes;
+            evn[nev++] = KILN_ABI_PREPARED_HEAD + (size_t)desc->prepared_bytes;
         }
     }
     /* Cache flushing buffer: twice the last-level cache (at least 8 MiB). */
