@@ -575,9 +575,9 @@ enum kiln_walk kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struc
  * calls the callback of s's kind if set (it returns the replacement, any statement, built as
  * it likes), else kiln_stmt_mutate_children (expr on each expression, the mutator on each
  * child statement, a rebuilt node if any of them changed); then post, if set, on the result.
- * NULL is an error: a callback returning NULL must have recorded the error in m->ctx (the
- * mutator records "missing statement" for an absent required child, and fails at once when
- * m->ctx is already in error). expr returns the replacement expression (nil = error). A
+ * NULL is an error, recorded in m->ctx by the callback that returned it (the mutator itself
+ * records "missing statement" for an absent required child and fails at once when m->ctx is
+ * already in error; a caller reports a NULL that comes back with m->ctx healthy). expr returns the replacement expression (nil = error). A
  * callback that sets m->stop ends the walk: every statement not yet reached is kept as it
  * is, changes made so far are kept. With m->copy, every node is rebuilt, changed or not (a
  * deep copy whose nodes a pass may then write). pass names the pass in error messages. */
