@@ -526,15 +526,14 @@ enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out
  * pointers). The expressions a statement holds are offered to one callback, `expr`, with the
  * field they sit in; a for's and a let's variable is a binding, not a use, and is not offered.
  * Recursion depth is the statement nesting depth (a sequence's items are visited in a loop;
- * nested loops, ifs, lets and allocs each add a level), which verified nests bound by the
- * nesting of the schedule, not by the input's size. */
+ * nested loops, ifs, lets and allocs each add a level), never the number of statements. */
 enum kiln_stmt_field {
-    KILN_FIELD_FOR_MIN,
-    KILN_FIELD_FOR_EXTENT,
-    KILN_FIELD_STORE_INDEX, /* the LIST of indices, as one expression */
-    KILN_FIELD_STORE_VALUE,
-    KILN_FIELD_IF_COND,
-    KILN_FIELD_LET_VALUE,
+    KILN_STMT_FIELD_FOR_MIN,
+    KILN_STMT_FIELD_FOR_EXTENT,
+    KILN_STMT_FIELD_STORE_INDEX, /* the LIST of indices, as one expression */
+    KILN_STMT_FIELD_STORE_VALUE,
+    KILN_STMT_FIELD_IF_COND,
+    KILN_STMT_FIELD_LET_VALUE,
 };
 
 enum kiln_walk {
@@ -575,12 +574,13 @@ enum kiln_walk kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struc
  * calls the callback of s's kind if set (it returns the replacement, any statement, built as
  * it likes), else kiln_stmt_mutate_children (expr on each expression, the mutator on each
  * child statement, a rebuilt node if any of them changed); then post, if set, on the result.
- * NULL is an error, recorded in m->ctx by the callback that returned it (the mutator itself
- * records "missing statement" for an absent required child and fails at once when m->ctx is
- * already in error; a caller reports a NULL that comes back with m->ctx healthy). expr returns the replacement expression (nil = error). A
- * callback that sets m->stop ends the walk: every statement not yet reached is kept as it
- * is, changes made so far are kept. With m->copy, every node is rebuilt, changed or not (a
- * deep copy whose nodes a pass may then write). pass names the pass in error messages. */
+ * expr returns the replacement expression. NULL (or a nil expression) is an error, recorded
+ * in m->ctx by the callback that returned it; the mutator itself records "missing statement"
+ * for an absent required child, and fails at once when m->ctx is already in error (a caller
+ * reports a NULL that comes back with m->ctx healthy). A callback that sets m->stop ends the
+ * walk: every statement not reached yet is kept as it is, changes made so far are kept. With
+ * m->copy, every node is rebuilt, changed or not: a deep copy whose nodes a pass may then
+ * write. pass names the pass in error messages. */
 struct kiln_stmt_mutator {
     kiln_ctx   *ctx;
     void       *user;

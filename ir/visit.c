@@ -32,27 +32,28 @@ kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
         return r;
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR:
-        if (ends(r = visit_expr(v, s, KILN_FIELD_FOR_MIN, s->u.for_.min))
-            || ends(r = visit_expr(v, s, KILN_FIELD_FOR_EXTENT, s->u.for_.extent)))
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_FOR_MIN, s->u.for_.min))
+            || ends(r = visit_expr(v, s, KILN_STMT_FIELD_FOR_EXTENT, s->u.for_.extent)))
             return r;
         return kiln_stmt_visit(v, s->u.for_.body);
     case KILN_STMT_STORE:
-        if (ends(r = visit_expr(v, s, KILN_FIELD_STORE_INDEX, s->u.store.index)))
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_STORE_INDEX, s->u.store.index)))
             return r;
-        return ends(r = visit_expr(v, s, KILN_FIELD_STORE_VALUE, s->u.store.value)) ? r
-                                                                                    : KILN_WALK_GO;
+        return ends(r = visit_expr(v, s, KILN_STMT_FIELD_STORE_VALUE, s->u.store.value))
+                   ? r
+                   : KILN_WALK_GO;
     case KILN_STMT_SEQ:
         for (uint32_t i = 0; i < s->u.seq.n; i++)
             if (ends(r = kiln_stmt_visit(v, s->u.seq.item[i])))
                 return r;
         return KILN_WALK_GO;
     case KILN_STMT_IF:
-        if (ends(r = visit_expr(v, s, KILN_FIELD_IF_COND, s->u.if_.cond))
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_IF_COND, s->u.if_.cond))
             || ends(r = kiln_stmt_visit(v, s->u.if_.then)))
             return r;
         return kiln_stmt_visit(v, s->u.if_.els);
     case KILN_STMT_LET:
-        if (ends(r = visit_expr(v, s, KILN_FIELD_LET_VALUE, s->u.let.value)))
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_LET_VALUE, s->u.let.value)))
             return r;
         return kiln_stmt_visit(v, s->u.let.body);
     case KILN_STMT_ALLOC:
@@ -174,9 +175,9 @@ kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
     struct kiln_stmt t = *s; /* the node with its new children */
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR:
-        t.u.for_.min = mutate_expr(m, s, KILN_FIELD_FOR_MIN, s->u.for_.min);
+        t.u.for_.min = mutate_expr(m, s, KILN_STMT_FIELD_FOR_MIN, s->u.for_.min);
         t.u.for_.extent = t.u.for_.min.id
-                              ? mutate_expr(m, s, KILN_FIELD_FOR_EXTENT, s->u.for_.extent)
+                              ? mutate_expr(m, s, KILN_STMT_FIELD_FOR_EXTENT, s->u.for_.extent)
                               : t.u.for_.min;
         if (!t.u.for_.extent.id || !(t.u.for_.body = kiln_stmt_mutate(m, s->u.for_.body)))
             return NULL;
@@ -185,10 +186,10 @@ kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
             return s;
         break;
     case KILN_STMT_STORE:
-        t.u.store.index = mutate_expr(m, s, KILN_FIELD_STORE_INDEX, s->u.store.index);
+        t.u.store.index = mutate_expr(m, s, KILN_STMT_FIELD_STORE_INDEX, s->u.store.index);
         if (!t.u.store.index.id)
             return NULL;
-        t.u.store.value = mutate_expr(m, s, KILN_FIELD_STORE_VALUE, s->u.store.value);
+        t.u.store.value = mutate_expr(m, s, KILN_STMT_FIELD_STORE_VALUE, s->u.store.value);
         if (!t.u.store.value.id)
             return NULL;
         if (!m->copy && t.u.store.index.id == s->u.store.index.id
@@ -198,7 +199,7 @@ kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
     case KILN_STMT_SEQ:
         return mutate_seq(m, s);
     case KILN_STMT_IF:
-        t.u.if_.cond = mutate_expr(m, s, KILN_FIELD_IF_COND, s->u.if_.cond);
+        t.u.if_.cond = mutate_expr(m, s, KILN_STMT_FIELD_IF_COND, s->u.if_.cond);
         if (!t.u.if_.cond.id || !(t.u.if_.then = kiln_stmt_mutate(m, s->u.if_.then)))
             return NULL;
         if (s->u.if_.els && !(t.u.if_.els = kiln_stmt_mutate(m, s->u.if_.els)))
@@ -208,7 +209,7 @@ kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
             return s;
         break;
     case KILN_STMT_LET:
-        t.u.let.value = mutate_expr(m, s, KILN_FIELD_LET_VALUE, s->u.let.value);
+        t.u.let.value = mutate_expr(m, s, KILN_STMT_FIELD_LET_VALUE, s->u.let.value);
         if (!t.u.let.value.id || !(t.u.let.body = kiln_stmt_mutate(m, s->u.let.body)))
             return NULL;
         if (!m->copy && t.u.let.value.id == s->u.let.value.id && t.u.let.body == s->u.let.body)

@@ -369,7 +369,7 @@ collect_field(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_
               kiln_expr e)
 {
     (void)s;
-    return (field == KILN_FIELD_IF_COND ? collect_cond(v->user, e) : collect_expr(v->user, e))
+    return (field == KILN_STMT_FIELD_IF_COND ? collect_cond(v->user, e) : collect_expr(v->user, e))
                ? KILN_WALK_GO
                : KILN_WALK_FAIL;
 }

@@ -797,7 +797,7 @@ stop_at_select(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln
                kiln_expr e)
 {
     (void)s;
-    if (field == KILN_FIELD_FOR_MIN || field == KILN_FIELD_FOR_EXTENT)
+    if (field == KILN_STMT_FIELD_FOR_MIN || field == KILN_STMT_FIELD_FOR_EXTENT)
         return KILN_WALK_GO; /* loop bounds are not looked at */
     return has_cond_expr(v->user, e) ? KILN_WALK_STOP : KILN_WALK_GO;
 }

@@ -109,22 +109,22 @@ count_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stm
     struct counts *c = v->user;
     CHECK(e.id != 0);
     switch (field) {
-    case KILN_FIELD_FOR_MIN:
+    case KILN_STMT_FIELD_FOR_MIN:
         CHECK_EQ_INT(s->u.for_.min.id, e.id);
         break;
-    case KILN_FIELD_FOR_EXTENT:
+    case KILN_STMT_FIELD_FOR_EXTENT:
         CHECK_EQ_INT(s->u.for_.extent.id, e.id);
         break;
-    case KILN_FIELD_STORE_INDEX:
+    case KILN_STMT_FIELD_STORE_INDEX:
         CHECK_EQ_INT(s->u.store.index.id, e.id);
         break;
-    case KILN_FIELD_STORE_VALUE:
+    case KILN_STMT_FIELD_STORE_VALUE:
         CHECK_EQ_INT(s->u.store.value.id, e.id);
         break;
-    case KILN_FIELD_IF_COND:
+    case KILN_STMT_FIELD_IF_COND:
         CHECK_EQ_INT(s->u.if_.cond.id, e.id);
         break;
-    case KILN_FIELD_LET_VALUE:
+    case KILN_STMT_FIELD_LET_VALUE:
         CHECK_EQ_INT(s->u.let.value.id, e.id);
         break;
     }
