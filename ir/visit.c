@@ -117,7 +117,7 @@ mutate_expr(struct kiln_stmt_mutator *m, const struct kiln_stmt *s, enum kiln_st
     return m->expr(m, s, f, e);
 }
 
-/* A copy of s for the rebuilt node, unless s itself may be returned. */
+/* A new node with s's fields (the rebuilt node, or a copy). */
 static struct kiln_stmt *
 fresh(struct kiln_stmt_mutator *m, const struct kiln_stmt *s)
 {
