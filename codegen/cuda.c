@@ -483,32 +483,20 @@ struct ask {
     bool (*is)(const struct ask *q, const struct kiln_stmt *s);
 };
 
-/* Whether q->is holds for s or any statement in it. */
+static enum kiln_walk
+ask_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    const struct ask *q = v->user;
+    return q->is(q, s) ? KILN_WALK_STOP : KILN_WALK_GO;
+}
+
+/* Whether q->is holds for s or any statement in it: a statement visitor that stops at the
+ * first. */
 static bool
 any(const struct ask *q, const struct kiln_stmt *s)
 {
-    if (!s)
-        return false;
-    if (q->is(q, s))
-        return true;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return any(q, s->u.for_.body);
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (any(q, s->u.seq.item[i]))
-                return true;
-        return false;
-    case KILN_STMT_IF:
-        return any(q, s->u.if_.then) || any(q, s->u.if_.els);
-    case KILN_STMT_LET:
-        return any(q, s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return any(q, s->u.alloc.body);
-    case KILN_STMT_STORE:
-        return false;
-    }
-    return false;
+    struct kiln_stmt_visitor v = {.user = (void *)q, .pre = ask_pre};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_STOP;
 }
 
 static bool
@@ -560,70 +548,75 @@ has_gpu_loop(const struct cu *c, const struct kiln_stmt *s, enum kiln_loop_kind 
 
 static const char *const axis_name = "xyz";
 
+struct dims_walk {
+    struct cu *c;
+    int       *nb, *nt; /* loops bound to each block / thread axis around the statement */
+};
+
+/* A statement visitor: each GPU loop widens the launch and counts as bound to its axis in
+ * its body. */
+static enum kiln_walk
+dims_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct dims_walk *w = v->user;
+    struct cu        *c = w->c;
+    int              *nb = w->nb, *nt = w->nt;
+    if (s->kind != KILN_STMT_FOR)
+        return KILN_WALK_GO;
+    uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis;
+    bool    gb = loop == KILN_LOOP_GPU_BLOCK, gt = loop == KILN_LOOP_GPU_THREAD;
+    if (!gb && !gt)
+        return KILN_WALK_GO;
+    int64_t ext;
+    if (ax > 2) {
+        cu_fail(c, KILN_ERR_INVALID, "GPU loop axis %u", ax);
+        return KILN_WALK_FAIL;
+    }
+    if (!kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext) || ext < 1) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "loop %s bound to %s.%c has no constant extent",
+                kiln_sym_str(c->ctx, kiln_var_index(kiln_node_get(c->ctx, s->u.for_.var)->imm)),
+                gb ? "blockIdx" : "threadIdx", axis_name[ax]);
+        return KILN_WALK_FAIL;
+    }
+    int *cnt = gb ? nb : nt;
+    if (cnt[ax]) {
+        cu_fail(c, KILN_ERR_INVALID, "two nested loops are bound to %s.%c",
+                gb ? "blockIdx" : "threadIdx", axis_name[ax]);
+        return KILN_WALK_FAIL;
+    }
+    uint32_t *dim = gb ? c->grid : c->block;
+    int64_t   lim = gb ? (ax ? 65535 : 2147483647) : (ax == 2 ? 64 : 1024);
+    if (ext > lim) {
+        cu_fail(c, KILN_ERR_UNSUPPORTED, "%s.%c extent %" PRId64 " exceeds %" PRId64,
+                gb ? "blockIdx" : "threadIdx", axis_name[ax], ext, lim);
+        return KILN_WALK_FAIL;
+    }
+    if ((uint32_t)ext > dim[ax])
+        dim[ax] = (uint32_t)ext;
+    cnt[ax]++;
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+dims_post(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct dims_walk *w = v->user;
+    if (s->kind == KILN_STMT_FOR && s->u.for_.loop == KILN_LOOP_GPU_BLOCK)
+        w->nb[s->u.for_.axis]--;
+    if (s->kind == KILN_STMT_FOR && s->u.for_.loop == KILN_LOOP_GPU_THREAD)
+        w->nt[s->u.for_.axis]--;
+    return KILN_WALK_GO;
+}
+
 /* Collects the launch extents of the GPU loops in s into c->grid / c->block; nested loops
  * bound to one axis are an error. */
 static void
 launch_dims(struct cu *c, const struct kiln_stmt *s, int nb[3], int nt[3])
 {
-    if (!s || c->failed)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR: {
-        uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis;
-        bool    gb = loop == KILN_LOOP_GPU_BLOCK, gt = loop == KILN_LOOP_GPU_THREAD;
-        if (gb || gt) {
-            int64_t ext;
-            if (ax > 2) {
-                cu_fail(c, KILN_ERR_INVALID, "GPU loop axis %u", ax);
-                return;
-            }
-            if (!kiln_expr_is_int(c->ctx, s->u.for_.extent, &ext) || ext < 1) {
-                cu_fail(
-                    c, KILN_ERR_UNSUPPORTED, "loop %s bound to %s.%c has no constant extent",
-                    kiln_sym_str(c->ctx, kiln_var_index(kiln_node_get(c->ctx, s->u.for_.var)->imm)),
-                    gb ? "blockIdx" : "threadIdx", axis_name[ax]);
-                return;
-            }
-            int *cnt = gb ? nb : nt;
-            if (cnt[ax]) {
-                cu_fail(c, KILN_ERR_INVALID, "two nested loops are bound to %s.%c",
-                        gb ? "blockIdx" : "threadIdx", axis_name[ax]);
-                return;
-            }
-            uint32_t *dim = gb ? c->grid : c->block;
-            int64_t   lim = gb ? (ax ? 65535 : 2147483647) : (ax == 2 ? 64 : 1024);
-            if (ext > lim) {
-                cu_fail(c, KILN_ERR_UNSUPPORTED, "%s.%c extent %" PRId64 " exceeds %" PRId64,
-                        gb ? "blockIdx" : "threadIdx", axis_name[ax], ext, lim);
-                return;
-            }
-            if ((uint32_t)ext > dim[ax])
-                dim[ax] = (uint32_t)ext;
-            cnt[ax]++;
-            launch_dims(c, s->u.for_.body, nb, nt);
-            cnt[ax]--;
-            return;
-        }
-        launch_dims(c, s->u.for_.body, nb, nt);
-        return;
-    }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            launch_dims(c, s->u.seq.item[i], nb, nt);
-        return;
-    case KILN_STMT_IF:
-        launch_dims(c, s->u.if_.then, nb, nt);
-        launch_dims(c, s->u.if_.els, nb, nt);
-        return;
-    case KILN_STMT_LET:
-        launch_dims(c, s->u.let.body, nb, nt);
-        return;
-    case KILN_STMT_ALLOC:
-        launch_dims(c, s->u.alloc.body, nb, nt);
-        return;
-    case KILN_STMT_STORE:
-        return;
-    }
+    struct dims_walk         w = {c, nb, nt};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = dims_pre, .post = dims_post};
+    if (!c->failed)
+        kiln_stmt_visit(&v, s);
 }
 
 static bool
@@ -929,34 +922,31 @@ struct xr_scan {
     bool         any;
 };
 
-/* Checks that every store in s is `B[I] = op(B[I], v)` for one buffer B, element I and op
- * (+, max or min), and finds them. */
-static bool
-xr_scan(struct cu *c, const struct kiln_stmt *s, struct xr_scan *X, const char *loop)
+struct xr_walk {
+    struct cu      *c;
+    struct xr_scan *X;
+    const char     *loop;
+};
+
+static enum kiln_walk
+xr_alloc(struct kiln_stmt_visitor *vis, const struct kiln_stmt *s)
 {
-    if (!s)
-        return true;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return xr_scan(c, s->u.for_.body, X, loop);
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!xr_scan(c, s->u.seq.item[i], X, loop))
-                return false;
-        return true;
-    case KILN_STMT_IF:
-        return xr_scan(c, s->u.if_.then, X, loop) && xr_scan(c, s->u.if_.els, X, loop);
-    case KILN_STMT_LET:
-        return xr_scan(c, s->u.let.body, X, loop);
-    case KILN_STMT_ALLOC:
-        cu_fail(c, KILN_ERR_UNSUPPORTED,
-                "cross-thread reduction loop %s allocates a buffer: nothing can be computed "
-                "inside it",
-                loop);
-        return false;
-    case KILN_STMT_STORE:
-        break;
-    }
+    struct xr_walk *w = vis->user;
+    (void)s;
+    cu_fail(w->c, KILN_ERR_UNSUPPORTED,
+            "cross-thread reduction loop %s allocates a buffer: nothing can be computed "
+            "inside it",
+            w->loop);
+    return KILN_WALK_FAIL;
+}
+
+static enum kiln_walk
+xr_store(struct kiln_stmt_visitor *vis, const struct kiln_stmt *s)
+{
+    struct xr_walk         *w = vis->user;
+    struct cu              *c = w->c;
+    struct xr_scan         *X = w->X;
+    const char             *loop = w->loop;
     const struct kiln_node *v = kiln_node_get(c->ctx, s->u.store.value);
     enum kiln_op            op = (enum kiln_op)v->op;
     bool                    ok = op == KILN_OP_ADD || op == KILN_OP_MAX || op == KILN_OP_MIN;
@@ -973,10 +963,21 @@ xr_scan(struct cu *c, const struct kiln_stmt *s, struct xr_scan *X, const char *
                 "cross-thread reduction loop %s: every store in it must accumulate into one "
                 "element with one of + max min (B[i] = B[i] op v)",
                 loop);
-        return false;
+        return KILN_WALK_FAIL;
     }
     *X = (struct xr_scan){.buf = s->u.store.buf, .index = s->u.store.index, .op = op, .any = true};
-    return true;
+    return KILN_WALK_GO;
+}
+
+/* Checks that every store in s is `B[I] = op(B[I], v)` for one buffer B, element I and op
+ * (+, max or min), and finds them: a statement visitor that fails at an allocation or at a
+ * store of any other form. */
+static bool
+xr_scan(struct cu *c, const struct kiln_stmt *s, struct xr_scan *X, const char *loop)
+{
+    struct xr_walk           w = {c, X, loop};
+    struct kiln_stmt_visitor v = {.user = &w, .store = xr_store, .alloc = xr_alloc};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_GO;
 }
 
 /* "op(a, b)" in the semantics of emit_binary, for C operands a and b of dtype dt. */
@@ -1289,6 +1290,8 @@ emit_alloc(struct cu *c, const struct kiln_stmt *s)
     OUT("}\n");
 }
 
+/* Not a statement visitor (ir/visit.c): every kind emits its own code and decides where its
+ * children go, so there is no default recursion to inherit. */
 static void
 emit_stmt(struct cu *c, const struct kiln_stmt *s)
 {
@@ -1442,47 +1445,55 @@ place(struct cu *c, uint32_t b)
         c->ws_end = c->kernel_end;
 }
 
+struct temps_walk {
+    struct cu *c;
+    uint32_t   in_gpu; /* GPU loops around the statement */
+    bool       single; /* the kernel has no GPU loop (one thread) */
+};
+
+static bool
+gpu_for(const struct kiln_stmt *s)
+{
+    return s->kind == KILN_STMT_FOR
+           && (s->u.for_.loop == KILN_LOOP_GPU_BLOCK || s->u.for_.loop == KILN_LOOP_GPU_THREAD);
+}
+
+static enum kiln_walk
+temps_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct temps_walk *w = v->user;
+    struct cu         *c = w->c;
+    bool               in_gpu = w->in_gpu, single = w->single;
+    w->in_gpu += gpu_for(s);
+    if (s->kind != KILN_STMT_ALLOC)
+        return KILN_WALK_GO;
+    uint32_t                  b = s->u.alloc.buf;
+    const struct kiln_buffer *bf = &c->f->buf[b];
+    int64_t                   bytes = buf_bytes(bf);
+    if (c->ws_off[b] < 0 && bf->prep_offset < 0 && !in_gpu
+        && (bf->scope == KILN_SCOPE_HEAP
+            || (single && bf->scope == KILN_SCOPE_STACK && bytes > CU_LOCAL_MAX)))
+        place(c, b);
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+temps_post(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    ((struct temps_walk *)v->user)->in_gpu -= gpu_for(s);
+    return KILN_WALK_GO;
+}
+
 /* Places the temporaries of one root statement that live in the workspace: HEAP buffers
  * allocated outside every GPU loop, and, in a kernel without GPU loops (one thread), STACK
  * buffers too large for a per-thread array. Kernels run one after another, so each kernel's
- * temporaries start at the same offset. */
+ * temporaries start at the same offset. A statement visitor counting the GPU loops around. */
 static void
-place_temps(struct cu *c, const struct kiln_stmt *s, bool in_gpu, bool single)
+place_temps(struct cu *c, const struct kiln_stmt *s, bool single)
 {
-    if (!s)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR: {
-        uint8_t l = s->u.for_.loop;
-        place_temps(c, s->u.for_.body,
-                    in_gpu || l == KILN_LOOP_GPU_BLOCK || l == KILN_LOOP_GPU_THREAD, single);
-        return;
-    }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            place_temps(c, s->u.seq.item[i], in_gpu, single);
-        return;
-    case KILN_STMT_IF:
-        place_temps(c, s->u.if_.then, in_gpu, single);
-        place_temps(c, s->u.if_.els, in_gpu, single);
-        return;
-    case KILN_STMT_LET:
-        place_temps(c, s->u.let.body, in_gpu, single);
-        return;
-    case KILN_STMT_ALLOC: {
-        uint32_t                  b = s->u.alloc.buf;
-        const struct kiln_buffer *bf = &c->f->buf[b];
-        int64_t                   bytes = buf_bytes(bf);
-        if (c->ws_off[b] < 0 && bf->prep_offset < 0 && !in_gpu
-            && (bf->scope == KILN_SCOPE_HEAP
-                || (single && bf->scope == KILN_SCOPE_STACK && bytes > CU_LOCAL_MAX)))
-            place(c, b);
-        place_temps(c, s->u.alloc.body, in_gpu, single);
-        return;
-    }
-    case KILN_STMT_STORE:
-        return;
-    }
+    struct temps_walk        w = {c, 0, single};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = temps_pre, .post = temps_post};
+    kiln_stmt_visit(&v, s);
 }
 
 struct kiln_vec_kernels {
@@ -1499,7 +1510,7 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     c->shared_bytes = 0;
     c->nvector = 0;
     c->kernel_end = c->ws_base;
-    place_temps(c, s, false, !has_gpu_loop(c, s, KILN_LOOP_SERIAL));
+    place_temps(c, s, !has_gpu_loop(c, s, KILN_LOOP_SERIAL));
     launch_dims(c, s, nb, nt);
     if (c->failed)
         return c->ctx->err.status;

@@ -330,49 +330,68 @@ capture_expr(const struct cg *cg, struct capture *c, kiln_expr e)
             capture_expr(cg, c, (kiln_expr){n->kid[i]});
 }
 
-static void
-capture_stmt(const struct cg *cg, struct capture *c, const struct kiln_stmt *s)
+/* What a loop body captures: a statement visitor whose expressions are scanned in the
+ * scope around them, with for and let variables bound in their bodies. */
+struct capture_walk {
+    const struct cg *cg;
+    struct capture  *c;
+};
+
+static enum kiln_walk
+capture_field(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field field,
+              kiln_expr e)
 {
-    kiln_expr bound = {0};
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        capture_expr(cg, c, s->u.for_.min);
-        capture_expr(cg, c, s->u.for_.extent);
-        bound = s->u.for_.var;
-        break;
-    case KILN_STMT_STORE:
-        if (s->u.store.buf < cg->f->nbuf)
-            c->used[s->u.store.buf] = true;
-        capture_expr(cg, c, s->u.store.index);
-        capture_expr(cg, c, s->u.store.value);
-        return;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            capture_stmt(cg, c, s->u.seq.item[i]);
-        return;
-    case KILN_STMT_IF:
-        capture_expr(cg, c, s->u.if_.cond);
-        capture_stmt(cg, c, s->u.if_.then);
-        if (s->u.if_.els)
-            capture_stmt(cg, c, s->u.if_.els);
-        return;
-    case KILN_STMT_LET:
-        capture_expr(cg, c, s->u.let.value);
-        bound = s->u.let.var;
-        break;
-    case KILN_STMT_ALLOC:
-        if (s->u.alloc.buf < cg->f->nbuf)
-            c->local[s->u.alloc.buf] = true;
-        capture_stmt(cg, c, s->u.alloc.body);
-        return;
+    struct capture_walk *w = v->user;
+    (void)s;
+    (void)field;
+    capture_expr(w->cg, w->c, e);
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+capture_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct capture_walk *w = v->user;
+    if (s->kind == KILN_STMT_STORE && s->u.store.buf < w->cg->f->nbuf)
+        w->c->used[s->u.store.buf] = true;
+    if (s->kind == KILN_STMT_ALLOC && s->u.alloc.buf < w->cg->f->nbuf)
+        w->c->local[s->u.alloc.buf] = true;
+    return KILN_WALK_GO;
+}
+
+/* A for or let: its expressions, then its body with its variable bound. */
+static enum kiln_walk
+capture_binder(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct capture_walk *w = v->user;
+    struct capture      *c = w->c;
+    bool                 loop = s->kind == KILN_STMT_FOR;
+    if (loop) {
+        capture_expr(w->cg, c, s->u.for_.min);
+        capture_expr(w->cg, c, s->u.for_.extent);
+    } else {
+        capture_expr(w->cg, c, s->u.let.value);
     }
     if (c->nbound == KILN_COUNTOF(c->bound)) {
         c->overflow = true;
-        return;
+        return KILN_WALK_GO;
     }
-    c->bound[c->nbound++] = bound.id;
-    capture_stmt(cg, c, s->kind == KILN_STMT_FOR ? s->u.for_.body : s->u.let.body);
+    c->bound[c->nbound++] = (loop ? s->u.for_.var : s->u.let.var).id;
+    kiln_stmt_visit(v, loop ? s->u.for_.body : s->u.let.body);
     c->nbound--;
+    return KILN_WALK_GO;
+}
+
+static void
+capture_stmt(const struct cg *cg, struct capture *c, const struct kiln_stmt *s)
+{
+    struct capture_walk      w = {cg, c};
+    struct kiln_stmt_visitor v = {.user = &w,
+                                  .pre = capture_pre,
+                                  .expr = capture_field,
+                                  .for_ = capture_binder,
+                                  .let = capture_binder};
+    kiln_stmt_visit(&v, s);
 }
 
 /* Fills the always-inline body of an outlined loop: params are the captured buffers' data
@@ -677,38 +696,24 @@ struct writes {
     bool             prep, other;
 };
 
+/* A statement visitor: the buffers a root statement stores to. */
+static enum kiln_walk
+root_store(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct writes            *W = v->user;
+    const struct kiln_buffer *bf = &W->cg->f->buf[s->u.store.buf];
+    if (bf->prep_offset >= 0)
+        W->prep = true;
+    else if (bf->scope == KILN_SCOPE_GLOBAL || bf->ws_offset >= 0 || W->cg->top[s->u.store.buf])
+        W->other = true;
+    return KILN_WALK_GO; /* else a temporary allocated inside the statement */
+}
+
 static void
 root_writes(struct writes *W, const struct kiln_stmt *s)
 {
-    if (!s)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        root_writes(W, s->u.for_.body);
-        return;
-    case KILN_STMT_STORE: {
-        const struct kiln_buffer *bf = &W->cg->f->buf[s->u.store.buf];
-        if (bf->prep_offset >= 0)
-            W->prep = true;
-        else if (bf->scope == KILN_SCOPE_GLOBAL || bf->ws_offset >= 0 || W->cg->top[s->u.store.buf])
-            W->other = true;
-        return; /* else a temporary allocated inside the statement */
-    }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            root_writes(W, s->u.seq.item[i]);
-        return;
-    case KILN_STMT_IF:
-        root_writes(W, s->u.if_.then);
-        root_writes(W, s->u.if_.els);
-        return;
-    case KILN_STMT_LET:
-        root_writes(W, s->u.let.body);
-        return;
-    case KILN_STMT_ALLOC:
-        root_writes(W, s->u.alloc.body);
-        return;
-    }
+    struct kiln_stmt_visitor v = {.user = W, .store = root_store};
+    kiln_stmt_visit(&v, s);
 }
 
 static void
@@ -874,6 +879,8 @@ emit_if(struct cg *cg, const struct kiln_stmt *s)
     LLVMPositionBuilderAtEnd(cg->b, end);
 }
 
+/* Not a statement visitor (ir/visit.c): every kind emits its own code, loops and lets around
+ * bodies they emit themselves, so there is no default recursion to inherit. */
 void
 cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
 {

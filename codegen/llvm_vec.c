@@ -46,44 +46,58 @@ lane_dependent(const struct simd_check *sc, kiln_expr e)
     return false;
 }
 
-static bool
-simd_ok(struct simd_check *sc, const struct kiln_stmt *s)
+/* Whether a body can run as SIMD lanes: a statement visitor that stops at the first
+ * statement that cannot (a loop of another kind or with lane-dependent bounds, an
+ * allocation, a store of a lane-dependent value to a lane-independent element). */
+static enum kiln_walk
+simd_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 {
-    const kiln_ctx *ctx = sc->cg->ctx;
+    struct simd_check *sc = v->user;
+    const kiln_ctx    *ctx = sc->cg->ctx;
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR:
         if (s->u.for_.loop != KILN_LOOP_SERIAL && s->u.for_.loop != KILN_LOOP_UNROLL)
-            return false;
+            return KILN_WALK_STOP;
         if (lane_dependent(sc, s->u.for_.min) || lane_dependent(sc, s->u.for_.extent))
-            return false;
-        return simd_ok(sc, s->u.for_.body);
+            return KILN_WALK_STOP;
+        return KILN_WALK_GO;
     case KILN_STMT_STORE: {
         kiln_expr idx = {ctx->node[s->u.store.index.id].kid[0]};
-        return lane_dependent(sc, idx) || !lane_dependent(sc, s->u.store.value);
-    }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!simd_ok(sc, s->u.seq.item[i]))
-                return false;
-        return true;
-    case KILN_STMT_IF:
-        return simd_ok(sc, s->u.if_.then) && (!s->u.if_.els || simd_ok(sc, s->u.if_.els));
-    case KILN_STMT_LET: {
-        bool dep = lane_dependent(sc, s->u.let.value);
-        if (dep) {
-            if (sc->nvar == KILN_COUNTOF(sc->var))
-                return false;
-            sc->var[sc->nvar++] = s->u.let.var.id;
-        }
-        bool ok = simd_ok(sc, s->u.let.body);
-        if (dep)
-            sc->nvar--;
-        return ok;
+        return lane_dependent(sc, idx) || !lane_dependent(sc, s->u.store.value) ? KILN_WALK_SKIP
+                                                                                : KILN_WALK_STOP;
     }
     case KILN_STMT_ALLOC:
-        return false;
+        return KILN_WALK_STOP;
+    case KILN_STMT_SEQ:
+    case KILN_STMT_IF:
+    case KILN_STMT_LET:
+        return KILN_WALK_GO;
     }
-    return false;
+    return KILN_WALK_STOP;
+}
+
+/* A let of a lane-dependent value makes its variable lane-dependent in its body. */
+static enum kiln_walk
+simd_let(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct simd_check *sc = v->user;
+    bool               dep = lane_dependent(sc, s->u.let.value);
+    if (dep) {
+        if (sc->nvar == KILN_COUNTOF(sc->var))
+            return KILN_WALK_STOP;
+        sc->var[sc->nvar++] = s->u.let.var.id;
+    }
+    enum kiln_walk r = kiln_stmt_visit(v, s->u.let.body);
+    if (dep)
+        sc->nvar--;
+    return r;
+}
+
+static bool
+simd_ok(struct simd_check *sc, const struct kiln_stmt *s)
+{
+    struct kiln_stmt_visitor v = {.user = sc, .pre = simd_pre, .let = simd_let};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_GO;
 }
 
 void

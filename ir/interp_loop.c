@@ -301,6 +301,8 @@ exec_alloc(struct interp *in, const struct kiln_stmt *s)
     in->mem[b] = NULL;
 }
 
+/* Not a statement visitor (ir/visit.c): every kind is executed its own way, a loop's body
+ * many times over, so there is no default recursion to inherit. */
 static void
 exec(struct interp *in, const struct kiln_stmt *s)
 {

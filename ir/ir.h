@@ -520,6 +520,86 @@ enum kiln_status kiln_func_verify(const struct kiln_func *f, bool flat);
 /* Prints the loop nest as indented text (for tests, golden files and `kiln inspect`). */
 enum kiln_status kiln_func_print(const struct kiln_func *f, struct kiln_buf *out);
 
+/* ---- walking a loop nest (ir/visit.c) ----
+ * A visitor and a mutator that recurse by default, so a pass overrides only the statement
+ * kinds it cares about (Halide's IRVisitor / IRMutator as structs of optional function
+ * pointers). The expressions a statement holds are offered to one callback, `expr`, with the
+ * field they sit in; a for's and a let's variable is a binding, not a use, and is not offered.
+ * Recursion depth is the statement nesting depth (a sequence's items are visited in a loop;
+ * nested loops, ifs, lets and allocs each add a level), never the number of statements. */
+enum kiln_stmt_field {
+    KILN_STMT_FIELD_FOR_MIN,
+    KILN_STMT_FIELD_FOR_EXTENT,
+    KILN_STMT_FIELD_STORE_INDEX, /* the LIST of indices, as one expression */
+    KILN_STMT_FIELD_STORE_VALUE,
+    KILN_STMT_FIELD_IF_COND,
+    KILN_STMT_FIELD_LET_VALUE,
+};
+
+enum kiln_walk {
+    KILN_WALK_GO,   /* carry on */
+    KILN_WALK_SKIP, /* from pre: leave this statement's kind callback, expressions and
+                       children out (post still runs); elsewhere the same as GO */
+    KILN_WALK_STOP, /* end the whole walk now: found what was looked for */
+    KILN_WALK_FAIL, /* end the whole walk now with an error the callback recorded */
+};
+
+/* Every callback is optional. For each statement s, kiln_stmt_visit calls pre(s); then the
+ * callback of s's kind if set, else kiln_stmt_visit_children (s's expressions in field
+ * order, each to expr, then its statements in order: for/let/alloc body, if then and else,
+ * sequence items); then post(s). A kind callback that wants the default for its children
+ * calls kiln_stmt_visit_children, or kiln_stmt_visit on the children it picks (to bind a
+ * variable around the body, say). STOP and FAIL end the walk at once (no more callbacks, no
+ * post) and are what kiln_stmt_visit returns; otherwise it returns GO. A NULL statement is
+ * visited as nothing (an absent else; kiln_func_verify reports missing ones). */
+struct kiln_stmt_visitor {
+    void *user;
+    enum kiln_walk (*pre)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*post)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*expr)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s,
+                           enum kiln_stmt_field field, kiln_expr e);
+    enum kiln_walk (*for_)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*store)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*seq)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*if_)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*let)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+    enum kiln_walk (*alloc)(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+};
+enum kiln_walk kiln_stmt_visit(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+enum kiln_walk kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+
+/* The mutator returns the statement to put in s's place: s itself when nothing in it
+ * changed, else a new node (arena-allocated) that shares every unchanged child, so unchanged
+ * subtrees stay pointer-equal and the input tree is never written. kiln_stmt_mutate(m, s)
+ * calls the callback of s's kind if set (it returns the replacement, any statement, built as
+ * it likes), else kiln_stmt_mutate_children (expr on each expression, the mutator on each
+ * child statement, a rebuilt node if any of them changed); then post, if set, on the result.
+ * expr returns the replacement expression. NULL (or a nil expression) is an error, recorded
+ * in m->ctx by the callback that returned it; the mutator itself records "missing statement"
+ * for an absent required child, and fails at once when m->ctx is already in error (a caller
+ * reports a NULL that comes back with m->ctx healthy). A callback that sets m->stop ends the
+ * walk: every statement not reached yet is kept as it is, changes made so far are kept. With
+ * m->copy, every node is rebuilt, changed or not: a deep copy whose nodes a pass may then
+ * write. pass names the pass in error messages. */
+struct kiln_stmt_mutator {
+    kiln_ctx   *ctx;
+    void       *user;
+    const char *pass; /* NULL = "mutate" */
+    bool        stop;
+    bool        copy;
+    kiln_expr (*expr)(struct kiln_stmt_mutator *m, const struct kiln_stmt *s,
+                      enum kiln_stmt_field field, kiln_expr e);
+    struct kiln_stmt *(*post)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*for_)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*store)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*seq)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*if_)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*let)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+    struct kiln_stmt *(*alloc)(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+};
+struct kiln_stmt *kiln_stmt_mutate(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+struct kiln_stmt *kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+
 /* ---- loop-nest interpreter (ir/interp_loop.c) ----
  * Evaluates f (flat: one flat index per access, else one per dimension) in double precision,
  * the oracle for code generators and lowering passes. bufs[i] is the storage of parameter i

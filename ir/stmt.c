@@ -308,125 +308,169 @@ bind(struct vstate *vs, kiln_expr v)
     return true;
 }
 
-static bool
-check_stmt(struct vstate *vs, const struct kiln_stmt *s)
+/* The verifier is a statement visitor: the kind callbacks check each statement and bind its
+ * variable around its body; vs->msg says what was wrong when the walk fails. */
+
+static enum kiln_walk
+fail_if(bool bad)
 {
-    const kiln_ctx *ctx = vs->f->ctx;
+    return bad ? KILN_WALK_FAIL : KILN_WALK_GO;
+}
+
+/* A child statement that must be there. */
+static enum kiln_walk
+check_kid(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate *vs = v->user;
     if (!s) {
         snprintf(vs->msg, sizeof vs->msg, "missing statement");
-        return false;
+        return KILN_WALK_FAIL;
+    }
+    return kiln_stmt_visit(v, s);
+}
+
+static enum kiln_walk
+check_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate *vs = v->user;
+    if (s->kind > KILN_STMT_ALLOC) {
+        snprintf(vs->msg, sizeof vs->msg, "unknown statement kind %d", s->kind);
+        return KILN_WALK_FAIL;
     }
     if (s->kind != KILN_STMT_ALLOC)
         vs->nested = true; /* the chain never resumes below another statement */
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR: {
-        if (!check_expr(vs, s->u.for_.min) || !check_expr(vs, s->u.for_.extent))
-            return false;
-        if (s->u.for_.loop > KILN_LOOP_GPU_THREAD) {
-            snprintf(vs->msg, sizeof vs->msg, "unknown loop kind %d", s->u.for_.loop);
-            return false;
-        }
-        bool gpu = s->u.for_.loop == KILN_LOOP_GPU_BLOCK || s->u.for_.loop == KILN_LOOP_GPU_THREAD;
-        int64_t ext;
-        bool    cext = kiln_expr_is_int(ctx, s->u.for_.extent, &ext);
-        if ((s->u.for_.loop == KILN_LOOP_VECTOR || s->u.for_.loop == KILN_LOOP_UNROLL)
-            && (!cext || ext <= 0)) {
-            snprintf(vs->msg, sizeof vs->msg, "%s loop needs a constant positive extent",
-                     kiln_loop_kind_name[s->u.for_.loop]);
-            return false;
-        }
-        if (!bind(vs, s->u.for_.var))
-            return false;
-        if (gpu ? s->u.for_.axis > 2 : s->u.for_.axis != 0) {
-            snprintf(vs->msg, sizeof vs->msg, "%s loop %s has axis %d%s",
-                     kiln_loop_kind_name[s->u.for_.loop],
-                     kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)),
-                     s->u.for_.axis,
-                     gpu ? ", not 0, 1 or 2 (x, y, z)"
-                         : "; only GPU block and thread loops have an axis");
-            return false;
-        }
-        if (s->u.for_.thread_reduce
-            && (s->u.for_.loop != KILN_LOOP_GPU_THREAD || s->u.for_.axis != 0)) {
-            snprintf(vs->msg, sizeof vs->msg,
-                     "%s loop %s is marked a cross-thread reduction; only gpu_thread.x loops can "
-                     "be",
-                     kiln_loop_kind_name[s->u.for_.loop],
-                     kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)));
-            return false;
-        }
-        bool ok = check_stmt(vs, s->u.for_.body);
-        vs->nbound--;
-        return ok;
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+check_for(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate  *vs = v->user;
+    const kiln_ctx *ctx = vs->f->ctx;
+    if (!check_expr(vs, s->u.for_.min) || !check_expr(vs, s->u.for_.extent))
+        return KILN_WALK_FAIL;
+    if (s->u.for_.loop > KILN_LOOP_GPU_THREAD) {
+        snprintf(vs->msg, sizeof vs->msg, "unknown loop kind %d", s->u.for_.loop);
+        return KILN_WALK_FAIL;
     }
-    case KILN_STMT_LET: {
-        if (!check_expr(vs, s->u.let.value) || !bind(vs, s->u.let.var))
-            return false;
-        bool ok = check_stmt(vs, s->u.let.body);
-        vs->nbound--;
-        return ok;
+    bool    gpu = s->u.for_.loop == KILN_LOOP_GPU_BLOCK || s->u.for_.loop == KILN_LOOP_GPU_THREAD;
+    int64_t ext;
+    bool    cext = kiln_expr_is_int(ctx, s->u.for_.extent, &ext);
+    if ((s->u.for_.loop == KILN_LOOP_VECTOR || s->u.for_.loop == KILN_LOOP_UNROLL)
+        && (!cext || ext <= 0)) {
+        snprintf(vs->msg, sizeof vs->msg, "%s loop needs a constant positive extent",
+                 kiln_loop_kind_name[s->u.for_.loop]);
+        return KILN_WALK_FAIL;
     }
-    case KILN_STMT_STORE: {
-        uint32_t b = s->u.store.buf;
-        if (b >= vs->f->nbuf) {
-            snprintf(vs->msg, sizeof vs->msg, "store to buffer %u, which does not exist", b);
-            return false;
-        }
-        const struct kiln_buffer *buf = &vs->f->buf[b];
-        uint32_t                  n = 0;
-        for (uint32_t l = s->u.store.index.id; l; l = ctx->node[l].kid[1]) {
-            if (!check_expr(vs, (kiln_expr){ctx->node[l].kid[0]}))
-                return false;
-            n++;
-        }
-        uint32_t want = vs->flat || buf->ndim == 0 ? 1 : buf->ndim;
-        if (n != want) {
-            snprintf(vs->msg, sizeof vs->msg, "store to %s has %u indices, not %u",
-                     kiln_sym_str(ctx, buf->name), n, want);
-            return false;
-        }
-        if (!check_expr(vs, s->u.store.value))
-            return false;
-        if (kiln_expr_dtype(ctx, s->u.store.value) != buf->dtype) {
-            snprintf(vs->msg, sizeof vs->msg, "store of a %s value to %s buffer %s",
-                     kiln_dtype_name(kiln_expr_dtype(ctx, s->u.store.value)),
-                     kiln_dtype_name((enum kiln_dtype)buf->dtype), kiln_sym_str(ctx, buf->name));
-            return false;
-        }
-        return true;
+    if (!bind(vs, s->u.for_.var))
+        return KILN_WALK_FAIL;
+    if (gpu ? s->u.for_.axis > 2 : s->u.for_.axis != 0) {
+        snprintf(vs->msg, sizeof vs->msg, "%s loop %s has axis %d%s",
+                 kiln_loop_kind_name[s->u.for_.loop],
+                 kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)), s->u.for_.axis,
+                 gpu ? ", not 0, 1 or 2 (x, y, z)"
+                     : "; only GPU block and thread loops have an axis");
+        return KILN_WALK_FAIL;
     }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!check_stmt(vs, s->u.seq.item[i]))
-                return false;
-        return true;
-    case KILN_STMT_IF:
-        if (!check_expr(vs, s->u.if_.cond))
-            return false;
-        if (kiln_expr_dtype(ctx, s->u.if_.cond) != KILN_DTYPE_BOOL) {
-            snprintf(vs->msg, sizeof vs->msg, "if condition is not bool");
-            return false;
-        }
-        return check_stmt(vs, s->u.if_.then) && (!s->u.if_.els || check_stmt(vs, s->u.if_.els));
-    case KILN_STMT_ALLOC:
-        if (s->u.alloc.buf >= vs->f->nbuf
-            || vs->f->buf[s->u.alloc.buf].scope == KILN_SCOPE_GLOBAL) {
-            snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
-            return false;
-        }
-        if ((vs->f->buf[s->u.alloc.buf].ws_offset >= 0
-             || vs->f->buf[s->u.alloc.buf].prep_offset >= 0)
-            && vs->nested) {
-            snprintf(vs->msg, sizeof vs->msg,
-                     "%s buffer %s is allocated inside a loop, if or sequence",
-                     vs->f->buf[s->u.alloc.buf].ws_offset >= 0 ? "workspace" : "prepared",
-                     kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
-            return false;
-        }
-        return check_stmt(vs, s->u.alloc.body);
+    if (s->u.for_.thread_reduce
+        && (s->u.for_.loop != KILN_LOOP_GPU_THREAD || s->u.for_.axis != 0)) {
+        snprintf(vs->msg, sizeof vs->msg,
+                 "%s loop %s is marked a cross-thread reduction; only gpu_thread.x loops can "
+                 "be",
+                 kiln_loop_kind_name[s->u.for_.loop],
+                 kiln_sym_str(ctx, kiln_var_index(ctx->node[s->u.for_.var.id].imm)));
+        return KILN_WALK_FAIL;
     }
-    snprintf(vs->msg, sizeof vs->msg, "unknown statement kind %d", s->kind);
-    return false;
+    enum kiln_walk r = check_kid(v, s->u.for_.body);
+    vs->nbound--;
+    return r;
+}
+
+static enum kiln_walk
+check_let(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate *vs = v->user;
+    if (!check_expr(vs, s->u.let.value) || !bind(vs, s->u.let.var))
+        return KILN_WALK_FAIL;
+    enum kiln_walk r = check_kid(v, s->u.let.body);
+    vs->nbound--;
+    return r;
+}
+
+static enum kiln_walk
+check_store(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate  *vs = v->user;
+    const kiln_ctx *ctx = vs->f->ctx;
+    uint32_t        b = s->u.store.buf;
+    if (b >= vs->f->nbuf) {
+        snprintf(vs->msg, sizeof vs->msg, "store to buffer %u, which does not exist", b);
+        return KILN_WALK_FAIL;
+    }
+    const struct kiln_buffer *buf = &vs->f->buf[b];
+    uint32_t                  n = 0;
+    for (uint32_t l = s->u.store.index.id; l; l = ctx->node[l].kid[1]) {
+        if (!check_expr(vs, (kiln_expr){ctx->node[l].kid[0]}))
+            return KILN_WALK_FAIL;
+        n++;
+    }
+    uint32_t want = vs->flat || buf->ndim == 0 ? 1 : buf->ndim;
+    if (n != want) {
+        snprintf(vs->msg, sizeof vs->msg, "store to %s has %u indices, not %u",
+                 kiln_sym_str(ctx, buf->name), n, want);
+        return KILN_WALK_FAIL;
+    }
+    if (!check_expr(vs, s->u.store.value))
+        return KILN_WALK_FAIL;
+    if (kiln_expr_dtype(ctx, s->u.store.value) != buf->dtype) {
+        snprintf(vs->msg, sizeof vs->msg, "store of a %s value to %s buffer %s",
+                 kiln_dtype_name(kiln_expr_dtype(ctx, s->u.store.value)),
+                 kiln_dtype_name((enum kiln_dtype)buf->dtype), kiln_sym_str(ctx, buf->name));
+        return KILN_WALK_FAIL;
+    }
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+check_seq(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    for (uint32_t i = 0; i < s->u.seq.n; i++)
+        if (check_kid(v, s->u.seq.item[i]) == KILN_WALK_FAIL)
+            return KILN_WALK_FAIL;
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+check_if(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate *vs = v->user;
+    if (!check_expr(vs, s->u.if_.cond))
+        return KILN_WALK_FAIL;
+    if (kiln_expr_dtype(vs->f->ctx, s->u.if_.cond) != KILN_DTYPE_BOOL) {
+        snprintf(vs->msg, sizeof vs->msg, "if condition is not bool");
+        return KILN_WALK_FAIL;
+    }
+    return fail_if(check_kid(v, s->u.if_.then) == KILN_WALK_FAIL
+                   || (s->u.if_.els && check_kid(v, s->u.if_.els) == KILN_WALK_FAIL));
+}
+
+static enum kiln_walk
+check_alloc(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct vstate  *vs = v->user;
+    const kiln_ctx *ctx = vs->f->ctx;
+    if (s->u.alloc.buf >= vs->f->nbuf || vs->f->buf[s->u.alloc.buf].scope == KILN_SCOPE_GLOBAL) {
+        snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
+        return KILN_WALK_FAIL;
+    }
+    if ((vs->f->buf[s->u.alloc.buf].ws_offset >= 0 || vs->f->buf[s->u.alloc.buf].prep_offset >= 0)
+        && vs->nested) {
+        snprintf(vs->msg, sizeof vs->msg, "%s buffer %s is allocated inside a loop, if or sequence",
+                 vs->f->buf[s->u.alloc.buf].ws_offset >= 0 ? "workspace" : "prepared",
+                 kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
+        return KILN_WALK_FAIL;
+    }
+    return check_kid(v, s->u.alloc.body);
 }
 
 enum kiln_status
@@ -463,7 +507,15 @@ kiln_func_verify(const struct kiln_func *f, bool flat)
                              kiln_sym_str(f->ctx, f->name), kiln_sym_str(f->ctx, bf->name), bytes,
                              bf->ws_offset, KILN_WS_ALIGN, f->ws_bytes);
     }
-    if (!check_stmt(&vs, f->body))
+    struct kiln_stmt_visitor v = {.user = &vs,
+                                  .pre = check_pre,
+                                  .for_ = check_for,
+                                  .store = check_store,
+                                  .seq = check_seq,
+                                  .if_ = check_if,
+                                  .let = check_let,
+                                  .alloc = check_alloc};
+    if (check_kid(&v, f->body) != KILN_WALK_GO)
         return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify", "%s: %s",
                          kiln_sym_str(f->ctx, f->name), vs.msg);
     return KILN_OK;
@@ -594,6 +646,8 @@ put_loop_kind(kiln_ctx *ctx, struct kiln_buf *out, const struct kiln_stmt *s)
     return kiln_buf_printf(ctx, out, ") %s:\n", kiln_loop_kind_name[k]);
 }
 
+/* Not a statement visitor (ir/visit.c): each kind prints its own lines at its own depth, the
+ * else branch between two bodies, so nothing of the default recursion would be used. */
 static bool
 put_stmt(const struct kiln_func *f, struct kiln_buf *out, const struct kiln_stmt *s, int depth)
 {

@@ -56,72 +56,64 @@ fexpr(struct flat *F, kiln_expr e)
     return kiln_expr_map_loads(F->f->ctx, e, map_load, F);
 }
 
-static bool
-fstmt(struct flat *F, struct kiln_stmt *s)
+/* A statement mutator: loop bounds, if conditions and let values have their loads
+ * flattened (the default), a store its own index too. */
+static kiln_expr
+fexpr_cb(struct kiln_stmt_mutator *m, const struct kiln_stmt *s, enum kiln_stmt_field field,
+         kiln_expr e)
 {
-    kiln_ctx *ctx = F->f->ctx;
-    if (!s) {
-        KILN_FAIL(ctx, KILN_ERR_INVALID, "flatten", "missing statement");
-        return false;
-    }
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        s->u.for_.min = fexpr(F, s->u.for_.min);
-        s->u.for_.extent = fexpr(F, s->u.for_.extent);
-        return s->u.for_.min.id && s->u.for_.extent.id && fstmt(F, s->u.for_.body);
-    case KILN_STMT_STORE: {
-        kiln_expr idx[KILN_MAX_DIMS + 1];
-        uint32_t  n = 0;
-        for (uint32_t l = s->u.store.index.id; l; l = ctx->node[l].kid[1]) {
-            if (n == KILN_MAX_DIMS + 1) {
-                KILN_FAIL(ctx, KILN_ERR_INVALID, "flatten", "store with more than %d indices",
-                          KILN_MAX_DIMS);
-                return false;
-            }
-            idx[n++] = fexpr(F, (kiln_expr){ctx->node[l].kid[0]});
-            if (!idx[n - 1].id)
-                return false;
+    (void)s;
+    (void)field;
+    return fexpr(m->user, e);
+}
+
+static struct kiln_stmt *
+fstore(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    struct flat *F = m->user;
+    kiln_ctx    *ctx = F->f->ctx;
+    kiln_expr    idx[KILN_MAX_DIMS + 1];
+    uint32_t     n = 0;
+    for (uint32_t l = s->u.store.index.id; l; l = ctx->node[l].kid[1]) {
+        if (n == KILN_MAX_DIMS + 1) {
+            KILN_FAIL(ctx, KILN_ERR_INVALID, "flatten", "store with more than %d indices",
+                      KILN_MAX_DIMS);
+            return NULL;
         }
-        kiln_expr flat = flat_index(F->f, s->u.store.buf, n, idx, "store");
-        kiln_expr list = flat.id ? kiln_index_list(ctx, 1, &flat) : flat;
-        kiln_expr val = fexpr(F, s->u.store.value);
-        if (!list.id || !val.id)
-            return false;
-        s->u.store.index = list;
-        s->u.store.value = val;
-        return true;
+        idx[n++] = fexpr(F, (kiln_expr){ctx->node[l].kid[0]});
+        if (!idx[n - 1].id)
+            return NULL;
     }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!fstmt(F, s->u.seq.item[i]))
-                return false;
-        return true;
-    case KILN_STMT_IF:
-        s->u.if_.cond = fexpr(F, s->u.if_.cond);
-        return s->u.if_.cond.id && fstmt(F, s->u.if_.then)
-               && (!s->u.if_.els || fstmt(F, s->u.if_.els));
-    case KILN_STMT_LET:
-        s->u.let.value = fexpr(F, s->u.let.value);
-        return s->u.let.value.id && fstmt(F, s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return fstmt(F, s->u.alloc.body);
-    }
-    KILN_FAIL(ctx, KILN_ERR_INTERNAL, "flatten", "unknown statement kind %d", s->kind);
-    return false;
+    kiln_expr flat = flat_index(F->f, s->u.store.buf, n, idx, "store");
+    kiln_expr list = flat.id ? kiln_index_list(ctx, 1, &flat) : flat;
+    kiln_expr val = fexpr(F, s->u.store.value);
+    if (!list.id || !val.id)
+        return NULL;
+    struct kiln_stmt *c = kiln_arena_alloc(ctx, sizeof *c);
+    if (!c)
+        return NULL;
+    *c = *s;
+    c->u.store.index = list;
+    c->u.store.value = val;
+    return c;
 }
 
 enum kiln_status
 kiln_pass_flatten(struct kiln_func *f)
 {
-    kiln_ctx   *ctx = f->ctx;
-    struct flat F = {.f = f};
+    kiln_ctx                *ctx = f->ctx;
+    struct flat              F = {.f = f};
+    struct kiln_stmt_mutator m = {
+        .ctx = ctx, .user = &F, .pass = "flatten", .expr = fexpr_cb, .store = fstore};
     if (!kiln_ok(ctx))
         return ctx->err.status;
-    if (!fstmt(&F, f->body)) {
+    struct kiln_stmt *body = kiln_stmt_mutate(&m, f->body);
+    if (!body) {
         if (kiln_ok(ctx))
             KILN_FAIL(ctx, KILN_ERR_INTERNAL, "flatten", "rewriting %s failed",
                       kiln_sym_str(ctx, f->name));
         return ctx->err.status;
     }
+    f->body = body;
     return kiln_pass_simplify(f);
 }

@@ -130,46 +130,24 @@ scan_load(void *ud, kiln_expr node)
     return true;
 }
 
-static void
-scan_expr(struct live_scan *L, kiln_expr e)
+/* A statement visitor: a store touches its buffer, every expression the buffers it loads. */
+static enum kiln_walk
+scan_store(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 {
-    if (e.id)
-        kiln_expr_visit_nodes(L->f->ctx, e, scan_load, L);
+    touch(v->user, s->u.store.buf);
+    return kiln_stmt_visit_children(v, s);
 }
 
-static void
-scan_stmt(struct live_scan *L, const struct kiln_stmt *s)
+static enum kiln_walk
+scan_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field field,
+          kiln_expr e)
 {
-    if (!s)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        scan_expr(L, s->u.for_.min);
-        scan_expr(L, s->u.for_.extent);
-        scan_stmt(L, s->u.for_.body);
-        return;
-    case KILN_STMT_STORE:
-        touch(L, s->u.store.buf);
-        scan_expr(L, s->u.store.index);
-        scan_expr(L, s->u.store.value);
-        return;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            scan_stmt(L, s->u.seq.item[i]);
-        return;
-    case KILN_STMT_IF:
-        scan_expr(L, s->u.if_.cond);
-        scan_stmt(L, s->u.if_.then);
-        scan_stmt(L, s->u.if_.els);
-        return;
-    case KILN_STMT_LET:
-        scan_expr(L, s->u.let.value);
-        scan_stmt(L, s->u.let.body);
-        return;
-    case KILN_STMT_ALLOC:
-        scan_stmt(L, s->u.alloc.body);
-        return;
-    }
+    struct live_scan *L = v->user;
+    (void)s;
+    (void)field;
+    if (e.id)
+        kiln_expr_visit_nodes(L->f->ctx, e, scan_load, L);
+    return KILN_WALK_GO;
 }
 
 /* The root statements: below the chain of ALLOCs at the top of the body, the items of a
@@ -204,9 +182,10 @@ kiln_memplan_live(const struct kiln_func *f, struct kiln_live *live)
                              kiln_sym_str(f->ctx, f->buf[b].name));
         live[b] = (struct kiln_live){.bytes = bytes, .first = 1, .last = 0};
     }
+    struct kiln_stmt_visitor v = {.user = &L, .store = scan_store, .expr = scan_expr};
     for (uint32_t i = 0; i < n; i++) {
         L.item = i;
-        scan_stmt(&L, items ? items[i] : top);
+        kiln_stmt_visit(&v, items ? items[i] : top);
     }
     return kiln_ok(f->ctx) ? KILN_OK : f->ctx->err.status;
 }

@@ -42,12 +42,13 @@ struct cond {
 };
 
 struct part {
-    kiln_ctx               *ctx;
-    struct kiln_var_range  *r; /* enclosing loops (and, while analysing, the body's) */
-    uint32_t                nr, capr;
-    uint32_t                cold; /* side pieces enclosing the statement being partitioned */
-    struct kiln_simplifier *S;    /* one session; its ranges follow r/nr (see ranges()) */
-    uint32_t                snr;  /* nr the session's ranges were set with, or UINT32_MAX */
+    struct kiln_stmt_mutator m; /* the walk (pstmt); m.user = the pass */
+    kiln_ctx                *ctx;
+    struct kiln_var_range   *r; /* enclosing loops (and, while analysing, the body's) */
+    uint32_t                 nr, capr;
+    uint32_t                 cold; /* side pieces enclosing the statement being partitioned */
+    struct kiln_simplifier  *S;    /* one session; its ranges follow r/nr (see ranges()) */
+    uint32_t                 snr;  /* nr the session's ranges were set with, or UINT32_MAX */
     /* analysis of one loop */
     kiln_expr    v;
     int64_t      vlo, vhi; /* its range */
@@ -360,89 +361,79 @@ collect_expr(struct part *P, kiln_expr e)
     return true;
 }
 
+/* A statement visitor over the body of the loop analysed: every expression's select
+ * conditions (an if's condition is one itself), under the ranges of the loops and integer
+ * lets around it. */
+static enum kiln_walk
+collect_field(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field field,
+              kiln_expr e)
+{
+    (void)s;
+    return (field == KILN_STMT_FIELD_IF_COND ? collect_cond(v->user, e) : collect_expr(v->user, e))
+               ? KILN_WALK_GO
+               : KILN_WALK_FAIL;
+}
+
+static enum kiln_walk
+collect_for(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct part *P = v->user;
+    uint32_t     nr = P->nr;
+    bool         ok = collect_expr(P, s->u.for_.min) && collect_expr(P, s->u.for_.extent)
+              && push_loop_range(P, s) && kiln_stmt_visit(v, s->u.for_.body) == KILN_WALK_GO;
+    P->nr = nr;
+    return ok ? KILN_WALK_GO : KILN_WALK_FAIL;
+}
+
+static enum kiln_walk
+collect_let(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct part *P = v->user;
+    uint32_t     nr = P->nr;
+    int64_t      lo, hi;
+    bool         ok = collect_expr(P, s->u.let.value);
+    if (ok && kiln_expr_dtype(P->ctx, s->u.let.value) == KILN_DTYPE_I64) {
+        bounds(P, s->u.let.value, &lo, &hi);
+        ok = kiln_ok(P->ctx) && push_range(P, s->u.let.var, lo, hi);
+    }
+    ok = ok && kiln_stmt_visit(v, s->u.let.body) == KILN_WALK_GO;
+    P->nr = nr;
+    return ok ? KILN_WALK_GO : KILN_WALK_FAIL;
+}
+
 static bool
 collect_stmt(struct part *P, const struct kiln_stmt *s)
 {
-    uint32_t nr = P->nr;
-    bool     ok = true;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        ok = collect_expr(P, s->u.for_.min) && collect_expr(P, s->u.for_.extent)
-             && push_loop_range(P, s) && collect_stmt(P, s->u.for_.body);
-        break;
-    case KILN_STMT_STORE:
-        ok = collect_expr(P, s->u.store.index) && collect_expr(P, s->u.store.value);
-        break;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n && ok; i++)
-            ok = collect_stmt(P, s->u.seq.item[i]);
-        break;
-    case KILN_STMT_IF:
-        ok = collect_cond(P, s->u.if_.cond) && collect_stmt(P, s->u.if_.then)
-             && (!s->u.if_.els || collect_stmt(P, s->u.if_.els));
-        break;
-    case KILN_STMT_LET: {
-        int64_t lo, hi;
-        ok = collect_expr(P, s->u.let.value);
-        if (ok && kiln_expr_dtype(P->ctx, s->u.let.value) == KILN_DTYPE_I64) {
-            bounds(P, s->u.let.value, &lo, &hi);
-            ok = kiln_ok(P->ctx) && push_range(P, s->u.let.var, lo, hi);
-        }
-        ok = ok && collect_stmt(P, s->u.let.body);
-        break;
-    }
-    case KILN_STMT_ALLOC:
-        ok = collect_stmt(P, s->u.alloc.body);
-        break;
-    }
-    P->nr = nr;
-    return ok;
+    struct kiln_stmt_visitor v = {
+        .user = P, .expr = collect_field, .for_ = collect_for, .let = collect_let};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_GO;
 }
 
 /* ---- copying a body with the loop variable renamed ---- */
 
-static struct kiln_stmt *
-copy_stmt(kiln_ctx *ctx, const struct kiln_stmt *s, kiln_expr from, kiln_expr to)
+struct rename {
+    kiln_expr from, to;
+};
+
+static kiln_expr
+rename_expr(struct kiln_stmt_mutator *m, const struct kiln_stmt *s, enum kiln_stmt_field field,
+            kiln_expr e)
 {
-    struct kiln_stmt *c = kiln_arena_alloc(ctx, sizeof *c);
-    if (!c)
-        return NULL;
-    *c = *s;
-#define SUB(e) ((e) = kiln_expr_subst_vars(ctx, (e), &from, &to, 1))
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        SUB(c->u.for_.min);
-        SUB(c->u.for_.extent);
-        c->u.for_.body = copy_stmt(ctx, s->u.for_.body, from, to);
-        return c->u.for_.min.id && c->u.for_.extent.id && c->u.for_.body ? c : NULL;
-    case KILN_STMT_STORE:
-        SUB(c->u.store.index);
-        SUB(c->u.store.value);
-        return c->u.store.index.id && c->u.store.value.id ? c : NULL;
-    case KILN_STMT_SEQ:
-        c->u.seq.item = kiln_arena_alloc(ctx, sizeof(*c->u.seq.item) * (s->u.seq.n + 1));
-        if (!c->u.seq.item)
-            return NULL;
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!(c->u.seq.item[i] = copy_stmt(ctx, s->u.seq.item[i], from, to)))
-                return NULL;
-        return c;
-    case KILN_STMT_IF:
-        SUB(c->u.if_.cond);
-        c->u.if_.then = copy_stmt(ctx, s->u.if_.then, from, to);
-        c->u.if_.els = s->u.if_.els ? copy_stmt(ctx, s->u.if_.els, from, to) : NULL;
-        return c->u.if_.cond.id && c->u.if_.then && (!s->u.if_.els || c->u.if_.els) ? c : NULL;
-    case KILN_STMT_LET:
-        SUB(c->u.let.value);
-        c->u.let.body = copy_stmt(ctx, s->u.let.body, from, to);
-        return c->u.let.value.id && c->u.let.body ? c : NULL;
-    case KILN_STMT_ALLOC:
-        c->u.alloc.body = copy_stmt(ctx, s->u.alloc.body, from, to);
-        return c->u.alloc.body ? c : NULL;
-    }
-#undef SUB
-    KILN_FAIL(ctx, KILN_ERR_INTERNAL, "partition", "unknown statement kind %d", s->kind);
-    return NULL;
+    struct rename *R = m->user;
+    (void)s;
+    (void)field;
+    return kiln_expr_subst_vars(m->ctx, e, &R->from, &R->to, 1);
+}
+
+/* A deep copy of s (the pass rewrites pieces in place) with from renamed to; a copying
+ * statement mutator. */
+static struct kiln_stmt *
+copy_stmt(kiln_ctx *ctx, struct kiln_stmt *s, kiln_expr from, kiln_expr to)
+{
+    struct rename            R = {from, to};
+    struct kiln_stmt_mutator m = {
+        .ctx = ctx, .user = &R, .pass = "partition", .copy = true, .expr = rename_expr};
+    return kiln_stmt_mutate(&m, s);
 }
 
 /* ---- the pass ---- */
@@ -589,51 +580,43 @@ pfor(struct part *P, struct kiln_stmt *s)
 }
 
 static struct kiln_stmt *
+plet(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    struct part *P = m->user;
+    uint32_t     nr = P->nr;
+    int64_t      lo, hi;
+    if (kiln_expr_dtype(P->ctx, s->u.let.value) == KILN_DTYPE_I64) {
+        bounds(P, s->u.let.value, &lo, &hi);
+        if (!kiln_ok(P->ctx) || !push_range(P, s->u.let.var, lo, hi))
+            return NULL;
+    }
+    s->u.let.body = pstmt(P, s->u.let.body);
+    P->nr = nr;
+    return s->u.let.body ? s : NULL;
+}
+
+static struct kiln_stmt *
+pfor_cb(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    return pfor(m->user, s);
+}
+
+/* The pass is a statement mutator: loops are partitioned (in place, or replaced by their
+ * pieces), lets bound their variable's range; the rest is the default walk. */
+static struct kiln_stmt *
 pstmt(struct part *P, struct kiln_stmt *s)
 {
-    if (!s || !kiln_ok(P->ctx))
-        return NULL;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return pfor(P, s);
-    case KILN_STMT_STORE:
-        return s;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (!(s->u.seq.item[i] = pstmt(P, s->u.seq.item[i])))
-                return NULL;
-        return s;
-    case KILN_STMT_IF:
-        if (!(s->u.if_.then = pstmt(P, s->u.if_.then)))
-            return NULL;
-        if (s->u.if_.els && !(s->u.if_.els = pstmt(P, s->u.if_.els)))
-            return NULL;
-        return s;
-    case KILN_STMT_LET: {
-        uint32_t nr = P->nr;
-        int64_t  lo, hi;
-        if (kiln_expr_dtype(P->ctx, s->u.let.value) == KILN_DTYPE_I64) {
-            bounds(P, s->u.let.value, &lo, &hi);
-            if (!kiln_ok(P->ctx) || !push_range(P, s->u.let.var, lo, hi))
-                return NULL;
-        }
-        s->u.let.body = pstmt(P, s->u.let.body);
-        P->nr = nr;
-        return s->u.let.body ? s : NULL;
-    }
-    case KILN_STMT_ALLOC:
-        s->u.alloc.body = pstmt(P, s->u.alloc.body);
-        return s->u.alloc.body ? s : NULL;
-    }
-    KILN_FAIL(P->ctx, KILN_ERR_INTERNAL, "partition", "unknown statement kind %d", s->kind);
-    return NULL;
+    return kiln_stmt_mutate(&P->m, s);
 }
 
 enum kiln_status
 kiln_pass_partition(struct kiln_func *f)
 {
     kiln_ctx   *ctx = f->ctx;
-    struct part P = {.ctx = ctx, .snr = UINT32_MAX};
+    struct part P = {.m = {.ctx = ctx, .pass = "partition", .for_ = pfor_cb, .let = plet},
+                     .ctx = ctx,
+                     .snr = UINT32_MAX};
+    P.m.user = &P;
     if (!kiln_ok(ctx))
         return ctx->err.status;
     P.S = kiln_simplifier_new(ctx);

@@ -5,8 +5,10 @@
  * `v == K` conditions of enclosing if branches) and a stack of pending substitutions (loops of
  * extent 1 and lets of constants or variables disappear into their bodies). It uses one
  * simplifier session (passes.h) for the whole walk, so expressions simplified under one set of
- * ranges share a memo; changing the ranges invalidates it in O(1). Statements are rewritten
- * in place; a removed statement becomes an empty SEQ, and sequences splice nested sequences
+ * ranges share a memo; changing the ranges invalidates it in O(1). The walk is a statement
+ * mutator (ir/visit.c): its callbacks rewrite loops, sequences, ifs, lets and allocs in place,
+ * and stores take the default (rebuilt when an expression changed); a removed statement
+ * becomes an empty SEQ, and sequences splice nested sequences
  * and drop empty ones. GPU block/thread loops of extent 1 are kept: they are launch
  * dimensions. */
 #include "passes.h"
@@ -14,13 +16,14 @@
 #include <stdint.h>
 
 struct walk {
-    kiln_ctx               *ctx;
-    struct kiln_simplifier *S;
-    struct kiln_var_range  *r; /* ranges of the enclosing loops (innermost last) */
-    uint32_t                nr, capr;
-    kiln_expr              *from, *to; /* pending substitutions */
-    uint32_t                ns, caps;
-    struct kiln_stmt       *empty;
+    struct kiln_stmt_mutator m; /* m.user = the walk */
+    kiln_ctx                *ctx;
+    struct kiln_simplifier  *S;
+    struct kiln_var_range   *r; /* ranges of the enclosing loops (innermost last) */
+    uint32_t                 nr, capr;
+    kiln_expr               *from, *to; /* pending substitutions */
+    uint32_t                 ns, caps;
+    struct kiln_stmt        *empty;
 };
 
 struct ival {
@@ -163,13 +166,12 @@ narrow(struct walk *W, kiln_expr cond, bool neg)
     return push_range(W, v, cur.lo, cur.hi);
 }
 
-static struct kiln_stmt *wstmt(struct walk *W, struct kiln_stmt *s);
-
 static struct kiln_stmt *
-wfor(struct walk *W, struct kiln_stmt *s)
+wfor(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
 {
-    kiln_expr min = wexpr(W, s->u.for_.min), ext = wexpr(W, s->u.for_.extent);
-    int64_t   e;
+    struct walk *W = m->user;
+    kiln_expr    min = wexpr(W, s->u.for_.min), ext = wexpr(W, s->u.for_.extent);
+    int64_t      e;
     if (!min.id || !ext.id)
         return NULL;
     bool cext = kiln_expr_is_int(W->ctx, ext, &e);
@@ -180,7 +182,7 @@ wfor(struct walk *W, struct kiln_stmt *s)
         uint32_t ns = W->ns;
         if (!push_subst(W, s->u.for_.var, min))
             return NULL;
-        struct kiln_stmt *body = wstmt(W, s->u.for_.body);
+        struct kiln_stmt *body = kiln_stmt_mutate(m, s->u.for_.body);
         W->ns = ns;
         return body;
     }
@@ -193,7 +195,7 @@ wfor(struct walk *W, struct kiln_stmt *s)
     uint32_t nr = W->nr;
     if (!push_range(W, s->u.for_.var, mi.lo, hi))
         return NULL;
-    struct kiln_stmt *body = wstmt(W, s->u.for_.body);
+    struct kiln_stmt *body = kiln_stmt_mutate(m, s->u.for_.body);
     pop_ranges(W, nr);
     if (!body)
         return NULL;
@@ -206,12 +208,13 @@ wfor(struct walk *W, struct kiln_stmt *s)
 }
 
 static struct kiln_stmt *
-wseq(struct walk *W, struct kiln_stmt *s)
+wseq(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
 {
-    uint32_t n = 0, total = 0;
-    bool     nested = false;
+    struct walk *W = m->user;
+    uint32_t     n = 0, total = 0;
+    bool         nested = false;
     for (uint32_t i = 0; i < s->u.seq.n; i++) {
-        struct kiln_stmt *c = wstmt(W, s->u.seq.item[i]);
+        struct kiln_stmt *c = kiln_stmt_mutate(m, s->u.seq.item[i]);
         if (!c)
             return NULL;
         s->u.seq.item[i] = c;
@@ -242,28 +245,29 @@ wseq(struct walk *W, struct kiln_stmt *s)
 }
 
 static struct kiln_stmt *
-wif(struct walk *W, struct kiln_stmt *s)
+wif(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
 {
-    kiln_expr c = wexpr(W, s->u.if_.cond);
-    int64_t   v;
+    struct walk *W = m->user;
+    kiln_expr    c = wexpr(W, s->u.if_.cond);
+    int64_t      v;
     if (!c.id)
         return NULL;
     if (kiln_expr_is_int(W->ctx, c, &v)) {
         if (v)
-            return wstmt(W, s->u.if_.then);
-        return s->u.if_.els ? wstmt(W, s->u.if_.els) : W->empty;
+            return kiln_stmt_mutate(m, s->u.if_.then);
+        return s->u.if_.els ? kiln_stmt_mutate(m, s->u.if_.els) : W->empty;
     }
     uint32_t nr = W->nr;
     if (!narrow(W, c, false))
         return NULL;
-    struct kiln_stmt *then = wstmt(W, s->u.if_.then), *els = NULL;
+    struct kiln_stmt *then = kiln_stmt_mutate(m, s->u.if_.then), *els = NULL;
     pop_ranges(W, nr);
     if (!then)
         return NULL;
     if (s->u.if_.els) {
         if (!narrow(W, c, true))
             return NULL;
-        els = wstmt(W, s->u.if_.els);
+        els = kiln_stmt_mutate(m, s->u.if_.els);
         pop_ranges(W, nr);
         if (!els)
             return NULL;
@@ -286,9 +290,10 @@ wif(struct walk *W, struct kiln_stmt *s)
 }
 
 static struct kiln_stmt *
-wlet(struct walk *W, struct kiln_stmt *s)
+wlet(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
 {
-    kiln_expr val = wexpr(W, s->u.let.value);
+    struct walk *W = m->user;
+    kiln_expr    val = wexpr(W, s->u.let.value);
     if (!val.id)
         return NULL;
     enum kiln_op op = op_of(W, val);
@@ -296,7 +301,7 @@ wlet(struct walk *W, struct kiln_stmt *s)
         uint32_t ns = W->ns;
         if (!push_subst(W, s->u.let.var, val))
             return NULL;
-        struct kiln_stmt *body = wstmt(W, s->u.let.body);
+        struct kiln_stmt *body = kiln_stmt_mutate(m, s->u.let.body);
         W->ns = ns;
         return body;
     }
@@ -306,7 +311,7 @@ wlet(struct walk *W, struct kiln_stmt *s)
         if ((b.lo != NINF || b.hi != PINF) && !push_range(W, s->u.let.var, b.lo, b.hi))
             return NULL;
     }
-    struct kiln_stmt *body = wstmt(W, s->u.let.body);
+    struct kiln_stmt *body = kiln_stmt_mutate(m, s->u.let.body);
     pop_ranges(W, nr);
     if (!body)
         return NULL;
@@ -317,46 +322,43 @@ wlet(struct walk *W, struct kiln_stmt *s)
     return s;
 }
 
-static struct kiln_stmt *
-wstmt(struct walk *W, struct kiln_stmt *s)
+static kiln_expr
+wstore_expr(struct kiln_stmt_mutator *m, const struct kiln_stmt *s, enum kiln_stmt_field field,
+            kiln_expr e)
 {
-    if (!s || !kiln_ok(W->ctx))
+    (void)s;
+    (void)field;
+    return wexpr(m->user, e);
+}
+
+static struct kiln_stmt *
+walloc(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    struct walk      *W = m->user;
+    struct kiln_stmt *body = kiln_stmt_mutate(m, s->u.alloc.body);
+    if (!body)
         return NULL;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return wfor(W, s);
-    case KILN_STMT_STORE: {
-        kiln_expr idx = wexpr(W, s->u.store.index), val = wexpr(W, s->u.store.value);
-        if (!idx.id || !val.id)
-            return NULL;
-        s->u.store.index = idx;
-        s->u.store.value = val;
-        return s;
-    }
-    case KILN_STMT_SEQ:
-        return wseq(W, s);
-    case KILN_STMT_IF:
-        return wif(W, s);
-    case KILN_STMT_LET:
-        return wlet(W, s);
-    case KILN_STMT_ALLOC: {
-        struct kiln_stmt *body = wstmt(W, s->u.alloc.body);
-        if (!body)
-            return NULL;
-        if (kiln_stmt_empty(body))
-            return W->empty;
-        s->u.alloc.body = body;
-        return s;
-    }
-    }
-    KILN_FAIL(W->ctx, KILN_ERR_INTERNAL, "simplify", "unknown statement kind %d", s->kind);
-    return NULL;
+    if (kiln_stmt_empty(body))
+        return W->empty;
+    s->u.alloc.body = body;
+    return s;
 }
 
 struct kiln_stmt *
 kiln_simplify_stmt(kiln_ctx *ctx, struct kiln_stmt *s, const struct kiln_var_range *r, uint32_t nr)
 {
-    struct walk W = {.ctx = ctx};
+    /* A mutator whose kind callbacks rewrite in place; stores take the default (their two
+     * expressions simplified). */
+    struct walk W = {.m = {.ctx = ctx,
+                           .pass = "simplify",
+                           .expr = wstore_expr,
+                           .for_ = wfor,
+                           .seq = wseq,
+                           .if_ = wif,
+                           .let = wlet,
+                           .alloc = walloc},
+                     .ctx = ctx};
+    W.m.user = &W;
     if (!kiln_ok(ctx))
         return NULL;
     struct kiln_stmt *none[1] = {NULL};
@@ -369,7 +371,7 @@ kiln_simplify_stmt(kiln_ctx *ctx, struct kiln_stmt *s, const struct kiln_var_ran
     bool ok = true;
     for (uint32_t i = 0; i < nr && ok; i++)
         ok = push_range(&W, r[i].var, r[i].min, r[i].max);
-    struct kiln_stmt *out = ok ? wstmt(&W, s) : NULL;
+    struct kiln_stmt *out = ok ? kiln_stmt_mutate(&W.m, s) : NULL;
     kiln_simplifier_free(W.S);
     kiln_mem_free(ctx, W.r, sizeof(*W.r) * W.capr);
     kiln_mem_free(ctx, W.from, sizeof(*W.from) * W.caps);

@@ -1280,16 +1280,30 @@ extent_of(struct fx *X, kiln_expr ext)
     return 1;
 }
 
-static enum kiln_status
-walk(struct fx *X, const struct kiln_stmt *s)
+/* The rows of the stores in s: a statement visitor that keeps the stacks of loops, ifs, lets
+ * and allocations around the statement it is at (pushed in pre, popped in post). */
+struct fx_walk {
+    struct fx       *X;
+    enum kiln_status st;
+};
+
+static enum kiln_walk
+walk_fail(struct fx_walk *w, enum kiln_status st)
 {
-    if (!s)
-        return KILN_OK;
+    w->st = st;
+    return st == KILN_OK ? KILN_WALK_GO : KILN_WALK_FAIL;
+}
+
+static enum kiln_walk
+walk_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct fx_walk *w = v->user;
+    struct fx      *X = w->X;
     switch ((enum kiln_stmt_kind)s->kind) {
     case KILN_STMT_FOR: {
         if (X->nloop == MAXLOOP)
-            return KILN_FAIL(X->ctx, KILN_ERR_UNSUPPORTED, "features",
-                             "loop nest deeper than %d loops", MAXLOOP);
+            return walk_fail(w, KILN_FAIL(X->ctx, KILN_ERR_UNSUPPORTED, "features",
+                                          "loop nest deeper than %d loops", MAXLOOP));
         int64_t mn = 0;
         kiln_expr_is_int(X->ctx, s->u.for_.min, &mn);
         double ext = extent_of(X, s->u.for_.extent);
@@ -1299,88 +1313,99 @@ walk(struct fx *X, const struct kiln_stmt *s)
                                             s->u.for_.loop,
                                             s->u.for_.axis,
                                             s->u.for_.thread_reduce != 0};
-        enum kiln_status st = walk(X, s->u.for_.body);
-        X->nloop--;
-        return st;
+        return KILN_WALK_GO;
     }
     case KILN_STMT_STORE:
         if (s->u.store.buf >= X->f->nbuf)
-            return KILN_FAIL(X->ctx, KILN_ERR_INVALID, "features",
-                             "store to buffer %u, but the function has %u buffers", s->u.store.buf,
-                             X->f->nbuf);
-        return emit_row(X, s);
+            return walk_fail(w, KILN_FAIL(X->ctx, KILN_ERR_INVALID, "features",
+                                          "store to buffer %u, but the function has %u buffers",
+                                          s->u.store.buf, X->f->nbuf));
+        return walk_fail(w, emit_row(X, s));
     case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            KILN_TRY(walk(X, s->u.seq.item[i]));
-        return KILN_OK;
-    case KILN_STMT_IF: {
+        return KILN_WALK_GO;
+    case KILN_STMT_IF:
         X->nif++;
-        enum kiln_status st = walk(X, s->u.if_.then);
-        if (st == KILN_OK)
-            st = walk(X, s->u.if_.els);
-        X->nif--;
-        return st;
-    }
-    case KILN_STMT_LET: {
+        return KILN_WALK_GO;
+    case KILN_STMT_LET:
         if (!grow((void **)&X->let, &X->caplet, sizeof *X->let, X->nlet + 1))
-            return oom(X);
+            return walk_fail(w, oom(X));
         X->let[X->nlet++] = (struct let){s->u.let.var.id, s->u.let.value};
-        enum kiln_status st = walk(X, s->u.let.body);
-        X->nlet--;
-        return st;
-    }
-    case KILN_STMT_ALLOC: {
+        return KILN_WALK_GO;
+    case KILN_STMT_ALLOC:
         if (!grow((void **)&X->alloc, &X->capalloc, sizeof *X->alloc, X->nalloc + 1))
-            return oom(X);
+            return walk_fail(w, oom(X));
         X->alloc[X->nalloc++] = (struct alloc){s->u.alloc.buf, X->nloop};
-        enum kiln_status st = walk(X, s->u.alloc.body);
-        X->nalloc--;
-        return st;
+        return KILN_WALK_GO;
     }
-    }
-    return KILN_FAIL(X->ctx, KILN_ERR_INTERNAL, "features", "unknown statement kind %d", s->kind);
+    return walk_fail(
+        w, KILN_FAIL(X->ctx, KILN_ERR_INTERNAL, "features", "unknown statement kind %d", s->kind));
+}
+
+static enum kiln_walk
+walk_post(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct fx *X = ((struct fx_walk *)v->user)->X;
+    X->nloop -= s->kind == KILN_STMT_FOR;
+    X->nif -= s->kind == KILN_STMT_IF;
+    X->nlet -= s->kind == KILN_STMT_LET;
+    X->nalloc -= s->kind == KILN_STMT_ALLOC;
+    return KILN_WALK_GO;
+}
+
+static enum kiln_status
+walk(struct fx *X, const struct kiln_stmt *s)
+{
+    struct fx_walk           w = {X, KILN_OK};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = walk_pre, .post = walk_post};
+    kiln_stmt_visit(&v, s);
+    return w.st;
 }
 
 /* ---- GPU kernels ---- */
 
-/* Where each buffer allocated in s lives (X->mem; parameters stay global); in_gpu: inside a
- * GPU loop. */
-static void
-gpu_places(struct fx *X, const struct kiln_stmt *s, bool in_gpu)
+/* Where each buffer allocated in s lives (X->mem; parameters stay global): a statement
+ * visitor counting the GPU loops around the statement it is at. */
+struct gpu_walk {
+    struct fx *X;
+    uint32_t   in_gpu; /* GPU loops around */
+};
+
+static bool
+is_gpu_loop(const struct kiln_stmt *s)
 {
-    if (!s)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        gpu_places(X, s->u.for_.body,
-                   in_gpu || s->u.for_.loop == KILN_LOOP_GPU_BLOCK
-                       || s->u.for_.loop == KILN_LOOP_GPU_THREAD);
-        return;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            gpu_places(X, s->u.seq.item[i], in_gpu);
-        return;
-    case KILN_STMT_IF:
-        gpu_places(X, s->u.if_.then, in_gpu);
-        gpu_places(X, s->u.if_.els, in_gpu);
-        return;
-    case KILN_STMT_LET:
-        gpu_places(X, s->u.let.body, in_gpu);
-        return;
-    case KILN_STMT_ALLOC: {
+    return s->kind == KILN_STMT_FOR
+           && (s->u.for_.loop == KILN_LOOP_GPU_BLOCK || s->u.for_.loop == KILN_LOOP_GPU_THREAD);
+}
+
+static enum kiln_walk
+places_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct gpu_walk *w = v->user;
+    struct fx       *X = w->X;
+    w->in_gpu += is_gpu_loop(s);
+    if (s->kind == KILN_STMT_ALLOC && s->u.alloc.buf < X->f->nbuf) {
         uint32_t b = s->u.alloc.buf;
-        if (b < X->f->nbuf) {
-            uint8_t sc = X->f->buf[b].scope;
-            X->mem[b] = sc == KILN_SCOPE_SHARED                                       ? MEM_SHARED
-                        : sc == KILN_SCOPE_STACK || (in_gpu && sc == KILN_SCOPE_HEAP) ? MEM_LOCAL
-                                                                                      : MEM_GLOBAL;
-        }
-        gpu_places(X, s->u.alloc.body, in_gpu);
-        return;
+        uint8_t  sc = X->f->buf[b].scope;
+        X->mem[b] = sc == KILN_SCOPE_SHARED                                          ? MEM_SHARED
+                    : sc == KILN_SCOPE_STACK || (w->in_gpu && sc == KILN_SCOPE_HEAP) ? MEM_LOCAL
+                                                                                     : MEM_GLOBAL;
     }
-    case KILN_STMT_STORE:
-        return;
-    }
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+places_post(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    ((struct gpu_walk *)v->user)->in_gpu -= is_gpu_loop(s);
+    return KILN_WALK_GO;
+}
+
+static void
+gpu_places(struct fx *X, const struct kiln_stmt *s)
+{
+    struct gpu_walk          w = {X, 0};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = places_pre, .post = places_post};
+    kiln_stmt_visit(&v, s);
 }
 
 static double
@@ -1390,15 +1415,19 @@ buf_bytes(const struct fx *X, uint32_t b)
     return buf_elems(B) * (double)kiln_dtype_size((enum kiln_dtype)B->dtype);
 }
 
-/* The launch of kernel s into K (grid and block extents per axis: the longest loop bound to
- * the axis; its shared arrays; its per-thread arrays). */
-static void
-gpu_kernel_of(const struct fx *X, const struct kiln_stmt *s, struct kernel *K)
+struct kernel_walk {
+    const struct fx *X;
+    struct kernel   *K;
+};
+
+/* A statement visitor: each GPU loop widens the launch, a cross-thread reduction adds its
+ * accumulator, an allocation its shared or per-thread bytes. */
+static enum kiln_walk
+kernel_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 {
-    if (!s)
-        return;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR: {
+    const struct fx *X = ((struct kernel_walk *)v->user)->X;
+    struct kernel   *K = ((struct kernel_walk *)v->user)->K;
+    if (s->kind == KILN_STMT_FOR) {
         uint8_t loop = s->u.for_.loop, ax = s->u.for_.axis < 3 ? s->u.for_.axis : 0;
         int64_t ext = 1;
         if (loop == KILN_LOOP_GPU_BLOCK || loop == KILN_LOOP_GPU_THREAD) {
@@ -1420,32 +1449,25 @@ gpu_kernel_of(const struct fx *X, const struct kiln_stmt *s, struct kernel *K)
                     ? (double)kiln_dtype_size((enum kiln_dtype)X->f->buf[b->u.store.buf].dtype)
                     : 4;
         }
-        gpu_kernel_of(X, s->u.for_.body, K);
-        return;
     }
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            gpu_kernel_of(X, s->u.seq.item[i], K);
-        return;
-    case KILN_STMT_IF:
-        gpu_kernel_of(X, s->u.if_.then, K);
-        gpu_kernel_of(X, s->u.if_.els, K);
-        return;
-    case KILN_STMT_LET:
-        gpu_kernel_of(X, s->u.let.body, K);
-        return;
-    case KILN_STMT_ALLOC: {
+    if (s->kind == KILN_STMT_ALLOC) {
         uint32_t b = s->u.alloc.buf;
         if (b < X->f->nbuf && X->mem[b] == MEM_SHARED)
             K->shared += buf_bytes(X, b);
         else if (b < X->f->nbuf && X->mem[b] == MEM_LOCAL)
             K->local += buf_bytes(X, b);
-        gpu_kernel_of(X, s->u.alloc.body, K);
-        return;
     }
-    case KILN_STMT_STORE:
-        return;
-    }
+    return KILN_WALK_GO;
+}
+
+/* The launch of kernel s into K (grid and block extents per axis: the longest loop bound to
+ * the axis; its shared arrays; its per-thread arrays). */
+static void
+gpu_kernel_of(const struct fx *X, const struct kiln_stmt *s, struct kernel *K)
+{
+    struct kernel_walk       w = {X, K};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = kernel_pre};
+    kiln_stmt_visit(&v, s);
 }
 
 /* The function's root on a GPU: the allocations around the whole body, then one kernel per
@@ -1454,13 +1476,11 @@ gpu_kernel_of(const struct fx *X, const struct kiln_stmt *s, struct kernel *K)
 static enum kiln_status
 walk_gpu_root(struct fx *X, const struct kiln_stmt *s)
 {
-    if (s && s->kind == KILN_STMT_ALLOC) {
+    uint32_t nalloc = X->nalloc;
+    for (; s && s->kind == KILN_STMT_ALLOC; s = s->u.alloc.body) { /* the chain on top */
         if (!grow((void **)&X->alloc, &X->capalloc, sizeof *X->alloc, X->nalloc + 1))
             return oom(X);
         X->alloc[X->nalloc++] = (struct alloc){s->u.alloc.buf, X->nloop};
-        enum kiln_status st = walk_gpu_root(X, s->u.alloc.body);
-        X->nalloc--;
-        return st;
     }
     uint32_t n = s && s->kind == KILN_STMT_SEQ ? s->u.seq.n : 1;
     for (uint32_t i = 0; s && i < n; i++) {
@@ -1475,6 +1495,7 @@ walk_gpu_root(struct fx *X, const struct kiln_stmt *s)
         X->kern.shared += X->kern.xr_elem * X->kern.block[0] * X->kern.block[1] * X->kern.block[2];
         KILN_TRY(walk(X, k));
     }
+    X->nalloc = nalloc;
     return KILN_OK;
 }
 
@@ -1503,7 +1524,7 @@ kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f, const struct kil
         if (!X->mem)
             st = oom(X);
         else
-            gpu_places(X, f->body, false);
+            gpu_places(X, f->body);
     }
     if (st == KILN_OK)
         st = X->gpu ? walk_gpu_root(X, f->body) : walk(X, f->body);

@@ -135,30 +135,21 @@ extract(kiln_ctx *ctx, struct kiln_func *f, struct kiln_feat *F)
     return extract_nest(ctx, f, true, F);
 }
 
+static enum kiln_walk
+count_store(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    (void)s;
+    (*(uint32_t *)v->user)++;
+    return KILN_WALK_GO;
+}
+
 static uint32_t
 count_stores(const struct kiln_stmt *s)
 {
-    if (!s)
-        return 0;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return count_stores(s->u.for_.body);
-    case KILN_STMT_STORE:
-        return 1;
-    case KILN_STMT_SEQ: {
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            n += count_stores(s->u.seq.item[i]);
-        return n;
-    }
-    case KILN_STMT_IF:
-        return count_stores(s->u.if_.then) + count_stores(s->u.if_.els);
-    case KILN_STMT_LET:
-        return count_stores(s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return count_stores(s->u.alloc.body);
-    }
-    return 0;
+    uint32_t                 n = 0;
+    struct kiln_stmt_visitor v = {.user = &n, .store = count_store};
+    kiln_stmt_visit(&v, s);
+    return n;
 }
 
 /* Invariants of every row: finite; one-hot groups hold exactly one 1 (annotation positions,

@@ -372,31 +372,29 @@ lower_bound(kiln_ctx *ctx, const char *label, const char *src, const char *steps
     return interp_matches(ctx, g, f, opt_seed(), label) ? f : NULL;
 }
 
+struct find_loop {
+    enum kiln_loop_kind     kind;
+    const struct kiln_stmt *found;
+};
+
+static enum kiln_walk
+find_loop_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct find_loop *F = v->user;
+    if (s->kind != KILN_STMT_FOR || s->u.for_.loop != (uint8_t)F->kind)
+        return KILN_WALK_GO;
+    F->found = s;
+    return KILN_WALK_STOP;
+}
+
 /* The first loop of kind `kind` in s (pre-order), or NULL. */
 static struct kiln_stmt *
 find_loop(struct kiln_stmt *s, enum kiln_loop_kind kind)
 {
-    struct kiln_stmt *r = NULL;
-    if (!s)
-        return NULL;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return s->u.for_.loop == (uint8_t)kind ? s : find_loop(s->u.for_.body, kind);
-    case KILN_STMT_STORE:
-        return NULL;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n && !r; i++)
-            r = find_loop(s->u.seq.item[i], kind);
-        return r;
-    case KILN_STMT_IF:
-        r = find_loop(s->u.if_.then, kind);
-        return r ? r : find_loop(s->u.if_.els, kind);
-    case KILN_STMT_LET:
-        return find_loop(s->u.let.body, kind);
-    case KILN_STMT_ALLOC:
-        return find_loop(s->u.alloc.body, kind);
-    }
-    return NULL;
+    struct find_loop         F = {kind, NULL};
+    struct kiln_stmt_visitor v = {.user = &F, .pre = find_loop_pre};
+    kiln_stmt_visit(&v, s);
+    return (struct kiln_stmt *)F.found;
 }
 
 /* C[i, j] += A[i, k] * B[k, j] with i and j split (partial tiles) and bound to blocks and

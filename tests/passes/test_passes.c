@@ -785,76 +785,70 @@ has_cond_expr(kiln_ctx *ctx, kiln_expr e)
     return false;
 }
 
+static enum kiln_walk
+stop_at_if(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    (void)v;
+    return s->kind == KILN_STMT_IF ? KILN_WALK_STOP : KILN_WALK_GO;
+}
+
+static enum kiln_walk
+stop_at_select(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field field,
+               kiln_expr e)
+{
+    (void)s;
+    if (field == KILN_STMT_FIELD_FOR_MIN || field == KILN_STMT_FIELD_FOR_EXTENT)
+        return KILN_WALK_GO; /* loop bounds are not looked at */
+    return has_cond_expr(v->user, e) ? KILN_WALK_STOP : KILN_WALK_GO;
+}
+
 /* Whether s contains an if statement or a select. */
 static bool
 has_cond(kiln_ctx *ctx, const struct kiln_stmt *s)
 {
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return has_cond(ctx, s->u.for_.body);
-    case KILN_STMT_STORE:
-        return has_cond_expr(ctx, s->u.store.index) || has_cond_expr(ctx, s->u.store.value);
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (has_cond(ctx, s->u.seq.item[i]))
-                return true;
-        return false;
-    case KILN_STMT_IF:
-        return true;
-    case KILN_STMT_LET:
-        return has_cond_expr(ctx, s->u.let.value) || has_cond(ctx, s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return has_cond(ctx, s->u.alloc.body);
-    }
-    return true;
+    struct kiln_stmt_visitor v = {.user = ctx, .pre = stop_at_if, .expr = stop_at_select};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_STOP;
+}
+
+struct find_loop {
+    kiln_expr               var;
+    const struct kiln_stmt *found;
+};
+
+static enum kiln_walk
+find_loop_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct find_loop *F = v->user;
+    if (s->kind != KILN_STMT_FOR || s->u.for_.var.id != F->var.id)
+        return KILN_WALK_GO;
+    F->found = s;
+    return KILN_WALK_STOP;
 }
 
 /* The loop binding var inside s (first found), or NULL. */
 static const struct kiln_stmt *
 find_loop(const struct kiln_stmt *s, kiln_expr var)
 {
-    const struct kiln_stmt *r = NULL;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return s->u.for_.var.id == var.id ? s : find_loop(s->u.for_.body, var);
-    case KILN_STMT_STORE:
-        return NULL;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n && !r; i++)
-            r = find_loop(s->u.seq.item[i], var);
-        return r;
-    case KILN_STMT_IF:
-        r = find_loop(s->u.if_.then, var);
-        return r || !s->u.if_.els ? r : find_loop(s->u.if_.els, var);
-    case KILN_STMT_LET:
-        return find_loop(s->u.let.body, var);
-    case KILN_STMT_ALLOC:
-        return find_loop(s->u.alloc.body, var);
-    }
-    return NULL;
+    struct find_loop         F = {var, NULL};
+    struct kiln_stmt_visitor v = {.user = &F, .pre = find_loop_pre};
+    kiln_stmt_visit(&v, s);
+    return F.found;
+}
+
+static enum kiln_walk
+count_loop(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    *(uint32_t *)v->user += s->kind == KILN_STMT_FOR;
+    return KILN_WALK_GO;
 }
 
 static uint32_t
 count_loops(const struct kiln_stmt *s)
 {
-    uint32_t n = 0;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return 1 + count_loops(s->u.for_.body);
-    case KILN_STMT_STORE:
-        return 0;
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            n += count_loops(s->u.seq.item[i]);
-        return n;
-    case KILN_STMT_IF:
-        return count_loops(s->u.if_.then) + (s->u.if_.els ? count_loops(s->u.if_.els) : 0);
-    case KILN_STMT_LET:
-        return count_loops(s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return count_loops(s->u.alloc.body);
-    }
-    return 0;
+    uint32_t                 n = 0;
+    struct kiln_stmt_visitor v = {.user = &n, .pre = count_loop};
+    kiln_stmt_visit(&v, s);
+    return n;
 }
 
 /* ---- simplify pass ---- */

@@ -1266,30 +1266,19 @@ test_gpu_neighbours(void)
     CHECK(moving * 4 >= ncentre * 3);
 }
 
+static enum kiln_walk
+stop_at_thread_reduce(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    (void)v;
+    return s->kind == KILN_STMT_FOR && s->u.for_.thread_reduce ? KILN_WALK_STOP : KILN_WALK_GO;
+}
+
 /* Whether s holds a cross-thread reduction loop. */
 static bool
 has_thread_reduce(const struct kiln_stmt *s)
 {
-    if (!s)
-        return false;
-    switch ((enum kiln_stmt_kind)s->kind) {
-    case KILN_STMT_FOR:
-        return s->u.for_.thread_reduce || has_thread_reduce(s->u.for_.body);
-    case KILN_STMT_SEQ:
-        for (uint32_t i = 0; i < s->u.seq.n; i++)
-            if (has_thread_reduce(s->u.seq.item[i]))
-                return true;
-        return false;
-    case KILN_STMT_IF:
-        return has_thread_reduce(s->u.if_.then) || has_thread_reduce(s->u.if_.els);
-    case KILN_STMT_LET:
-        return has_thread_reduce(s->u.let.body);
-    case KILN_STMT_ALLOC:
-        return has_thread_reduce(s->u.alloc.body);
-    case KILN_STMT_STORE:
-        return false;
-    }
-    return false;
+    struct kiln_stmt_visitor v = {.pre = stop_at_thread_reduce};
+    return kiln_stmt_visit(&v, s) == KILN_WALK_STOP;
 }
 
 /* The cross-thread reduction sketch (tuner/README.md): offered for a dense layer at batch 1

@@ -1,0 +1,264 @@
+/* ir/visit.c -- walking a loop nest: the statement visitor and mutator (ir/ir.h).
+ *
+ * Both recurse by default and call a pass's callbacks only for the statement kinds it set,
+ * so a pass states what it does at the nodes it cares about and nothing else. Recursion
+ * depth is the statement nesting depth: sequence items are walked in a loop. The mutator
+ * never writes its input: a node whose children all come back unchanged is returned as is,
+ * any other is rebuilt as a shallow copy holding the new children. */
+#include "ir.h"
+
+#include <string.h>
+
+/* ---- visitor ---- */
+
+static bool
+ends(enum kiln_walk r)
+{
+    return r == KILN_WALK_STOP || r == KILN_WALK_FAIL;
+}
+
+static enum kiln_walk
+visit_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field f,
+           kiln_expr e)
+{
+    return v->expr ? v->expr(v, s, f, e) : KILN_WALK_GO;
+}
+
+enum kiln_walk
+kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    enum kiln_walk r = KILN_WALK_GO;
+    if (!s)
+        return r;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_FOR_MIN, s->u.for_.min))
+            || ends(r = visit_expr(v, s, KILN_STMT_FIELD_FOR_EXTENT, s->u.for_.extent)))
+            return r;
+        return kiln_stmt_visit(v, s->u.for_.body);
+    case KILN_STMT_STORE:
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_STORE_INDEX, s->u.store.index)))
+            return r;
+        return ends(r = visit_expr(v, s, KILN_STMT_FIELD_STORE_VALUE, s->u.store.value))
+                   ? r
+                   : KILN_WALK_GO;
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            if (ends(r = kiln_stmt_visit(v, s->u.seq.item[i])))
+                return r;
+        return KILN_WALK_GO;
+    case KILN_STMT_IF:
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_IF_COND, s->u.if_.cond))
+            || ends(r = kiln_stmt_visit(v, s->u.if_.then)))
+            return r;
+        return kiln_stmt_visit(v, s->u.if_.els);
+    case KILN_STMT_LET:
+        if (ends(r = visit_expr(v, s, KILN_STMT_FIELD_LET_VALUE, s->u.let.value)))
+            return r;
+        return kiln_stmt_visit(v, s->u.let.body);
+    case KILN_STMT_ALLOC:
+        return kiln_stmt_visit(v, s->u.alloc.body);
+    }
+    return KILN_WALK_GO;
+}
+
+enum kiln_walk
+kiln_stmt_visit(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    if (!s)
+        return KILN_WALK_GO;
+    enum kiln_walk r = v->pre ? v->pre(v, s) : KILN_WALK_GO;
+    if (ends(r))
+        return r;
+    if (r != KILN_WALK_SKIP) {
+        enum kiln_walk (*kind)(struct kiln_stmt_visitor *, const struct kiln_stmt *) = NULL;
+        switch ((enum kiln_stmt_kind)s->kind) {
+        case KILN_STMT_FOR:
+            kind = v->for_;
+            break;
+        case KILN_STMT_STORE:
+            kind = v->store;
+            break;
+        case KILN_STMT_SEQ:
+            kind = v->seq;
+            break;
+        case KILN_STMT_IF:
+            kind = v->if_;
+            break;
+        case KILN_STMT_LET:
+            kind = v->let;
+            break;
+        case KILN_STMT_ALLOC:
+            kind = v->alloc;
+            break;
+        }
+        r = kind ? kind(v, s) : kiln_stmt_visit_children(v, s);
+        if (ends(r))
+            return r;
+    }
+    r = v->post ? v->post(v, s) : KILN_WALK_GO;
+    return ends(r) ? r : KILN_WALK_GO;
+}
+
+/* ---- mutator ---- */
+
+static const char *
+pass_of(const struct kiln_stmt_mutator *m)
+{
+    return m->pass ? m->pass : "mutate";
+}
+
+static kiln_expr
+mutate_expr(struct kiln_stmt_mutator *m, const struct kiln_stmt *s, enum kiln_stmt_field f,
+            kiln_expr e)
+{
+    if (!m->expr || m->stop)
+        return e;
+    return m->expr(m, s, f, e);
+}
+
+/* A new node with s's fields (the rebuilt node, or a copy). */
+static struct kiln_stmt *
+fresh(struct kiln_stmt_mutator *m, const struct kiln_stmt *s)
+{
+    struct kiln_stmt *c = kiln_arena_alloc(m->ctx, sizeof *c);
+    if (c)
+        *c = *s;
+    return c;
+}
+
+/* The sequence's items mutated; the item array is copied only when an item changed. */
+static struct kiln_stmt *
+mutate_seq(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    struct kiln_stmt **item = NULL;
+    uint32_t           n = s->u.seq.n;
+    for (uint32_t i = 0; i < n; i++) {
+        struct kiln_stmt *k = kiln_stmt_mutate(m, s->u.seq.item[i]);
+        if (!k)
+            return NULL;
+        if (k == s->u.seq.item[i] && !item && !m->copy)
+            continue;
+        if (!item) { /* first change (or copying): copy the items so far */
+            item = kiln_arena_alloc(m->ctx, sizeof(*item) * (n + 1));
+            if (!item)
+                return NULL;
+            memcpy(item, s->u.seq.item, sizeof(*item) * i);
+        }
+        item[i] = k;
+    }
+    if (!item && !(m->copy && n == 0))
+        return s;
+    struct kiln_stmt *c = fresh(m, s);
+    if (!c)
+        return NULL;
+    if (!item && !(item = kiln_arena_alloc(m->ctx, sizeof(*item))))
+        return NULL;
+    c->u.seq.item = item;
+    return c;
+}
+
+struct kiln_stmt *
+kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    kiln_ctx *ctx = m->ctx;
+    if (!kiln_ok(ctx))
+        return NULL;
+    if (!s) {
+        KILN_FAIL(ctx, KILN_ERR_INVALID, pass_of(m), "missing statement");
+        return NULL;
+    }
+    if (s->kind > KILN_STMT_ALLOC) {
+        KILN_FAIL(ctx, KILN_ERR_INTERNAL, pass_of(m), "unknown statement kind %d", s->kind);
+        return NULL;
+    }
+    struct kiln_stmt t = *s; /* the node with its new children */
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        t.u.for_.min = mutate_expr(m, s, KILN_STMT_FIELD_FOR_MIN, s->u.for_.min);
+        t.u.for_.extent = t.u.for_.min.id
+                              ? mutate_expr(m, s, KILN_STMT_FIELD_FOR_EXTENT, s->u.for_.extent)
+                              : t.u.for_.min;
+        if (!t.u.for_.extent.id || !(t.u.for_.body = kiln_stmt_mutate(m, s->u.for_.body)))
+            return NULL;
+        if (!m->copy && t.u.for_.min.id == s->u.for_.min.id
+            && t.u.for_.extent.id == s->u.for_.extent.id && t.u.for_.body == s->u.for_.body)
+            return s;
+        break;
+    case KILN_STMT_STORE:
+        t.u.store.index = mutate_expr(m, s, KILN_STMT_FIELD_STORE_INDEX, s->u.store.index);
+        if (!t.u.store.index.id)
+            return NULL;
+        t.u.store.value = mutate_expr(m, s, KILN_STMT_FIELD_STORE_VALUE, s->u.store.value);
+        if (!t.u.store.value.id)
+            return NULL;
+        if (!m->copy && t.u.store.index.id == s->u.store.index.id
+            && t.u.store.value.id == s->u.store.value.id)
+            return s;
+        break;
+    case KILN_STMT_SEQ:
+        return mutate_seq(m, s);
+    case KILN_STMT_IF:
+        t.u.if_.cond = mutate_expr(m, s, KILN_STMT_FIELD_IF_COND, s->u.if_.cond);
+        if (!t.u.if_.cond.id || !(t.u.if_.then = kiln_stmt_mutate(m, s->u.if_.then)))
+            return NULL;
+        if (s->u.if_.els && !(t.u.if_.els = kiln_stmt_mutate(m, s->u.if_.els)))
+            return NULL;
+        if (!m->copy && t.u.if_.cond.id == s->u.if_.cond.id && t.u.if_.then == s->u.if_.then
+            && t.u.if_.els == s->u.if_.els)
+            return s;
+        break;
+    case KILN_STMT_LET:
+        t.u.let.value = mutate_expr(m, s, KILN_STMT_FIELD_LET_VALUE, s->u.let.value);
+        if (!t.u.let.value.id || !(t.u.let.body = kiln_stmt_mutate(m, s->u.let.body)))
+            return NULL;
+        if (!m->copy && t.u.let.value.id == s->u.let.value.id && t.u.let.body == s->u.let.body)
+            return s;
+        break;
+    case KILN_STMT_ALLOC:
+        if (!(t.u.alloc.body = kiln_stmt_mutate(m, s->u.alloc.body)))
+            return NULL;
+        if (!m->copy && t.u.alloc.body == s->u.alloc.body)
+            return s;
+        break;
+    }
+    return fresh(m, &t);
+}
+
+struct kiln_stmt *
+kiln_stmt_mutate(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    if (!kiln_ok(m->ctx))
+        return NULL;
+    if (!s) {
+        KILN_FAIL(m->ctx, KILN_ERR_INVALID, pass_of(m), "missing statement");
+        return NULL;
+    }
+    if (m->stop)
+        return s;
+    struct kiln_stmt *(*kind)(struct kiln_stmt_mutator *, struct kiln_stmt *) = NULL;
+    switch ((enum kiln_stmt_kind)s->kind) {
+    case KILN_STMT_FOR:
+        kind = m->for_;
+        break;
+    case KILN_STMT_STORE:
+        kind = m->store;
+        break;
+    case KILN_STMT_SEQ:
+        kind = m->seq;
+        break;
+    case KILN_STMT_IF:
+        kind = m->if_;
+        break;
+    case KILN_STMT_LET:
+        kind = m->let;
+        break;
+    case KILN_STMT_ALLOC:
+        kind = m->alloc;
+        break;
+    }
+    struct kiln_stmt *r = kind ? kind(m, s) : kiln_stmt_mutate_children(m, s);
+    if (r && m->post && !m->stop)
+        r = m->post(m, r);
+    return r;
+}
