@@ -24,7 +24,6 @@
  * malformed model KILN_ERR_INVALID; both worded "node 'NAME' (OP, opset N): what". */
 #include "onnx_impl.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -57,8 +57,10 @@ struct onnx_imp {
     const Onnx__NodeProto *node;
     uint32_t               nodeno;
     const struct onnx_op  *op;
-    struct onnx_value    **in; /* nin inputs; an optional one absent is NULL */
-    uint32_t               nin;
+    /* its inputs: max_in of them for a fixed-arity row (NULL: an optional one absent), every
+     * input the node lists for a variadic row */
+    struct onnx_value **in;
+    uint32_t            nin;
 };
 
 /* One handler per distinct function named in onnx.def. */
