@@ -1,8 +1,9 @@
-/* frontend/frontend.h -- internal: ONNX import (frontend/onnx.c) and the decoding of ONNX
+/* frontend/frontend.h -- internal: ONNX import (frontend/onnx*.c) and the decoding of ONNX
  * TensorProto data (frontend/tensor.c). The public entry points are kiln_graph_import_onnx and
- * kiln_onnx_tensor_decode in include/kiln.h; this header shares the pieces between the two
- * files. The ONNX schema is Debian's onnx/onnx.proto, compiled by protoc-c at build time into
- * the build directory (onnx.pb-c.h); nothing here parses protobuf by hand. */
+ * kiln_onnx_tensor_decode in include/kiln.h; this header shares the pieces between the importer
+ * and the decoder (the importer's own header is onnx_impl.h). The ONNX schema is Debian's
+ * onnx/onnx.proto, compiled by protoc-c at build time into the build directory (onnx.pb-c.h);
+ * nothing here parses protobuf by hand. */
 #ifndef KILN_FRONTEND_H
 #define KILN_FRONTEND_H
 

@@ -1,4 +1,4 @@
-/* tests/frontend/test_frontend.c -- ONNX import (frontend/onnx.c, frontend/tensor.c).
+/* tests/frontend/test_frontend.c -- ONNX import (frontend/onnx*.c, frontend/tensor.c).
  *
  * - ONNX's own backend tests (Debian's libonnx-testdata: node, pytorch-converted,
  *   pytorch-operator): every model kiln imports is evaluated with the reference interpreter
@@ -9,10 +9,13 @@
  *   Clip, legacy broadcasting, Constant/Shape/Reshape folding on random data against a naive
  *   computation; the error messages of an unsupported op and attribute, a dynamic shape, a
  *   missing input; initializers returned as weights; names made valid.
+ * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from opset 1,
+ *   the lookup by opset, and the dispatcher's shared checks (attributes by opset row, a missing
+ *   or undefined input, an output past the row's).
  * - Corrupt files: every prefix of a model and random byte flips give an error or a graph,
  *   never a crash (ASan run in CI); a TensorProto whose data does not match its dims is an
  *   error. */
-#include "../../frontend/frontend.h"
+#include "../../frontend/onnx_impl.h"
 #include "../harness.h"
 
 #include <dirent.h>
@@ -515,6 +518,96 @@ test_errors(void)
     expect_error(&b, KILN_ERR_UNSUPPORTED, p7, 1, __LINE__);
 }
 
+/* The table: sorted by name, each op's rows cover opsets from 1 without gaps or overlaps, and the
+ * lookup picks the row of the model's opset. */
+static void
+test_table(void)
+{
+    size_t                n;
+    const struct onnx_op *t = onnx_ops(&n);
+    CHECK(n > 0);
+    for (size_t i = 0; i < n; i++) {
+        bool first = i == 0 || strcmp(t[i - 1].name, t[i].name) != 0;
+        if (i > 0 && strcmp(t[i - 1].name, t[i].name) > 0)
+            harness_fail(__FILE__, __LINE__, "onnx.def: %s after %s (not sorted)", t[i].name,
+                         t[i - 1].name);
+        if (first && t[i].opset_lo != 1)
+            harness_fail(__FILE__, __LINE__, "onnx.def: %s starts at opset %d", t[i].name,
+                         (int)t[i].opset_lo);
+        if (!first && (t[i - 1].opset_hi == ONNX_ANY || t[i].opset_lo != t[i - 1].opset_hi + 1))
+            harness_fail(__FILE__, __LINE__, "onnx.def: %s rows leave a gap or overlap at %d",
+                         t[i].name, (int)t[i].opset_lo);
+        if (t[i].opset_lo > t[i].opset_hi || t[i].min_in > t[i].max_in || t[i].max_out < 1
+            || !t[i].fn || !t[i].attrs)
+            harness_fail(__FILE__, __LINE__, "onnx.def: bad row for %s", t[i].name);
+    }
+    bool                  known;
+    const struct onnx_op *r = onnx_op_find("Reshape", 4, &known);
+    CHECK(r && known && r->opset_lo == 1 && r->max_in == 1);
+    r = onnx_op_find("Reshape", 5, &known);
+    CHECK(r && r->opset_lo == 5 && r->min_in == 2);
+    r = onnx_op_find("Reshape", 0, &known); /* opset 0 reads as 1 */
+    CHECK(r && r->opset_lo == 1);
+    r = onnx_op_find("Abs", 40000, &known);
+    CHECK(r && strcmp(r->kop, "abs") == 0);
+    r = onnx_op_find("Unsqueeze", 13, &known);
+    CHECK(r && r->opset_lo == 13);
+    CHECK(onnx_op_find("Frobnicate", 13, &known) == NULL && !known);
+    CHECK(onnx_op_find("", 13, &known) == NULL && !known);
+    CHECK(onnx_op_find("abs", 13, &known) == NULL && !known); /* op types are case-sensitive */
+}
+
+/* What the dispatcher checks for every op, before and after the handler. */
+static void
+test_dispatch_errors(void)
+{
+    struct mb b;
+    int64_t   s[2] = {2, 3};
+    char     *in1[] = {"x"}, *in2[] = {"x", "x"}, *out[] = {"y"}, *out2[] = {"y", "z"};
+
+    mb_init(&b, 6); /* legacy broadcasting attributes: read before opset 7, refused from it */
+    mb_input(&b, "x", 2, s);
+    Onnx__NodeProto *n = mb_node(&b, "Add", "add", 2, in2, out);
+    mb_attr_i(&b, n, "broadcast", 1);
+    mb_output(&b, "y");
+    {
+        size_t               len;
+        uint8_t             *buf = mb_pack(&b, &len);
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g;
+        const double *const *w;
+        CHECK(buf && kiln_graph_import_onnx(ctx, buf, len, "m.onnx", &g, &w) == KILN_OK);
+        kiln_ctx_free(ctx);
+        free(buf);
+    }
+    b.opset.version = 7;
+    const char *p1[] = {"node 0 'add' (Add, opset 7)", "attribute 'broadcast' is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p1, 2, __LINE__);
+
+    mb_init(&b, 13); /* a required input left out */
+    mb_input(&b, "x", 2, s);
+    mb_node(&b, "Add", "add", 1, in1, out);
+    mb_output(&b, "y");
+    const char *p2[] = {"node 0 'add' (Add, opset 13)", "input 1 is missing"};
+    expect_error(&b, KILN_ERR_INVALID, p2, 2, __LINE__);
+
+    mb_init(&b, 13); /* an output the handler does not define */
+    mb_input(&b, "x", 2, s);
+    n = mb_node(&b, "Relu", "r", 1, in1, out2);
+    n->n_output = 2;
+    mb_output(&b, "y");
+    const char *p3[] = {"node 0 'r' (Relu, opset 13)", "output 1 ('z') is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p3, 2, __LINE__);
+
+    mb_init(&b, 11); /* Elu has no gamma (Selu has) */
+    mb_input(&b, "x", 2, s);
+    n = mb_node(&b, "Elu", "e", 1, in1, out);
+    mb_attr_f(&b, n, "gamma", 2);
+    mb_output(&b, "y");
+    const char *p4[] = {"node 0 'e' (Elu, opset 11)", "attribute 'gamma' is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p4, 2, __LINE__);
+}
+
 /* Every prefix of a packed model and random byte changes: an error or a graph, no crash. */
 static void
 test_corrupt(void)
@@ -778,6 +871,8 @@ static const struct test tests[] = {
     {"folding_clip_legacy", test_folding_clip_legacy},
     {"names", test_names},
     {"errors", test_errors},
+    {"table", test_table},
+    {"dispatch_errors", test_dispatch_errors},
     {"corrupt", test_corrupt},
     {"backend_node", test_backend_node},
     {"backend_pytorch_converted", test_backend_pytorch_converted},
