@@ -19,11 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DROPLET_MIN_GAIN 0.01
-#define DROPLET_P        0.05
-#define REINJECT_SHARE   0.2
-#define MUTATE_P         0.85
-#define MAX_NEIGHBOURS   256
+#define DROPLET_P      0.05
+#define REINJECT_SHARE 0.2
+#define MUTATE_P       0.85
+#define MAX_NEIGHBOURS 256
 
 bool
 kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
@@ -487,7 +486,7 @@ kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint3
     for (uint32_t i = 0; i < T->nm; i++) {
         const struct tprog *q = &T->m[i];
         if (q->error != KILN_MEASURE_OK || !q->has_prog || q->p.sketch != T->center.sketch
-            || q->time_s <= 0 || q->time_s >= c->time_s * (1 - DROPLET_MIN_GAIN))
+            || q->time_s <= 0 || q->time_s >= c->time_s * (1 - S->o->droplet_min_gain))
             continue;
         bool is_nb = false;
         for (uint32_t j = 0; j < cnt && !is_nb; j++)

@@ -42,6 +42,7 @@ kiln_tune_opts_default(struct kiln_tune_opts *o)
     memset(o, 0, sizeof *o);
     o->trials = 1000;
     o->droplet_after = 300;
+    o->droplet_min_gain = 0.01;
     o->confirm_after = 64;
     o->final_top = 8;
     o->final_rounds = 4;

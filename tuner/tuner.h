@@ -398,11 +398,15 @@ extern const char *const kiln_strategy_name[3]; /* "ansor+droplet", "ansor", "dr
 /* struct kiln_tune_task_status and struct kiln_tune_progress: include/kiln.h */
 
 struct kiln_tune_opts {
-    const char *target;                     /* NULL = host */
-    const char *db_path;                    /* records database (created if absent) */
-    uint32_t    trials;                     /* measured programs over all tasks, records in the
-                                             * database included (a resumed run continues) */
-    uint32_t                 droplet_after; /* programs of a task measured before Droplet: 300 */
+    const char *target;     /* NULL = host */
+    const char *db_path;    /* records database (created if absent) */
+    uint32_t    trials;     /* measured programs over all tasks, records in the
+                             * database included (a resumed run continues) */
+    uint32_t droplet_after; /* programs of a task measured before Droplet: 300 */
+    /* Droplet moves to a neighbour only if it is at least this share faster than the centre
+     * (and significantly so): 0.01. 1 = never moves, so each Droplet phase measures one
+     * neighbourhood and converges (tests use it to make the phases independent of timing). */
+    double                   droplet_min_gain;
     uint32_t                 confirm_after; /* re-measure new bests from this trial on: 64 */
     uint32_t                 final_top;     /* final selection: the task's fastest programs, 8 */
     uint32_t                 final_rounds;  /* each re-measured this many times, interleaved: 4 */
