@@ -365,7 +365,7 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
                                                        uint32_t nbind, struct kiln_graph **out,
                                                        const double *const **weights);
 
-/* ---- graph simplification (passes/graph_simplify.c, passes/README.md) ----
+/* ---- graph simplification (passes/graph_*.c, passes/README.md) ----
  * Rewrites a graph whose weights have known values (an imported ONNX model) into a new graph
  * computing the same outputs from the same inputs:
  *   - constant folding: statements that read only weights are computed at compile time (by the

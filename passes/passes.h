@@ -190,7 +190,8 @@ enum kiln_status kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g,
 enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_schedule *s, struct kiln_func **out);
 
-/* ---- graph simplification (passes/graph_simplify.c) ----
+/* ---- graph simplification (passes/graph_simplify.c; shared rebuild machinery in
+ * passes/graph_rebuild.h) ----
  * kiln_graph_simplify (include/kiln.h) is the entry point.
  * requires: a verified graph whose definitions all belong to statements; weight values (or
  *           NULL: nothing is known, only identities and dead statements go)
