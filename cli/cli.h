@@ -61,8 +61,8 @@ int cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_pa
 /* The graph pipeline (kiln_graph_optimize) on an ONNX model: replaces *g and *weights by its
  * result when path is an .onnx file (a .kg file is left alone: its weights have no values).
  * When report is true prints one line on stderr, "kiln CMD: simplify: folded ...;
- * channels-last: ...; winograd: ..." (a pass switched off counts nothing; "simplify: off"). On failure prints the error and
- * returns false. */
+ * channels-last: ...; winograd: ..." (a pass switched off counts nothing; "simplify: off"). On
+ * failure prints the error and returns false. */
 bool cli_optimize(kiln_ctx *ctx, const char *cmd, const char *path, const struct cli_passes *p,
                   struct kiln_graph **g, const double *const **weights, bool report);
 /* Parses a non-negative decimal integer (no sign, no trailing text); false if malformed. */

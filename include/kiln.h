@@ -458,16 +458,14 @@ struct kiln_optimize_options {
 struct kiln_optimize_report {
     int                         ran[KILN_GRAPH_PASS_COUNT]; /* 1 for each pass that ran */
     struct kiln_simplify_report simplify;                   /* all zero when it did not run */
-    uint32_t channels_last;    /* statements converted to channels-last */
-    uint32_t transposes_added; /* transposes channels-last added (its statements in, minus out) */
-    uint32_t winograd;         /* convolutions rewritten as Winograd */
+    uint32_t                    channels_last;    /* statements converted to channels-last */
+    uint32_t                    transposes_added; /* transposes channels-last added at the edges */
+    uint32_t                    winograd;         /* convolutions rewritten as Winograd */
 };
-KILN_API enum kiln_status kiln_graph_optimize(kiln_ctx *ctx, const struct kiln_graph *g,
-                                              const double *const                *weights,
-                                              const struct kiln_optimize_options *options,
-                                              struct kiln_graph                 **out,
-                                              const double *const               **weights_out,
-                                              struct kiln_optimize_report        *report);
+KILN_API enum kiln_status
+kiln_graph_optimize(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
+                    const struct kiln_optimize_options *options, struct kiln_graph **out,
+                    const double *const **weights_out, struct kiln_optimize_report *report);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
