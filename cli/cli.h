@@ -42,21 +42,29 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 bool cli_is_help(const char *a);
 /* Reads a whole file (NUL-terminated, malloc'ed); NULL with errno set on failure. */
 char *cli_read_file(const char *path, size_t *len);
-/* Reads and parses a .kg file, or imports an ONNX model (a path ending in .onnx), into ctx; on
- * failure prints the error and returns NULL. */
-struct kiln_graph *cli_load_graph(kiln_ctx *ctx, const char *path);
-/* cli_load_graph, also giving an ONNX model's weights (kiln_graph_import_onnx: one pointer per
- * argument, NULL for inputs); *weights is NULL for a .kg file. */
+/* Reads and parses a .kg file, or imports an ONNX model (a path ending in .onnx), into ctx,
+ * also giving an ONNX model's weights (kiln_graph_import_onnx: one pointer per argument, NULL
+ * for inputs; *weights is NULL for a .kg file); on failure prints the error and returns NULL. */
 struct kiln_graph *cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights);
 bool               cli_is_onnx(const char *path); /* path ends in .onnx */
-/* Graph simplification of an ONNX model (kiln_graph_simplify): replaces *g and *weights by the
- * simplified graph and its weights when path is an .onnx file (a .kg file is left alone: its
- * weights have no values). When report is true prints one line on stderr: "kiln CMD: simplify:
- * folded ...". Then channels-last activations (kiln_graph_channels_last) and, when winograd is
- * true, Winograd convolutions (kiln_graph_winograd). On failure prints the error and returns
- * false. */
-bool cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph **g,
-                  const double *const **weights, bool report, bool winograd);
+/* The graph pipeline options of compile, tune, inspect and eval: --no-simplify (no graph pass:
+ * the model as imported), --no-channels-last, --no-winograd (that pass off), --dump-after PASS
+ * (the graph after PASS on stderr, in .kg text). Zero-initialise, then set dump_after = -1. */
+struct cli_passes {
+    unsigned skip;       /* kiln_optimize_options.skip */
+    int      dump_after; /* enum kiln_graph_pass, -1 for none */
+};
+/* Takes argv[*i] (and its value, advancing *i) when it is one of those options: returns 1;
+ * 0 when it is not one; after a usage error (message on stderr, naming the valid passes for an
+ * unknown PASS) -2, the command's exit status negated. */
+int cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_passes *p);
+/* The graph pipeline (kiln_graph_optimize) on an ONNX model: replaces *g and *weights by its
+ * result when path is an .onnx file (a .kg file is left alone: its weights have no values).
+ * When report is true prints one line on stderr, "kiln CMD: simplify: folded ...;
+ * channels-last: ...; winograd: ..." (a pass switched off counts nothing; "simplify: off"). On
+ * failure prints the error and returns false. */
+bool cli_optimize(kiln_ctx *ctx, const char *cmd, const char *path, const struct cli_passes *p,
+                  struct kiln_graph **g, const double *const **weights, bool report);
 /* Parses a non-negative decimal integer (no sign, no trailing text); false if malformed. */
 bool cli_parse_u64(const char *s, uint64_t *out);
 /* "[1, 32, 28, 28]" into buf (size >= 16 suggested). */

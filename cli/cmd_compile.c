@@ -1,8 +1,9 @@
 /* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
- * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-simplify] [--no-memplan]`: parses
- * the graph (or imports and simplifies an ONNX model), reads the schedule (or takes the best
- * tuning records), and writes a shared object (or an object file when OUT ends in .o) through
- * the public compile API; --save-weights writes an ONNX model's weights as .npy files. */
+ * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-simplify] [--no-memplan] ...`:
+ * parses the graph (or imports an ONNX model and runs the graph pipeline on it), reads the schedule
+ * (or takes the best tuning records), and writes a shared object (or an object file when OUT ends
+ * in .o) through the public compile API; --save-weights writes an ONNX model's weights as .npy
+ * files. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -13,7 +14,8 @@
 static const char usage[] =
     "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
     "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR] [--no-simplify] [--no-winograd] [--no-memplan]\n"
+    "                    [--save-weights DIR] [--no-simplify] [--no-channels-last]\n"
+    "                    [--no-winograd] [--dump-after PASS] [--no-memplan]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
     "and compiles it for the target (default: this machine, \"llvm\"; e.g.\n"
@@ -28,55 +30,17 @@ static const char usage[] =
     "Without --schedule, the best record of every task in the tuning records database is\n"
     "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
     "a record keep the default schedule.\n"
-    "An ONNX model is simplified first (constants and batch norms folded, dead and identity\n"
-    "statements removed; one line on stderr says what changed); --no-simplify compiles it as\n"
-    "imported. Its activations go channels-last, and its 3x3 stride-1 convolutions with at\n"
-    "least 49 output tiles of 2x2 become Winograd F(2x2, 3x3), F(4x4, 3x3) from 56x56\n"
-    "(--no-winograd: direct; tune and compile with the same choice, so the records match the\n"
-    "tasks). --save-weights writes the weights of the graph compiled.\n"
+    "An ONNX model goes through the graph pipeline first (kiln_graph_optimize; one line on\n"
+    "stderr says what changed): simplify (constants and batch norms folded, dead and identity\n"
+    "statements removed), channels-last (its activations go NHWC), winograd (3x3 stride-1\n"
+    "convolutions with at least 49 output tiles of 2x2 become Winograd F(2x2, 3x3), F(4x4,\n"
+    "3x3) from 56x56). --no-simplify compiles it as imported (no graph pass);\n"
+    "--no-channels-last and --no-winograd switch that pass off (tune and compile with the\n"
+    "same choice, so the records match the tasks). --dump-after PASS prints the graph after\n"
+    "PASS in .kg text on stderr. --save-weights writes the weights of the graph compiled.\n"
     "Intermediates computed at root share one workspace by live range (memory planning);\n"
     "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
     "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";
-
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char  *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0)
-            break;
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = n;
-    }
-    return buf;
-}
-
-static int
-report(kiln_ctx *ctx)
-{
-    char msg[1024];
-    kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
-    fprintf(stderr, "kiln: %s\n", msg);
-    const struct kiln_error *e = kiln_ctx_error(ctx);
-    if (e && e->detail)
-        fprintf(stderr, "%s\n", e->detail);
-    return 1;
-}
 
 /* Writes each weight with known values to DIR/NAME.npy. */
 static int
@@ -106,7 +70,8 @@ cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
                *wdir = NULL, *db = NULL;
-    int print = 0, no_db = 0, no_simplify = 0, no_memplan = 0, no_winograd = 0;
+    int               print = 0, no_db = 0, no_memplan = 0;
+    struct cli_passes passes = {0, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -119,6 +84,11 @@ cmd_compile(int argc, char **argv)
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;
         }
+        int pr = cli_passes_arg("compile", argc, argv, &i, &passes);
+        if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
         if (!strcmp(a, "-o"))
             out = argv[++i];
         else if (!strcmp(a, "--schedule"))
@@ -131,12 +101,8 @@ cmd_compile(int argc, char **argv)
             db = argv[++i];
         else if (!strcmp(a, "--no-db"))
             no_db = 1;
-        else if (!strcmp(a, "--no-simplify"))
-            no_simplify = 1;
         else if (!strcmp(a, "--no-memplan"))
             no_memplan = 1;
-        else if (!strcmp(a, "--no-winograd"))
-            no_winograd = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -166,13 +132,13 @@ cmd_compile(int argc, char **argv)
     if (no_db)
         db = NULL;
     size_t len, slen = 0;
-    char  *text = slurp(in, &len);
+    char  *text = cli_read_file(in, &len);
     if (!text) {
         fprintf(stderr, "kiln: cannot read %s\n", in);
         return 1;
     }
     char *sched = NULL;
-    if (sched_path && !(sched = slurp(sched_path, &slen))) {
+    if (sched_path && !(sched = cli_read_file(sched_path, &slen))) {
         fprintf(stderr, "kiln: cannot read schedule %s\n", sched_path);
         free(text);
         return 1;
@@ -191,22 +157,21 @@ cmd_compile(int argc, char **argv)
         rc = 1;
     } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
                                : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
-        rc = report(ctx);
-    } else if (!no_simplify
-               && !cli_simplify(ctx, "compile", in, &g, &weights, true, !no_winograd)) {
+        rc = cli_report(ctx);
+    } else if (!cli_optimize(ctx, "compile", in, &passes, &g, &weights, true)) {
         rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path
                && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,
                                              &ntasks)
                    != KILN_OK)) {
-        rc = report(ctx);
+        rc = cli_report(ctx);
     } else {
         if (db && !sched_path)
             opt.schedule_len = strlen(opt.schedule_json);
         if (print) {
             if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
-                rc = report(ctx);
+                rc = cli_report(ctx);
             else
                 fputs(loops, stdout);
         } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
@@ -215,7 +180,7 @@ cmd_compile(int argc, char **argv)
                 fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
                 rc = 1;
             } else {
-                rc = report(ctx);
+                rc = cli_report(ctx);
             }
         }
     }

@@ -27,13 +27,15 @@
 
 static const char usage[] =
     "usage: kiln eval FILE.kg|MODEL.onnx [--seed S] [--inputs DIR] [--out DIR] [--save-inputs]\n"
-    "                 [--no-simplify] [-v]\n"
+    "                 [--no-simplify] [--no-channels-last] [--no-winograd]\n"
+    "                 [--dump-after PASS] [-v]\n"
     "\n"
     "Evaluates the graph with the reference interpreter (double precision) and prints each\n"
     "output's name, dtype, shape, sum, L2 norm and a 64-bit hash of its values. An ONNX\n"
     "model's weights are its initializers; only its inputs are random or read from --inputs.\n"
-    "An ONNX model is simplified first, as `kiln compile` does (its arguments are then the\n"
-    "simplified graph's); --no-simplify evaluates it as imported, -v prints what changed.\n"
+    "An ONNX model goes through the graph pipeline first, as `kiln compile` does (its\n"
+    "arguments are then the resulting graph's); --no-simplify evaluates it as imported, -v\n"
+    "prints what changed.\n"
     "\n"
     "  --seed S       seed of the random inputs (default 0): floats uniform in [-1, 1)\n"
     "                 rounded to their dtype, integers uniform in [-4, 4], bools 0 or 1\n"
@@ -41,13 +43,19 @@ static const char usage[] =
     "                 <f4 <f8 |i1 <i4 <i8 |u1 |b1; the shape must match)\n"
     "  --out DIR      write every output to DIR/NAME.npy as float64 (DIR is created)\n"
     "  --save-inputs  with --out: also write the arguments to DIR/NAME.npy\n"
-    "  --no-simplify  evaluate an ONNX model as imported\n"
-    "  -v             print the simplification report on stderr\n";
+    "  --no-simplify  evaluate an ONNX model as imported (no graph pass)\n"
+    "  --no-channels-last, --no-winograd\n"
+    "                 switch that graph pass off\n"
+    "  --dump-after PASS\n"
+    "                 print the graph after PASS (simplify, channels-last, winograd) in .kg\n"
+    "                 text on stderr\n"
+    "  -v             print the graph pipeline's report on stderr\n";
 
 struct opts {
-    const char *path, *inputs, *out;
-    uint64_t    seed;
-    bool        save_inputs, no_simplify, verbose;
+    const char       *path, *inputs, *out;
+    uint64_t          seed;
+    bool              save_inputs, verbose;
+    struct cli_passes passes;
 };
 
 static int
@@ -59,6 +67,11 @@ parse_opts(int argc, char **argv, struct opts *o)
             fputs(usage, stdout);
             return 0;
         }
+        int pr = cli_passes_arg("eval", argc, argv, &i, &o->passes);
+        if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
         bool takes = !strcmp(a, "--seed") || !strcmp(a, "--inputs") || !strcmp(a, "--out");
         if (takes && i + 1 >= argc)
             return cli_usage_error("eval", "%s needs a value", a);
@@ -72,8 +85,6 @@ parse_opts(int argc, char **argv, struct opts *o)
             o->out = argv[++i];
         } else if (!strcmp(a, "--save-inputs")) {
             o->save_inputs = true;
-        } else if (!strcmp(a, "--no-simplify")) {
-            o->no_simplify = true;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             o->verbose = true;
         } else if (a[0] == '-' && a[1]) {
@@ -298,7 +309,7 @@ run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, const doubl
 int
 cmd_eval(int argc, char **argv)
 {
-    struct opts o = {0};
+    struct opts o = {.passes = {0, -1}};
     int         rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -309,7 +320,7 @@ cmd_eval(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, o.path, &weights);
-    if (g && !o.no_simplify && !cli_simplify(ctx, "eval", o.path, &g, &weights, o.verbose, true))
+    if (g && !cli_optimize(ctx, "eval", o.path, &o.passes, &g, &weights, o.verbose))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

@@ -1,27 +1,34 @@
-/* cli/cmd_inspect.c -- `kiln inspect FILE [--json] [--no-simplify]`: what a graph computes and what
- * it costs. One row per statement (library call or compute definition) with its output's shape and
- * dtype and the statistics of kiln_graph_call (FLOPs, bytes moved, parameters read, all counted
+/* cli/cmd_inspect.c -- `kiln inspect FILE [--json] [--no-simplify] ...`: what a graph computes and
+ * what it costs. One row per statement (library call or compute definition) with its output's shape
+ * and dtype and the statistics of kiln_graph_call (FLOPs, bytes moved, parameters read, all counted
  * from the compute definitions: cli/README.md states the rules), then totals, the arguments, the
  * outputs and the structural hash. Totals: FLOPs and bytes are sums over the statements; parameters
  * are the elements of every weight argument (a weight read by two statements counts once). --json
- * prints the same as one JSON object. An ONNX model is shown simplified, as compile/tune/eval use
- * it (cli_simplify; one line on stderr says what changed), unless --no-simplify. */
+ * prints the same as one JSON object. An ONNX model is shown after the graph pipeline, as
+ * compile/tune/eval use it (cli_optimize; one line on stderr says what changed), unless
+ * --no-simplify. */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln inspect FILE.kg|MODEL.onnx [--json] [--no-simplify]\n"
+    "usage: kiln inspect FILE.kg|MODEL.onnx [--json] [--no-simplify] [--no-channels-last]\n"
+    "                    [--no-winograd] [--dump-after PASS]\n"
     "\n"
     "Prints one row per statement of the graph: output name, kind (library op or \"compute\"),\n"
     "output shape and dtype, FLOPs, bytes moved and parameters read; then totals, the\n"
     "arguments (inputs and weights), the outputs and the graph's structural hash. An ONNX\n"
-    "model is shown simplified, as `kiln compile` uses it (constants and batch norms folded,\n"
-    "dead statements removed; one line on stderr says what changed).\n"
+    "model is shown after the graph pipeline, as `kiln compile` uses it: simplified\n"
+    "(constants and batch norms folded, dead statements removed), channels-last, Winograd\n"
+    "convolutions; one line on stderr says what changed.\n"
     "\n"
-    "  --json         print one JSON object instead (see cli/README.md for its fields)\n"
-    "  --no-simplify  show an ONNX model as imported\n";
+    "  --json               print one JSON object instead (see cli/README.md for its fields)\n"
+    "  --no-simplify        show an ONNX model as imported (no graph pass)\n"
+    "  --no-channels-last   keep its activations NCHW\n"
+    "  --no-winograd        keep its convolutions direct\n"
+    "  --dump-after PASS    print the graph after PASS (simplify, channels-last, winograd)\n"
+    "                       in .kg text on stderr\n";
 
 struct row {
     struct kiln_call_info   call;
@@ -219,18 +226,22 @@ print_json(const char *path, const struct kiln_graph *g, const struct row *rows,
 int
 cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    bool        json = false, no_simplify = false;
+    const char       *path = NULL;
+    bool              json = false;
+    struct cli_passes passes = {0, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
             fputs(usage, stdout);
             return 0;
         }
+        int pr = cli_passes_arg("inspect", argc, argv, &i, &passes);
+        if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
         if (!strcmp(a, "--json"))
             json = true;
-        else if (!strcmp(a, "--no-simplify"))
-            no_simplify = true;
         else if (a[0] == '-' && a[1])
             return cli_usage_error("inspect", "unknown option '%s'", a);
         else if (path)
@@ -248,7 +259,7 @@ cmd_inspect(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, path, &weights);
-    if (g && !no_simplify && !cli_simplify(ctx, "inspect", path, &g, &weights, true, true))
+    if (g && !cli_optimize(ctx, "inspect", path, &passes, &g, &weights, true))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

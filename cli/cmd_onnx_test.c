@@ -350,8 +350,11 @@ run_test(struct test *t, unsigned idx)
     }
     free(data);
     if (st == KILN_OK && !t->o->no_simplify) {
+        /* simplification only, as the command documents (cli/README.md, kiln onnx-test) */
+        struct kiln_optimize_options opt = {
+            (1u << KILN_GRAPH_PASS_CHANNELS_LAST) | (1u << KILN_GRAPH_PASS_WINOGRAD), NULL, NULL};
         struct kiln_graph *s;
-        if ((st = kiln_graph_simplify(t->ctx, g, weights, &s, &weights, NULL)) == KILN_OK)
+        if ((st = kiln_graph_optimize(t->ctx, g, weights, &opt, &s, &weights, NULL)) == KILN_OK)
             g = s;
     }
     if (st != KILN_OK)

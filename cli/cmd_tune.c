@@ -16,7 +16,7 @@ static const char usage[] =
     "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
     "                 [--timeout S] [--threads N] [--flush-cache | --flush-weights]\n"
     "                 [--build-workers N] [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
-    "                 [--no-simplify] [--no-winograd]\n"
+    "                 [--no-simplify] [--no-channels-last] [--no-winograd] [--dump-after PASS]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
     "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
@@ -30,8 +30,9 @@ static const char usage[] =
     "when a whole network runs, --flush-cache evicts everything. --log streams one JSON line\n"
     "per measurement; --curves writes a CSV tuning curve per task and curves.svg. `kiln\n"
     "compile FILE.kg --db FILE.db` then applies the best records. FILE may be an ONNX model:\n"
-    "it is simplified first, as `kiln compile` does (--no-simplify: tune it as imported;\n"
-    "--no-winograd: keep its convolutions direct; compile it the same way).\n"
+    "it goes through the graph pipeline first, as `kiln compile` does (--no-simplify: tune it\n"
+    "as imported; --no-channels-last, --no-winograd: that pass off; compile it the same way;\n"
+    "--dump-after PASS: the graph after PASS in .kg text on stderr).\n"
     "\n"
     "--target: \"llvm [-mcpu=...]\" (default: this machine) or \"cuda [-arch=sm_XX]\n"
     "[-fast-math]\", e.g. --target \"cuda -arch=sm_90\": GPU programs (blocks, threads, shared\n"
@@ -115,7 +116,7 @@ cmd_tune(int argc, char **argv)
 {
     struct kiln_tune_params p = {0};
     struct prog_ui          ui = {false, isatty(2) != 0};
-    bool                    no_simplify = false, no_winograd = false;
+    struct cli_passes       passes = {0, -1};
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
     static const char *const valued[] = {
@@ -130,6 +131,11 @@ cmd_tune(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
+        int pr = cli_passes_arg("tune", argc, argv, &i, &passes);
+        if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
         bool needs = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
             needs |= !strcmp(a, valued[k]);
@@ -191,10 +197,6 @@ cmd_tune(int argc, char **argv)
             p.flush_weights = 1;
         } else if (!strcmp(a, "--quiet")) {
             ui.quiet = true;
-        } else if (!strcmp(a, "--no-simplify")) {
-            no_simplify = true;
-        } else if (!strcmp(a, "--no-winograd")) {
-            no_winograd = true;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("tune", "unknown option %s", a);
         } else if (!in) {
@@ -214,7 +216,7 @@ cmd_tune(int argc, char **argv)
     }
     const double *const *weights = NULL;
     struct kiln_graph   *g = cli_load_model(ctx, in, &weights);
-    if (g && !no_simplify && !cli_simplify(ctx, "tune", in, &g, &weights, !ui.quiet, !no_winograd))
+    if (g && !cli_optimize(ctx, "tune", in, &passes, &g, &weights, !ui.quiet))
         g = NULL;
     if (!g) {
         kiln_ctx_free(ctx);

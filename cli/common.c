@@ -1,8 +1,9 @@
-/* cli/common.c -- helpers the subcommands share: reading and parsing a .kg file, reporting
- * errors in the command's format (`kiln: file:line:col: error: msg`), parsing numbers,
- * human-readable FLOP/byte/count formatting, JSON string quoting, rounding doubles to narrower
- * float dtypes (round to nearest even, as a cast in C would for f32) and creating directories.
- * Only the public API of libkiln is used here. */
+/* cli/common.c -- helpers the subcommands share: reading and parsing a .kg file, running the
+ * graph pipeline on an ONNX model (and parsing its options), reporting errors in the command's
+ * format (`kiln: file:line:col: error: msg`), parsing numbers, human-readable FLOP/byte/count
+ * formatting, JSON string quoting, rounding doubles to narrower float dtypes (round to nearest
+ * even, as a cast in C would for f32) and creating directories. Only the public API of libkiln is
+ * used here. */
 #include "cli.h"
 
 #include <errno.h>
@@ -124,55 +125,97 @@ cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
     return g;
 }
 
-bool
-cli_simplify(kiln_ctx *ctx, const char *cmd, const char *path, struct kiln_graph **g,
-             const double *const **weights, bool report, bool winograd)
+int
+cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_passes *p)
 {
-    if (!cli_is_onnx(path))
+    const char *a = argv[*i];
+    if (!strcmp(a, "--no-simplify")) {
+        p->skip = (1u << KILN_GRAPH_PASS_COUNT) - 1;
+        return 1;
+    }
+    for (int k = 0; k < KILN_GRAPH_PASS_COUNT; k++) {
+        const char *name = kiln_graph_pass_name((enum kiln_graph_pass)k);
+        if (!strncmp(a, "--no-", 5) && !strcmp(a + 5, name)) {
+            p->skip |= 1u << k;
+            return 1;
+        }
+    }
+    if (strcmp(a, "--dump-after"))
+        return 0;
+    if (*i + 1 >= argc)
+        return -cli_usage_error(cmd, "--dump-after needs a pass name");
+    const char *want = argv[++*i];
+    for (int k = 0; k < KILN_GRAPH_PASS_COUNT; k++)
+        if (!strcmp(want, kiln_graph_pass_name((enum kiln_graph_pass)k))) {
+            p->dump_after = k;
+            return 1;
+        }
+    char names[128] = "";
+    for (int k = 0; k < KILN_GRAPH_PASS_COUNT; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                 kiln_graph_pass_name((enum kiln_graph_pass)k));
+    return -cli_usage_error(cmd, "--dump-after: unknown pass '%s' (passes: %s)", want, names);
+}
+
+struct dump {
+    kiln_ctx   *ctx;
+    const char *cmd;
+    int         pass;
+};
+
+/* The dump hook of kiln_graph_optimize: the graph after the pass asked for, on stderr. */
+static void
+dump_graph(void *user, enum kiln_graph_pass pass, const struct kiln_graph *g)
+{
+    const struct dump *d = user;
+    const char        *text;
+    if ((int)pass != d->pass || kiln_graph_print(d->ctx, g, 0, &text) != KILN_OK)
+        return;
+    fprintf(stderr, "# kiln %s: graph after %s\n%s", d->cmd, kiln_graph_pass_name(pass), text);
+}
+
+bool
+cli_optimize(kiln_ctx *ctx, const char *cmd, const char *path, const struct cli_passes *p,
+             struct kiln_graph **g, const double *const **weights, bool report)
+{
+    if (!cli_is_onnx(path) || p->skip == (1u << KILN_GRAPH_PASS_COUNT) - 1)
         return true;
-    struct kiln_graph          *s;
-    const double *const        *sw;
-    struct kiln_simplify_report r;
-    struct kiln_graph          *l;
-    const double *const        *lw;
-    struct kiln_graph          *wg;
-    const double *const        *ww;
-    uint32_t                    ncl = 0, nwino = 0;
-    if (kiln_graph_simplify(ctx, *g, *weights, &s, &sw, &r) != KILN_OK
-        || kiln_graph_channels_last(ctx, s, sw, &l, &lw, &ncl) != KILN_OK
-        || (winograd && kiln_graph_winograd(ctx, l, lw, &wg, &ww, &nwino) != KILN_OK)) {
+    struct dump                  d = {ctx, cmd, p->dump_after};
+    struct kiln_optimize_options opt = {p->skip, p->dump_after >= 0 ? dump_graph : NULL, &d};
+    struct kiln_optimize_report  rep;
+    if (kiln_graph_optimize(ctx, *g, *weights, &opt, g, weights, &rep) != KILN_OK) {
         cli_report(ctx);
         return false;
     }
-    *g = winograd ? wg : l;
-    *weights = winograd ? ww : lw;
     if (report) {
-        char b1[32], b2[32];
+        /* one line; a pass switched off counts nothing ("simplify: off", its numbers would
+         * describe no graph) */
+        const struct kiln_simplify_report *r = &rep.simplify;
+        char                               b1[32], b2[32];
+        uint32_t                           ncl = rep.channels_last, nt = rep.transposes_added;
+        uint32_t                           nwino = rep.winograd;
+        fprintf(stderr, "kiln %s: ", cmd);
+        if (rep.ran[KILN_GRAPH_PASS_SIMPLIFY])
+            fprintf(stderr,
+                    "simplify: folded %u batch norm%s, %u bias add%s and %u constant%s (%u "
+                    "statement%s), removed %u dead and %u identity statement%s; statements %u -> "
+                    "%u (definitions %u -> %u), weights %s -> %s",
+                    r->batch_norms_folded, r->batch_norms_folded == 1 ? "" : "s",
+                    r->bias_adds_folded, r->bias_adds_folded == 1 ? "" : "s", r->constants_folded,
+                    r->constants_folded == 1 ? "" : "s", r->calls_folded,
+                    r->calls_folded == 1 ? "" : "s", r->dead_removed, r->identities_removed,
+                    r->dead_removed + r->identities_removed == 1 ? "" : "s", r->calls_before,
+                    r->calls_after, r->ops_before, r->ops_after,
+                    cli_bytes(b1, sizeof b1, r->weight_bytes_before),
+                    cli_bytes(b2, sizeof b2, r->weight_bytes_after));
+        else
+            fputs("simplify: off", stderr);
         fprintf(stderr,
-                "kiln %s: simplify: folded %u batch norm%s, %u bias add%s and %u constant%s (%u "
-                "statement%s), "
-                "removed %u dead and %u identity statement%s; statements %u -> %u (definitions "
-                "%u -> %u), weights %s -> %s; channels-last: %u statement%s, %u transpose%s "
-                "added; winograd: %u convolution%s\n",
-                cmd, r.batch_norms_folded, r.batch_norms_folded == 1 ? "" : "s", r.bias_adds_folded,
-                r.bias_adds_folded == 1 ? "" : "s", r.constants_folded,
-                r.constants_folded == 1 ? "" : "s", r.calls_folded, r.calls_folded == 1 ? "" : "s",
-                r.dead_removed, r.identities_removed,
-                r.dead_removed + r.identities_removed == 1 ? "" : "s", r.calls_before,
-                r.calls_after, r.ops_before, r.ops_after,
-                cli_bytes(b1, sizeof b1, r.weight_bytes_before),
-                cli_bytes(b2, sizeof b2, r.weight_bytes_after), ncl, ncl == 1 ? "" : "s",
-                kiln_graph_ncalls(l) - kiln_graph_ncalls(s),
-                kiln_graph_ncalls(l) - kiln_graph_ncalls(s) == 1 ? "" : "s", nwino,
-                nwino == 1 ? "" : "s");
+                "; channels-last: %u statement%s, %u transpose%s added; winograd: %u "
+                "convolution%s\n",
+                ncl, ncl == 1 ? "" : "s", nt, nt == 1 ? "" : "s", nwino, nwino == 1 ? "" : "s");
     }
     return true;
-}
-
-struct kiln_graph *
-cli_load_graph(kiln_ctx *ctx, const char *path)
-{
-    return cli_load_model(ctx, path, NULL);
 }
 
 bool

@@ -365,7 +365,7 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
                                                        uint32_t nbind, struct kiln_graph **out,
                                                        const double *const **weights);
 
-/* ---- graph simplification (passes/graph_simplify.c, passes/README.md) ----
+/* ---- graph simplification (passes/graph_*.c, passes/README.md) ----
  * Rewrites a graph whose weights have known values (an imported ONNX model) into a new graph
  * computing the same outputs from the same inputs:
  *   - constant folding: statements that read only weights are computed at compile time (by the
@@ -422,6 +422,50 @@ KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_g
                                               const double *const *weights, struct kiln_graph **out,
                                               const double *const **weights_out,
                                               uint32_t             *converted);
+
+/* ---- the graph pipeline (passes/pipeline.c, passes/README.md) ----
+ * kiln_graph_optimize runs the graph passes above on a graph with known weight values, in this
+ * order, each on the result of the one before:
+ *   1. "simplify"       kiln_graph_simplify (constants, bias adds and batch norms folded, dead
+ *                       and identity statements removed)
+ *   2. "channels-last"  kiln_graph_channels_last (convolutions, pooling and the elementwise
+ *                       statements between them on NHWC activations)
+ *   3. "winograd"       kiln_graph_winograd (3x3 stride-1 convolutions as Winograd F(m x m, 3x3))
+ * This is what `kiln compile`, `tune`, `inspect` and `eval` do to an ONNX model before
+ * compiling it, and what the Python package does; a program that imports a model
+ * (kiln_graph_import_onnx) calls it between the import and kiln_graph_compile to get the same
+ * module. The command leaves a .kg file as written (its weights have no values, and its author
+ * chose its layout); a library user decides the same way, by calling this function or not.
+ * options may be NULL: every pass runs. The result, its weights (one pointer per argument,
+ * ctx-owned; weights_out may be NULL) and the report are as each pass's; g is not changed, and
+ * with every pass switched off *out is g itself. */
+enum kiln_graph_pass {
+    KILN_GRAPH_PASS_SIMPLIFY,
+    KILN_GRAPH_PASS_CHANNELS_LAST,
+    KILN_GRAPH_PASS_WINOGRAD,
+    KILN_GRAPH_PASS_COUNT
+};
+/* The pass's name as above ("simplify", "channels-last", "winograd"), NULL out of range. */
+KILN_API const char *kiln_graph_pass_name(enum kiln_graph_pass pass);
+
+struct kiln_optimize_options {
+    unsigned skip; /* passes switched off: bits (1u << KILN_GRAPH_PASS_x); 0 runs them all */
+    /* Called after each pass that ran, with its result (for printing: kiln_graph_print); may
+     * be NULL. */
+    void (*dump)(void *user, enum kiln_graph_pass pass, const struct kiln_graph *g);
+    void *user;
+};
+struct kiln_optimize_report {
+    int                         ran[KILN_GRAPH_PASS_COUNT]; /* 1 for each pass that ran */
+    struct kiln_simplify_report simplify;                   /* all zero when it did not run */
+    uint32_t                    channels_last;    /* statements converted to channels-last */
+    uint32_t                    transposes_added; /* transposes channels-last added at the edges */
+    uint32_t                    winograd;         /* convolutions rewritten as Winograd */
+};
+KILN_API enum kiln_status
+kiln_graph_optimize(kiln_ctx *ctx, const struct kiln_graph *g, const double *const *weights,
+                    const struct kiln_optimize_options *options, struct kiln_graph **out,
+                    const double *const **weights_out, struct kiln_optimize_report *report);
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its

@@ -190,7 +190,8 @@ enum kiln_status kiln_lower(kiln_ctx *ctx, const struct kiln_graph *g,
 enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_schedule *s, struct kiln_func **out);
 
-/* ---- graph simplification (passes/graph_simplify.c) ----
+/* ---- graph simplification (passes/graph_simplify.c; shared rebuild machinery in
+ * passes/graph_rebuild.h) ----
  * kiln_graph_simplify (include/kiln.h) is the entry point.
  * requires: a verified graph whose definitions all belong to statements; weight values (or
  *           NULL: nothing is known, only identities and dead statements go)
@@ -198,6 +199,12 @@ enum kiln_status kiln_lower_unflat(kiln_ctx *ctx, const struct kiln_graph *g,
  *           constants folded, batch norms folded into conv2d / dense, identity copies and dead
  *           statements removed, unread weights dropped; new weight values
  * invalidates: nothing (g is not modified; the result has its own tensor indices) */
+/* ---- the graph pipeline (passes/pipeline.c) ----
+ * kiln_graph_optimize (include/kiln.h) is the entry point: kiln_graph_simplify,
+ * kiln_graph_channels_last, kiln_graph_winograd, in that order, from one table.
+ * requires: what each pass requires (a verified graph; weight values or NULL)
+ * provides: each pass's result, verified; the passes that ran and their counts
+ * invalidates: nothing (g is not modified) */
 /* ---- memory planning (passes/memplan.c) ---- */
 /* One buffer to place: its size and its live range over the root statements, inclusive
  * (first > last: never touched). */

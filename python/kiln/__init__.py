@@ -22,11 +22,11 @@ See python/README.md.
 
 from ._dlpack import DTYPES
 from .errors import Error
-from .libkiln import Graph, compile, eval, graph_hash, lib, parse
+from .libkiln import Graph, compile, eval, graph_hash, import_onnx, lib, parse, passes
 from .module import Arg, Module, aligned, aligned_empty, load
 
 __all__ = ["Arg", "DTYPES", "Error", "Graph", "Module", "aligned", "aligned_empty", "compile",
-           "eval", "graph_hash", "lib", "load", "parse"]
+           "eval", "graph_hash", "import_onnx", "lib", "load", "parse", "passes"]
 
 try:  # kernel architecture search from PyTorch (needs torch; the rest of the package does not)
     from .kas import Kernel, Placeholder, replace, sample

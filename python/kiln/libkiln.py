@@ -1,4 +1,5 @@
-"""ctypes over libkiln.so: parsing .kg text, structural hashes, the reference interpreter.
+"""ctypes over libkiln.so: parsing .kg text, importing ONNX models (through the graph pipeline,
+as ``kiln compile`` does), structural hashes, the reference interpreter, compiling.
 
 libkiln is found through the ``KILN_LIB`` environment variable (a path to libkiln.so), else in
 the repository's build directory (``build/libkiln.so`` next to ``python/``). Every ``Graph``
@@ -53,6 +54,14 @@ def _find():
     return os.path.join(repo, "build", "libkiln.so")
 
 
+class _OptimizeOptions(ctypes.Structure):  # struct kiln_optimize_options
+    _fields_ = [
+        ("skip", ctypes.c_uint),
+        ("dump", ctypes.c_void_p),
+        ("user", ctypes.c_void_p),
+    ]
+
+
 def _proto(lib, name, restype, *argtypes):
     f = getattr(lib, name)
     f.restype = restype
@@ -98,6 +107,13 @@ def lib():
     if hasattr(so, "kiln_graph_compile"):
         _proto(so, "kiln_graph_compile", st, P, P, ctypes.POINTER(_CompileOptions),
                ctypes.c_char_p)
+    if hasattr(so, "kiln_graph_optimize"):
+        W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
+        _proto(so, "kiln_graph_import_onnx", st, P, ctypes.c_char_p, ctypes.c_size_t,
+               ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(W))
+        _proto(so, "kiln_graph_pass_name", ctypes.c_char_p, ctypes.c_int)
+        _proto(so, "kiln_graph_optimize", st, P, P, W, ctypes.POINTER(_OptimizeOptions),
+               ctypes.POINTER(P), ctypes.POINTER(W), P)
     _LIB = so
     return so
 
@@ -154,6 +170,11 @@ class Graph:
                                 filename.encode() if filename else None, ctypes.byref(g))
         if st != 0:
             raise self._ctx.error(st)
+        self._set(g)
+        self.weights = {}
+
+    def _set(self, g):
+        L = self._ctx.lib
         self._g = g
         self.args = [_info(L, g, L.kiln_graph_arg(g, i)) for i in range(L.kiln_graph_nargs(g))]
         self.outputs = [_info(L, g, L.kiln_graph_output(g, i))
@@ -248,6 +269,65 @@ class Graph:
     def __repr__(self):
         return "<kiln.Graph %s -> %s>" % (", ".join(a["name"] for a in self.args),
                                           ", ".join(o["name"] for o in self.outputs))
+
+
+def passes():
+    """The graph pipeline's passes in order (kiln_graph_pass_name): simplify, channels-last,
+    winograd."""
+    L = lib()
+    names, i = [], 0
+    while hasattr(L, "kiln_graph_pass_name") and L.kiln_graph_pass_name(i):
+        names.append(L.kiln_graph_pass_name(i).decode())
+        i += 1
+    return names
+
+
+def import_onnx(model, filename=None, skip=(), optimize=True):
+    """Imports an ONNX model (a path, or its bytes) and runs the graph pipeline on it
+    (kiln_graph_optimize: the passes of ``passes()``, minus those named in ``skip``), as
+    ``kiln compile MODEL.onnx`` does, so ``import_onnx(m).compile(path)`` writes the module that
+    command writes. ``optimize=False`` keeps the model as imported (``--no-simplify``). The
+    graph's ``weights`` maps each weight's name to its values (NumPy float64 arrays), to pass
+    to the module after its inputs."""
+    import numpy as np
+
+    if isinstance(model, (str, os.PathLike)):
+        filename = filename or os.fspath(model)
+        with open(model, "rb") as f:
+            model = f.read()
+    data = bytes(model)
+    g = Graph.__new__(Graph)
+    g._ctx = _Ctx()
+    L = g._ctx.lib
+    if not hasattr(L, "kiln_graph_optimize"):
+        raise Error("this libkiln has no graph pipeline (kiln_graph_optimize)")
+    names = passes()
+    unknown = [p for p in skip if p not in names]
+    if unknown:
+        raise Error("unknown pass %r (passes: %s)" % (unknown[0], ", ".join(names)))
+    W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
+    ptr, w = ctypes.c_void_p(), W()
+    st = L.kiln_graph_import_onnx(g._ctx.ptr, data, len(data),
+                                  filename.encode() if filename else None, ctypes.byref(ptr),
+                                  ctypes.byref(w))
+    if st != 0:
+        raise g._ctx.error(st)
+    bits = sum(1 << names.index(p) for p in skip) if optimize else (1 << len(names)) - 1
+    if bits != (1 << len(names)) - 1:
+        opt = _OptimizeOptions(bits, None, None)
+        out, ow = ctypes.c_void_p(), W()
+        st = L.kiln_graph_optimize(g._ctx.ptr, ptr, w, ctypes.byref(opt), ctypes.byref(out),
+                                   ctypes.byref(ow), None)
+        if st != 0:
+            raise g._ctx.error(st)
+        ptr, w = out, ow
+    g._set(ptr)
+    g.weights = {}
+    for i, a in enumerate(g.args):
+        if a["kind"] == "weight" and w and w[i]:
+            n = int(np.prod(a["shape"], dtype=np.int64))
+            g.weights[a["name"]] = np.ctypeslib.as_array(w[i], (n,)).reshape(a["shape"]).copy()
+    return g
 
 
 def parse(text, filename=None):
