@@ -86,7 +86,7 @@ compile_mm(const char *path, int m, int k, int n)
     struct kiln_graph          *g = PARSE(ctx, mm_source(src, sizeof src, m, k, n));
     int                         ok = g != NULL;
     struct kiln_compile_options opt = {NULL, NULL, 0, "mm"};
-    if (ok && kiln_graph_compile(ctx, g, &opt, path) != KILN_OK) {
+    if (ok && kiln_graph_compile(ctx, g, &opt, path, NULL) != KILN_OK) {
         char msg[1024];
         kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
         harness_fail(__FILE__, __LINE__, "compiling %dx%dx%d: %s", m, k, n, msg);

@@ -1511,7 +1511,7 @@ test_target_parse(void)
     CHECK(fd >= 0);
     if (g && fd >= 0) {
         close(fd);
-        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, cu));
+        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, cu, NULL));
         char *text = read_file(cu, NULL);
         CHECK(text && strstr(text, "extern \"C\" __global__ void __launch_bounds__(1) relu4_k0("));
         free(text);
