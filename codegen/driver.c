@@ -53,11 +53,13 @@ kiln_cg_mkdtemp(kiln_ctx *ctx, const char *who, char *dir, size_t size)
     return KILN_OK;
 }
 
-static uint8_t
+static enum kiln_arg_role
 role_of(const struct kiln_graph *g, const struct kiln_func *f, uint32_t i)
 {
     uint32_t tensor = f->buf[f->param[i]].tensor;
-    return i >= g->narg ? 2 : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? 1 : 0;
+    return i >= g->narg                                   ? KILN_ARG_OUTPUT
+           : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? KILN_ARG_WEIGHT
+                                                          : KILN_ARG_INPUT;
 }
 
 /* Plans f's memory (unless the context says not to) and reports it in *out. */
@@ -71,10 +73,12 @@ plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f,
     struct kiln_memory_report r = {.workspace = ctx->no_memplan ? unplanned : f->ws_bytes,
                                    .workspace_unplanned = unplanned};
     for (uint32_t i = 0; i < f->nparam; i++) {
-        uint8_t role = role_of(g, f, i);
-        int64_t bytes = 0; /* graph tensors have at most 2^40 elements */
+        enum kiln_arg_role role = role_of(g, f, i);
+        int64_t            bytes = 0; /* graph tensors have at most 2^40 elements */
         kiln_buffer_bytes(&f->buf[f->param[i]], &bytes);
-        *(role == 0 ? &r.inputs : role == 1 ? &r.weights : &r.outputs) += bytes;
+        *(role == KILN_ARG_INPUT    ? &r.inputs
+          : role == KILN_ARG_WEIGHT ? &r.weights
+                                    : &r.outputs) += bytes;
     }
     r.peak = r.weights + r.inputs + r.outputs + r.workspace + f->prep_bytes;
     *out = r;
@@ -84,7 +88,7 @@ plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f,
 static const char *
 role_name(uint8_t r)
 {
-    return r == 0 ? "input" : r == 1 ? "weight" : "output";
+    return r == KILN_ARG_INPUT ? "input" : r == KILN_ARG_WEIGHT ? "weight" : "output";
 }
 
 static enum kiln_status
@@ -96,7 +100,7 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
     if (!role)
         return ctx->err.status;
     for (uint32_t i = 0; i < f->nparam; i++)
-        role[i] = role_of(g, f, i);
+        role[i] = (uint8_t)role_of(g, f, i);
     struct kiln_buf js = {0};
     bool            ok = kiln_buf_printf(
                    ctx, &js,

@@ -443,20 +443,14 @@ KILN_API enum kiln_status kiln_graph_winograd(kiln_ctx *ctx, const struct kiln_g
  *     kiln_module_free(m);
  */
 #ifdef __cplusplus
-} /* DLPack's header outside the extern "C" block: it includes standard headers */
+} /* kiln_abi.h (with DLPack's header) outside the extern "C" block: it includes standard headers */
 #endif
-#include <dlpack/dlpack.h>
+#include "kiln_abi.h" /* DLTensor, enum kiln_abi_status, enum kiln_arg_role */
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct kiln_module; /* a loaded shared object; owned by the caller, freed by kiln_module_free */
-
-enum kiln_arg_role {
-    KILN_ARG_INPUT,
-    KILN_ARG_WEIGHT,
-    KILN_ARG_OUTPUT,
-};
 
 struct kiln_module_arg {
     const char        *name;

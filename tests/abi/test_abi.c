@@ -106,12 +106,14 @@ test_consumer(void)
         return;
     char cmd[8192], consumer[128];
     snprintf(consumer, sizeof consumer, "%s/consumer", e.tmp);
-    /* only kiln_abi.h (with DLPack's header) and libdl: no libkiln on this command line */
+    /* only kiln_abi.h (with DLPack's header) and libdl: no libkiln on this command line, and
+     * the public header copied alone into an include directory of its own, so that it is shown
+     * to need nothing else of kiln's (kiln.h, the internal kiln_abi_impl.h) */
     snprintf(cmd, sizeof cmd,
-             SO_BUILD_CC
+             "mkdir -p '%s/inc' && cp include/kiln_abi.h '%s/inc/' && " SO_BUILD_CC
              " -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1" SO_BUILD_SAN
-             " -Iinclude tests/abi/consumer.c -o '%s' -ldl -lpthread -lm",
-             consumer);
+             " -I'%s/inc' tests/abi/consumer.c -o '%s' -ldl -lpthread -lm",
+             e.tmp, e.tmp, e.tmp, consumer);
     if (so_build_run(cmd, e.log) != 0) {
         harness_fail(__FILE__, __LINE__, "building the consumer failed: %s", cmd);
         so_build_dump(e.log);
