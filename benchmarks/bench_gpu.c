@@ -282,7 +282,7 @@ kiln_build(struct run *r, const struct opts *o, const char *target, char *how, s
                                        .schedule_len = tuned ? 0 : strlen(sched),
                                        .name = r->w->name};
     enum kiln_status st = tuned ? kiln_graph_compile_tuned(r->ctx, g, &opt, o->db, path, &ntuned)
-                                : kiln_graph_compile(r->ctx, g, &opt, path);
+                                : kiln_graph_compile(r->ctx, g, &opt, path, NULL);
     if (st == KILN_OK)
         st = kiln_module_load(r->ctx, path, &r->m);
     unlink(path);

@@ -32,7 +32,7 @@ kernel_build(const char *name, const char *kg, const char *sched, const char *db
     if (kiln_graph_parse(ctx, kg, strlen(kg), name, &g) != KILN_OK)
         return fail(ctx, "parse");
     enum kiln_status st = db ? kiln_graph_compile_tuned(ctx, g, &opt, db, path, NULL)
-                             : kiln_graph_compile(ctx, g, &opt, path);
+                             : kiln_graph_compile(ctx, g, &opt, path, NULL);
     if (st != KILN_OK)
         return fail(ctx, "compile");
     kiln_ctx_free(ctx);

@@ -150,6 +150,7 @@ cmd_compile(int argc, char **argv)
     uint32_t                    ntuned = 0, ntasks = 0;
     const char                 *loops;
     const double *const        *weights = NULL;
+    struct kiln_memory_report   mr = {0};
     if (ctx)
         kiln_ctx_set_memplan(ctx, !no_memplan);
     if (!ctx) {
@@ -170,11 +171,11 @@ cmd_compile(int argc, char **argv)
         if (db && !sched_path)
             opt.schedule_len = strlen(opt.schedule_json);
         if (print) {
-            if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops) != KILN_OK)
+            if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops, NULL) != KILN_OK)
                 rc = cli_report(ctx);
             else
                 fputs(loops, stdout);
-        } else if (kiln_graph_compile(ctx, g, &opt, out) != KILN_OK) {
+        } else if (kiln_graph_compile(ctx, g, &opt, out, &mr) != KILN_OK) {
             if (sched_path && kiln_ctx_error(ctx)
                 && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
                 fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);
@@ -188,8 +189,6 @@ cmd_compile(int argc, char **argv)
         fprintf(stderr, "kiln compile: %u of %u tasks tuned (records from %s)\n", ntuned, ntasks,
                 db);
     if (!rc && !print) {
-        struct kiln_memory_report mr;
-        kiln_ctx_memory_report(ctx, &mr);
         char act[96];
         if (no_memplan)
             snprintf(act, sizeof act, "%.1f MB unplanned (--no-memplan)",

@@ -386,7 +386,7 @@ run_test(struct test *t, unsigned idx)
     char so[4096];
     snprintf(so, sizeof so, "%s/t%u.so", t->o->tmpdir, idx);
     struct kiln_compile_options co = {.target = t->o->target, .name = t->name};
-    if (kiln_graph_compile(t->ctx, g, &co, so) != KILN_OK)
+    if (kiln_graph_compile(t->ctx, g, &co, so, NULL) != KILN_OK)
         return ctx_verdict(t);
     st = kiln_module_load(t->ctx, so, &t->mod);
     unlink(so);

@@ -6,7 +6,7 @@
 #define KILN_CODEGEN_H
 
 #include "../ir/ir.h"
-#include "kiln_abi.h"
+#include "kiln_abi_impl.h"
 
 #include <string.h>
 
@@ -48,7 +48,7 @@ const char *kiln_cg_target_str(kiln_ctx *ctx, const struct kiln_target *t);
 struct kiln_cg_module {
     const struct kiln_func *f;
     const char             *name;     /* symbol-safe */
-    const uint8_t          *role;     /* per parameter: 0 input, 1 weight, 2 output */
+    const uint8_t          *role;     /* per parameter: enum kiln_arg_role */
     const char             *metadata; /* JSON (include/kiln_abi.h) */
     const char             *source;   /* .kg text */
 };

@@ -15,8 +15,9 @@
 #include <string.h>
 
 struct built {
-    struct kiln_target    target;
-    struct kiln_cg_module m;
+    struct kiln_target        target;
+    struct kiln_cg_module     m;
+    struct kiln_memory_report mem; /* of the flat loop nest; zeros for an unflattened one */
 };
 
 void
@@ -52,22 +53,19 @@ kiln_cg_mkdtemp(kiln_ctx *ctx, const char *who, char *dir, size_t size)
     return KILN_OK;
 }
 
-void
-kiln_ctx_memory_report(const kiln_ctx *ctx, struct kiln_memory_report *out)
-{
-    *out = ctx ? ctx->mem : (struct kiln_memory_report){0};
-}
-
-static uint8_t
+static enum kiln_arg_role
 role_of(const struct kiln_graph *g, const struct kiln_func *f, uint32_t i)
 {
     uint32_t tensor = f->buf[f->param[i]].tensor;
-    return i >= g->narg ? 2 : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? 1 : 0;
+    return i >= g->narg                                   ? KILN_ARG_OUTPUT
+           : g->tensor[tensor].kind == KILN_TENSOR_WEIGHT ? KILN_ARG_WEIGHT
+                                                          : KILN_ARG_INPUT;
 }
 
-/* Plans f's memory (unless the context says not to) and fills ctx->mem. */
+/* Plans f's memory (unless the context says not to) and reports it in *out. */
 static enum kiln_status
-plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f)
+plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f,
+            struct kiln_memory_report *out)
 {
     int64_t unplanned;
     KILN_TRY(kiln_pass_memplan(f, !ctx->no_memplan, &unplanned));
@@ -75,31 +73,34 @@ plan_memory(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_func *f)
     struct kiln_memory_report r = {.workspace = ctx->no_memplan ? unplanned : f->ws_bytes,
                                    .workspace_unplanned = unplanned};
     for (uint32_t i = 0; i < f->nparam; i++) {
-        uint8_t role = role_of(g, f, i);
-        int64_t bytes = 0; /* graph tensors have at most 2^40 elements */
+        enum kiln_arg_role role = role_of(g, f, i);
+        int64_t            bytes = 0; /* graph tensors have at most 2^40 elements */
         kiln_buffer_bytes(&f->buf[f->param[i]], &bytes);
-        *(role == 0 ? &r.inputs : role == 1 ? &r.weights : &r.outputs) += bytes;
+        *(role == KILN_ARG_INPUT    ? &r.inputs
+          : role == KILN_ARG_WEIGHT ? &r.weights
+                                    : &r.outputs) += bytes;
     }
     r.peak = r.weights + r.inputs + r.outputs + r.workspace + f->prep_bytes;
-    ctx->mem = r;
+    *out = r;
     return KILN_OK;
 }
 
 static const char *
 role_name(uint8_t r)
 {
-    return r == 0 ? "input" : r == 1 ? "weight" : "output";
+    return r == KILN_ARG_INPUT ? "input" : r == KILN_ARG_WEIGHT ? "weight" : "output";
 }
 
 static enum kiln_status
 describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
-         const struct kiln_target *t, const char *name, struct kiln_cg_module *m)
+         const struct kiln_target *t, const struct kiln_memory_report *mr, const char *name,
+         struct kiln_cg_module *m)
 {
     uint8_t *role = kiln_arena_alloc(ctx, f->nparam + 1);
     if (!role)
         return ctx->err.status;
     for (uint32_t i = 0; i < f->nparam; i++)
-        role[i] = role_of(g, f, i);
+        role[i] = (uint8_t)role_of(g, f, i);
     struct kiln_buf js = {0};
     bool            ok = kiln_buf_printf(
                    ctx, &js,
@@ -117,7 +118,6 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
              && kiln_buf_printf(ctx, &js, "], \"role\": \"%s\", \"align\": %u}", role_name(role[i]),
                                 b->align);
     }
-    struct kiln_memory_report *mr = &ctx->mem;
     ok = ok
          && kiln_buf_printf(ctx, &js,
                             "], \"weights_bytes\": %" PRId64 ", \"inputs_bytes\": %" PRId64
@@ -155,7 +155,7 @@ build(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_compile_optio
     else
         KILN_TRY(kiln_lower_unflat(ctx, g, &sched, &f));
     if (flat)
-        KILN_TRY(plan_memory(ctx, g, f));
+        KILN_TRY(plan_memory(ctx, g, f, &b->mem));
     if (kiln_target_is_cuda(&b->target)) /* the metadata states it, kiln_call checks it */
         kiln_cg_cuda_align_params(f);
     *fout = f;
@@ -196,23 +196,31 @@ compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, co
 
 enum kiln_status
 kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
-                   const struct kiln_compile_options *opt, const char *path)
+                   const struct kiln_compile_options *opt, const char *path,
+                   struct kiln_memory_report *report)
 {
     struct built      b;
     struct kiln_func *f;
+    enum kiln_status  st;
     KILN_TRY(build(ctx, g, opt, true, &b, &f));
-    KILN_TRY(describe(ctx, g, f, &b.target, opt && opt->name ? opt->name : "kiln_graph", &b.m));
-    if (kiln_target_is_cuda(&b.target))
-        return compile_cuda(ctx, &b, f, b.m.name, path);
+    KILN_TRY(
+        describe(ctx, g, f, &b.target, &b.mem, opt && opt->name ? opt->name : "kiln_graph", &b.m));
     size_t n = strlen(path);
-    if (n > 2 && !strcmp(path + n - 2, ".o"))
-        return kiln_cg_llvm_object(ctx, &b.m, &b.target, path);
-    return kiln_cg_llvm_shared(ctx, &b.m, &b.target, path);
+    if (kiln_target_is_cuda(&b.target))
+        st = compile_cuda(ctx, &b, f, b.m.name, path);
+    else if (n > 2 && !strcmp(path + n - 2, ".o"))
+        st = kiln_cg_llvm_object(ctx, &b.m, &b.target, path);
+    else
+        st = kiln_cg_llvm_shared(ctx, &b.m, &b.target, path);
+    if (st == KILN_OK && report)
+        *report = b.mem;
+    return st;
 }
 
 enum kiln_status
 kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
-                       const struct kiln_compile_options *opt, int flat, const char **out)
+                       const struct kiln_compile_options *opt, int flat, const char **out,
+                       struct kiln_memory_report *report)
 {
     struct built      b;
     struct kiln_func *f;
@@ -221,5 +229,7 @@ kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
     KILN_TRY(build(ctx, g, opt, flat != 0, &b, &f));
     KILN_TRY(kiln_func_print(f, &text));
     *out = text.data;
+    if (report)
+        *report = b.mem;
     return KILN_OK;
 }

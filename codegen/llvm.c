@@ -1,5 +1,5 @@
 /* codegen/llvm.c -- a flat loop-nest function to an LLVM module: statements, outlined parallel
- * loops, temporaries, and the ABI tables of include/kiln_abi.h.
+ * loops, temporaries, and the ABI tables of include/kiln_abi_impl.h.
  *
  * Module layout. `kiln_kernel(void *const *data)` loads the parameters' data pointers and
  * calls `kiln_body(p0, p1, ...)`, an internal always-inline function whose pointer parameters
@@ -971,7 +971,7 @@ const_string(struct cg *cg, const char *s)
     return g;
 }
 
-/* struct kiln_abi_arg[] and struct kiln_abi_desc kiln_desc, laid out as in kiln_abi.h */
+/* struct kiln_abi_arg[] and struct kiln_abi_desc kiln_desc, laid out as in kiln_abi_impl.h */
 static void
 emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
 {

@@ -196,9 +196,18 @@ struct kiln_compile_options {
     size_t      schedule_len;  /* bytes of schedule_json */
     const char *name;          /* module name in the metadata; NULL = "kiln_graph" */
 };
+/* Memory of a compiled module's call, in bytes (the same figures as its metadata JSON,
+ * include/kiln_abi.h). */
+struct kiln_memory_report {
+    int64_t weights, inputs, outputs; /* arguments, by role */
+    int64_t workspace;                /* root-level intermediates as compiled (planned or not) */
+    int64_t workspace_unplanned;      /* their sum: each intermediate in its own allocation */
+    int64_t peak; /* weights + inputs + outputs + workspace + weight-derived (prepared) buffers */
+};
+/* *report (NULL = not wanted) receives the memory report of the module on success. */
 KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                                              const struct kiln_compile_options *opt,
-                                             const char                        *path);
+                                             const char *path, struct kiln_memory_report *report);
 /* Memory planning (on by default): kiln_graph_compile places the intermediates computed at
  * root in one workspace allocated once per call, intermediates whose live ranges (first to
  * last root loop nest touching them) are disjoint sharing bytes. Off (on = 0) gives each its
@@ -210,21 +219,13 @@ KILN_API void kiln_ctx_set_memplan(kiln_ctx *ctx, int on);
  * variable: a program that honours TMPDIR passes it here, as the kiln command does. A setting
  * of the context; KILN_ERR_NOMEM when the path cannot be stored. */
 KILN_API enum kiln_status kiln_ctx_set_tmp_dir(kiln_ctx *ctx, const char *dir);
-/* Memory of a compiled module's call, in bytes (the same figures as its metadata JSON,
- * include/kiln_abi.h). */
-struct kiln_memory_report {
-    int64_t weights, inputs, outputs; /* arguments, by role */
-    int64_t workspace;                /* root-level intermediates as compiled (planned or not) */
-    int64_t workspace_unplanned;      /* their sum: each intermediate in its own allocation */
-    int64_t peak; /* weights + inputs + outputs + workspace + weight-derived (prepared) buffers */
-};
-/* The report of the last successful kiln_graph_compile or kiln_graph_lower_print (flat) with
- * ctx; all zeros before one. */
-KILN_API void kiln_ctx_memory_report(const kiln_ctx *ctx, struct kiln_memory_report *out);
-/* The lowered loop nest as text (flat = after storage flattening), ctx-owned. */
+/* The lowered loop nest as text (flat = after storage flattening), ctx-owned. *report (NULL =
+ * not wanted) receives the memory report on success: the module's figures when flat, all zeros
+ * when not (memory is planned on the flat loop nest). */
 KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kiln_graph *g,
                                                  const struct kiln_compile_options *opt, int flat,
-                                                 const char **out);
+                                                 const char               **out,
+                                                 struct kiln_memory_report *report);
 
 /* ---- autotuning and records (tuner/) ----
  * kiln_graph_tune partitions the graph into tasks and searches schedules for each (sketch
@@ -486,20 +487,14 @@ kiln_graph_optimize(kiln_ctx *ctx, const struct kiln_graph *g, const double *con
  *     kiln_module_free(m);
  */
 #ifdef __cplusplus
-} /* DLPack's header outside the extern "C" block: it includes standard headers */
+} /* kiln_abi.h (with DLPack's header) outside the extern "C" block: it includes standard headers */
 #endif
-#include <dlpack/dlpack.h>
+#include "kiln_abi.h" /* DLTensor, enum kiln_abi_status, enum kiln_arg_role */
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct kiln_module; /* a loaded shared object; owned by the caller, freed by kiln_module_free */
-
-enum kiln_arg_role {
-    KILN_ARG_INPUT,
-    KILN_ARG_WEIGHT,
-    KILN_ARG_OUTPUT,
-};
 
 struct kiln_module_arg {
     const char        *name;

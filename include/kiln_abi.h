@@ -14,6 +14,10 @@
  *                                    int32_t nargs, char *err, size_t errsize);
  *     void        kiln_prepared_free(void *prepared);
  *
+ * (and a constant `kiln_desc`, the descriptor these entry points and libkiln's loader read: an
+ * internal contract between kiln's code generators and its runtime, include/kiln_abi_impl.h,
+ * that a consumer never needs).
+ *
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
  * by its outputs, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
  * target's modules, data in device memory, the call finished when it returns), the declared
@@ -105,6 +109,14 @@ enum kiln_abi_status {
     KILN_ABI_ERR_ALIAS,   /* an output overlaps another argument's memory */
 };
 
+/* What an argument is: the metadata's "role" ("input", "weight", "output") and the role a
+ * module's argument has in kiln.h's kiln_module_arg. The values are part of the ABI. */
+enum kiln_arg_role {
+    KILN_ARG_INPUT = 0,
+    KILN_ARG_WEIGHT = 1,
+    KILN_ARG_OUTPUT = 2,
+};
+
 typedef int32_t (*kiln_call_fn)(DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
 typedef const char *(*kiln_metadata_fn)(void);
 typedef int32_t (*kiln_abi_version_fn)(void);
@@ -114,101 +126,6 @@ typedef int32_t (*kiln_prepare_fn)(DLTensor *const *args, int32_t nargs, void **
 typedef int32_t (*kiln_call_prepared_fn)(const void *prepared, DLTensor *const *args, int32_t nargs,
                                          char *err, size_t errsize);
 typedef void (*kiln_prepared_free_fn)(void *prepared);
-
-/* ---- below: the contract between kiln's code generators and its runtime; consumers of a
- * generated .so do not need it ---- */
-
-/* One argument as the generated code expects it. */
-struct kiln_abi_arg {
-    const char    *name;
-    uint8_t        code; /* DLDataTypeCode */
-    uint8_t        bits;
-    uint16_t       lanes;
-    int32_t        ndim;
-    const int64_t *shape;
-    uint32_t       align; /* bytes the kernel assumes the data pointer is aligned to */
-    uint8_t        role;  /* 0 input, 1 weight, 2 output */
-};
-
-/* The kernel proper: data pointers of all arguments in order; returns a kiln_abi_status. */
-typedef int32_t (*kiln_kernel_fn)(void *const *data);
-
-/* Phases of kiln_kernel_phased_fn: PREPARE computes the weight-derived buffers into the
- * prepared area, MAIN computes the rest reading them; ALL = both (what kernel does, with a
- * prepared area of its own). */
-enum kiln_abi_phase {
-    KILN_ABI_PHASE_PREPARE = 1,
-    KILN_ABI_PHASE_MAIN = 2,
-    KILN_ABI_PHASE_ALL = 3,
-};
-/* A prepared handle (runtime/abi.c) is one allocation: a header of this many bytes, then a
- * CPU module's prepared area (prepared_bytes). The measurement runner evicts the whole of it. */
-#define KILN_ABI_PREPARED_HEAD 64
-
-/* The kernel with its phases: `prepared` is prepared_bytes bytes, 64-byte aligned; for a
- * kDLCUDA module it is a struct kiln_abi_cuda_area naming that much device memory. */
-typedef int32_t (*kiln_kernel_phased_fn)(void *const *data, int32_t phase, void *prepared);
-
-/* Emitted by the code generator as a constant global named `kiln_desc` in every module. */
-struct kiln_abi_desc {
-    int32_t                    abi_version;
-    int32_t                    nargs;
-    const struct kiln_abi_arg *args;
-    kiln_kernel_fn             kernel;
-    const char                *metadata; /* JSON above */
-    const char                *source;   /* .kg text of the graph */
-    int32_t                    device;   /* DLDeviceType the kernel runs on */
-    /* NULL (and prepared_bytes 0) when the module has no weight-derived buffer */
-    kiln_kernel_phased_fn kernel_phased;
-    int64_t               prepared_bytes;
-};
-
-/* The cuda target: a module's kernel launches its CUDA kernels through the runtime. The
- * generated code holds one kiln_abi_cuda_module (mutable: `state` is the runtime's, zero at
- * first); its kiln_kernel returns kiln_rt_cuda_call(&module, data) and, when it has
- * weight-derived buffers (prep_bytes > 0), its kiln_kernel_phased returns
- * kiln_rt_cuda_call_phased(&module, data, phase, prepared). Each .so links its own copy of the
- * runtime, so these structs may grow at their ends without changing KILN_ABI_VERSION. */
-struct kiln_abi_cuda_kernel {
-    const char *name; /* extern "C" __global__ function in ptx */
-    uint32_t    grid[3], block[3];
-    uint32_t    shared_bytes; /* static shared memory (informational) */
-    int32_t     phase;        /* KILN_ABI_PHASE_PREPARE: it computes weight-derived buffers
-                               * (kiln_prepare launches it), else KILN_ABI_PHASE_MAIN */
-};
-struct kiln_abi_cuda_module {
-    const char                        *ptx; /* NUL-terminated PTX of all the kernels */
-    const struct kiln_abi_cuda_kernel *kernel;
-    int32_t                            nkernel, nargs;
-    int64_t ws_bytes;   /* device workspace per call: temporaries (codegen/cuda.c) */
-    int64_t prep_bytes; /* device area of the weight-derived buffers */
-    void   *state;      /* the runtime's: the module loaded per CUDA context */
-};
-/* A prepared area of a cuda module (the `prepared` of its kiln_kernel_phased): device memory
- * and the CUDA context it was allocated in. kiln_prepare's handle holds one. */
-struct kiln_abi_cuda_area {
-    uint64_t dptr;    /* CUdeviceptr; 0 = none */
-    void    *context; /* CUcontext */
-};
-/* Launches m's kernels in order on the calling thread's current CUDA context (else device 0's
- * primary context) and the legacy default stream, with data[0..nargs) (device pointers), the
- * workspace and the prepared area as arguments, and waits for them. Returns a kiln_abi_status
- * (KILN_ABI_ERR_RUNTIME with kiln_rt_cuda_error() saying why: no CUDA driver, a failed load or
- * launch; KILN_ABI_ERR_NOMEM when the device memory for the workspace is not there). The
- * weight-derived buffers are computed into an area of the call's own. */
-int32_t kiln_rt_cuda_call(struct kiln_abi_cuda_module *m, void *const *data);
-/* kiln_rt_cuda_call launching only the kernels of phase (KILN_ABI_PHASE_* bits) with the
- * weight-derived buffers in prepared, which must have been allocated in the context the call
- * runs on (else KILN_ABI_ERR_RUNTIME, saying so). prepared may be NULL for KILN_ABI_PHASE_ALL
- * (an area of the call's own) or when m has no weight-derived buffers. */
-int32_t kiln_rt_cuda_call_phased(struct kiln_abi_cuda_module *m, void *const *data, int32_t phase,
-                                 const struct kiln_abi_cuda_area *prepared);
-/* A prepared area: bytes (> 0) of device memory in the context a call from this thread would
- * run on; KILN_ABI_ERR_RUNTIME or KILN_ABI_ERR_NOMEM with kiln_rt_cuda_error() on failure.
- * kiln_rt_cuda_area_free frees it (in its context) and zeroes *a; NULL or dptr 0 is a no-op. */
-int32_t     kiln_rt_cuda_area_new(int64_t bytes, struct kiln_abi_cuda_area *a);
-void        kiln_rt_cuda_area_free(struct kiln_abi_cuda_area *a);
-const char *kiln_rt_cuda_error(void); /* this thread's last failure of kiln_rt_cuda_*, or "" */
 
 #ifdef __cplusplus
 }

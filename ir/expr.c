@@ -164,6 +164,20 @@ kiln_expr_rollback(kiln_ctx *ctx, uint32_t mark)
     }
 }
 
+struct kiln_scratch
+kiln_scratch_begin(kiln_ctx *ctx)
+{
+    return (struct kiln_scratch){kiln_arena_mark(ctx), kiln_expr_mark(ctx), kiln_sym_mark(ctx)};
+}
+
+void
+kiln_scratch_end(kiln_ctx *ctx, struct kiln_scratch s)
+{
+    kiln_expr_rollback(ctx, s.expr);
+    kiln_sym_rollback(ctx, s.sym);
+    kiln_arena_rewind(ctx, s.arena);
+}
+
 /* ---- access ---- */
 
 enum kiln_dtype

@@ -222,6 +222,17 @@ bool kiln_expr_visit_nodes(const kiln_ctx *ctx, kiln_expr e, bool (*fn)(void *ud
 /* Marks everything interned after the returned mark for removal by kiln_expr_rollback. */
 uint32_t kiln_expr_mark(const kiln_ctx *ctx);
 void     kiln_expr_rollback(kiln_ctx *ctx, uint32_t mark);
+/* A scratch scope: everything allocated in the arena and interned (expressions, symbols)
+ * after kiln_scratch_begin is released by kiln_scratch_end (the error state is kept). The tuner
+ * lowers thousands of candidates inside such scopes, so the context does not grow; nothing made
+ * inside may be used after the end. Here rather than in util/, which knows nothing of
+ * expressions. */
+struct kiln_scratch {
+    struct kiln_arena_mark arena;
+    uint32_t               expr, sym;
+};
+struct kiln_scratch kiln_scratch_begin(kiln_ctx *ctx);
+void                kiln_scratch_end(kiln_ctx *ctx, struct kiln_scratch s);
 
 /* ctx setup of the expression table (called by kiln_ctx_new / kiln_ctx_free) */
 bool kiln_expr_init(kiln_ctx *ctx);

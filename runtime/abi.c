@@ -301,7 +301,7 @@ check_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, 
             return st;
     }
     for (int32_t i = 0; i < nargs; i++) {
-        if (d->args[i].role != 2)
+        if (d->args[i].role != KILN_ARG_OUTPUT)
             continue;
         uintptr_t lo = (uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset;
         uintptr_t hi = lo + (uintptr_t)arg_bytes(&d->args[i]);

@@ -1,5 +1,5 @@
 /* runtime/cuda_module.c -- launching the kernels of a generated module of the cuda target
- * (kiln_rt_cuda_call, kiln_rt_cuda_call_phased, include/kiln_abi.h) and the device memory of
+ * (kiln_rt_cuda_call, kiln_rt_cuda_call_phased, include/kiln_abi_impl.h) and the device memory of
  * its prepared handles. Linked into libkiln_rt.a (every generated shared object) and libkiln;
  * depends on cuda_drv.c, libc, libdl and pthreads, nothing else of kiln.
  *
@@ -29,7 +29,7 @@
  * its error name and text. */
 #include "cuda_drv.h"
 
-#include "kiln_abi.h"
+#include "kiln_abi_impl.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /* runtime/module.c -- loading a generated shared object into this process (the public
  * kiln_module_* API of include/kiln.h): dlopen it with RTLD_NOW | RTLD_LOCAL, look up the
- * entry points of include/kiln_abi.h and the `kiln_desc` descriptor, check the ABI version, and
- * call it through its own kiln_call, turning the ABI status and message into a kiln_status in
- * the context.
+ * entry points of include/kiln_abi.h and the `kiln_desc` descriptor (include/kiln_abi_impl.h),
+ * check the ABI version, and call it through its own kiln_call, turning the ABI status and
+ * message into a kiln_status in the context.
  *
  * Choices. A path without a slash is taken relative to the working directory ("./" is
  * prepended), never searched for on LD_LIBRARY_PATH as dlopen would. The ABI version is read
@@ -216,7 +216,9 @@ kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg 
     out->dl_dtype.lanes = a->lanes;
     out->ndim = a->ndim;
     out->shape = a->shape;
-    out->role = a->role == 2 ? KILN_ARG_OUTPUT : a->role == 1 ? KILN_ARG_WEIGHT : KILN_ARG_INPUT;
+    out->role = a->role == KILN_ARG_OUTPUT   ? KILN_ARG_OUTPUT
+                : a->role == KILN_ARG_WEIGHT ? KILN_ARG_WEIGHT
+                                             : KILN_ARG_INPUT;
     out->align = a->align;
     int64_t bytes = (int64_t)((a->bits + 7) / 8) * (a->lanes ? a->lanes : 1);
     for (int32_t d = 0; d < a->ndim; d++)

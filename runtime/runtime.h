@@ -1,11 +1,11 @@
 /* runtime/runtime.h -- internal: the functions generated code calls, and the ABI entry that
  * checks DLPack arguments. Everything here is compiled into libkiln (for the in-process JIT)
  * and into libkiln_rt.a, the small PIC archive linked into every generated shared object.
- * Depends only on include/kiln_abi.h, libc and OpenMP. */
+ * Depends only on include/kiln_abi_impl.h (the contract with generated code), libc and OpenMP. */
 #ifndef KILN_RUNTIME_H
 #define KILN_RUNTIME_H
 
-#include "kiln_abi.h"
+#include "kiln_abi_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,8 @@
 /* runtime/so_entry.c -- the exported functions of a generated shared object (include/
  * kiln_abi.h): version, metadata, source, the checked call, the prepared calls (prepare,
  * call_prepared, prepared_free) and the thread count, all implemented over `kiln_desc`, the
- * constant descriptor the code generator emits into the same shared object.
+ * constant descriptor (include/kiln_abi_impl.h) the code generator emits into the same shared
+ * object.
  *
  * Linked only into generated shared objects, never into libkiln (which has no kiln_desc). The
  * archive is built with hidden visibility, so each entry point is marked default visibility

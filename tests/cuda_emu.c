@@ -99,7 +99,7 @@ kiln_test_emu_module(kiln_ctx *ctx, const struct kiln_graph *g,
     char cu[PATH_MAX + 8], emu[PATH_MAX + 8];
     snprintf(cu, sizeof cu, "%s.emu.cu", so_path);
     snprintf(emu, sizeof emu, "%s.emu", so_path);
-    KILN_TRY(kiln_graph_compile(ctx, g, co, cu));
+    KILN_TRY(kiln_graph_compile(ctx, g, co, cu, NULL));
     char *src = read_file(cu, NULL);
     unlink(cu);
     if (!src)

@@ -30,7 +30,7 @@ bool kiln_test_emu_append(kiln_ctx *ctx, struct kiln_buf *out, const char *ns, c
  * stderr); false on failure. */
 bool kiln_test_emu_compile(const char *text, const char *so_path);
 
-/* The emulation of the module of the cuda target that kiln_graph_compile(ctx, g, co, so_path)
+/* The emulation of the module of the cuda target that kiln_graph_compile(ctx, g, co, so_path, NULL)
  * made: its CUDA C (compiled again the same way, so the same kernels, parameters and
  * workspace) as a shared object SO_PATH.emu, which tests/measure/fake_cuda.c loads for the
  * module. fault, for tests of failing candidates: NULL, or what the fake driver makes of the

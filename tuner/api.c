@@ -99,7 +99,7 @@ kiln_graph_compile_tuned(kiln_ctx *ctx, const struct kiln_graph *g,
     KILN_TRY(kiln_graph_tuned_schedule(ctx, g, db_path, o.target, &json, ntuned, NULL));
     o.schedule_json = json;
     o.schedule_len = strlen(json);
-    return kiln_graph_compile(ctx, g, &o, path);
+    return kiln_graph_compile(ctx, g, &o, path, NULL);
 }
 
 /* ---- listing ---- */

@@ -1568,17 +1568,3 @@ kiln_features_lower(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln
     kiln_scratch_end(ctx, sc);
     return st;
 }
-
-struct kiln_scratch
-kiln_scratch_begin(kiln_ctx *ctx)
-{
-    return (struct kiln_scratch){kiln_arena_mark(ctx), kiln_expr_mark(ctx), kiln_sym_mark(ctx)};
-}
-
-void
-kiln_scratch_end(kiln_ctx *ctx, struct kiln_scratch s)
-{
-    kiln_expr_rollback(ctx, s.expr);
-    kiln_sym_rollback(ctx, s.sym);
-    kiln_arena_rewind(ctx, s.arena);
-}

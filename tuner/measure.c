@@ -231,7 +231,7 @@ build_child(struct kiln_measurer *m, const struct kiln_measure_input *in, const 
     } else {
         struct kiln_compile_options co = {m->build_target, js, js ? strlen(js) : 0,
                                           "kiln_candidate"};
-        if (kiln_graph_compile(ctx, m->g, &co, so) != KILN_OK
+        if (kiln_graph_compile(ctx, m->g, &co, so, NULL) != KILN_OK
             || (m->o.build_hook
                 && m->o.build_hook(m->o.build_hook_ud, ctx, m->g, &co, so) != KILN_OK))
             r.error = KILN_MEASURE_COMPILE;

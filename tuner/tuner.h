@@ -178,16 +178,6 @@ struct kiln_feat {
 enum kiln_status kiln_features_extract(kiln_ctx *ctx, const struct kiln_func *f,
                                        const struct kiln_hw *hw, struct kiln_feat *out);
 void             kiln_feat_free(struct kiln_feat *f);
-/* A scratch scope: everything allocated in the arena and interned (expressions, symbols)
- * after kiln_scratch_begin is released by kiln_scratch_end (the error state is kept). The tuner
- * lowers thousands of candidates inside such scopes, so the context does not grow; nothing made
- * inside may be used after the end. */
-struct kiln_scratch {
-    struct kiln_arena_mark arena;
-    uint32_t               expr, sym;
-};
-struct kiln_scratch kiln_scratch_begin(kiln_ctx *ctx);
-void                kiln_scratch_end(kiln_ctx *ctx, struct kiln_scratch s);
 /* Lowers g under s (kiln_lower) and extracts the features of the result inside a scratch
  * scope, so scoring thousands of candidates does not grow the context. A schedule that does not
  * lower returns kiln_lower's error (recorded in ctx) and an empty *out. */

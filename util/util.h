@@ -54,10 +54,9 @@ struct kiln_ctx {
     uint32_t         nsym, capsym;
     uint32_t        *symbucket;
     uint32_t         symmask;
-    /* compile settings and results (codegen/driver.c) */
-    bool                      no_memplan;
-    struct kiln_memory_report mem;
-    uint32_t                  tmp_dir; /* interned directory for temporary files; 0: P_tmpdir */
+    /* compile settings (codegen/driver.c) */
+    bool     no_memplan;
+    uint32_t tmp_dir; /* interned directory for temporary files; 0: P_tmpdir */
 };
 
 /* Raw allocation through the context's allocator; NULL on failure (no error recorded). */

@@ -106,7 +106,7 @@ def lib():
     _proto(so, "kiln_graph_tensor_numel", i64, P, u32)
     if hasattr(so, "kiln_graph_compile"):
         _proto(so, "kiln_graph_compile", st, P, P, ctypes.POINTER(_CompileOptions),
-               ctypes.c_char_p)
+               ctypes.c_char_p, P)
     if hasattr(so, "kiln_graph_optimize"):
         W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
         _proto(so, "kiln_graph_import_onnx", st, P, ctypes.c_char_p, ctypes.c_size_t,
@@ -261,7 +261,8 @@ class Graph:
         opt = _CompileOptions(target.encode() if target else None, sched,
                               len(sched) if sched else 0, name.encode() if name else None)
         path = os.fspath(path)
-        st = L.kiln_graph_compile(self._ctx.ptr, self._g, ctypes.byref(opt), path.encode())
+        st = L.kiln_graph_compile(self._ctx.ptr, self._g, ctypes.byref(opt), path.encode(),
+                                  None)
         if st != 0:
             raise self._ctx.error(st)
         return load(path)

@@ -1511,7 +1511,7 @@ test_target_parse(void)
     CHECK(fd >= 0);
     if (g && fd >= 0) {
         close(fd);
-        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, cu));
+        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, cu, NULL));
         char *text = read_file(cu, NULL);
         CHECK(text && strstr(text, "extern \"C\" __global__ void __launch_bounds__(1) relu4_k0("));
         free(text);
@@ -1541,7 +1541,8 @@ test_abi_tables(void)
                   ST(f, y, i, kiln_select(ctx, LD(f, m, i), v, F(ctx, -1, KILN_DTYPE_F64))));
     CHECK_EQ_INT(KILN_OK, kiln_func_verify(f, true));
     struct kiln_target    t;
-    static const uint8_t  role[4] = {0, 1, 0, 2};
+    static const uint8_t  role[4] = {KILN_ARG_INPUT, KILN_ARG_WEIGHT, KILN_ARG_INPUT,
+                                     KILN_ARG_OUTPUT};
     struct kiln_cg_module mod = {.f = f,
                                  .name = "abi",
                                  .role = role,
@@ -1566,12 +1567,12 @@ test_abi_tables(void)
         CHECK_EQ_INT(2, d->args[0].ndim);
         CHECK(d->args[0].shape && d->args[0].shape[0] == 3 && d->args[0].shape[1] == 5);
         CHECK_EQ_INT(64, d->args[0].align);
-        CHECK_EQ_INT(0, d->args[0].role);
+        CHECK_EQ_INT(KILN_ARG_INPUT, d->args[0].role);
         CHECK_EQ_STR("w", d->args[1].name);
         CHECK_EQ_INT(kDLInt, d->args[1].code);
         CHECK_EQ_INT(8, d->args[1].bits);
         CHECK_EQ_INT(1, d->args[1].align);
-        CHECK_EQ_INT(1, d->args[1].role);
+        CHECK_EQ_INT(KILN_ARG_WEIGHT, d->args[1].role);
         CHECK_EQ_STR("mask", d->args[2].name);
         CHECK_EQ_INT(6, d->args[2].code); /* kDLBool */
         CHECK_EQ_INT(8, d->args[2].bits);
@@ -1581,7 +1582,7 @@ test_abi_tables(void)
         CHECK_EQ_INT(1, d->args[3].ndim);
         CHECK(d->args[3].shape && d->args[3].shape[0] == 15);
         CHECK_EQ_INT(8, d->args[3].align);
-        CHECK_EQ_INT(2, d->args[3].role);
+        CHECK_EQ_INT(KILN_ARG_OUTPUT, d->args[3].role);
         /* and the kernel runs through the table's pointer */
         float  *xd = aligned_alloc(64, 64);
         int8_t  wd[5] = {1, -2, 3, -4, 5};

@@ -867,7 +867,7 @@ test_fast_math(void)
         if (fd < 0)
             break;
         close(fd);
-        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, path));
+        CHECK_EQ_INT(KILN_OK, kiln_graph_compile(ctx, g, &opt, path, NULL));
         ptx[fast] = read_file(path, NULL);
         unlink(path);
     }

@@ -97,7 +97,7 @@ mod_build(struct mod *M, const char *name, const char *kg, const char *sched)
                                        .schedule_json = sched,
                                        .schedule_len = sched ? strlen(sched) : 0,
                                        .name = name};
-    enum kiln_status st = g ? kiln_graph_compile(M->ctx, g, &opt, path) : KILN_ERR_INVALID;
+    enum kiln_status st = g ? kiln_graph_compile(M->ctx, g, &opt, path, NULL) : KILN_ERR_INVALID;
     if (st == KILN_ERR_UNSUPPORTED && strncmp(msg(M->ctx), "no NVRTC", 8) == 0) {
         harness_skip("no NVRTC: cuda modules cannot be built here");
         return false;

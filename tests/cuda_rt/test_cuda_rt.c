@@ -330,7 +330,7 @@ test_module(void)
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
-    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so) != KILN_OK
+    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so, NULL) != KILN_OK
         || kiln_module_load(ctx, so, &m) != KILN_OK) {
         harness_fail(__FILE__, __LINE__, "%s", msg(ctx));
         unlink(so);
@@ -449,7 +449,7 @@ test_prepared(void)
     struct kiln_module *m = NULL;
     if (fd >= 0)
         close(fd);
-    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so) != KILN_OK
+    if (!g || fd < 0 || kiln_graph_compile(ctx, g, &opt, so, NULL) != KILN_OK
         || kiln_module_load(ctx, so, &m) != KILN_OK) {
         harness_fail(__FILE__, __LINE__, "%s", msg(ctx));
         unlink(so);

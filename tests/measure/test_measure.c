@@ -444,7 +444,7 @@ test_parallel_after_openmp_in_parent(void)
     snprintf(so, sizeof so, "%s/par.so", e.tmp);
     struct kiln_compile_options co = {NULL, par, strlen(par), "par"};
     struct kiln_module         *mod = NULL;
-    if (g && kiln_graph_compile(ctx, g, &co, so) == KILN_OK
+    if (g && kiln_graph_compile(ctx, g, &co, so, NULL) == KILN_OK
         && kiln_module_load(ctx, so, &mod) == KILN_OK) {
         /* one parallel call in this process */
         float    *buf = calloc(64 * 32 + 32 * 48 + 64 * 48, sizeof *buf);
@@ -672,7 +672,7 @@ test_gpu_emulated(void)
     for (uint32_t i = 0; i < NF && planted; i++) {
         struct kiln_compile_options co = {GPU_TARGET, js[0], strlen(js[0]), "kiln_candidate"};
         snprintf(so[i], sizeof so[i], "%s/%s.so", e.tmp, gpu_faults[i].fault);
-        planted = kiln_graph_compile(ctx, g, &co, so[i]) == KILN_OK
+        planted = kiln_graph_compile(ctx, g, &co, so[i], NULL) == KILN_OK
                   && kiln_test_emu_module(ctx, g, &co, so[i], gpu_faults[i].fault) == KILN_OK;
         if (!planted)
             harness_fail(__FILE__, __LINE__, "planting %s: %s", gpu_faults[i].fault,

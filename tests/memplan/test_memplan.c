@@ -453,8 +453,7 @@ test_report(void)
                                                     "y[i, j] = tanh(c[i, j]) + x[i, j]\n");
     const char               *loops;
     struct kiln_memory_report mr;
-    CHECK(g && kiln_graph_lower_print(ctx, g, NULL, 1, &loops) == KILN_OK);
-    kiln_ctx_memory_report(ctx, &mr);
+    CHECK(g && kiln_graph_lower_print(ctx, g, NULL, 1, &loops, &mr) == KILN_OK);
     CHECK_EQ_INT(4096, mr.weights);
     CHECK_EQ_INT(2048, mr.inputs);
     CHECK_EQ_INT(2048, mr.outputs);
@@ -462,10 +461,13 @@ test_report(void)
     CHECK_EQ_INT(2 * 2048, mr.workspace);
     CHECK_EQ_INT(4096 + 2048 + 2048 + 2 * 2048, mr.peak);
     kiln_ctx_set_memplan(ctx, 0);
-    CHECK(kiln_graph_lower_print(ctx, g, NULL, 1, &loops) == KILN_OK);
-    kiln_ctx_memory_report(ctx, &mr);
+    CHECK(kiln_graph_lower_print(ctx, g, NULL, 1, &loops, &mr) == KILN_OK);
     CHECK_EQ_INT(3 * 2048, mr.workspace);
     CHECK(strstr(loops, "workspace") == NULL);
+    /* memory is planned on the flat loop nest: the unflattened one reports zeros */
+    CHECK(kiln_graph_lower_print(ctx, g, NULL, 0, &loops, &mr) == KILN_OK);
+    CHECK_EQ_INT(0, mr.peak);
+    CHECK_EQ_INT(0, mr.workspace);
     /* a shared object's metadata carries the same figures, and it computes the same */
     kiln_ctx_set_memplan(ctx, 1);
     char dir[64] = "/tmp/memplan-XXXXXX", path[96];
@@ -475,8 +477,12 @@ test_report(void)
         return;
     }
     snprintf(path, sizeof path, "%s/report.so", dir);
-    struct kiln_module *m = NULL;
-    CHECK(kiln_graph_compile(ctx, g, NULL, path) == KILN_OK);
+    struct kiln_module       *m = NULL;
+    struct kiln_memory_report cmr;
+    CHECK(kiln_graph_compile(ctx, g, NULL, path, &cmr) == KILN_OK);
+    CHECK_EQ_INT(2 * 2048, cmr.workspace); /* the compile reports what the lowering did */
+    CHECK_EQ_INT(3 * 2048, cmr.workspace_unplanned);
+    CHECK_EQ_INT(4096 + 2048 + 2048 + 2 * 2048, cmr.peak);
     CHECK(kiln_module_load(ctx, path, &m) == KILN_OK);
     if (m) {
         const char *js = kiln_module_metadata(m);

@@ -329,7 +329,7 @@ test_resnet18(void)
         CHECK(kiln_ctx_set_tmp_dir(ctx, tmp) == KILN_OK);
     if (kiln_graph_import_onnx(ctx, bytes, len, model, &g, &w) != KILN_OK
         || kiln_graph_optimize(ctx, g, w, NULL, &o, &ow, &rep) != KILN_OK
-        || kiln_graph_compile(ctx, o, &copt, api) != KILN_OK) {
+        || kiln_graph_compile(ctx, o, &copt, api, NULL) != KILN_OK) {
         harness_fail(__FILE__, __LINE__, "C API: %s", errmsg(ctx));
     } else {
         for (int p = 0; p < KILN_GRAPH_PASS_COUNT; p++)

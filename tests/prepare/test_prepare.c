@@ -91,7 +91,7 @@ mod_build(struct mod *M, const char *text, const char *sched, const char *name)
     snprintf(path, sizeof path, "%s/%s%u.so", tmpdir, name, serial++);
     struct kiln_compile_options opt = {.schedule_json = sched,
                                        .schedule_len = sched ? strlen(sched) : 0};
-    if (kiln_graph_compile(M->ctx, M->g, &opt, path) != KILN_OK
+    if (kiln_graph_compile(M->ctx, M->g, &opt, path, NULL) != KILN_OK
         || kiln_module_load(M->ctx, path, &M->m) != KILN_OK) {
         char msg[600];
         kiln_error_format(kiln_ctx_error(M->ctx), msg, sizeof msg);

@@ -774,7 +774,7 @@ plant_gpu(kiln_ctx *ctx, const struct kiln_graph *g, const char *fault, const ch
          && kiln_sched_to_json(ctx, &s, &js) == KILN_OK;
     struct kiln_compile_options co = {"cuda -arch=sm_80", js.data, ok ? js.len : 0,
                                       "kiln_candidate"};
-    ok = ok && kiln_graph_compile(ctx, g, &co, so) == KILN_OK
+    ok = ok && kiln_graph_compile(ctx, g, &co, so, NULL) == KILN_OK
          && kiln_test_emu_module(ctx, g, &co, so, fault) == KILN_OK;
     if (!ok)
         harness_fail(__FILE__, __LINE__, "planting %s: %s", fault, kiln_ctx_error(ctx)->msg);

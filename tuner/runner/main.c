@@ -252,7 +252,7 @@ run_cpu(const struct runner *R, long repeat, long warmup)
         if (!ev || !evn)
             runner_fail(KILN_RUNNER_SETUP, "out of memory");
         for (uint32_t i = 0; i < jh->nin; i++)
-            if (desc->args[i].role == 1 && R->bytes[i] > 0) {
+            if (desc->args[i].role == KILN_ARG_WEIGHT && R->bytes[i] > 0) {
                 ev[nev] = t[i].data;
                 evn[nev++] = (size_t)R->bytes[i];
             }

@@ -5,7 +5,7 @@
 
 #include "runner.h"
 
-#include "kiln_abi.h"
+#include "kiln_abi_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>
