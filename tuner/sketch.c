@@ -761,12 +761,12 @@ kiln_sk_sym(struct emit *E, const char *s)
     return kiln_sym_cstr(E->ctx, s);
 }
 
-/* The name of a stage derived from `base` ("C.local", "B.pack", "C.rf"), however long base is:
- * interned, so it lives as long as the context. */
+/* The name of the stage a step of kind `kind` adds for `base` ("C.local", "B.pack", "C.rf"),
+ * however long base is: interned, so it lives as long as the context. */
 const char *
-kiln_sk_derived(struct emit *E, const char *base, const char *suffix)
+kiln_sk_derived(struct emit *E, const char *base, enum kiln_step_kind kind)
 {
-    const char *s = kiln_arena_printf(E->ctx, "%s%s", base, suffix);
+    const char *s = kiln_arena_printf(E->ctx, "%s.%s", base, kiln_step_desc[kind].creates);
     return s ? kiln_sym_str(E->ctx, kiln_sk_sym(E, s)) : "";
 }
 
@@ -981,7 +981,7 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     int64_t f = kiln_sk_val(E, p->k_split[t->ndim], 0, 1);
     KILN_TRY(kiln_sk_emit_split(E, tn, &L, r, 1, &f));
     char        rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME];
-    const char *rf = kiln_sk_derived(E, tn, ".rf");
+    const char *rf = kiln_sk_derived(E, tn, KILN_STEP_RFACTOR);
     snprintf(rout, sizeof rout, "%.58s.0", r);
     snprintf(rin, sizeof rin, "%.58s.1", r);
     KILN_TRY(kiln_sk_step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
@@ -1034,7 +1034,7 @@ emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char
                                .iters = {kiln_sk_sym(E, P)}};
         KILN_TRY(kiln_sk_push(E, st));
         struct kiln_step ca = {.kind = KILN_STEP_COMPUTE_AT,
-                               .stage = kiln_sk_sym(E, kiln_sk_derived(E, an, ".pad")),
+                               .stage = kiln_sk_sym(E, kiln_sk_derived(E, an, KILN_STEP_PAD)),
                                .target = kiln_sk_sym(E, P),
                                .iter = kiln_sk_sym(E, at)};
         KILN_TRY(kiln_sk_push(E, ca));
@@ -1090,7 +1090,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
                                    .n = 2,
                                    .factors = {l[v][2], 0}};
             KILN_TRY(kiln_sk_push(E, st));
-            const char *ps = kiln_sk_derived(E, an, ".pack");
+            const char *ps = kiln_sk_derived(E, an, KILN_STEP_PACK);
             char        it[16];
             int64_t     outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
             if (E->sk->priv->cores > 1 && outer0 > 1)
@@ -1103,7 +1103,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        P = kiln_sk_derived(E, tn, ".local");
+        P = kiln_sk_derived(E, tn, KILN_STEP_CACHE_WRITE);
         X = tn;
         memcpy(xnames, names, sizeof names);
     } else if (p->mode == KILN_PLAN_TILE_FUSE) {

@@ -533,7 +533,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        P = kiln_sk_derived(E, tn, ".local");
+        P = kiln_sk_derived(E, tn, KILN_STEP_CACHE_WRITE);
         X = tn;
         memcpy(xnames, names, sizeof names);
     } else if (p->mode == KILN_PLAN_TILE_FUSE) {
@@ -633,7 +633,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
             if (!share[s])
                 continue;
             const char *cn =
-                kiln_sk_derived(E, kiln_graph_tensor_name(g, p->shared_t[s]), ".cache");
+                kiln_sk_derived(E, kiln_graph_tensor_name(g, p->shared_t[s]), KILN_STEP_CACHE_READ);
             struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
                                    .stage = kiln_sk_sym(E, cn),
                                    .target = kiln_sk_sym(E, P),

@@ -67,8 +67,9 @@ struct emit {
     bool gpu_no_shared, gpu_shared_used; /* GPU: shared copies forbidden / made (sketch_gpu.c) */
 };
 
-uint32_t         kiln_sk_sym(struct emit *E, const char *s);
-const char      *kiln_sk_derived(struct emit *E, const char *base, const char *suffix);
+uint32_t kiln_sk_sym(struct emit *E, const char *s);
+/* The stage a step of kind `kind` adds for stage or tensor `base` ("C.local"). */
+const char      *kiln_sk_derived(struct emit *E, const char *base, enum kiln_step_kind kind);
 enum kiln_status kiln_sk_push(struct emit *E, struct kiln_step st);
 enum kiln_status kiln_sk_step1(struct emit *E, enum kiln_step_kind kind, const char *stage,
                                const char *iter);
