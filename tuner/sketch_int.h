@@ -29,7 +29,8 @@ struct ana {
     uint32_t                *nreader; /* per op: non-inlined ops reading its tensor */
     uint32_t                *reader;  /* per op: the last such reader */
     bool                    *mlt;     /* per op: needs multi-level tiling */
-    uint32_t                *fuse;    /* per tiled op: kiln_sk_fusible_consumer, else KILN_NONE */
+    uint32_t                *fuse;    /* per tiled op: the one elementwise consumer it may be
+                                       * computed at, else KILN_NONE */
     uint32_t (*padt)[4];              /* per tiled op: arguments it may read padded */
     uint8_t *npad;
 };
