@@ -106,7 +106,44 @@ enum kiln_step_kind {
     KILN_STEP_BIND,           /* stage, iter, value = enum kiln_bind */
     KILN_STEP_COUNT
 };
-extern const char *const kiln_step_name[KILN_STEP_COUNT];
+
+/* What a step's field names (struct kiln_step_desc). */
+enum kiln_step_ref {
+    KILN_REF_NONE,        /* unused */
+    KILN_REF_STAGE,       /* a stage ("C", or one a step added: "C.local") */
+    KILN_REF_TENSOR,      /* a tensor, stage or argument: the one cache_read, pack, pad copy */
+    KILN_REF_LOOP,        /* an iterator of the step's stage */
+    KILN_REF_TARGET_LOOP, /* an iterator of the target stage (compute_at) */
+};
+
+/* The JSON fields of a step besides "op" and "stage" (struct kiln_step_desc). */
+enum kiln_step_field {
+    KILN_STEPF_ITER = 1,     /* "iter" */
+    KILN_STEPF_ITERS = 2,    /* iters, under the descriptor's iters_key */
+    KILN_STEPF_FACTORS = 4,  /* "factors" */
+    KILN_STEPF_TARGET = 8,   /* "target" */
+    KILN_STEPF_VALUE = 16,   /* value, under the descriptor's value_key */
+    KILN_STEPF_FACTOR1 = 32, /* "factor" in factors[0], optional "outer" in factors[1] (pack) */
+    KILN_STEPF_THREAD = 64,  /* "thread" (bind): a kiln_bind_name, kept in value */
+    KILN_STEPF_SCOPE = 128,  /* optional "scope" (cache_read): "local" or "shared", in value */
+};
+
+/* Everything about a step kind but its effect (passes/state.c): asked of this table, which
+ * passes/sched.c owns, rather than switched over. */
+struct kiln_step_desc {
+    const char *name;                       /* "split": its "op" in JSON and its name in messages */
+    unsigned    fields;                     /* enum kiln_step_field */
+    const char *iters_key;                  /* JSON key of iters: "iters", "order" or "readers" */
+    const char *value_key;                  /* JSON key of value: "max_step" or "dim" */
+    uint8_t     stage, iter, iters, target; /* enum kiln_step_ref: what each field names */
+    const char *creates; /* suffix of the stage it adds ("local": "C.local"), or NULL */
+    /* form checked when applied (kiln_step_check): n in [nmin, nmax] (nmax 0: unchecked),
+     * counting nwhat; value in [vmin, vmax] (vmin == vmax: unchecked) */
+    uint8_t     nmin, nmax;
+    const char *nwhat;
+    int64_t     vmin, vmax;
+};
+extern const struct kiln_step_desc kiln_step_desc[KILN_STEP_COUNT];
 
 /* The GPU index a bind step gives a loop ("thread" in JSON): blockIdx.x/y/z make a
  * KILN_LOOP_GPU_BLOCK loop, threadIdx.x/y/z a KILN_LOOP_GPU_THREAD loop, with axis tag % 3. */
@@ -148,6 +185,9 @@ struct kiln_schedule {
 };
 
 enum kiln_status kiln_sched_push(kiln_ctx *ctx, struct kiln_schedule *s, struct kiln_step st);
+/* The form of a step its descriptor checks when it is applied (its count of iterators or
+ * factors, its value's range): false with the reason in why when it is wrong. */
+bool kiln_step_check(const struct kiln_step *st, char *why, size_t size);
 /* JSON: {"steps": [{"op": "split", "stage": "C", "iter": "i", "factors": [8, 4]}, ...]}.
  * Errors name the step index and the bad field. */
 enum kiln_status kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t len,

@@ -1,4 +1,5 @@
-/* passes/sched.c -- schedules as data: the step list and its JSON form.
+/* passes/sched.c -- schedules as data: the step list, its JSON form, and the step descriptor
+ * table (kiln_step_desc) that everything but a step's effect is asked of.
  *
  * A step names its stage and iterators by name (symbols), so a schedule written by hand reads
  * like the graph it applies to, and a schedule stored by the tuner survives re-parsing of the
@@ -8,27 +9,8 @@
 #include "passes.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
-
-const char *const kiln_step_name[KILN_STEP_COUNT] = {
-    [KILN_STEP_SPLIT] = "split",
-    [KILN_STEP_TILE] = "tile",
-    [KILN_STEP_REORDER] = "reorder",
-    [KILN_STEP_FUSE] = "fuse",
-    [KILN_STEP_PARALLEL] = "parallel",
-    [KILN_STEP_VECTORIZE] = "vectorize",
-    [KILN_STEP_UNROLL] = "unroll",
-    [KILN_STEP_AUTO_UNROLL] = "auto_unroll",
-    [KILN_STEP_COMPUTE_AT] = "compute_at",
-    [KILN_STEP_COMPUTE_INLINE] = "compute_inline",
-    [KILN_STEP_COMPUTE_ROOT] = "compute_root",
-    [KILN_STEP_CACHE_WRITE] = "cache_write",
-    [KILN_STEP_CACHE_READ] = "cache_read",
-    [KILN_STEP_RFACTOR] = "rfactor",
-    [KILN_STEP_PACK] = "pack",
-    [KILN_STEP_PAD] = "pad",
-    [KILN_STEP_BIND] = "bind",
-};
 
 const char *const kiln_bind_name[KILN_BIND_COUNT] = {
     [KILN_BIND_BLOCK_X] = "blockIdx.x",   [KILN_BIND_BLOCK_Y] = "blockIdx.y",
@@ -36,50 +18,107 @@ const char *const kiln_bind_name[KILN_BIND_COUNT] = {
     [KILN_BIND_THREAD_Y] = "threadIdx.y", [KILN_BIND_THREAD_Z] = "threadIdx.z",
 };
 
-/* Which fields each step kind uses. */
-enum {
-    F_ITER = 1,     /* "iter" */
-    F_ITERS = 2,    /* "iters" (or "order" for reorder, "readers" for cache_read and pad) */
-    F_FACTORS = 4,  /* "factors" */
-    F_TARGET = 8,   /* "target" */
-    F_VALUE = 16,   /* "max_step" / "dim" */
-    F_FACTOR1 = 32, /* "factor" (pack) */
-    F_THREAD = 64,  /* "thread" (bind): a kiln_bind_name, kept in value */
-    F_SCOPE = 128,  /* optional "scope" (cache_read): "local" or "shared", kept in value */
+/* Every step kind: its JSON form, what its fields name, what it adds, the form checked when it
+ * is applied. passes/state.c gives each its effect; docs/schedule.md describes both. */
+#define ITER    KILN_STEPF_ITER
+#define ITERS   KILN_STEPF_ITERS
+#define FACTORS KILN_STEPF_FACTORS
+#define TARGET  KILN_STEPF_TARGET
+#define VALUE   KILN_STEPF_VALUE
+#define FACTOR1 KILN_STEPF_FACTOR1
+#define THREAD  KILN_STEPF_THREAD
+#define SCOPE   KILN_STEPF_SCOPE
+#define STAGE   KILN_REF_STAGE
+#define TENSOR  KILN_REF_TENSOR
+#define LOOP    KILN_REF_LOOP
+const struct kiln_step_desc kiln_step_desc[KILN_STEP_COUNT] = {
+    [KILN_STEP_SPLIT] = {.name = "split",
+                         .fields = ITER | FACTORS,
+                         .stage = STAGE,
+                         .iter = LOOP,
+                         .nmin = 1,
+                         .nmax = KILN_STEP_MAXN - 1,
+                         .nwhat = "factors"},
+    [KILN_STEP_TILE] = {.name = "tile",
+                        .fields = ITERS | FACTORS,
+                        .iters_key = "iters",
+                        .stage = STAGE,
+                        .iters = LOOP,
+                        .nmin = 1,
+                        .nmax = KILN_STEP_MAXN,
+                        .nwhat = "iterators"},
+    [KILN_STEP_REORDER] =
+        {.name = "reorder", .fields = ITERS, .iters_key = "order", .stage = STAGE, .iters = LOOP},
+    [KILN_STEP_FUSE] =
+        {.name = "fuse", .fields = ITERS, .iters_key = "iters", .stage = STAGE, .iters = LOOP},
+    [KILN_STEP_PARALLEL] = {.name = "parallel", .fields = ITER, .stage = STAGE, .iter = LOOP},
+    [KILN_STEP_VECTORIZE] = {.name = "vectorize", .fields = ITER, .stage = STAGE, .iter = LOOP},
+    [KILN_STEP_UNROLL] = {.name = "unroll", .fields = ITER, .stage = STAGE, .iter = LOOP},
+    [KILN_STEP_AUTO_UNROLL] = {.name = "auto_unroll",
+                               .fields = VALUE,
+                               .value_key = "max_step",
+                               .stage = STAGE,
+                               .vmin = 0,
+                               .vmax = 4096},
+    [KILN_STEP_COMPUTE_AT] = {.name = "compute_at",
+                              .fields = TARGET | ITER,
+                              .stage = STAGE,
+                              .iter = KILN_REF_TARGET_LOOP,
+                              .target = STAGE},
+    [KILN_STEP_COMPUTE_INLINE] = {.name = "compute_inline", .fields = 0, .stage = STAGE},
+    [KILN_STEP_COMPUTE_ROOT] = {.name = "compute_root", .fields = 0, .stage = STAGE},
+    [KILN_STEP_CACHE_WRITE] = {.name = "cache_write",
+                               .fields = 0,
+                               .stage = STAGE,
+                               .creates = "local"},
+    [KILN_STEP_CACHE_READ] = {.name = "cache_read",
+                              .fields = ITERS | SCOPE,
+                              .iters_key = "readers",
+                              .stage = TENSOR,
+                              .iters = STAGE,
+                              .creates = "cache"},
+    [KILN_STEP_RFACTOR] =
+        {.name = "rfactor", .fields = ITER, .stage = STAGE, .iter = LOOP, .creates = "rf"},
+    [KILN_STEP_PACK] = {.name = "pack",
+                        .fields = VALUE | FACTOR1,
+                        .value_key = "dim",
+                        .stage = TENSOR,
+                        .creates = "pack"},
+    [KILN_STEP_PAD] = {.name = "pad",
+                       .fields = ITERS,
+                       .iters_key = "readers",
+                       .stage = TENSOR,
+                       .iters = STAGE,
+                       .creates = "pad"},
+    [KILN_STEP_BIND] = {.name = "bind", .fields = ITER | THREAD, .stage = STAGE, .iter = LOOP},
 };
+#undef ITER
+#undef ITERS
+#undef FACTORS
+#undef TARGET
+#undef VALUE
+#undef FACTOR1
+#undef THREAD
+#undef SCOPE
+#undef STAGE
+#undef TENSOR
+#undef LOOP
 
-static const unsigned fields[KILN_STEP_COUNT] = {
-    [KILN_STEP_SPLIT] = F_ITER | F_FACTORS,
-    [KILN_STEP_TILE] = F_ITERS | F_FACTORS,
-    [KILN_STEP_REORDER] = F_ITERS,
-    [KILN_STEP_FUSE] = F_ITERS,
-    [KILN_STEP_PARALLEL] = F_ITER,
-    [KILN_STEP_VECTORIZE] = F_ITER,
-    [KILN_STEP_UNROLL] = F_ITER,
-    [KILN_STEP_AUTO_UNROLL] = F_VALUE,
-    [KILN_STEP_COMPUTE_AT] = F_TARGET | F_ITER,
-    [KILN_STEP_COMPUTE_INLINE] = 0,
-    [KILN_STEP_COMPUTE_ROOT] = 0,
-    [KILN_STEP_CACHE_WRITE] = 0,
-    [KILN_STEP_CACHE_READ] = F_ITERS | F_SCOPE,
-    [KILN_STEP_RFACTOR] = F_ITER,
-    [KILN_STEP_PACK] = F_VALUE | F_FACTOR1,
-    [KILN_STEP_PAD] = F_ITERS,
-    [KILN_STEP_BIND] = F_ITER | F_THREAD,
-};
-
-static const char *
-iters_key(enum kiln_step_kind k)
+bool
+kiln_step_check(const struct kiln_step *st, char *why, size_t size)
 {
-    return k == KILN_STEP_REORDER                            ? "order"
-           : k == KILN_STEP_CACHE_READ || k == KILN_STEP_PAD ? "readers"
-                                                             : "iters";
-}
-
-static const char *
-value_key(enum kiln_step_kind k)
-{
-    return k == KILN_STEP_PACK ? "dim" : "max_step";
+    const struct kiln_step_desc *d = &kiln_step_desc[st->kind];
+    if (d->nmax && (st->n < d->nmin || st->n > d->nmax)) {
+        snprintf(why, size, "%s needs %u to %u %s", d->name, (unsigned)d->nmin, (unsigned)d->nmax,
+                 d->nwhat);
+        return false;
+    }
+    if (d->vmin != d->vmax && (st->value < d->vmin || st->value > d->vmax)) {
+        snprintf(why, size, "%s %lld must be in [%lld, %lld]", d->value_key, (long long)st->value,
+                 (long long)d->vmin, (long long)d->vmax);
+        return false;
+    }
+    return true;
 }
 
 enum kiln_status
@@ -151,72 +190,75 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
         return bad(ctx, i, "\"op\" must be a string naming the step");
     int kind = -1;
     for (int k = 0; k < KILN_STEP_COUNT; k++)
-        if (!strcmp(op->valuestring, kiln_step_name[k]))
+        if (!strcmp(op->valuestring, kiln_step_desc[k].name))
             kind = k;
     if (kind < 0)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u: unknown op '%s'", i,
                          op->valuestring);
     st->kind = (uint8_t)kind;
-    unsigned f = fields[kind];
+    const struct kiln_step_desc *d = &kiln_step_desc[kind];
+    unsigned                     f = d->fields;
     /* reject unknown keys: a typo must not silently change the schedule */
     for (const cJSON *c = o->child; c; c = c->next) {
         const char *k = c->string;
-        bool known = !strcmp(k, "op") || !strcmp(k, "stage") || ((f & F_ITER) && !strcmp(k, "iter"))
-                     || ((f & F_ITERS) && !strcmp(k, iters_key(st->kind)))
-                     || ((f & F_FACTORS) && !strcmp(k, "factors"))
-                     || ((f & F_TARGET) && !strcmp(k, "target"))
-                     || ((f & F_VALUE) && !strcmp(k, value_key(st->kind)))
-                     || ((f & F_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")))
-                     || ((f & F_THREAD) && !strcmp(k, "thread"))
-                     || ((f & F_SCOPE) && !strcmp(k, "scope"));
+        bool        known = !strcmp(k, "op") || !strcmp(k, "stage")
+                     || ((f & KILN_STEPF_ITER) && !strcmp(k, "iter"))
+                     || ((f & KILN_STEPF_ITERS) && !strcmp(k, d->iters_key))
+                     || ((f & KILN_STEPF_FACTORS) && !strcmp(k, "factors"))
+                     || ((f & KILN_STEPF_TARGET) && !strcmp(k, "target"))
+                     || ((f & KILN_STEPF_VALUE) && !strcmp(k, d->value_key))
+                     || ((f & KILN_STEPF_FACTOR1) && (!strcmp(k, "factor") || !strcmp(k, "outer")))
+                     || ((f & KILN_STEPF_THREAD) && !strcmp(k, "thread"))
+                     || ((f & KILN_STEPF_SCOPE) && !strcmp(k, "scope"));
         if (!known)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
-                             "schedule step %u (%s): unknown field \"%s\"", i, kiln_step_name[kind],
-                             k);
+                             "schedule step %u (%s): unknown field \"%s\"", i,
+                             kiln_step_desc[kind].name, k);
     }
     KILN_TRY(get_name(ctx, i, o, "stage", &st->stage));
-    if (f & F_ITER)
+    if (f & KILN_STEPF_ITER)
         KILN_TRY(get_name(ctx, i, o, "iter", &st->iter));
-    if (f & F_TARGET)
+    if (f & KILN_STEPF_TARGET)
         KILN_TRY(get_name(ctx, i, o, "target", &st->target));
-    if (f & F_ITERS) {
-        const char  *key = iters_key(st->kind);
+    if (f & KILN_STEPF_ITERS) {
+        const char  *key = d->iters_key;
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
         int          n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
         if (n < 1 || n > KILN_STEP_MAXN)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s): \"%s\" must be a list of 1 to %d names", i,
-                             kiln_step_name[kind], key, KILN_STEP_MAXN);
+                             kiln_step_desc[kind].name, key, KILN_STEP_MAXN);
         for (int j = 0; j < n; j++) {
             const cJSON *v = cJSON_GetArrayItem(a, j);
             if (!cJSON_IsString(v) || !v->valuestring[0])
                 return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                                  "schedule step %u (%s): \"%s\" must hold names", i,
-                                 kiln_step_name[kind], key);
+                                 kiln_step_desc[kind].name, key);
             st->iters[j] = kiln_sym_cstr(ctx, v->valuestring);
         }
         st->n = (uint8_t)n;
     }
-    if (f & F_FACTORS) {
+    if (f & KILN_STEPF_FACTORS) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "factors");
         int          n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
         if (n < 1 || n > KILN_STEP_MAXN - 1)
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s): \"factors\" must be a list of 1 to %d "
                              "integers",
-                             i, kiln_step_name[kind], KILN_STEP_MAXN - 1);
-        if (kind == KILN_STEP_TILE && n != st->n)
+                             i, kiln_step_desc[kind].name, KILN_STEP_MAXN - 1);
+        if ((f & KILN_STEPF_ITERS) && n != st->n) /* one factor per iterator (tile) */
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
-                             "schedule step %u (tile): %d iterators but %d factors", i, st->n, n);
+                             "schedule step %u (%s): %d iterators but %d factors", i, d->name,
+                             st->n, n);
         for (int j = 0; j < n; j++)
             KILN_TRY(get_int(ctx, i, cJSON_GetArrayItem(a, j), "factors", &st->factors[j]));
-        if (kind == KILN_STEP_SPLIT)
+        if (!(f & KILN_STEPF_ITERS)) /* n counts the factors (split) */
             st->n = (uint8_t)n;
     }
-    if (f & F_VALUE)
-        KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, value_key(st->kind)),
-                         value_key(st->kind), &st->value));
-    if (f & F_FACTOR1) {
+    if (f & KILN_STEPF_VALUE)
+        KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, d->value_key), d->value_key,
+                         &st->value));
+    if (f & KILN_STEPF_FACTOR1) {
         KILN_TRY(get_int(ctx, i, cJSON_GetObjectItemCaseSensitive(o, "factor"), "factor",
                          &st->factors[0]));
         st->n = 1;
@@ -226,16 +268,17 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
             st->n = 2;
         }
     }
-    if (f & F_THREAD)
+    if (f & KILN_STEPF_THREAD)
         KILN_TRY(get_thread(ctx, i, o, st));
-    const cJSON *scope = (f & F_SCOPE) ? cJSON_GetObjectItemCaseSensitive(o, "scope") : NULL;
+    const cJSON *scope =
+        (f & KILN_STEPF_SCOPE) ? cJSON_GetObjectItemCaseSensitive(o, "scope") : NULL;
     if (scope) {
         const char *v = cJSON_IsString(scope) ? scope->valuestring : "";
         if (strcmp(v, "local") && strcmp(v, "shared"))
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (%s %s): \"scope\" must be \"local\" or "
                              "\"shared\"",
-                             i, kiln_step_name[kind], kiln_sym_str(ctx, st->stage));
+                             i, kiln_step_desc[kind].name, kiln_sym_str(ctx, st->stage));
         st->value = strcmp(v, "shared") ? KILN_CACHE_LOCAL : KILN_CACHE_SHARED;
     }
     return KILN_OK;
@@ -290,38 +333,38 @@ kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s, struct kiln_buf
     if (!kiln_buf_puts(ctx, out, "{\"steps\": ["))
         return ctx->err.status;
     for (uint32_t i = 0; i < s->nstep; i++) {
-        const struct kiln_step *st = &s->step[i];
-        unsigned                f = fields[st->kind];
-        bool                    ok =
+        const struct kiln_step      *st = &s->step[i];
+        const struct kiln_step_desc *d = &kiln_step_desc[st->kind];
+        unsigned                     f = d->fields;
+        bool                         ok =
             kiln_buf_printf(ctx, out, "%s\n  {\"op\": \"%s\", \"stage\": \"%s\"", i ? "," : "",
-                            kiln_step_name[st->kind], kiln_sym_str(ctx, st->stage));
-        if (ok && (f & F_TARGET))
+                            kiln_step_desc[st->kind].name, kiln_sym_str(ctx, st->stage));
+        if (ok && (f & KILN_STEPF_TARGET))
             ok = kiln_buf_printf(ctx, out, ", \"target\": \"%s\"", kiln_sym_str(ctx, st->target));
-        if (ok && (f & F_ITER))
+        if (ok && (f & KILN_STEPF_ITER))
             ok = kiln_buf_printf(ctx, out, ", \"iter\": \"%s\"", kiln_sym_str(ctx, st->iter));
-        if (ok && (f & F_ITERS))
-            ok = put_names(ctx, out, iters_key(st->kind), st->iters, st->n);
-        if (ok && (f & F_FACTORS)) {
+        if (ok && (f & KILN_STEPF_ITERS))
+            ok = put_names(ctx, out, d->iters_key, st->iters, st->n);
+        if (ok && (f & KILN_STEPF_FACTORS)) {
             ok = kiln_buf_puts(ctx, out, ", \"factors\": [");
             for (uint32_t j = 0; ok && j < st->n; j++)
                 ok = kiln_buf_printf(ctx, out, "%s%lld", j ? ", " : "", (long long)st->factors[j]);
             ok = ok && kiln_buf_puts(ctx, out, "]");
         }
-        if (ok && (f & F_VALUE))
-            ok = kiln_buf_printf(ctx, out, ", \"%s\": %lld", value_key(st->kind),
-                                 (long long)st->value);
-        if (ok && (f & F_FACTOR1))
+        if (ok && (f & KILN_STEPF_VALUE))
+            ok = kiln_buf_printf(ctx, out, ", \"%s\": %lld", d->value_key, (long long)st->value);
+        if (ok && (f & KILN_STEPF_FACTOR1))
             ok = kiln_buf_printf(ctx, out, ", \"factor\": %lld", (long long)st->factors[0]);
-        if (ok && (f & F_FACTOR1) && st->n > 1)
+        if (ok && (f & KILN_STEPF_FACTOR1) && st->n > 1)
             ok = kiln_buf_printf(ctx, out, ", \"outer\": %lld", (long long)st->factors[1]);
-        if (ok && (f & F_THREAD) && (st->value < 0 || st->value >= KILN_BIND_COUNT))
+        if (ok && (f & KILN_STEPF_THREAD) && (st->value < 0 || st->value >= KILN_BIND_COUNT))
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
                              "schedule step %u (bind %s.%s): thread %lld is not a GPU index", i,
                              kiln_sym_str(ctx, st->stage), kiln_sym_str(ctx, st->iter),
                              (long long)st->value);
-        if (ok && (f & F_THREAD))
+        if (ok && (f & KILN_STEPF_THREAD))
             ok = kiln_buf_printf(ctx, out, ", \"thread\": \"%s\"", kiln_bind_name[st->value]);
-        if (ok && (f & F_SCOPE) && st->value == KILN_CACHE_SHARED)
+        if (ok && (f & KILN_STEPF_SCOPE) && st->value == KILN_CACHE_SHARED)
             ok = kiln_buf_puts(ctx, out, ", \"scope\": \"shared\"");
         if (!ok || !kiln_buf_puts(ctx, out, "}"))
             return ctx->err.status;

@@ -33,12 +33,12 @@ step_fail(struct apply *a, const char *fmt, ...)
     va_end(ap);
     const struct kiln_step *st = a->step;
     kiln_ctx               *ctx = a->ctx;
-    bool                    has_iter = st->kind == KILN_STEP_SPLIT || st->kind == KILN_STEP_PARALLEL
-                    || st->kind == KILN_STEP_VECTORIZE || st->kind == KILN_STEP_UNROLL
-                    || st->kind == KILN_STEP_RFACTOR || st->kind == KILN_STEP_BIND;
+    const char             *kind = st->kind < KILN_STEP_COUNT ? kiln_step_desc[st->kind].name : "?";
+    /* STAGE.ITER when the step's iter is a loop of its stage */
+    bool has_iter = st->kind < KILN_STEP_COUNT && kiln_step_desc[st->kind].iter == KILN_REF_LOOP;
     return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u (%s %s%s%s): %s",
-                     a->index, kiln_step_name[st->kind], kiln_sym_str(ctx, st->stage),
-                     has_iter ? "." : "", has_iter ? kiln_sym_str(ctx, st->iter) : "", why);
+                     a->index, kind, kiln_sym_str(ctx, st->stage), has_iter ? "." : "",
+                     has_iter ? kiln_sym_str(ctx, st->iter) : "", why);
 }
 
 /* ---- building ---- */
@@ -663,12 +663,12 @@ root_names(const struct kiln_stage *st, uint32_t *axname, uint32_t *rname)
 }
 
 static uint32_t
-derived_tensor(struct apply *a, uint32_t from, const char *suffix, uint32_t ndim,
-               const int64_t *shape)
+derived_tensor(struct apply *a, uint32_t from, uint32_t ndim, const int64_t *shape)
 {
     kiln_ctx           *ctx = a->ctx;
     struct kiln_stensor t = a->s->t[from];
-    const char         *name = kiln_arena_printf(ctx, "%s.%s", kiln_sym_str(ctx, t.name), suffix);
+    const char         *name = kiln_arena_printf(ctx, "%s.%s", kiln_sym_str(ctx, t.name),
+                                                 kiln_step_desc[a->step->kind].creates);
     if (!name)
         return KILN_NONE;
     t.name = kiln_sym_cstr(ctx, name);
@@ -698,7 +698,7 @@ do_cache_write(struct apply *a, struct kiln_stage *st)
     uint32_t axname[KILN_MAX_DIMS], rname[KILN_MAX_REDUCE];
     root_names(st, axname, rname);
     struct kiln_stensor ot = s->t[st->tensor];
-    uint32_t            lt = derived_tensor(a, st->tensor, "local", ot.ndim, ot.shape);
+    uint32_t            lt = derived_tensor(a, st->tensor, ot.ndim, ot.shape);
     if (lt == KILN_NONE)
         return ctx->err.status;
     uint32_t l = add_stage(s, lt, st->body, st->reduce, st->nred, st->rext);
@@ -806,7 +806,7 @@ do_cache_read(struct apply *a)
     KILN_TRY(step_tensor(a, &t));
     KILN_TRY(step_readers(a, t, only));
     struct kiln_stensor src = s->t[t];
-    uint32_t            ct = derived_tensor(a, t, "cache", src.ndim, src.shape);
+    uint32_t            ct = derived_tensor(a, t, src.ndim, src.shape);
     if (ct == KILN_NONE)
         return ctx->err.status;
     s->t[ct].shared = a->step->value == KILN_CACHE_SHARED;
@@ -853,7 +853,7 @@ do_pack(struct apply *a)
     for (uint32_t k = 0; k < src.ndim; k++)
         shape[k] = perm[k] == (uint32_t)d ? (src.shape[d] + f - 1) / f : src.shape[perm[k]];
     shape[src.ndim] = f;
-    uint32_t pt = derived_tensor(a, t, "pack", (uint32_t)src.ndim + 1, shape);
+    uint32_t pt = derived_tensor(a, t, (uint32_t)src.ndim + 1, shape);
     if (pt == KILN_NONE)
         return ctx->err.status;
     /* pack[.., o, .., i] = src[.., o*f + i, ..] (zero past the end) */
@@ -919,7 +919,7 @@ do_pad(struct apply *a)
     if (!pad.fill.id)
         return step_fail(a, "no read of %s is guarded by a select on its bounds",
                          kiln_sym_str(ctx, src.name));
-    uint32_t pt = derived_tensor(a, t, "pad", src.ndim, shape);
+    uint32_t pt = derived_tensor(a, t, src.ndim, shape);
     if (pt == KILN_NONE)
         return ctx->err.status;
     kiln_expr body = kiln_select(
@@ -1020,7 +1020,7 @@ do_rfactor(struct apply *a, struct kiln_stage *st)
     for (uint32_t k = 0; k < ot.ndim; k++)
         shape[k] = ot.shape[k];
     shape[ot.ndim] = ext[rf];
-    uint32_t rt = derived_tensor(a, st->tensor, "rf", (uint32_t)ot.ndim + 1, shape);
+    uint32_t rt = derived_tensor(a, st->tensor, (uint32_t)ot.ndim + 1, shape);
     if (rt == KILN_NONE || !body.id)
         return ctx->err.status;
     enum kiln_reduce red = (enum kiln_reduce)st->reduce;
@@ -1053,18 +1053,18 @@ apply_step(struct apply *a)
     struct kiln_stage      *st = NULL;
     if (sp->kind >= KILN_STEP_COUNT)
         return step_fail(a, "unknown step kind %d", sp->kind);
-    if (sp->kind != KILN_STEP_CACHE_READ && sp->kind != KILN_STEP_PACK && sp->kind != KILN_STEP_PAD)
+    if (kiln_step_desc[sp->kind].stage == KILN_REF_STAGE) /* else a tensor: found by the step */
         KILN_TRY(get_stage(a, sp->stage, &st));
     if (st && st->attach == KILN_ATTACH_INLINE)
         return step_fail(a, "%s was inlined", kiln_sym_str(a->ctx, st->name));
+    char why[200];
+    if (!kiln_step_check(sp, why, sizeof why))
+        return step_fail(a, "%s", why);
+    /* the effect of each kind (a switch: -Wswitch names this place when a kind is added) */
     switch ((enum kiln_step_kind)sp->kind) {
     case KILN_STEP_SPLIT:
-        if (sp->n < 1 || sp->n >= KILN_STEP_MAXN)
-            return step_fail(a, "split needs 1 to %d factors", KILN_STEP_MAXN - 1);
         return do_split(a, st, sp->iter, sp->n, sp->factors, NULL);
     case KILN_STEP_TILE:
-        if (sp->n < 1 || sp->n > KILN_STEP_MAXN)
-            return step_fail(a, "tile needs 1 to %d iterators", KILN_STEP_MAXN);
         return do_tile(a, st);
     case KILN_STEP_REORDER:
         return do_reorder(a, st, sp->n, sp->iters);
@@ -1077,8 +1077,6 @@ apply_step(struct apply *a)
     case KILN_STEP_UNROLL:
         return do_annotate(a, st, KILN_LOOP_UNROLL);
     case KILN_STEP_AUTO_UNROLL:
-        if (sp->value < 0 || sp->value > 4096)
-            return step_fail(a, "max_step %lld must be in [0, 4096]", (long long)sp->value);
         st->auto_unroll = sp->value;
         return KILN_OK;
     case KILN_STEP_COMPUTE_AT:

@@ -1,6 +1,7 @@
-/* tuner/sketch.c -- the search space: sketch rules (which ops are inlined, tiled, cached, fused,
- * rfactored) decided by analysing compute definitions, and the knobs each sketch leaves free
- * (tile lengths, vector axis, packing, unroll step, parallel depth, vectorisation).
+/* tuner/sketch.c -- the search space: the analysis of compute definitions that the sketch rules
+ * (tuner/sketch_rules.c: which ops are inlined, tiled, cached, fused, rfactored) decide on, and
+ * the knobs each CPU sketch leaves free (tile lengths, vector axis, packing, unroll step,
+ * parallel depth, vectorisation).
  * kiln_prog_schedule turns a sketch plus knob values into ordinary schedule steps; sampling,
  * mutation, crossover and Droplet neighbours live in tuner/annotate.c. */
 #include "sketch_int.h"
@@ -218,8 +219,8 @@ kiln_sk_misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, u
  * imported from ONNX as a 0-d weight) does not count: it lives in a register whatever the
  * tiling, and counting it made MobileNetV2's min(max(conv, lo), hi) a tiled op of its own,
  * which no convolution could then be fused into (a separate pass over every activation). */
-static uint32_t
-reused_tensors(const struct ana *A, uint32_t i)
+uint32_t
+kiln_sk_reused_tensors(const struct ana *A, uint32_t i)
 {
     const kiln_ctx *ctx = A->ctx;
     struct loads    L;
@@ -243,53 +244,14 @@ reused_tensors(const struct ana *A, uint32_t i)
 static bool
 needs_mlt(const struct ana *A, uint32_t i)
 {
-    uint32_t n = reused_tensors(A, i);
+    uint32_t n = kiln_sk_reused_tensors(A, i);
     return n >= 2 || (n >= 1 && A->g->op[i].nred > 0);
-}
-
-/* A reduction that reuses one tensor only, over at most 64 points per output (a depthwise 3x3
- * convolution: its 9 weights), holds few FMAs per load in a register tile, and a tiled nest
- * adds masked edge loads and stores (vmaskmovps, slow on AMD's cores) that plain loops
- * vectorised by LLVM avoid. Such ops also get the plain sketch (parallel outer loops, the
- * default nest inside): on a depthwise 3x3 at 256 x 28^2 it ran at 52 GFLOP/s on 2 Zen 3
- * cores where 300 tiled trials had found 38. */
-static bool
-little_reuse(const struct ana *A, uint32_t i)
-{
-    const struct kiln_opdef *op = &A->g->op[i];
-    int64_t                  r = 1;
-    for (uint32_t k = 0; k < op->nred; k++)
-        r *= op->rext[k];
-    return op->nred > 0 && r <= 64 && reused_tensors(A, i) == 1;
-}
-
-static void
-space_reduce_len(const struct kiln_graph *g, uint32_t i, double *space, double *red)
-{
-    const struct kiln_opdef *op = &g->op[i];
-    *space = (double)kiln_tensor_numel(&g->tensor[op->out]);
-    *red = 1;
-    for (uint32_t r = 0; r < op->nred; r++)
-        *red *= (double)op->rext[r];
-}
-
-/* Ansor's NeedsRfactor. */
-static bool
-needs_rfactor(const struct ana *A, uint32_t i)
-{
-    double space, red;
-    space_reduce_len(A->g, i, &space, &red);
-    if (A->g->op[i].nred == 0 || red <= 1)
-        return false;
-    if (A->mlt[i])
-        return !(space > red || space > A->hw->num_cores * 16.0);
-    return red > A->hw->num_cores;
 }
 
 /* The one elementwise consumer op i's tensor may be computed at (reading it at exactly the
  * output's indices), or KILN_NONE. */
-uint32_t
-kiln_sk_fusible_consumer(const struct ana *A, uint32_t i)
+static uint32_t
+fusible_consumer(const struct ana *A, uint32_t i)
 {
     const kiln_ctx           *ctx = A->ctx;
     const struct kiln_graph  *g = A->g;
@@ -388,9 +350,11 @@ kiln_sk_analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw 
     A->nreader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
     A->reader = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
     A->mlt = kiln_arena_alloc(ctx, sizeof(bool) * n);
+    A->fuse = kiln_arena_alloc(ctx, sizeof(uint32_t) * n);
     A->padt = kiln_arena_alloc(ctx, sizeof(*A->padt) * n);
     A->npad = kiln_arena_alloc(ctx, sizeof(uint8_t) * n);
-    if (!A->eff || !A->inl || !A->nreader || !A->reader || !A->mlt || !A->padt || !A->npad)
+    if (!A->eff || !A->inl || !A->nreader || !A->reader || !A->mlt || !A->fuse || !A->padt
+        || !A->npad)
         return ctx->err.status;
     memset(A->npad, 0, sizeof(uint8_t) * n);
     for (uint32_t i = 0; i < g->nop; i++) {
@@ -427,6 +391,8 @@ kiln_sk_analyse(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw 
         if (A->mlt[i])
             pad_candidates(A, i);
     }
+    for (uint32_t i = 0; i < g->nop; i++) /* after every op's mlt: a tiled reader is not fused */
+        A->fuse[i] = A->mlt[i] ? fusible_consumer(A, i) : KILN_NONE;
     return kiln_ok(ctx) ? KILN_OK : ctx->err.status;
 }
 
@@ -665,27 +631,14 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
                && p->k_vec != KILN_NONE && p->k_unroll != KILN_NONE
                && (A->hw->num_cores <= 1 || !nsplit || p->k_par != KILN_NONE);
     }
+    case KILN_PLAN_XREDUCE: /* a GPU mode */
+        break;
     }
     return false;
 }
 
-struct option {
-    uint8_t  mode, level, rf_inner;
-    uint32_t consumer;
-};
-
-struct gen {
-    kiln_ctx           *ctx;
-    const struct ana   *A;
-    struct option     **opts; /* per op */
-    uint32_t           *nopt;
-    struct option      *cur; /* per op: chosen */
-    struct kiln_sketch *out;
-    uint32_t            n, cap;
-};
-
 static const char *
-mode_desc(kiln_ctx *ctx, const struct kiln_graph *g, const struct option *o)
+mode_desc(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_sk_option *o)
 {
     switch ((enum kiln_plan_mode)o->mode) {
     case KILN_PLAN_PLAIN:
@@ -703,6 +656,8 @@ mode_desc(kiln_ctx *ctx, const struct kiln_graph *g, const struct option *o)
                                  kiln_graph_tensor_name(g, g->op[o->consumer].out), o->level);
     case KILN_PLAN_RFACTOR:
         return o->rf_inner ? "rfactor-inner" : "rfactor-outer";
+    case KILN_PLAN_XREDUCE: /* a GPU mode */
+        break;
     }
     return "?";
 }
@@ -725,14 +680,13 @@ kiln_sk_name(kiln_ctx *ctx, const struct kiln_graph *g, const char *const *mode,
     return KILN_OK;
 }
 
-static enum kiln_status
-emit_sketch(struct gen *G)
+/* The CPU rule set's maker: the sketch of the options in G->cur. */
+enum kiln_status
+kiln_sk_cpu_make(struct kiln_sk_gen *G)
 {
     kiln_ctx                *ctx = G->ctx;
     const struct kiln_graph *g = G->A->g;
-    if (G->n == G->cap)
-        return KILN_OK;
-    struct kiln_sketch *sk = &G->out[G->n];
+    struct kiln_sketch      *sk = &G->out[G->n];
     memset(sk, 0, sizeof *sk);
     sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
     if (!sk->priv)
@@ -746,10 +700,10 @@ emit_sketch(struct gen *G)
     sk->priv->op = kiln_arena_alloc(ctx, sizeof(struct kiln_op_plan) * (g->nop + 1));
     if (!sk->priv->op)
         return ctx->err.status;
-    struct option *mode = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
+    struct kiln_sk_option *mode = kiln_arena_alloc(ctx, sizeof(*mode) * (g->nop + 1));
     if (!mode)
         return ctx->err.status;
-    memcpy(mode, G->cur, sizeof(struct option) * g->nop);
+    memcpy(mode, G->cur, sizeof(*mode) * g->nop);
     /* knobs of tiled and rfactored ops first; an op that finds no knob slots left degrades to
      * plain (and is only annotated as far as the remaining slots allow) */
     for (int pass = 0; pass < 2; pass++)
@@ -799,100 +753,6 @@ emit_sketch(struct gen *G)
     return kiln_sk_name(ctx, g, names, G->out, &G->n);
 }
 
-/* Cartesian product of the per-op options, ops in reverse order (consumers first, as Ansor
- * applies its rules), capped at G->cap sketches. */
-static enum kiln_status
-enumerate(struct gen *G, uint32_t k)
-{
-    if (!kiln_ok(G->ctx))
-        return G->ctx->err.status;
-    if (G->n == G->cap)
-        return KILN_OK;
-    if (k == 0)
-        return emit_sketch(G);
-    uint32_t i = k - 1;
-    for (uint32_t o = 0; o < G->nopt[i]; o++) {
-        struct option opt = G->opts[i][o];
-        if (opt.mode == KILN_PLAN_TILE_FUSE) {
-            if (G->cur[opt.consumer].mode != KILN_PLAN_PLAIN)
-                continue;
-            G->cur[opt.consumer].mode = KILN_PLAN_CONSUMER;
-        }
-        G->cur[i] = opt;
-        KILN_TRY(enumerate(G, k - 1));
-        if (opt.mode == KILN_PLAN_TILE_FUSE)
-            G->cur[opt.consumer].mode = KILN_PLAN_PLAIN;
-    }
-    return KILN_OK;
-}
-
-enum kiln_status
-kiln_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw,
-                       struct kiln_sketch **out, uint32_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    KILN_TRY(kiln_graph_verify(g));
-    if (hw->gpu)
-        return kiln_gpu_sketches_generate(ctx, g, hw, out, n);
-    struct ana A;
-    KILN_TRY(kiln_sk_analyse(ctx, g, hw, &A));
-    struct gen G = {.ctx = ctx, .A = &A, .cap = KILN_MAX_SKETCHES};
-    G.opts = kiln_arena_alloc(ctx, sizeof(*G.opts) * (g->nop + 1));
-    G.nopt = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
-    G.cur = kiln_arena_alloc(ctx, sizeof(struct option) * (g->nop + 1));
-    G.out = kiln_arena_alloc(ctx, sizeof(struct kiln_sketch) * (G.cap + 1));
-    if (!G.opts || !G.nopt || !G.cur || !G.out)
-        return ctx->err.status;
-    for (uint32_t i = 0; i < g->nop; i++) {
-        struct option *o = kiln_arena_alloc(ctx, sizeof(struct option) * 8);
-        uint32_t       no = 0;
-        if (!o)
-            return ctx->err.status;
-        struct option base = {.mode = KILN_PLAN_PLAIN, .consumer = KILN_NONE};
-        if (A.inl[i]) {
-            o[no] = base;
-            o[no++].mode = KILN_PLAN_INLINE;
-        } else if (A.mlt[i]) {
-            uint32_t c = kiln_sk_fusible_consumer(&A, i);
-            for (uint8_t lv = 1; lv <= 2; lv++) {
-                o[no] = base;
-                o[no].mode = c != KILN_NONE ? KILN_PLAN_TILE_FUSE : KILN_PLAN_TILE_CW;
-                o[no].consumer = c;
-                o[no++].level = lv;
-            }
-            o[no] = base;
-            o[no++].mode = KILN_PLAN_TILE;
-            if (little_reuse(&A, i))
-                o[no++] = base;
-        } else {
-            o[no++] = base;
-        }
-        if (!A.inl[i] && needs_rfactor(&A, i))
-            for (uint8_t in = 0; in < 2; in++) {
-                o[no] = base;
-                o[no].mode = KILN_PLAN_RFACTOR;
-                o[no++].rf_inner = (uint8_t)!in;
-            }
-        G.opts[i] = o;
-        G.nopt[i] = no;
-    }
-    KILN_TRY(enumerate(&G, g->nop));
-    if (G.n == 0) { /* nothing fitted: the default schedule */
-        struct kiln_sketch *sk = &G.out[0];
-        memset(sk, 0, sizeof *sk);
-        sk->desc = "default";
-        sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
-        if (!sk->priv)
-            return ctx->err.status;
-        sk->priv->nop = 0;
-        G.n = 1;
-    }
-    *out = G.out;
-    *n = G.n;
-    return KILN_OK;
-}
-
 /* ---- programs to schedules ---- */
 
 uint32_t
@@ -901,12 +761,12 @@ kiln_sk_sym(struct emit *E, const char *s)
     return kiln_sym_cstr(E->ctx, s);
 }
 
-/* The name of a stage derived from `base` ("C.local", "B.pack", "C.rf"), however long base is:
- * interned, so it lives as long as the context. */
+/* The name of the stage a step of kind `kind` adds for `base` ("C.local", "B.pack", "C.rf"),
+ * however long base is: interned, so it lives as long as the context. */
 const char *
-kiln_sk_derived(struct emit *E, const char *base, const char *suffix)
+kiln_sk_derived(struct emit *E, const char *base, enum kiln_step_kind kind)
 {
-    const char *s = kiln_arena_printf(E->ctx, "%s%s", base, suffix);
+    const char *s = kiln_arena_printf(E->ctx, "%s.%s", base, kiln_step_desc[kind].creates);
     return s ? kiln_sym_str(E->ctx, kiln_sk_sym(E, s)) : "";
 }
 
@@ -1121,7 +981,7 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     int64_t f = kiln_sk_val(E, p->k_split[t->ndim], 0, 1);
     KILN_TRY(kiln_sk_emit_split(E, tn, &L, r, 1, &f));
     char        rin[KILN_SKETCH_NAME], rout[KILN_SKETCH_NAME];
-    const char *rf = kiln_sk_derived(E, tn, ".rf");
+    const char *rf = kiln_sk_derived(E, tn, KILN_STEP_RFACTOR);
     snprintf(rout, sizeof rout, "%.58s.0", r);
     snprintf(rin, sizeof rin, "%.58s.1", r);
     KILN_TRY(kiln_sk_step1(E, KILN_STEP_RFACTOR, tn, p->rf_inner ? rin : rout));
@@ -1174,7 +1034,7 @@ emit_pad(struct emit *E, const struct kiln_op_plan *p, const char *P, const char
                                .iters = {kiln_sk_sym(E, P)}};
         KILN_TRY(kiln_sk_push(E, st));
         struct kiln_step ca = {.kind = KILN_STEP_COMPUTE_AT,
-                               .stage = kiln_sk_sym(E, kiln_sk_derived(E, an, ".pad")),
+                               .stage = kiln_sk_sym(E, kiln_sk_derived(E, an, KILN_STEP_PAD)),
                                .target = kiln_sk_sym(E, P),
                                .iter = kiln_sk_sym(E, at)};
         KILN_TRY(kiln_sk_push(E, ca));
@@ -1230,7 +1090,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
                                    .n = 2,
                                    .factors = {l[v][2], 0}};
             KILN_TRY(kiln_sk_push(E, st));
-            const char *ps = kiln_sk_derived(E, an, ".pack");
+            const char *ps = kiln_sk_derived(E, an, KILN_STEP_PACK);
             char        it[16];
             int64_t     outer0 = (tt->shape[d] + l[v][2] - 1) / l[v][2];
             if (E->sk->priv->cores > 1 && outer0 > 1)
@@ -1243,7 +1103,7 @@ emit_tile(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
     if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        P = kiln_sk_derived(E, tn, ".local");
+        P = kiln_sk_derived(E, tn, KILN_STEP_CACHE_WRITE);
         X = tn;
         memcpy(xnames, names, sizeof names);
     } else if (p->mode == KILN_PLAN_TILE_FUSE) {
@@ -1377,6 +1237,8 @@ kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_
         case KILN_PLAN_TILE_CW:
         case KILN_PLAN_TILE_FUSE:
             KILN_TRY(emit_tile(&E, i, op));
+            break;
+        case KILN_PLAN_XREDUCE: /* a GPU mode */
             break;
         }
     }

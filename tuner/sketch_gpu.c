@@ -1,9 +1,9 @@
-/* tuner/sketch_gpu.c -- the GPU sketch rules (tuner/README.md, "GPU sketches"): which ops are
- * inlined, tiled "SSSRRSRS" and bound to blocks and threads (with shared-memory caches of the
- * inputs they reuse, a per-thread cache write, or a fused elementwise consumer), which are
- * fused and bound whole, and which reductions may also be shared by a block's threads
- * (cross-thread reduction); the knobs each sketch leaves free; and programs to schedules. Decided,
- * as the CPU rules are, by analysing compute definitions (the analysis of sketch.c). Every
+/* tuner/sketch_gpu.c -- the GPU sketches (tuner/README.md, "GPU sketches"): what the GPU rule
+ * set (tuner/sketch_rules.c) offers made into schedules: ops tiled "SSSRRSRS" and bound to
+ * blocks and threads (with shared-memory caches of the inputs they reuse, a per-thread cache
+ * write, or a fused elementwise consumer), ops fused and bound whole, reductions shared by a
+ * block's threads (cross-thread reduction); the knobs each sketch leaves free; and programs
+ * to schedules. Every
  * program of a GPU sketch gives a schedule within the launch limits (threads per block, the
  * per-thread tile, shared memory): kiln_gpu_prog_schedule clamps the lengths a program draws. */
 #include "sketch_int.h"
@@ -11,34 +11,17 @@
 #include <stdio.h>
 #include <string.h>
 
-enum gpu_mode {
-    GPU_PLAIN,     /* spatial loops fused, split by a thread count, bound to blocks and threads */
-    GPU_INLINE,    /* compute_inline */
-    GPU_CONSUMER,  /* tiled and bound by its producer's GPU_TILE_FUSE */
-    GPU_TILE,      /* SSSRRSRS on the op itself: S0 blocks, R0, S2 threads, S1 R1 R2 S3 */
-    GPU_TILE_CW,   /* T bound S0/S2, T.local computed at T's thread loop */
-    GPU_TILE_FUSE, /* the consumer bound S0/S2, the op computed at its thread loop */
-    GPU_XREDUCE,   /* cross-thread reduction: spatial loops fused on blocks, the (fused)
-                    * reduction split and its inner part bound to threadIdx.x */
-};
-
-#define GPU_MAX_SHARED  4
-#define GPU_MAX_LOADS   8
-#define GPU_NTHREADS    6 /* thread-count choices of plain ops: 32 .. 1024 */
-#define GPU_MAX_OPTIONS 4
-/* The cross-thread reduction rule applies to an op whose reduction is longer than a warp and
- * whose outputs are at most GPU_XRED_SPATIAL blocks' worth of threads (one thread per output
- * would leave most of a GPU idle: 16 x 1024 threads are 6% of an H100's 270k resident ones) */
-#define GPU_WARP         32
-#define GPU_XRED_SPATIAL 16
+#define GPU_MAX_SHARED 4
+#define GPU_MAX_LOADS  8
+#define GPU_NTHREADS   6 /* thread-count choices of plain ops: 32 .. 1024 */
 
 struct gpu_plan {
-    uint8_t  mode; /* enum gpu_mode */
+    uint8_t  mode; /* enum kiln_plan_mode */
     uint32_t consumer;
     /* knobs, KILN_NONE when absent: spatial axes S1 S2 S3, reduction axes R1 R2 */
     uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE];
     uint32_t k_threads, k_unroll;
-    /* GPU_TILE: reused inputs that may be copied into shared memory, their loads in the op's
+    /* KILN_PLAN_TILE: reused inputs that may be copied into shared memory, their loads in the op's
      * definition (for the size of the copy) and their on/off knobs */
     uint32_t  shared_t[GPU_MAX_SHARED], k_shared[GPU_MAX_SHARED];
     kiln_expr loads[GPU_MAX_SHARED][GPU_MAX_LOADS];
@@ -54,22 +37,24 @@ struct kiln_gpu_sketch {
 static const char *
 mode_name(kiln_ctx *ctx, const struct kiln_graph *g, const struct gpu_plan *p)
 {
-    switch ((enum gpu_mode)p->mode) {
-    case GPU_PLAIN:
+    switch ((enum kiln_plan_mode)p->mode) {
+    case KILN_PLAN_PLAIN:
         return "gpu-plain";
-    case GPU_INLINE:
+    case KILN_PLAN_INLINE:
         return "gpu-inline";
-    case GPU_CONSUMER:
+    case KILN_PLAN_CONSUMER:
         return "gpu-consumer";
-    case GPU_TILE:
+    case KILN_PLAN_TILE:
         return "gpu-tile";
-    case GPU_TILE_CW:
+    case KILN_PLAN_TILE_CW:
         return "gpu-tile+cache_write";
-    case GPU_TILE_FUSE:
+    case KILN_PLAN_TILE_FUSE:
         return kiln_arena_printf(ctx, "gpu-tile+fuse(%s)",
                                  kiln_graph_tensor_name(g, g->op[p->consumer].out));
-    case GPU_XREDUCE:
+    case KILN_PLAN_XREDUCE:
         return "gpu-cross-thread-reduce";
+    case KILN_PLAN_RFACTOR: /* a CPU mode */
+        break;
     }
     return "?";
 }
@@ -127,25 +112,25 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     char                      kn[200];
     kiln_sketch_axis_names(ctx, g, i, names);
     plan_clear(p);
-    switch ((enum gpu_mode)p->mode) {
-    case GPU_INLINE:
-    case GPU_CONSUMER:
+    switch ((enum kiln_plan_mode)p->mode) {
+    case KILN_PLAN_INLINE:
+    case KILN_PLAN_CONSUMER:
         return true;
-    case GPU_XREDUCE:
+    case KILN_PLAN_XREDUCE:
         snprintf(kn, sizeof kn, "%s gpu reduce threads", tn);
         p->k_threads =
             kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, GPU_NTHREADS, kn);
         return p->k_threads != KILN_NONE;
-    case GPU_PLAIN:
+    case KILN_PLAN_PLAIN:
         if (t->ndim == 0)
             return true;
         snprintf(kn, sizeof kn, "%s gpu threads", tn);
         p->k_threads =
             kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_PARALLEL, 0, 0, GPU_NTHREADS, kn);
         return p->k_threads != KILN_NONE;
-    case GPU_TILE:
-    case GPU_TILE_CW:
-    case GPU_TILE_FUSE: {
+    case KILN_PLAN_TILE:
+    case KILN_PLAN_TILE_CW:
+    case KILN_PLAN_TILE_FUSE: {
         bool red = false;
         for (uint32_t k = 0; k < t->ndim; k++) {
             if (t->shape[k] <= 1)
@@ -171,7 +156,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
                                        KILN_UNROLL_NSTEPS, kn);
         if (p->k_unroll == KILN_NONE)
             return false;
-        if (p->mode != GPU_TILE || !red)
+        if (p->mode != KILN_PLAN_TILE || !red)
             return true;
         shared_candidates(A, i, p);
         for (uint32_t s = 0; s < p->nshared; s++) {
@@ -183,27 +168,19 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         }
         return true;
     }
+    case KILN_PLAN_RFACTOR: /* a CPU mode */
+        break;
     }
     return false;
 }
 
-struct gen {
-    kiln_ctx             *ctx;
-    const struct ana     *A;
-    const struct kiln_hw *hw;
-    uint8_t (*opts)[GPU_MAX_OPTIONS]; /* per op: modes */
-    uint32_t           *copt;         /* per op: the consumer of GPU_TILE_FUSE */
-    uint8_t            *nopt;
-    uint8_t            *cur; /* per op: chosen mode */
-    struct kiln_sketch *out;
-    uint32_t            n, cap;
-};
-
-static enum kiln_status
-emit_sketch(struct gen *G)
+/* The GPU rule set's maker: the sketch of the options in G->cur. */
+enum kiln_status
+kiln_sk_gpu_make(struct kiln_sk_gen *G)
 {
     kiln_ctx                *ctx = G->ctx;
     const struct kiln_graph *g = G->A->g;
+    const struct kiln_hw    *hw = G->A->hw;
     struct kiln_sketch      *sk = &G->out[G->n];
     memset(sk, 0, sizeof *sk);
     sk->priv = kiln_arena_alloc(ctx, sizeof *sk->priv);
@@ -213,21 +190,22 @@ emit_sketch(struct gen *G)
         return ctx->err.status;
     /* annotate.c sees a sketch without op plans: knobs drawn uniformly, no CPU priors */
     *sk->priv = (struct kiln_sketch_priv){.nop = 0, .op = NULL, .lanes = 1, .cores = 1};
-    *sk->gpu = (struct kiln_gpu_sketch){
-        .nop = g->nop,
-        .op = plan,
-        .max_threads = G->hw->max_threads > 0 ? G->hw->max_threads : 1024,
-        .shared_bytes = G->hw->shared_bytes > 0 ? G->hw->shared_bytes : 48 << 10,
-        .thread_regs = G->hw->thread_regs > 0 ? G->hw->thread_regs : 64};
+    *sk->gpu =
+        (struct kiln_gpu_sketch){.nop = g->nop,
+                                 .op = plan,
+                                 .max_threads = hw->max_threads > 0 ? hw->max_threads : 1024,
+                                 .shared_bytes = hw->shared_bytes > 0 ? hw->shared_bytes : 48 << 10,
+                                 .thread_regs = hw->thread_regs > 0 ? hw->thread_regs : 64};
     for (uint32_t i = 0; i < g->nop; i++) {
-        plan[i].mode = G->cur[i];
-        plan[i].consumer = G->copt[i];
+        plan[i].mode = G->cur[i].mode;
+        plan[i].consumer = G->cur[i].consumer;
     }
     /* tiled ops take knobs first; one that finds no slots left is computed plain */
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t i = 0; i < g->nop; i++) {
             struct gpu_plan *p = &plan[i];
-            bool first = p->mode == GPU_TILE || p->mode == GPU_TILE_CW || p->mode == GPU_TILE_FUSE;
+            bool             first = p->mode == KILN_PLAN_TILE || p->mode == KILN_PLAN_TILE_CW
+                         || p->mode == KILN_PLAN_TILE_FUSE;
             if (first != (pass == 0))
                 continue;
             uint32_t nknob = sk->nknob, nvalues = sk->nvalues;
@@ -235,12 +213,12 @@ emit_sketch(struct gen *G)
                 continue;
             sk->nknob = nknob;
             sk->nvalues = nvalues;
-            if (p->mode == GPU_TILE_FUSE)
-                plan[p->consumer].mode = GPU_PLAIN;
-            if (p->mode == GPU_PLAIN || p->mode == GPU_XREDUCE)
+            if (p->mode == KILN_PLAN_TILE_FUSE)
+                plan[p->consumer].mode = KILN_PLAN_PLAIN;
+            if (p->mode == KILN_PLAN_PLAIN || p->mode == KILN_PLAN_XREDUCE)
                 plan_clear(p); /* no thread knob: the default thread count */
             else
-                p->mode = GPU_PLAIN;
+                p->mode = KILN_PLAN_PLAIN;
         }
     const char **names = kiln_arena_alloc(ctx, sizeof(char *) * (g->nop + 1));
     if (!names)
@@ -248,98 +226,6 @@ emit_sketch(struct gen *G)
     for (uint32_t i = 0; i < g->nop; i++)
         names[i] = mode_name(ctx, g, &plan[i]);
     return kiln_sk_name(ctx, g, names, G->out, &G->n);
-}
-
-/* Whether op i gets the cross-thread reduction sketch: a sum, max or min (of numbers) over more
- * than a warp's iterations whose outputs are few for the device (GPU_XRED_SPATIAL). */
-static bool
-wants_cross_thread(const struct kiln_graph *g, uint32_t i, const struct kiln_hw *hw)
-{
-    const struct kiln_opdef  *op = &g->op[i];
-    const struct kiln_tensor *t = &g->tensor[op->out];
-    int64_t                   R = 1, S = kiln_tensor_numel(t);
-    int64_t                   mt = hw->max_threads > 0 ? hw->max_threads : 1024;
-    if (op->nred == 0 || op->reduce == KILN_REDUCE_NONE || t->dtype == KILN_DTYPE_BOOL)
-        return false;
-    for (uint32_t r = 0; r < op->nred && R <= ((int64_t)1 << 40); r++)
-        R *= op->rext[r];
-    return R > GPU_WARP && S <= GPU_XRED_SPATIAL * mt;
-}
-
-/* Cartesian product of the per-op modes, consumers first, capped at G->cap sketches. */
-static enum kiln_status
-enumerate(struct gen *G, uint32_t k)
-{
-    if (!kiln_ok(G->ctx))
-        return G->ctx->err.status;
-    if (G->n == G->cap)
-        return KILN_OK;
-    if (k == 0)
-        return emit_sketch(G);
-    uint32_t i = k - 1;
-    for (uint32_t o = 0; o < G->nopt[i]; o++) {
-        uint8_t m = G->opts[i][o];
-        if (m == GPU_TILE_FUSE) {
-            if (G->cur[G->copt[i]] != GPU_PLAIN)
-                continue;
-            G->cur[G->copt[i]] = GPU_CONSUMER;
-        }
-        G->cur[i] = m;
-        KILN_TRY(enumerate(G, k - 1));
-        if (m == GPU_TILE_FUSE)
-            G->cur[G->copt[i]] = GPU_PLAIN;
-    }
-    return KILN_OK;
-}
-
-enum kiln_status
-kiln_gpu_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_hw *hw,
-                           struct kiln_sketch **out, uint32_t *n)
-{
-    struct ana A;
-    KILN_TRY(kiln_sk_analyse(ctx, g, hw, &A));
-    struct gen G = {.ctx = ctx, .A = &A, .hw = hw, .cap = KILN_MAX_SKETCHES};
-    G.opts = kiln_arena_alloc(ctx, sizeof(*G.opts) * (g->nop + 1));
-    G.copt = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
-    G.nopt = kiln_arena_alloc(ctx, g->nop + 1);
-    G.cur = kiln_arena_alloc(ctx, g->nop + 1);
-    G.out = kiln_arena_alloc(ctx, sizeof(struct kiln_sketch) * (G.cap + 1));
-    if (!G.opts || !G.copt || !G.nopt || !G.cur || !G.out)
-        return ctx->err.status;
-    for (uint32_t i = 0; i < g->nop; i++) {
-        uint8_t no = 0;
-        G.copt[i] = KILN_NONE;
-        G.cur[i] = GPU_PLAIN;
-        if (A.inl[i]) {
-            G.opts[i][no++] = GPU_INLINE;
-        } else if (A.mlt[i]) {
-            uint32_t c = kiln_sk_fusible_consumer(&A, i);
-            if (c != KILN_NONE) {
-                G.copt[i] = c;
-                G.opts[i][no++] = GPU_TILE_FUSE;
-            }
-            G.opts[i][no++] = GPU_TILE_CW;
-            G.opts[i][no++] = GPU_TILE;
-        } else {
-            G.opts[i][no++] = GPU_PLAIN;
-        }
-        if (!A.inl[i] && wants_cross_thread(g, i, hw)) /* last: earlier sketches keep numbers */
-            G.opts[i][no++] = GPU_XREDUCE;
-        G.nopt[i] = no;
-    }
-    KILN_TRY(enumerate(&G, g->nop));
-    if (G.n == 0) { /* no ops: the default schedule */
-        memset(&G.out[0], 0, sizeof G.out[0]);
-        G.out[0].desc = "default";
-        G.out[0].priv = kiln_arena_alloc(ctx, sizeof *G.out[0].priv);
-        if (!G.out[0].priv)
-            return ctx->err.status;
-        *G.out[0].priv = (struct kiln_sketch_priv){.nop = 0};
-        G.n = 1;
-    }
-    *out = G.out;
-    *n = G.n;
-    return KILN_OK;
 }
 
 /* ---- programs to schedules ---- */
@@ -446,7 +332,7 @@ emit_xreduce(struct emit *E, uint32_t i, const struct gpu_plan *p)
     int64_t threads = (int64_t)32 << kiln_sk_val(E, p->k_threads, 0, 2);
     if (threads > E->sk->gpu->max_threads)
         threads = E->sk->gpu->max_threads;
-    while (threads > GPU_WARP && threads / 2 >= R)
+    while (threads > KILN_GPU_WARP && threads / 2 >= R)
         threads /= 2;
     uint32_t nd = t->ndim;
     KILN_TRY(emit_fuse(E, tn, &L, nd, op->nred, &ok));
@@ -607,17 +493,17 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         if (!s1 && !s3)
             break;
     }
-    /* GPU_TILE binds its S2 loops to threadIdx.x, y, z (the outermost of three on z, at most
+    /* KILN_PLAN_TILE binds its S2 loops to threadIdx.x, y, z (the outermost of three on z, at most
      * 64 threads) */
-    for (uint32_t s = 0; p->mode == GPU_TILE && s + 3 < ns; s++)
+    for (uint32_t s = 0; p->mode == KILN_PLAN_TILE && s + 3 < ns; s++)
         l[sax[s]][1] = 1; /* a fourth S2 loop and beyond: one thread, left unbound */
-    while (p->mode == GPU_TILE && ns >= 3 && l[sax[ns - 3]][1] > 64)
+    while (p->mode == KILN_PLAN_TILE && ns >= 3 && l[sax[ns - 3]][1] > 64)
         shrink_largest(&l[sax[ns - 3]][1], 1, 1);
     int64_t unroll = kiln_unroll_steps[kiln_sk_val(E, p->k_unroll, 0, 0)];
-    /* shared copies (GPU_TILE): on when the knob says so and all fit the budget together */
+    /* shared copies (KILN_PLAN_TILE): on when the knob says so and all fit the budget together */
     bool   share[GPU_MAX_SHARED] = {false};
     double total = 0;
-    if (p->mode == GPU_TILE && !E->gpu_no_shared) {
+    if (p->mode == KILN_PLAN_TILE && !E->gpu_no_shared) {
         int64_t sp[KILN_MAX_DIMS] = {0}, rd[KILN_MAX_REDUCE] = {0}; /* [0, -1]: ignored */
         for (uint32_t k = 0; k < nd; k++)
             sp[k] = l[k][0] * l[k][1] * l[k][2];
@@ -645,12 +531,12 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         }
     const char *P = tn, *X = NULL; /* the tiled stage and the bound stage it is computed at */
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
-    if (p->mode == GPU_TILE_CW) {
+    if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
-        P = kiln_sk_derived(E, tn, ".local");
+        P = kiln_sk_derived(E, tn, KILN_STEP_CACHE_WRITE);
         X = tn;
         memcpy(xnames, names, sizeof names);
-    } else if (p->mode == GPU_TILE_FUSE) {
+    } else if (p->mode == KILN_PLAN_TILE_FUSE) {
         X = kiln_graph_tensor_name(g, g->op[p->consumer].out);
         kiln_sketch_axis_names(ctx, g, p->consumer, xnames);
     }
@@ -747,7 +633,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
             if (!share[s])
                 continue;
             const char *cn =
-                kiln_sk_derived(E, kiln_graph_tensor_name(g, p->shared_t[s]), ".cache");
+                kiln_sk_derived(E, kiln_graph_tensor_name(g, p->shared_t[s]), KILN_STEP_CACHE_READ);
             struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
                                    .stage = kiln_sk_sym(E, cn),
                                    .target = kiln_sk_sym(E, P),
@@ -777,25 +663,27 @@ emit_all(struct emit *E)
     const struct kiln_gpu_sketch *gs = E->sk->gpu;
     const struct kiln_graph      *g = E->g;
     for (uint32_t i = 0; i < gs->nop; i++)
-        if (gs->op[i].mode == GPU_INLINE)
+        if (gs->op[i].mode == KILN_PLAN_INLINE)
             KILN_TRY(kiln_sk_step1(E, KILN_STEP_COMPUTE_INLINE,
                                    kiln_graph_tensor_name(g, g->op[i].out), NULL));
     for (uint32_t i = 0; i < gs->nop; i++) {
         const struct gpu_plan *p = &gs->op[i];
-        switch ((enum gpu_mode)p->mode) {
-        case GPU_INLINE:
-        case GPU_CONSUMER:
+        switch ((enum kiln_plan_mode)p->mode) {
+        case KILN_PLAN_INLINE:
+        case KILN_PLAN_CONSUMER:
             break;
-        case GPU_PLAIN:
+        case KILN_PLAN_PLAIN:
             KILN_TRY(emit_plain(E, i, p));
             break;
-        case GPU_XREDUCE:
+        case KILN_PLAN_XREDUCE:
             KILN_TRY(emit_xreduce(E, i, p));
             break;
-        case GPU_TILE:
-        case GPU_TILE_CW:
-        case GPU_TILE_FUSE:
+        case KILN_PLAN_TILE:
+        case KILN_PLAN_TILE_CW:
+        case KILN_PLAN_TILE_FUSE:
             KILN_TRY(emit_tile(E, i, p));
+            break;
+        case KILN_PLAN_RFACTOR: /* a CPU mode */
             break;
         }
     }

@@ -1,6 +1,8 @@
-/* tuner/sketch_int.h -- internal to tuner/sketch.c and tuner/sketch_gpu.c: the analysis of
- * compute definitions the sketch rules share, and the helpers that write schedule steps. The
- * CPU rules live in sketch.c, the GPU rules in sketch_gpu.c. */
+/* tuner/sketch_int.h -- internal to tuner/sketch.c, sketch_gpu.c and sketch_rules.c: the
+ * analysis of compute definitions the sketch rules share, the rules and rule sets, and the
+ * helpers that write schedule steps. The rules and the driver that applies them live in
+ * sketch_rules.c; the CPU sketches' knobs and schedules in sketch.c, the GPU ones in
+ * sketch_gpu.c. */
 #ifndef KILN_TUNER_SKETCH_INT_H
 #define KILN_TUNER_SKETCH_INT_H
 
@@ -27,6 +29,8 @@ struct ana {
     uint32_t                *nreader; /* per op: non-inlined ops reading its tensor */
     uint32_t                *reader;  /* per op: the last such reader */
     bool                    *mlt;     /* per op: needs multi-level tiling */
+    uint32_t                *fuse;    /* per tiled op: the one elementwise consumer it may be
+                                       * computed at, else KILN_NONE */
     uint32_t (*padt)[4];              /* per tiled op: arguments it may read padded */
     uint8_t *npad;
 };
@@ -35,8 +39,8 @@ enum kiln_status kiln_sk_analyse(kiln_ctx *ctx, const struct kiln_graph *g,
 /* Some output axis of op i of extent > 1 is absent from every index of op i's loads (L) of
  * tensor t: op i reuses t. */
 bool kiln_sk_misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, uint32_t t);
-/* The one elementwise consumer op i may be computed at, or KILN_NONE. */
-uint32_t kiln_sk_fusible_consumer(const struct ana *A, uint32_t i);
+/* The number of tensors op i reuses (kiln_sk_misses_an_axis), those of one element aside. */
+uint32_t kiln_sk_reused_tensors(const struct ana *A, uint32_t i);
 /* Appends a knob to sk; KILN_NONE when the sketch has no slots left. */
 uint32_t kiln_sk_add_knob(kiln_ctx *ctx, struct kiln_sketch *sk, enum kiln_knob_kind kind,
                           enum kiln_knob_role role, uint32_t nparts, int64_t extent,
@@ -64,8 +68,9 @@ struct emit {
     bool gpu_no_shared, gpu_shared_used; /* GPU: shared copies forbidden / made (sketch_gpu.c) */
 };
 
-uint32_t         kiln_sk_sym(struct emit *E, const char *s);
-const char      *kiln_sk_derived(struct emit *E, const char *base, const char *suffix);
+uint32_t kiln_sk_sym(struct emit *E, const char *s);
+/* The stage a step of kind `kind` adds for stage or tensor `base` ("C.local"). */
+const char      *kiln_sk_derived(struct emit *E, const char *base, enum kiln_step_kind kind);
 enum kiln_status kiln_sk_push(struct emit *E, struct kiln_step st);
 enum kiln_status kiln_sk_step1(struct emit *E, enum kiln_step_kind kind, const char *stage,
                                const char *iter);
@@ -78,12 +83,68 @@ enum kiln_status kiln_sk_emit_order(struct emit *E, const char *stage, struct le
 /* Value `part` of knob `knob` in E's program; dflt when the knob is KILN_NONE. */
 int64_t kiln_sk_val(const struct emit *E, uint32_t knob, uint32_t part, int64_t dflt);
 
-/* ---- the GPU rules (sketch_gpu.c) ---- */
+/* ---- the rules (sketch_rules.c) ---- */
 
-/* Sketches of g by the GPU rules (tuner/README.md, "GPU sketches"). */
-enum kiln_status kiln_gpu_sketches_generate(kiln_ctx *ctx, const struct kiln_graph *g,
-                                            const struct kiln_hw *hw, struct kiln_sketch **out,
-                                            uint32_t *n);
+/* What a rule's condition says of an op (Ansor's MeetCondition). */
+enum kiln_sk_meet {
+    KILN_SK_PASS,            /* the rule does not apply */
+    KILN_SK_APPLY,           /* apply it, then try the rules after it */
+    KILN_SK_APPLY_SKIP_REST, /* apply it and no rule after it */
+};
+
+/* One way a sketch may compute an op: what a rule offers. */
+struct kiln_sk_option {
+    uint8_t  mode;     /* enum kiln_plan_mode */
+    uint8_t  level;    /* CPU TILE_CW / TILE_FUSE: attached after spatial level 1 (S0) or 2 */
+    uint8_t  rf_inner; /* RFACTOR: the inner part becomes T.rf's extra axis */
+    uint32_t consumer; /* TILE_FUSE: the consumer op; KILN_NONE otherwise */
+};
+
+#define KILN_SK_MAX_OPTIONS 8 /* per op, all the rules of a set together */
+
+struct kiln_sk_options {
+    struct kiln_sk_option o[KILN_SK_MAX_OPTIONS];
+    uint32_t              n;
+};
+
+struct kiln_sk_rule {
+    const char *name;
+    enum kiln_sk_meet (*meets)(const struct ana *A, uint32_t i);
+    /* Appends the options the rule offers op i (in the order the sketches take them). */
+    void (*apply)(const struct ana *A, uint32_t i, struct kiln_sk_options *O);
+};
+
+/* The sketches being generated: per op its options, the one chosen for the sketch being
+ * built, and the sketches so far. */
+struct kiln_sk_gen {
+    kiln_ctx               *ctx;
+    const struct ana       *A;
+    struct kiln_sk_options *opts; /* per op */
+    struct kiln_sk_option  *cur;  /* per op: chosen */
+    struct kiln_sketch     *out;
+    uint32_t                n, cap;
+};
+
+/* A rule set: the rules tried on every op, in order, and how a sketch of the options they
+ * chose is made. */
+struct kiln_sk_ruleset {
+    const struct kiln_sk_rule *const *rule;
+    uint32_t                          nrule;
+    /* The sketch of the options in G->cur (knobs, plan, desc) as G->out[G->n], kept (G->n
+     * grows) unless a sketch of that desc is there already. */
+    enum kiln_status (*make)(struct kiln_sk_gen *G);
+};
+extern const struct kiln_sk_ruleset kiln_sk_cpu_rules, kiln_sk_gpu_rules;
+
+/* The makers of the two rule sets (sketch.c, sketch_gpu.c). */
+enum kiln_status kiln_sk_cpu_make(struct kiln_sk_gen *G);
+enum kiln_status kiln_sk_gpu_make(struct kiln_sk_gen *G);
+
+/* A cross-thread reduction is offered for reductions longer than a warp. */
+#define KILN_GPU_WARP 32
+
+/* ---- the GPU programs (sketch_gpu.c) ---- */
+
 /* The schedule of a program of a GPU sketch (sk->gpu set). */
 enum kiln_status kiln_gpu_prog_schedule(struct emit *E);
 

@@ -1,4 +1,4 @@
-/* tuner/sketch_priv.h -- private to tuner/sketch.c and tuner/annotate.c: what a sketch decided
+/* tuner/sketch_priv.h -- private to tuner/sketch*.c and tuner/annotate.c: what a sketch decided
  * for every op of its task graph, and where each op's knobs are. */
 #ifndef KILN_TUNER_SKETCH_PRIV_H
 #define KILN_TUNER_SKETCH_PRIV_H
@@ -11,14 +11,22 @@
 #define KILN_MAX_INNER     64                               /* longest innermost tile */
 extern const int64_t kiln_unroll_steps[KILN_UNROLL_NSTEPS]; /* 0, 16, 64, 512 */
 
+/* What a sketch does with an op: the options the sketch rules offer (tuner/sketch_rules.c).
+ * The GPU rules use the same modes, each scheduled the GPU's way (tuner/sketch_gpu.c). */
 enum kiln_plan_mode {
-    KILN_PLAN_PLAIN,     /* at root: parallel outer loops, vectorised inner split */
+    KILN_PLAN_PLAIN,     /* at root: parallel outer loops, vectorised inner split (GPU: spatial
+                          * loops fused, split by a thread count, bound to blocks and threads) */
     KILN_PLAN_INLINE,    /* compute_inline */
     KILN_PLAN_CONSUMER,  /* tiled by its producer's TILE_FUSE */
-    KILN_PLAN_TILE,      /* multi-level tiling SSRSRS, alone */
-    KILN_PLAN_TILE_CW,   /* SSRSRS on T.local computed at a tile of T (cache write) */
-    KILN_PLAN_TILE_FUSE, /* SSRSRS on T computed at a tile of its elementwise consumer */
-    KILN_PLAN_RFACTOR,   /* reductions fused, split, rfactored */
+    KILN_PLAN_TILE,      /* multi-level tiling SSRSRS, alone (GPU: SSSRRSRS, S0 blocks, R0,
+                          * S2 threads, S1 R1 R2 S3, shared copies of reused inputs) */
+    KILN_PLAN_TILE_CW,   /* SSRSRS on T.local computed at a tile of T (cache write; GPU: T bound
+                          * S0/S2, T.local computed at T's thread loop) */
+    KILN_PLAN_TILE_FUSE, /* SSRSRS on T computed at a tile of its elementwise consumer (GPU: the
+                          * consumer bound S0/S2, T computed at its thread loop) */
+    KILN_PLAN_RFACTOR,   /* CPU: reductions fused, split, rfactored */
+    KILN_PLAN_XREDUCE,   /* GPU: cross-thread reduction: spatial loops fused on blocks, the
+                          * (fused) reduction split and its inner part bound to threadIdx.x */
 };
 
 struct kiln_op_plan {

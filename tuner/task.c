@@ -415,11 +415,13 @@ kiln_task_rename(kiln_ctx *ctx, const struct kiln_graph *whole, const struct kil
         to[i] = whole->tensor[t->inst_tensors[inst][i]].name;
     }
     for (uint32_t i = 0; i < s->nstep; i++) {
-        struct kiln_step st = s->step[i];
-        st.stage = rename_one(ctx, from, to, n, st.stage);
-        if (st.kind == KILN_STEP_COMPUTE_AT)
+        struct kiln_step             st = s->step[i];
+        const struct kiln_step_desc *d =
+            st.kind < KILN_STEP_COUNT ? &kiln_step_desc[st.kind] : NULL;
+        st.stage = rename_one(ctx, from, to, n, st.stage); /* a stage or a tensor */
+        if (d && d->target == KILN_REF_STAGE)
             st.target = rename_one(ctx, from, to, n, st.target);
-        if (st.kind == KILN_STEP_CACHE_READ || st.kind == KILN_STEP_PAD)
+        if (d && d->iters == KILN_REF_STAGE)
             for (uint32_t k = 0; k < st.n; k++)
                 st.iters[k] = rename_one(ctx, from, to, n, st.iters[k]);
         KILN_TRY(kiln_sched_push(ctx, out, st));

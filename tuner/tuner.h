@@ -124,7 +124,7 @@ void kiln_hw_from_target(const struct kiln_target *t, struct kiln_hw *hw);
 
 /* Generates the sketches of task graph g by the CPU sketch rules (always-inline, multi-level
  * tiling "SSRSRS", tiling with consumer fusion, cache write, rfactor, skip), or for a GPU hw
- * (hw->gpu) by the GPU rules of tuner/sketch_gpu.c (always-inline, multi-level tiling
+ * (hw->gpu) by the GPU rules (tuner/sketch_rules.c; always-inline, multi-level tiling
  * "SSSRRSRS" bound to blocks and threads, shared-memory caches, cache write, consumer fusion,
  * fused-and-bound elementwise ops, cross-thread reductions). *out is ctx-owned. Never fails for a
  * verified graph (at worst one sketch: the default schedule). */

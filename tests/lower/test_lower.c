@@ -280,7 +280,7 @@ test_random_graphs_and_schedules(void)
     }
     printf("  %llu cases; steps in the schedules:", (unsigned long long)case_count);
     for (int k = 0; k < KILN_STEP_COUNT; k++)
-        printf(" %s %llu", kiln_step_name[k], (unsigned long long)step_count[k]);
+        printf(" %s %llu", kiln_step_desc[k].name, (unsigned long long)step_count[k]);
     printf("\n");
 }
 

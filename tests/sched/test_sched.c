@@ -602,6 +602,71 @@ test_bind(void)
                "C");
 }
 
+/* The step descriptor table (passes/sched.c): every kind is named, once; the keys it names are
+ * there; the form it checks when a step is applied gives these messages (a step built in C can
+ * have a count that JSON parsing would refuse); a step that adds a stage adds the one it
+ * says. */
+static void
+test_step_table(void)
+{
+    for (int k = 0; k < KILN_STEP_COUNT; k++) {
+        const struct kiln_step_desc *d = &kiln_step_desc[k];
+        CHECK(d->name && d->name[0]);
+        for (int j = 0; j < k; j++)
+            CHECK(strcmp(d->name, kiln_step_desc[j].name));
+        CHECK(!(d->fields & KILN_STEPF_ITERS) || d->iters_key);
+        CHECK(!(d->fields & KILN_STEPF_VALUE) || d->value_key);
+        CHECK(d->stage == KILN_REF_STAGE || d->stage == KILN_REF_TENSOR);
+        CHECK(!(d->fields & KILN_STEPF_ITER) == (d->iter == KILN_REF_NONE));
+        CHECK(!(d->fields & KILN_STEPF_ITERS) == (d->iters == KILN_REF_NONE));
+        CHECK(!(d->fields & KILN_STEPF_TARGET) == (d->target == KILN_REF_NONE));
+        CHECK(!d->nmax || d->nwhat);
+    }
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = matmul_graph(ctx, 64, 48, 30);
+    struct kiln_step   bad[] = {
+          {.kind = KILN_STEP_SPLIT,
+           .stage = kiln_sym_cstr(ctx, "C"),
+           .iter = kiln_sym_cstr(ctx, "i")},
+          {.kind = KILN_STEP_TILE, .stage = kiln_sym_cstr(ctx, "C")},
+          {.kind = KILN_STEP_AUTO_UNROLL, .stage = kiln_sym_cstr(ctx, "C"), .value = 4097},
+    };
+    const char *want[] = {"schedule step 0 (split C.i): split needs 1 to 7 factors",
+                          "schedule step 0 (tile C): tile needs 1 to 8 iterators",
+                          "schedule step 0 (auto_unroll C): max_step 4097 must be in [0, 4096]"};
+    for (size_t i = 0; i < KILN_COUNTOF(bad); i++) {
+        struct kiln_schedule s = {&bad[i], 1, 1};
+        struct kiln_state    st;
+        CHECK(kiln_state_build(ctx, g, &s, &st) == KILN_ERR_INVALID);
+        CHECK_EQ_STR(want[i], kiln_ctx_error(ctx)->msg);
+        kiln_ctx_error_clear(ctx);
+    }
+    struct kiln_step added[] = {
+        {.kind = KILN_STEP_CACHE_WRITE, .stage = kiln_sym_cstr(ctx, "C")},
+        {.kind = KILN_STEP_CACHE_READ,
+         .stage = kiln_sym_cstr(ctx, "A"),
+         .n = 1,
+         .iters = {kiln_sym_cstr(ctx, "C")}},
+        {.kind = KILN_STEP_PACK,
+         .stage = kiln_sym_cstr(ctx, "B"),
+         .value = 1,
+         .n = 1,
+         .factors = {4}},
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(added); i++) {
+        struct kiln_schedule s = {&added[i], 1, 1};
+        struct kiln_state    st;
+        CHECK(kiln_state_build(ctx, g, &s, &st) == KILN_OK);
+        const char *name = kiln_arena_printf(ctx, "%s.%s", kiln_sym_str(ctx, added[i].stage),
+                                             kiln_step_desc[added[i].kind].creates);
+        bool        found = false;
+        for (uint32_t t = 0; t < st.nt; t++)
+            found |= st.t[t].name == kiln_sym_cstr(ctx, name);
+        CHECK(found);
+    }
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"json_round_trip", test_json_round_trip},
     {"json_errors", test_json_errors},
@@ -610,6 +675,7 @@ static const struct test tests[] = {
     {"split_extents", test_split_extents},
     {"pad", test_pad},
     {"bind", test_bind},
+    {"step_table", test_step_table},
 };
 
 int

@@ -113,12 +113,22 @@ test_task_rename(void)
     struct kiln_tasks T;
     CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
     const char          *js = "{\"steps\": [{\"op\": \"cache_write\", \"stage\": \"c1\"}, "
-                              "{\"op\": \"compute_inline\", \"stage\": \"c1\"}]}";
+                              "{\"op\": \"compute_inline\", \"stage\": \"c1\"}, "
+                              "{\"op\": \"compute_at\", \"stage\": \"c1.local\", "
+                              "\"target\": \"c1\", \"iter\": \"c1\"}, "
+                              "{\"op\": \"cache_read\", \"stage\": \"w1\", "
+                              "\"readers\": [\"c1\"]}]}";
     struct kiln_schedule s = {0}, r = {0};
     CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, js, strlen(js), &s));
     CHECK_EQ_INT(KILN_OK, kiln_task_rename(ctx, g, &T.task[0], 1, &s, &r));
-    CHECK_EQ_INT(2, r.nstep);
+    CHECK_EQ_INT(4, r.nstep);
     CHECK_EQ_STR("c2", kiln_sym_str(ctx, r.step[0].stage));
+    /* stages a step names are renamed, derived ones too; its loops are not */
+    CHECK_EQ_STR("c2.local", kiln_sym_str(ctx, r.step[2].stage));
+    CHECK_EQ_STR("c2", kiln_sym_str(ctx, r.step[2].target));
+    CHECK_EQ_STR("c1", kiln_sym_str(ctx, r.step[2].iter));
+    CHECK_EQ_STR("w2", kiln_sym_str(ctx, r.step[3].stage));
+    CHECK_EQ_STR("c2", kiln_sym_str(ctx, r.step[3].iters[0]));
     kiln_ctx_free(ctx);
 }
 
