@@ -250,6 +250,8 @@ struct kiln_tune_task_status {
     const char *phase;  /* "ansor", "droplet", "done" */
     uint32_t    model_programs; /* measured programs (of every task) the task's cost model
                                  * last trained on; 0 = not trained yet: its batches are random */
+    uint32_t droplet_rounds;    /* Droplet rounds that measured a whole neighbourhood and then
+                                 * moved to a faster neighbour or converged */
 };
 
 struct kiln_tune_progress {

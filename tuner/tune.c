@@ -331,6 +331,7 @@ update_status(struct ttask *T)
     T->status.errors = T->errors;
     T->status.best_s = T->best >= 0 ? T->m[T->best].time_s : 0;
     T->status.model_programs = T->model_n;
+    T->status.droplet_rounds = T->droplet_rounds;
     T->status.phase = T->phase == TPHASE_ANSOR     ? "ansor"
                       : T->phase == TPHASE_DROPLET ? "droplet"
                                                    : "done";
