@@ -808,6 +808,133 @@ test_spec_errors(void)
     kiln_ctx_free(ctx);
 }
 
+/* Reads a whole file into a malloc'ed string (NULL if it cannot). */
+static char *
+read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char  *t = NULL;
+    size_t n = 0, cap = 0, got;
+    char   chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + got + 1 > cap) {
+            cap = 2 * (n + got + 1);
+            char *nt = realloc(t, cap);
+            if (!nt) {
+                free(t);
+                fclose(f);
+                return NULL;
+            }
+            t = nt;
+        }
+        memcpy(t + n, chunk, got);
+        n += got;
+    }
+    fclose(f);
+    if (t)
+        t[n] = 0;
+    return t;
+}
+
+/* The public API gives what the internal sampler and emitters give for the same spec and seed,
+ * and writes the same texts to its directory; its errors. */
+static void
+test_public_api(void)
+{
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_kas_placeholder ph[2] = {{8, 12, 8, 8}, {16, 24, 4, 4}};
+    struct kiln_kas_params      p;
+    kiln_kas_params_default(&p);
+    p.placeholders = ph;
+    p.nplaceholders = 2;
+    p.seed = 4;
+    p.flops_lo = 0.1;
+    p.flops_hi = 0.8;
+    char dir[] = "/tmp/kiln_test_kas_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    p.out_dir = dir;
+    struct kiln_kas_sampler *api;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_OK);
+
+    struct kas_spec s;
+    kas_spec_default(&s);
+    s.nph = 2;
+    for (int j = 0; j < 2; j++)
+        s.ph[j] = (struct kas_placeholder){ph[j].c, ph[j].k, ph[j].h, ph[j].w};
+    s.flops_lo = 0.1;
+    s.flops_hi = 0.8;
+    struct kas_sampler *sm = kas_sampler_new(ctx, &s, 4);
+    double              rf, rp;
+    kas_spec_ref_cost(&s, &rf, &rp);
+    for (uint64_t n = 1; n <= 6; n++) {
+        struct kiln_kas_kernel k;
+        struct kas_design      d;
+        CHECK(kiln_kas_sampler_next(api, &k) == KILN_OK);
+        CHECK(kas_sampler_next(sm, &d, 100000));
+        CHECK_EQ_INT(k.index, n);
+        CHECK_EQ_INT(k.hash, d.hash);
+        CHECK_EQ_INT(k.ops, d.nnode - 1);
+        double f = 0, pr = 0;
+        for (int j = 0; j < 2; j++) {
+            double fj, pj;
+            kas_design_cost(&d, &s.ph[j], &fj, &pj);
+            f += fj;
+            pr += pj;
+        }
+        CHECK(k.flops == f / rf && k.params == pr / rp);
+        char line[1024];
+        kas_design_describe(&d, line, sizeof line);
+        CHECK(!strcmp(k.design, line));
+        kas_design_values(&d, false, line, sizeof line);
+        CHECK(!strcmp(k.values, line));
+        struct kiln_buf b = {0};
+        CHECK(kas_emit_py(ctx, &d, "Kernel", &b) == KILN_OK);
+        CHECK(!strcmp(k.py, b.data));
+        char *file = read_all(k.py_path);
+        CHECK(file && !strcmp(file, b.data));
+        free(file);
+        remove(k.py_path);
+        for (int j = 0; j < 2; j++) {
+            struct kiln_buf kb = {0};
+            CHECK(kas_emit_kg(ctx, &d, &s.ph[j], 1, &kb) == KILN_OK);
+            CHECK(!strcmp(k.kg[j], kb.data));
+            file = read_all(k.kg_paths[j]);
+            CHECK(file && !strcmp(file, kb.data));
+            free(file);
+            remove(k.kg_paths[j]);
+        }
+    }
+    struct kiln_kas_stats st;
+    kiln_kas_sampler_stats(api, &st);
+    CHECK_EQ_INT(st.accepted, 6);
+    CHECK_EQ_INT(st.attempts, kas_sampler_stats(sm)->attempts);
+    kas_sampler_free(sm);
+    kiln_kas_sampler_free(api);
+    remove(dir);
+
+    /* refused parameters, and a budget nothing fits */
+    p.out_dir = NULL;
+    p.stride = 3;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_ERR_INVALID && api == NULL);
+    kiln_ctx_error_clear(ctx);
+    p.stride = 1;
+    p.nplaceholders = 0;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_ERR_INVALID);
+    kiln_ctx_error_clear(ctx);
+    p.nplaceholders = 1;
+    p.flops_lo = 0;
+    p.flops_hi = 1e-6;
+    p.max_tries = 200;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_OK);
+    struct kiln_kas_kernel k;
+    CHECK(kiln_kas_sampler_next(api, &k) == KILN_ERR_UNSUPPORTED);
+    CHECK(strstr(kiln_ctx_error(ctx)->msg, "no further kernel after 0") != NULL);
+    kiln_kas_sampler_free(api);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"mono", test_mono},
     {"solver_systems", test_solver_systems},
@@ -820,6 +947,7 @@ static const struct test tests[] = {
     {"fingerprint_duplicates", test_fingerprint_duplicates},
     {"canonical_hash", test_canonical_hash},
     {"spec_errors", test_spec_errors},
+    {"public_api", test_public_api},
 };
 
 int
