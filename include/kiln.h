@@ -344,36 +344,39 @@ KILN_API enum kiln_status kiln_records_import(kiln_ctx *ctx, const char *db_path
 struct kiln_kas_placeholder {
     int64_t c, k, h, w; /* input channels, output channels, input height and width */
 };
+/* FLOPs and parameters are summed over the placeholders, relative to the replaced convolutions;
+ * defaults in parentheses (kiln_kas_params_default). */
 struct kiln_kas_params {
     const struct kiln_kas_placeholder *placeholders; /* 1..16 (the caller's array) */
     uint32_t                           nplaceholders;
     uint64_t                           seed;
-    int                                stride; /* of the replaced layer: 1 or 2 (default 1) */
-    int    ref_k;                  /* the replaced convolution's window: 1, 3, 5, 7 (3) */
-    double flops_lo, flops_hi;     /* FLOPs summed over the placeholders, relative to the
-                                    * convolutions' (0.05, 1) */
-    double   params_lo, params_hi; /* parameters, likewise (0, 1) */
-    int      max_ops;              /* primitives grown before closing (8) */
-    int      min_rf;               /* receptive field in h and w (3) */
-    int      no_fingerprint;       /* nonzero: no duplicate removal by output fingerprint (0) */
-    uint32_t max_tries;            /* designs grown per new kernel before giving up (100000) */
-    int64_t  batch;                /* batch of the .kg graphs (1) */
-    const char *out_dir; /* NULL, or an existing directory: every kernel is also written as
-                          * out_dir/kNNNN.py and out_dir/kNNNN_pJ.kg (J = 1.. placeholder) */
+    int                                stride;    /* of the replaced layer: 1 or 2 (1) */
+    int                                ref_k;     /* its window: 1, 3, 5 or 7 (3) */
+    double                             flops_lo;  /* (0.05) */
+    double                             flops_hi;  /* (1) */
+    double                             params_lo; /* (0) */
+    double                             params_hi; /* (1) */
+    int                                max_ops;   /* primitives grown before closing (8) */
+    int                                min_rf;    /* receptive field in h and w (3) */
+    int         no_fingerprint; /* nonzero: no duplicate removal by output fingerprint (0) */
+    uint32_t    max_tries;      /* designs grown per new kernel before giving up (100000) */
+    int64_t     batch;          /* batch of the .kg graphs (1) */
+    const char *out_dir;        /* NULL, or an existing directory: every kernel is also written
+                                 * as out_dir/kNNNN.py and out_dir/kNNNN_pJ.kg (J = 1, 2, ...) */
 };
 /* One sampled kernel. The strings belong to the sampler: valid until its next call of
  * kiln_kas_sampler_next or kiln_kas_sampler_free. */
 struct kiln_kas_kernel {
-    uint64_t           index;  /* 1, 2, ...: position in the sampler's sequence (the NNNN) */
-    uint64_t           hash;   /* canonical structural hash */
-    double             flops;  /* summed over the placeholders, relative to the convolutions */
-    double             params; /* likewise */
-    uint32_t           ops;    /* primitives */
-    const char        *design; /* one line: "1=unfold(hw,3,d1,@0) 2=fc(0,x0,@1) ..." */
-    const char        *values; /* the free sizes the budget solver chose: "x0=C/4 G=8", or "" */
-    const char        *py;     /* PyTorch source of class Kernel(nn.Module) */
-    const char *const *kg;     /* .kg text per placeholder, in the order given */
-    const char        *py_path;        /* with out_dir: the files written; else NULL */
+    uint64_t           index;   /* 1, 2, ...: position in the sampler's sequence (the NNNN) */
+    uint64_t           hash;    /* canonical structural hash */
+    double             flops;   /* summed over the placeholders, relative to the convolutions */
+    double             params;  /* likewise */
+    uint32_t           ops;     /* primitives */
+    const char        *design;  /* one line: "1=unfold(hw,3,d1,@0) 2=fc(0,x0,@1) ..." */
+    const char        *values;  /* the free sizes the budget solver chose: "x0=C/4 G=8", or "" */
+    const char        *py;      /* PyTorch source of class Kernel(nn.Module) */
+    const char *const *kg;      /* .kg text per placeholder, in the order given */
+    const char        *py_path; /* with out_dir: the files written; else NULL */
     const char *const *kg_paths;
 };
 struct kiln_kas_stats {
