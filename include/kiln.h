@@ -323,6 +323,91 @@ KILN_API enum kiln_status kiln_records_export(kiln_ctx *ctx, const char *db_path
 KILN_API enum kiln_status kiln_records_import(kiln_ctx *ctx, const char *db_path,
                                               const char *jsonl_path, uint32_t *added);
 
+/* ---- kernel architecture search (kas/, kas/README.md) ----
+ * Samples new kernels that can replace a convolution at every placeholder given (one design
+ * legal for all of them), sized by an exact solver into a FLOPs/parameter budget relative to
+ * the replaced convolutions, without duplicates. Each kernel comes as a PyTorch module source
+ * (class Kernel(C, K), valid for every placeholder) and as one .kg kernel graph per
+ * placeholder, in memory and, with out_dir, as files. Same parameters and seed, same kernels.
+ * This is what `kiln sample` does; the search loop (training) is Python's kiln.search.
+ *
+ *     struct kiln_kas_placeholder ph = {.c = 64, .k = 64, .h = 32, .w = 32};
+ *     struct kiln_kas_params p;
+ *     kiln_kas_params_default(&p);
+ *     p.placeholders = &ph;
+ *     p.nplaceholders = 1;
+ *     p.seed = 1;
+ *     struct kiln_kas_sampler *s;
+ *     struct kiln_kas_kernel k;
+ *     if (kiln_kas_sampler_new(ctx, &p, &s) != KILN_OK) ...
+ *     while (n-- && kiln_kas_sampler_next(s, &k) == KILN_OK)
+ *         printf("%016llx %s\n%s", (unsigned long long)k.hash, k.design, k.kg[0]);
+ *     kiln_kas_sampler_free(s);                 // before kiln_ctx_free(ctx)
+ */
+struct kiln_kas_placeholder {
+    int64_t c, k, h, w; /* input channels, output channels, input height and width */
+};
+/* FLOPs and parameters are summed over the placeholders, relative to the replaced convolutions;
+ * defaults in parentheses (kiln_kas_params_default). */
+struct kiln_kas_params {
+    const struct kiln_kas_placeholder *placeholders; /* 1..16 (the caller's array) */
+    uint32_t                           nplaceholders;
+    uint64_t                           seed;
+    int                                stride;    /* of the replaced layer: 1 or 2 (1) */
+    int                                ref_k;     /* its window: 1, 3, 5 or 7 (3) */
+    double                             flops_lo;  /* (0.05) */
+    double                             flops_hi;  /* (1) */
+    double                             params_lo; /* (0) */
+    double                             params_hi; /* (1) */
+    int                                max_ops;   /* primitives grown before closing (8) */
+    int                                min_rf;    /* receptive field in h and w (3) */
+    int         no_fingerprint; /* nonzero: no duplicate removal by output fingerprint (0) */
+    uint32_t    max_tries;      /* designs grown per new kernel before giving up (100000) */
+    int64_t     batch;          /* batch of the .kg graphs (1) */
+    const char *out_dir;        /* NULL, or an existing directory: every kernel is also written
+                                 * as out_dir/kNNNN.py and out_dir/kNNNN_pJ.kg (J = 1, 2, ...) */
+};
+/* One sampled kernel. The strings belong to the sampler: valid until its next call of
+ * kiln_kas_sampler_next or kiln_kas_sampler_free. */
+struct kiln_kas_kernel {
+    uint64_t           index;   /* 1, 2, ...: position in the sampler's sequence (the NNNN) */
+    uint64_t           hash;    /* canonical structural hash */
+    double             flops;   /* summed over the placeholders, relative to the convolutions */
+    double             params;  /* likewise */
+    uint32_t           ops;     /* primitives */
+    const char        *design;  /* one line: "1=unfold(hw,3,d1,@0) 2=fc(0,x0,@1) ..." */
+    const char        *values;  /* the free sizes the budget solver chose: "x0=C/4 G=8", or "" */
+    const char        *py;      /* PyTorch source of class Kernel(nn.Module) */
+    const char *const *kg;      /* .kg text per placeholder, in the order given */
+    const char        *py_path; /* with out_dir: the files written; else NULL */
+    const char *const *kg_paths;
+};
+struct kiln_kas_stats {
+    uint64_t attempts;    /* designs grown */
+    uint64_t illegal;     /* closing failed */
+    uint64_t filtered;    /* no weight, receptive field too small, redundant pair */
+    uint64_t over_budget; /* no size assignment inside the budget */
+    uint64_t dup_hash;    /* duplicates by canonical hash */
+    uint64_t dup_fp;      /* duplicates by output fingerprint */
+    uint64_t accepted;    /* kernels returned */
+    double   seconds;     /* spent sampling (emission and files excluded) */
+};
+struct kiln_kas_sampler;
+
+/* Fills p with the defaults given above (no placeholders, seed 0, no out_dir). */
+KILN_API void kiln_kas_params_default(struct kiln_kas_params *p);
+/* Checks p (KILN_ERR_INVALID: placeholder sizes, H and W divisible by the stride, ranges,
+ * windows) and starts a sampler in ctx's allocator; free it before ctx. */
+KILN_API enum kiln_status kiln_kas_sampler_new(kiln_ctx *ctx, const struct kiln_kas_params *p,
+                                               struct kiln_kas_sampler **out);
+/* The next new kernel into *out. KILN_ERR_UNSUPPORTED when max_tries designs in a row gave
+ * none (the budget or the placeholders leave too little room); KILN_ERR_BACKEND when a file
+ * cannot be written. */
+KILN_API enum kiln_status kiln_kas_sampler_next(struct kiln_kas_sampler *s,
+                                                struct kiln_kas_kernel  *out);
+KILN_API void kiln_kas_sampler_stats(const struct kiln_kas_sampler *s, struct kiln_kas_stats *out);
+KILN_API void kiln_kas_sampler_free(struct kiln_kas_sampler *s);
+
 /* ---- ONNX import (frontend/, frontend/README.md) ----
  * Imports an ONNX model (the bytes of a .onnx file) as a kernel graph. The graph's inputs are
  * the model's graph inputs that are not initializers, in order, with their ONNX element types

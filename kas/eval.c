@@ -106,8 +106,7 @@ default_weights(const struct kas_design *d, int node, int64_t n, double *dst, in
 {
     const struct kas_node *nd = &d->node[node];
     uint64_t               h = kiln_hash_u64(KILN_HASH_SEED, nd->prim);
-    h = kiln_hash_u64(h, (uint64_t)(uint8_t)nd->a | (uint64_t)(uint8_t)nd->b << 8
-                             | (uint64_t)(uint8_t)nd->c << 16);
+    h = kiln_hash_u64(h, kas_node_attrs(nd));
     h = kiln_hash_u64(h, (uint64_t)n);
     h = kiln_hash_u64(h, (uint64_t)occurrence);
     struct kiln_rng rng = kiln_rng_new(h);
@@ -116,210 +115,134 @@ default_weights(const struct kas_design *d, int node, int64_t n, double *dst, in
         dst[k] = (2 * kiln_rng_uniform(&rng) - 1) * bound;
 }
 
-/* Runs one node: in[] inputs, o output (allocated by the caller), w weights. */
-static void
-run_node(const struct kas_node *nd, const struct tens *a, const struct tens *b, struct tens *o,
-         const double *w)
+/* One node to run: its inputs a (and b), its output o (allocated by the caller), its weights
+ * w and their dims (evaluated). */
+struct kas_run {
+    const struct kas_node *nd;
+    const struct tens     *a, *b;
+    struct tens           *o;
+    const double          *w;
+    const int64_t         *wdims;
+};
+
+bool
+kas_run_input(const struct kas_run *r)
 {
-    int64_t outer, inner, di;
-    switch ((enum kas_prim)nd->prim) {
-    case KAS_INPUT:
-    case KAS_NPRIM:
-        break;
-    case KAS_GROUP:
-    case KAS_UNGROUP:
-        memcpy(o->v, a->v, sizeof(double) * (size_t)a->n);
-        break;
-    case KAS_UNFOLD: {
-        int64_t P = a->n / (a->h * a->w), kh = (nd->a & 1) ? nd->b : 1,
-                kw = (nd->a & 2) ? nd->b : 1;
-        int64_t ph = (nd->a & 1) ? nd->c * (nd->b - 1) / 2 : 0;
-        int64_t pw = (nd->a & 2) ? nd->c * (nd->b - 1) / 2 : 0;
-        double *q = o->v;
-        for (int64_t p = 0; p < P; p++)
-            for (int64_t i = 0; i < kh; i++)
-                for (int64_t j = 0; j < kw; j++)
-                    for (int64_t y = 0; y < a->h; y++)
-                        for (int64_t x = 0; x < a->w; x++) {
-                            int64_t sy = y + i * nd->c - ph, sx = x + j * nd->c - pw;
-                            *q++ = (sy >= 0 && sy < a->h && sx >= 0 && sx < a->w)
-                                       ? a->v[(p * a->h + sy) * a->w + sx]
-                                       : 0.0;
-                        }
-        break;
-    }
-    case KAS_SHIFT: {
-        int64_t P = a->n / (a->h * a->w);
-        for (int64_t p = 0; p < P; p++)
-            for (int64_t y = 0; y < a->h; y++)
-                for (int64_t x = 0; x < a->w; x++) {
-                    int64_t sy = nd->a == 0 ? (y + nd->b + a->h) % a->h : y;
-                    int64_t sx = nd->a == 1 ? (x + nd->b + a->w) % a->w : x;
-                    o->v[(p * a->h + y) * a->w + x] = a->v[(p * a->h + sy) * a->w + sx];
-                }
-        break;
-    }
-    case KAS_SCALE: {
-        int64_t S = a->h * a->w;
-        for (int64_t k = 0; k < a->n; k++) {
-            int64_t idx = k / S, wi = 0, ws = 1;
-            for (int j = a->r - 1; j >= 0; j--) {
-                int64_t c = idx % a->d[j];
-                idx /= a->d[j];
-                if (nd->a & (1 << j)) {
-                    wi += c * ws;
-                    ws *= a->d[j];
-                }
-            }
-            o->v[k] = a->v[k] * w[wi];
-        }
-        break;
-    }
-    case KAS_FC: {
-        split(a, nd->a, &outer, &inner);
-        di = a->d[nd->a];
-        int64_t m = o->d[nd->a];
-        for (int64_t p = 0; p < outer; p++)
-            for (int64_t k = 0; k < m; k++)
-                for (int64_t q = 0; q < inner; q++) {
-                    double s = 0;
-                    for (int64_t c = 0; c < di; c++)
-                        s += a->v[(p * di + c) * inner + q] * w[k * di + c];
-                    o->v[(p * m + k) * inner + q] = s;
-                }
-        break;
-    }
-    case KAS_CONV: /* run_conv: needs the group count */
-        break;
-    case KAS_MIX: {
-        int64_t di2 = a->d[nd->a], dj = a->d[nd->b], m = o->d[nd->a];
-        int64_t o1 = 1, mid = 1, in2 = a->h * a->w;
-        for (int k = 0; k < nd->a; k++)
-            o1 *= a->d[k];
-        for (int k = nd->a + 1; k < nd->b; k++)
-            mid *= a->d[k];
-        for (int k = nd->b + 1; k < a->r; k++)
-            in2 *= a->d[k];
-        for (int64_t p = 0; p < o1; p++)
-            for (int64_t k = 0; k < m; k++)
-                for (int64_t md = 0; md < mid; md++)
-                    for (int64_t q = 0; q < in2; q++) {
-                        double s = 0;
-                        for (int64_t c = 0; c < di2; c++)
-                            for (int64_t j = 0; j < dj; j++)
-                                s += a->v[(((p * di2 + c) * mid + md) * dj + j) * in2 + q]
-                                     * w[(k * di2 + c) * dj + j];
-                        o->v[((p * m + k) * mid + md) * in2 + q] = s;
-                    }
-        break;
-    }
-    case KAS_GRAM: {
-        int64_t A = a->d[0], B = b->d[0], S = a->h * a->w;
-        for (int64_t i = 0; i < A; i++)
-            for (int64_t j = 0; j < B; j++) {
-                double s = 0;
-                for (int64_t q = 0; q < S; q++)
-                    s += a->v[i * S + q] * b->v[j * S + q];
-                o->v[i * B + j] = s;
-            }
-        break;
-    }
-    case KAS_APPLY: {
-        int64_t A = a->d[0], B = a->d[1], S = b->n / B; /* h*w of a map, c of a matrix */
-        for (int64_t i = 0; i < A; i++)
-            for (int64_t q = 0; q < S; q++) {
-                double s = 0;
-                for (int64_t j = 0; j < B; j++)
-                    s += a->v[i * B + j] * b->v[j * S + q];
-                o->v[i * S + q] = s;
-            }
-        break;
-    }
-    case KAS_BINARY: {
-        int64_t S = o->h * o->w;
-        bool    ba = a->n != o->n, bb = b->n != o->n; /* broadcast over h, w */
-        for (int64_t k = 0; k < o->n; k++)
-            o->v[k] = binop(nd->a, a->v[ba ? k / S : k], b->v[bb ? k / S : k]);
-        break;
-    }
-    case KAS_FOLD: {
-        if (nd->a == KAS_DIM_SPATIAL) {
-            outer = a->n / (a->h * a->w);
-            inner = 1;
-            di = a->h * a->w;
-        } else {
-            split(a, nd->a, &outer, &inner);
-            di = a->d[nd->a];
-        }
-        bool sp = nd->a == KAS_DIM_SPATIAL;
-        for (int64_t p = 0; p < outer; p++)
-            for (int64_t q = 0; q < inner; q++) {
-                double s = nd->b == KAS_FOLD_MAX ? -INFINITY : 0;
-                for (int64_t c = 0; c < di; c++) {
-                    double v = sp ? a->v[p * di + c] : a->v[(p * di + c) * inner + q];
-                    if (nd->b == KAS_FOLD_MAX)
-                        s = v > s ? v : s;
-                    else
-                        s += nd->b == KAS_FOLD_MEAN ? v / (double)di : v;
-                }
-                o->v[p * inner + q] = s;
-            }
-        break;
-    }
-    case KAS_UNARY:
-        for (int64_t k = 0; k < a->n; k++)
-            o->v[k] = unop(nd->a, a->v[k]);
-        break;
-    case KAS_SOFTMAX:
-        split(a, nd->a, &outer, &inner);
-        di = a->d[nd->a];
-        for (int64_t p = 0; p < outer; p++)
-            for (int64_t q = 0; q < inner; q++) {
-                double mx = -INFINITY, s = 0;
-                for (int64_t c = 0; c < di; c++) {
-                    double v = a->v[(p * di + c) * inner + q];
-                    mx = v > mx ? v : mx;
-                }
-                for (int64_t c = 0; c < di; c++)
-                    s += exp(a->v[(p * di + c) * inner + q] - mx);
-                for (int64_t c = 0; c < di; c++)
-                    o->v[(p * di + c) * inner + q] = exp(a->v[(p * di + c) * inner + q] - mx) / s;
-            }
-        break;
-    case KAS_POOL: {
-        int64_t C = a->d[0], k = nd->b, pd = k / 2;
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t y = 0; y < a->h; y++)
-                for (int64_t x = 0; x < a->w; x++) {
-                    double s = nd->a == 0 ? 0 : -INFINITY;
-                    for (int64_t i = 0; i < k; i++)
-                        for (int64_t j = 0; j < k; j++) {
-                            int64_t sy = y + i - pd, sx = x + j - pd;
-                            if (sy < 0 || sy >= a->h || sx < 0 || sx >= a->w)
-                                continue;
-                            double v = a->v[(c * a->h + sy) * a->w + sx];
-                            s = nd->a == 0 ? s + v : (v > s ? v : s);
-                        }
-                    o->v[(c * a->h + y) * a->w + x] = nd->a == 0 ? s / (double)(k * k) : s;
-                }
-        break;
-    }
-    case KAS_DOWNSAMPLE: {
-        int64_t P = a->n / (a->h * a->w), f = nd->b;
-        for (int64_t p = 0; p < P; p++)
-            for (int64_t y = 0; y < o->h; y++)
-                for (int64_t x = 0; x < o->w; x++)
-                    o->v[(p * o->h + y) * o->w + x] = a->v[(p * a->h + y * f) * a->w + x * f];
-        break;
-    }
-    }
+    (void)r;
+    return true;
 }
 
-static void
-run_conv(const struct kas_node *nd, const struct tens *a, struct tens *o, const double *w,
-         int64_t g)
+static bool
+copy(const struct kas_run *r)
 {
-    int64_t C = a->d[0], M = o->d[0], kh = nd->b, kw = nd->c, cg = C / g, mg = M / g;
+    memcpy(r->o->v, r->a->v, sizeof(double) * (size_t)r->a->n);
+    return true;
+}
+
+bool
+kas_run_group(const struct kas_run *r)
+{
+    return copy(r);
+}
+
+bool
+kas_run_ungroup(const struct kas_run *r)
+{
+    return copy(r);
+}
+
+bool
+kas_run_unfold(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                axes = r->nd->p.unfold.axes, k = r->nd->p.unfold.k;
+    int                dil = r->nd->p.unfold.dilation;
+    int64_t            P = a->n / (a->h * a->w), kh = (axes & KAS_AXIS_H) ? k : 1,
+            kw = (axes & KAS_AXIS_W) ? k : 1;
+    int64_t ph = (axes & KAS_AXIS_H) ? dil * (k - 1) / 2 : 0;
+    int64_t pw = (axes & KAS_AXIS_W) ? dil * (k - 1) / 2 : 0;
+    double *q = r->o->v;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t i = 0; i < kh; i++)
+            for (int64_t j = 0; j < kw; j++)
+                for (int64_t y = 0; y < a->h; y++)
+                    for (int64_t x = 0; x < a->w; x++) {
+                        int64_t sy = y + i * dil - ph, sx = x + j * dil - pw;
+                        *q++ = (sy >= 0 && sy < a->h && sx >= 0 && sx < a->w)
+                                   ? a->v[(p * a->h + sy) * a->w + sx]
+                                   : 0.0;
+                    }
+    return true;
+}
+
+bool
+kas_run_shift(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                axis = r->nd->p.shift.axis, off = r->nd->p.shift.offset;
+    int64_t            P = a->n / (a->h * a->w);
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t y = 0; y < a->h; y++)
+            for (int64_t x = 0; x < a->w; x++) {
+                int64_t sy = axis == 0 ? (y + off + a->h) % a->h : y;
+                int64_t sx = axis == 1 ? (x + off + a->w) % a->w : x;
+                r->o->v[(p * a->h + y) * a->w + x] = a->v[(p * a->h + sy) * a->w + sx];
+            }
+    return true;
+}
+
+bool
+kas_run_scale(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int64_t            S = a->h * a->w;
+    for (int64_t k = 0; k < a->n; k++) {
+        int64_t idx = k / S, wi = 0, ws = 1;
+        for (int j = a->r - 1; j >= 0; j--) {
+            int64_t c = idx % a->d[j];
+            idx /= a->d[j];
+            if (r->nd->p.scale.mask & (1 << j)) {
+                wi += c * ws;
+                ws *= a->d[j];
+            }
+        }
+        r->o->v[k] = a->v[k] * r->w[wi];
+    }
+    return true;
+}
+
+bool
+kas_run_fc(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                dim = r->nd->p.fc.dim;
+    int64_t            outer, inner;
+    split(a, dim, &outer, &inner);
+    int64_t di = a->d[dim], m = r->o->d[dim];
+    for (int64_t p = 0; p < outer; p++)
+        for (int64_t k = 0; k < m; k++)
+            for (int64_t q = 0; q < inner; q++) {
+                double s = 0;
+                for (int64_t c = 0; c < di; c++)
+                    s += a->v[(p * di + c) * inner + q] * r->w[k * di + c];
+                r->o->v[(p * m + k) * inner + q] = s;
+            }
+    return true;
+}
+
+bool
+kas_run_conv(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    struct tens       *o = r->o;
+    int64_t            cg = r->wdims[1]; /* the weight's dim 1 is C'/groups */
+    if (cg <= 0 || a->d[0] % cg != 0)
+        return false;
+    int64_t g = a->d[0] / cg;
+    if (o->d[0] % g != 0)
+        return false;
+    int64_t C = a->d[0], M = o->d[0], kh = r->nd->p.conv.kh, kw = r->nd->p.conv.kw, mg = M / g;
+    cg = C / g;
     for (int64_t m = 0; m < M; m++)
         for (int64_t y = 0; y < a->h; y++)
             for (int64_t x = 0; x < a->w; x++) {
@@ -331,10 +254,177 @@ run_conv(const struct kas_node *nd, const struct tens *a, struct tens *o, const 
                             if (sy < 0 || sy >= a->h || sx < 0 || sx >= a->w)
                                 continue;
                             s += a->v[((m / mg * cg + c) * a->h + sy) * a->w + sx]
-                                 * w[((m * cg + c) * kh + i) * kw + j];
+                                 * r->w[((m * cg + c) * kh + i) * kw + j];
                         }
                 o->v[(m * a->h + y) * a->w + x] = s;
             }
+    return true;
+}
+
+bool
+kas_run_mix(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                mi = r->nd->p.mix.i, mj = r->nd->p.mix.j;
+    int64_t            di2 = a->d[mi], dj = a->d[mj], m = r->o->d[mi];
+    int64_t            o1 = 1, mid = 1, in2 = a->h * a->w;
+    for (int k = 0; k < mi; k++)
+        o1 *= a->d[k];
+    for (int k = mi + 1; k < mj; k++)
+        mid *= a->d[k];
+    for (int k = mj + 1; k < a->r; k++)
+        in2 *= a->d[k];
+    for (int64_t p = 0; p < o1; p++)
+        for (int64_t k = 0; k < m; k++)
+            for (int64_t md = 0; md < mid; md++)
+                for (int64_t q = 0; q < in2; q++) {
+                    double s = 0;
+                    for (int64_t c = 0; c < di2; c++)
+                        for (int64_t j = 0; j < dj; j++)
+                            s += a->v[(((p * di2 + c) * mid + md) * dj + j) * in2 + q]
+                                 * r->w[(k * di2 + c) * dj + j];
+                    r->o->v[((p * m + k) * mid + md) * in2 + q] = s;
+                }
+    return true;
+}
+
+bool
+kas_run_gram(const struct kas_run *r)
+{
+    const struct tens *a = r->a, *b = r->b;
+    int64_t            A = a->d[0], B = b->d[0], S = a->h * a->w;
+    for (int64_t i = 0; i < A; i++)
+        for (int64_t j = 0; j < B; j++) {
+            double s = 0;
+            for (int64_t q = 0; q < S; q++)
+                s += a->v[i * S + q] * b->v[j * S + q];
+            r->o->v[i * B + j] = s;
+        }
+    return true;
+}
+
+bool
+kas_run_apply(const struct kas_run *r)
+{
+    const struct tens *a = r->a, *b = r->b;
+    int64_t            A = a->d[0], B = a->d[1], S = b->n / B; /* h*w of a map, c of a matrix */
+    for (int64_t i = 0; i < A; i++)
+        for (int64_t q = 0; q < S; q++) {
+            double s = 0;
+            for (int64_t j = 0; j < B; j++)
+                s += a->v[i * B + j] * b->v[j * S + q];
+            r->o->v[i * S + q] = s;
+        }
+    return true;
+}
+
+bool
+kas_run_binary(const struct kas_run *r)
+{
+    const struct tens *a = r->a, *b = r->b;
+    struct tens       *o = r->o;
+    int64_t            S = o->h * o->w;
+    bool               ba = a->n != o->n, bb = b->n != o->n; /* broadcast over h, w */
+    for (int64_t k = 0; k < o->n; k++)
+        o->v[k] = binop(r->nd->p.binary.op, a->v[ba ? k / S : k], b->v[bb ? k / S : k]);
+    return true;
+}
+
+bool
+kas_run_fold(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                dim = r->nd->p.fold.dim, op = r->nd->p.fold.op;
+    int64_t            outer, inner, di;
+    if (dim == KAS_DIM_SPATIAL) {
+        outer = a->n / (a->h * a->w);
+        inner = 1;
+        di = a->h * a->w;
+    } else {
+        split(a, dim, &outer, &inner);
+        di = a->d[dim];
+    }
+    bool sp = dim == KAS_DIM_SPATIAL;
+    for (int64_t p = 0; p < outer; p++)
+        for (int64_t q = 0; q < inner; q++) {
+            double s = op == KAS_FOLD_MAX ? -INFINITY : 0;
+            for (int64_t c = 0; c < di; c++) {
+                double v = sp ? a->v[p * di + c] : a->v[(p * di + c) * inner + q];
+                if (op == KAS_FOLD_MAX)
+                    s = v > s ? v : s;
+                else
+                    s += op == KAS_FOLD_MEAN ? v / (double)di : v;
+            }
+            r->o->v[p * inner + q] = s;
+        }
+    return true;
+}
+
+bool
+kas_run_unary(const struct kas_run *r)
+{
+    for (int64_t k = 0; k < r->a->n; k++)
+        r->o->v[k] = unop(r->nd->p.unary.op, r->a->v[k]);
+    return true;
+}
+
+bool
+kas_run_softmax(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    int                dim = r->nd->p.softmax.dim;
+    int64_t            outer, inner, di;
+    split(a, dim, &outer, &inner);
+    di = a->d[dim];
+    for (int64_t p = 0; p < outer; p++)
+        for (int64_t q = 0; q < inner; q++) {
+            double mx = -INFINITY, s = 0;
+            for (int64_t c = 0; c < di; c++) {
+                double v = a->v[(p * di + c) * inner + q];
+                mx = v > mx ? v : mx;
+            }
+            for (int64_t c = 0; c < di; c++)
+                s += exp(a->v[(p * di + c) * inner + q] - mx);
+            for (int64_t c = 0; c < di; c++)
+                r->o->v[(p * di + c) * inner + q] = exp(a->v[(p * di + c) * inner + q] - mx) / s;
+        }
+    return true;
+}
+
+bool
+kas_run_pool(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    bool               avg = r->nd->p.pool.kind == KAS_POOL_AVG;
+    int64_t            C = a->d[0], k = r->nd->p.pool.k, pd = k / 2;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < a->h; y++)
+            for (int64_t x = 0; x < a->w; x++) {
+                double s = avg ? 0 : -INFINITY;
+                for (int64_t i = 0; i < k; i++)
+                    for (int64_t j = 0; j < k; j++) {
+                        int64_t sy = y + i - pd, sx = x + j - pd;
+                        if (sy < 0 || sy >= a->h || sx < 0 || sx >= a->w)
+                            continue;
+                        double v = a->v[(c * a->h + sy) * a->w + sx];
+                        s = avg ? s + v : (v > s ? v : s);
+                    }
+                r->o->v[(c * a->h + y) * a->w + x] = avg ? s / (double)(k * k) : s;
+            }
+    return true;
+}
+
+bool
+kas_run_downsample(const struct kas_run *r)
+{
+    const struct tens *a = r->a;
+    struct tens       *o = r->o;
+    int64_t            P = a->n / (a->h * a->w), f = r->nd->p.downsample.factor;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t y = 0; y < o->h; y++)
+            for (int64_t x = 0; x < o->w; x++)
+                o->v[(p * o->h + y) * o->w + x] = a->v[(p * a->h + y * f) * a->w + x * f];
+    return true;
 }
 
 bool
@@ -360,11 +450,13 @@ kas_design_eval(const struct kas_design *d, const int64_t *vals, int64_t H, int6
             continue;
         }
         struct kas_mono wd[KAS_MAX_WDIMS];
+        int64_t         wdims[KAS_MAX_WDIMS] = {0};
         int             nw = kas_node_weight(d, i, wd);
         int64_t         wn = 1, fan = 1;
         for (int k = 0; k < nw && ok; k++) {
             int64_t v;
             ok = kas_mono_eval(wd[k], vals, &v);
+            wdims[k] = v;
             wn *= v;
             if (k)
                 fan *= v;
@@ -385,24 +477,14 @@ kas_design_eval(const struct kas_design *d, const int64_t *vals, int64_t H, int6
                 int occ = 0;
                 for (int j = 1; j < i; j++) {
                     const struct kas_node *o = &d->node[j];
-                    occ += o->prim == nd->prim && o->a == nd->a && o->b == nd->b && o->c == nd->c;
+                    occ += o->prim == nd->prim && kas_node_attrs(o) == kas_node_attrs(nd);
                 }
                 default_weights(d, i, wn, wbuf[i], occ, fan);
             }
         }
-        const struct tens *b = nd->nin == 2 ? &t[nd->in[1]] : NULL;
-        if (nd->prim == KAS_CONV) {
-            int64_t cg, g; /* the weight's dim 1 is C'/groups */
-            ok = kas_mono_eval(wd[1], vals, &cg) && cg > 0 && t[nd->in[0]].d[0] % cg == 0;
-            if (!ok)
-                break;
-            g = t[nd->in[0]].d[0] / cg;
-            ok = t[i].d[0] % g == 0;
-            if (ok)
-                run_conv(nd, &t[nd->in[0]], &t[i], wbuf[i], g);
-        } else {
-            run_node(nd, &t[nd->in[0]], b, &t[i], wbuf[i]);
-        }
+        const struct kas_run r = {nd,    &t[nd->in[0]], nd->nin == 2 ? &t[nd->in[1]] : NULL,
+                                  &t[i], wbuf[i],       wdims};
+        ok = kas_prims[nd->prim].run(&r);
     }
     if (ok)
         memcpy(out, t[d->nnode - 1].v, sizeof(double) * (size_t)t[d->nnode - 1].n);

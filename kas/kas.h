@@ -64,29 +64,21 @@ bool kas_solver_can_unify(const struct kas_solver *s, struct kas_mono a, struct 
  * unknown left and a != b for some placeholder (C, K, G are independent symbols). */
 bool kas_solver_unify(struct kas_solver *s, struct kas_mono a, struct kas_mono b);
 
-/* ---- primitives ---- */
+/* ---- primitives ----
+ * Each kind is a row of kas/prims.def and an entry of kas_prims[] (prim.c): its name, inputs,
+ * named parameters (a member of union kas_params) and sampling weight, and the functions that
+ * give its shape rule, weight and cost (prim.c), its .kg, PyTorch and one-line forms (emit.c),
+ * its evaluation (eval.c) and its random proposal (sample.c). Besides those functions a kind is
+ * named only where a rule is about that kind: the sampler's redundant pairs and closing steps
+ * (sample.c), a grouped conv reading G (sym.c), scales starting at one and unfold's window
+ * helper (emit.c, eval.c). */
 enum kas_prim {
-    KAS_INPUT,
-    KAS_UNFOLD,  /* a: 1 = H, 2 = W, 3 = both; b: window 3/5/7; c: dilation 1/2/3; same padding */
-    KAS_SHIFT,   /* a: 0 = H, 1 = W; b: offset +-1 (circular) */
-    KAS_GROUP,   /* a: dim i split into [m, d_i / m] (view) */
-    KAS_UNGROUP, /* a: dims i, i+1 merged (view) */
-    KAS_SCALE,   /* a: mask of dims; learned scale w[chosen dims] broadcast over the rest */
-    KAS_FC,      /* a: dim i replaced by m through w[m, d_i] (1x1 conv when rank 1) */
-    KAS_CONV,    /* rank-1 map; b x c window; a: 0 dense, 1 G groups, 2 depthwise; m out chans */
-    KAS_MIX,     /* a < b: dims i, j contracted into m at i through w[m, d_i, d_j] */
-    KAS_GRAM,    /* data x data: A[a,h,w], B[b,h,w] -> [a, b] summed over h, w */
-    KAS_APPLY,   /* data x data: M[a,b] V[b,h,w] -> [a,h,w]; M[a,b] V[b,c] -> [a,c] */
-    KAS_BINARY,  /* a: enum kas_binop; equal shapes, or a map and a matrix broadcast over h, w */
-    KAS_FOLD,    /* a: dim i (KAS_DIM_SPATIAL = h and w); b: enum kas_fold */
-    KAS_UNARY,   /* a: enum kas_unop */
-    KAS_SOFTMAX, /* a: dim i */
-    KAS_POOL,    /* rank-1 map; a: 0 avg 1 max; b: window (stride 1, same padding) */
-    KAS_DOWNSAMPLE, /* b: factor; keeps every b-th row and column */
+#define KAS_PRIM(ID, name, nin, weight) KAS_##ID,
+#include "prims.def"
+#undef KAS_PRIM
     KAS_NPRIM,
 };
-extern const char *const kas_prim_name[KAS_NPRIM];
-#define KAS_DIM_SPATIAL 7
+#define KAS_DIM_SPATIAL 7 /* fold: h and w together */
 enum kas_binop { KAS_ADD, KAS_SUB, KAS_MUL, KAS_MAX, KAS_MIN, KAS_NBINOP };
 enum kas_fold { KAS_FOLD_SUM, KAS_FOLD_MEAN, KAS_FOLD_MAX, KAS_NFOLD };
 enum kas_unop {
@@ -101,9 +93,65 @@ enum kas_unop {
     KAS_SQUARE,
     KAS_NUNOP,
 };
+enum kas_axes { KAS_AXIS_H = 1, KAS_AXIS_W = 2 }; /* unfold: a mask of the two */
+enum kas_conv_kind { KAS_CONV_DENSE, KAS_CONV_GROUPED, KAS_CONV_DEPTHWISE };
+enum kas_pool_kind { KAS_POOL_AVG, KAS_POOL_MAX };
 extern const char *const kas_binop_name[KAS_NBINOP];
 extern const char *const kas_fold_name[KAS_NFOLD];
 extern const char *const kas_unop_name[KAS_NUNOP];
+
+/* The parameters of each kind, in node.p.<name>; the enum a field takes is named beside it. A
+ * design's other size (fc, conv and mix outputs, the group factor) is node.m. */
+union kas_params {
+    struct {
+        int8_t axes;     /* enum kas_axes mask */
+        int8_t k;        /* window 3/5/7, same padding */
+        int8_t dilation; /* 1/2/3 */
+    } unfold;
+    struct {
+        int8_t axis;   /* 0 = h, 1 = w */
+        int8_t offset; /* +-1, circular */
+    } shift;
+    struct {
+        int8_t dim; /* split into [m, d / m] (a view) */
+    } group;
+    struct {
+        int8_t dim; /* merged with dim + 1 (a view) */
+    } ungroup;
+    struct {
+        int8_t mask; /* dims of the learned scale, broadcast over the rest */
+    } scale;
+    struct {
+        int8_t dim; /* replaced by m through w[m, d] (a 1x1 conv on a rank-1 map) */
+    } fc;
+    struct {
+        int8_t kind; /* enum kas_conv_kind: dense, G groups, depthwise; rank-1 map; m out */
+        int8_t kh, kw;
+    } conv;
+    struct {
+        int8_t i, j; /* i < j: contracted into m at i through w[m, d_i, d_j] */
+    } mix;
+    struct {
+        int8_t op; /* enum kas_binop; equal shapes, or a map and a matrix broadcast */
+    } binary;
+    struct {
+        int8_t dim; /* or KAS_DIM_SPATIAL: h and w */
+        int8_t op;  /* enum kas_fold */
+    } fold;
+    struct {
+        int8_t op; /* enum kas_unop */
+    } unary;
+    struct {
+        int8_t dim;
+    } softmax;
+    struct {
+        int8_t kind; /* enum kas_pool_kind; rank-1 map, stride 1, same padding */
+        int8_t k;    /* window */
+    } pool;
+    struct {
+        int8_t factor; /* keeps every factor-th row and column */
+    } downsample;
+};
 
 struct kas_shape {
     uint8_t         rank;    /* non-spatial dims */
@@ -116,8 +164,8 @@ struct kas_node {
     uint8_t          prim; /* enum kas_prim */
     uint8_t          nin;
     uint8_t          in[2];
-    int8_t           a, b, c;
-    struct kas_mono  m; /* new size (FC, CONV, MIX out; GROUP factor) */
+    union kas_params p; /* p.<name of the kind> */
+    struct kas_mono  m; /* new size (fc, conv, mix out; group factor) */
     struct kas_shape out;
     uint16_t         rf_h, rf_w; /* receptive field (capped) */
     uint16_t         nuse;       /* consumers */
@@ -137,6 +185,59 @@ struct kas_design {
     uint64_t        hash;        /* canonical structural hash */
     uint64_t        fingerprint; /* outputs on fixed random inputs (0 = not evaluated) */
 };
+
+/* ---- the primitive descriptors (kas_prims[kind]) ---- */
+/* A parameter: its name, where it is in union kas_params, and the byte it takes in the packed
+ * word kas_node_attrs gives (canonical hash, fingerprint weight seeds: fixed, so hashes stay
+ * the same from one version to the next). */
+struct kas_param {
+    const char *name;
+    uint8_t     offset, slot;
+};
+struct kas_cost;     /* prim.c: a node's sizes at concrete values */
+struct kas_kg_emit;  /* emit.c: one statement of the .kg text */
+struct kas_py_emit;  /* emit.c: one line of the PyTorch forward */
+struct kas_run;      /* eval.c: one node of the evaluator */
+struct kas_proposal; /* sample.c: a random node being drawn */
+struct kas_prim_desc {
+    const char             *name;
+    uint8_t                 nin;           /* inputs */
+    uint8_t                 sample_weight; /* relative frequency of proposals */
+    const struct kas_param *param;         /* ends with a NULL name */
+    /* Shape rule: s holds the first input's shape (A, B the inputs; rf already the inputs'
+     * largest); updates s, nd->rf_h/w, nd->m and the solver; false when it does not apply. */
+    bool (*infer)(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                  const struct kas_node *B, struct kas_shape *s);
+    /* The learned weight's dims (in: the first input's shape); returns how many, 0 = none. */
+    int (*weight)(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w);
+    /* FLOPs of the emitted statement (kiln_call_stats' count); false if a size is not
+     * integral. */
+    bool (*cost)(const struct kas_cost *c, double *flops);
+    void (*emit_kg)(const struct kas_kg_emit *e);
+    void (*emit_py)(const struct kas_py_emit *e);
+    /* "unfold(hw,3,d1": the label and parameters in a design's one-line description; m is
+     * node.m printed. */
+    void (*describe)(const struct kas_node *n, const char *m, char *buf, size_t size);
+    bool (*run)(const struct kas_run *r); /* false if the sizes do not allow it */
+    void (*propose)(struct kas_proposal *p);
+};
+extern const struct kas_prim_desc kas_prims[KAS_NPRIM];
+/* The parameters packed in one word, each at its slot's byte. */
+uint64_t kas_node_attrs(const struct kas_node *n);
+
+#define KAS_PRIM(ID, name, nin, weight)                                                        \
+    bool kas_infer_##name(struct kas_design *d, struct kas_node *nd, const struct kas_node *A, \
+                          const struct kas_node *B, struct kas_shape *s);                      \
+    int  kas_weight_##name(const struct kas_node *n, const struct kas_shape *in,               \
+                           struct kas_mono *w);                                                \
+    bool kas_cost_##name(const struct kas_cost *c, double *flops);                             \
+    void kas_emit_kg_##name(const struct kas_kg_emit *e);                                      \
+    void kas_emit_py_##name(const struct kas_py_emit *e);                                      \
+    void kas_describe_##name(const struct kas_node *n, const char *m, char *buf, size_t size); \
+    bool kas_run_##name(const struct kas_run *r);                                              \
+    void kas_propose_##name(struct kas_proposal *p);
+#include "prims.def"
+#undef KAS_PRIM
 
 /* Applies the shape rule of `nd` (prim, attributes, inputs already set) to d's nodes; false if
  * the primitive does not apply to its inputs (it then leaves d unchanged except the solver when

@@ -22,11 +22,9 @@
  *   pool avg k                                     (k^2 + 1) n;  max k^2 n */
 #include "kas.h"
 
+#include <stddef.h>
 #include <string.h>
 
-const char *const kas_prim_name[KAS_NPRIM] = {
-    "input", "unfold", "shift",  "group", "ungroup", "scale",   "fc",   "conv",      "mix",
-    "gram",  "apply",  "binary", "fold",  "unary",   "softmax", "pool", "downsample"};
 const char *const kas_binop_name[KAS_NBINOP] = {"add", "sub", "mul", "maximum", "minimum"};
 const char *const kas_fold_name[KAS_NFOLD] = {"sum", "mean", "max"};
 const char *const kas_unop_name[KAS_NUNOP] = {"relu", "gelu", "sigmoid", "tanh",  "abs",
@@ -89,171 +87,275 @@ rf_add(uint16_t a, int b)
 static struct kas_mono
 groups_of(const struct kas_node *nd, struct kas_mono c)
 {
-    return nd->a == 0 ? kas_mono_const(1) : nd->a == 1 ? kas_mono_var(KAS_G) : c;
+    return nd->p.conv.kind == KAS_CONV_DENSE     ? kas_mono_const(1)
+           : nd->p.conv.kind == KAS_CONV_GROUPED ? kas_mono_var(KAS_G)
+                                                 : c;
+}
+
+/* ---- shape rules ---- */
+
+bool
+kas_infer_input(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)nd, (void)A, (void)B, (void)s;
+    return false; /* node 0 only */
+}
+
+bool
+kas_infer_unfold(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                 const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int axes = nd->p.unfold.axes, k = nd->p.unfold.k, dil = nd->p.unfold.dilation, r = s->rank;
+    int nw = (axes & KAS_AXIS_H) + ((axes >> 1) & 1);
+    if (!s->spatial || axes < 1 || axes > 3 || r + nw > KAS_MAX_RANK || k < 3 || k % 2 == 0
+        || dil < 1)
+        return false;
+    for (int j = 0; j < nw; j++)
+        s->d[r + j] = kas_mono_const(k);
+    s->rank = (uint8_t)(r + nw);
+    if (axes & KAS_AXIS_H)
+        nd->rf_h = rf_add(nd->rf_h, (k - 1) * dil);
+    if (axes & KAS_AXIS_W)
+        nd->rf_w = rf_add(nd->rf_w, (k - 1) * dil);
+    return true;
+}
+
+bool
+kas_infer_shift(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int axis = nd->p.shift.axis, off = nd->p.shift.offset;
+    if (!s->spatial || axis < 0 || axis > 1 || (off != 1 && off != -1))
+        return false;
+    if (axis == 0)
+        nd->rf_h = rf_add(nd->rf_h, 1);
+    else
+        nd->rf_w = rf_add(nd->rf_w, 1);
+    return true;
+}
+
+bool
+kas_infer_group(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int i = nd->p.group.dim, r = s->rank;
+    if (i < 0 || i >= r || r + 1 > KAS_MAX_RANK)
+        return false;
+    struct kas_mono q = kas_mono_div(s->d[i], nd->m);
+    if (!maybe_integral(q) || kas_mono_is_one(q))
+        return false;
+    memmove(&s->d[i + 2], &s->d[i + 1], sizeof(s->d[0]) * (size_t)(r - i - 1));
+    s->d[i] = nd->m;
+    s->d[i + 1] = q;
+    s->rank++;
+    return true;
+}
+
+bool
+kas_infer_ungroup(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                  const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int i = nd->p.ungroup.dim, r = s->rank;
+    if (i < 0 || i + 1 >= r)
+        return false;
+    s->d[i] = kas_mono_mul(s->d[i], s->d[i + 1]);
+    memmove(&s->d[i + 1], &s->d[i + 2], sizeof(s->d[0]) * (size_t)(r - i - 2));
+    s->rank--;
+    return true;
+}
+
+bool
+kas_infer_scale(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    return nd->p.scale.mask >= 1 && nd->p.scale.mask < (1 << s->rank);
+}
+
+bool
+kas_infer_softmax(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                  const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    return nd->p.softmax.dim >= 0 && nd->p.softmax.dim < s->rank;
+}
+
+bool
+kas_infer_fc(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+             const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int i = nd->p.fc.dim;
+    if (i < 0 || i >= s->rank)
+        return false;
+    s->d[i] = nd->m;
+    return true;
+}
+
+bool
+kas_infer_conv(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+               const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int kind = nd->p.conv.kind, kh = nd->p.conv.kh, kw = nd->p.conv.kw;
+    if (!s->spatial || s->rank != 1 || kind < 0 || kind > KAS_CONV_DEPTHWISE || kh < 1 || kw < 1
+        || kh % 2 == 0 || kw % 2 == 0)
+        return false;
+    if (kind == KAS_CONV_DEPTHWISE)
+        nd->m = s->d[0];
+    struct kas_mono g = groups_of(nd, s->d[0]);
+    if (kind == KAS_CONV_GROUPED
+        && (!maybe_integral(kas_mono_div(s->d[0], g)) || !maybe_integral(kas_mono_div(nd->m, g))))
+        return false;
+    s->d[0] = nd->m;
+    nd->rf_h = rf_add(nd->rf_h, kh - 1);
+    nd->rf_w = rf_add(nd->rf_w, kw - 1);
+    return true;
+}
+
+bool
+kas_infer_mix(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+              const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int i = nd->p.mix.i, j = nd->p.mix.j, r = s->rank;
+    if (i < 0 || j <= i || j >= r)
+        return false;
+    s->d[i] = nd->m;
+    memmove(&s->d[j], &s->d[j + 1], sizeof(s->d[0]) * (size_t)(r - j - 1));
+    s->rank--;
+    return true;
+}
+
+bool
+kas_infer_gram(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+               const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A;
+    if (!B || !s->spatial || !B->out.spatial || s->rank != 1 || B->out.rank != 1
+        || s->down != B->out.down)
+        return false;
+    s->spatial = false;
+    s->rank = 2;
+    s->d[1] = B->out.d[0];
+    nd->rf_h = nd->rf_w = RF_CAP;
+    return true;
+}
+
+bool
+kas_infer_apply(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)nd;
+    /* M[a, b] times a map [b] or a matrix [b, c] */
+    if (!B || s->spatial || s->rank != 2 || B->out.rank != (B->out.spatial ? 1 : 2))
+        return false;
+    if (!kas_solver_unify(&d->sol, s->d[1], B->out.d[0]))
+        return false;
+    *s = B->out;
+    s->d[0] = kas_solver_apply(&d->sol, A->out.d[0]);
+    return true;
+}
+
+bool
+kas_infer_binary(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                 const struct kas_node *B, struct kas_shape *s)
+{
+    (void)A;
+    int r = s->rank;
+    if (!B || nd->p.binary.op < 0 || nd->p.binary.op >= KAS_NBINOP || B->out.rank != r)
+        return false;
+    if (s->spatial && B->out.spatial && s->down != B->out.down)
+        return false;
+    for (int k = 0; k < r; k++)
+        if (!kas_solver_unify(&d->sol, s->d[k], B->out.d[k]))
+            return false;
+    if (!s->spatial)
+        *s = B->out; /* the map's shape when one side broadcasts */
+    for (int k = 0; k < r; k++)
+        s->d[k] = kas_solver_apply(&d->sol, s->d[k]);
+    return true;
+}
+
+bool
+kas_infer_fold(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+               const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int i = nd->p.fold.dim, r = s->rank;
+    if (nd->p.fold.op < 0 || nd->p.fold.op >= KAS_NFOLD)
+        return false;
+    if (i == KAS_DIM_SPATIAL) {
+        if (!s->spatial)
+            return false;
+        s->spatial = false;
+        nd->rf_h = nd->rf_w = RF_CAP;
+        return true;
+    }
+    if (i < 0 || i >= r || r < 2)
+        return false;
+    memmove(&s->d[i], &s->d[i + 1], sizeof(s->d[0]) * (size_t)(r - i - 1));
+    s->rank--;
+    return true;
+}
+
+bool
+kas_infer_unary(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B, (void)s;
+    return nd->p.unary.op >= 0 && nd->p.unary.op < KAS_NUNOP;
+}
+
+bool
+kas_infer_pool(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+               const struct kas_node *B, struct kas_shape *s)
+{
+    (void)d, (void)A, (void)B;
+    int kind = nd->p.pool.kind, k = nd->p.pool.k;
+    if (!s->spatial || s->rank != 1 || kind < 0 || kind > KAS_POOL_MAX || k < 3 || k % 2 == 0)
+        return false;
+    nd->rf_h = rf_add(nd->rf_h, k - 1);
+    nd->rf_w = rf_add(nd->rf_w, k - 1);
+    return true;
+}
+
+bool
+kas_infer_downsample(struct kas_design *d, struct kas_node *nd, const struct kas_node *A,
+                     const struct kas_node *B, struct kas_shape *s)
+{
+    (void)A, (void)B;
+    int f = nd->p.downsample.factor;
+    if (!s->spatial || f != 2 || s->down * f > d->stride)
+        return false;
+    s->down = (uint8_t)(s->down * f);
+    nd->rf_h = rf_add(nd->rf_h, nd->rf_h);
+    nd->rf_w = rf_add(nd->rf_w, nd->rf_w);
+    return true;
 }
 
 bool
 kas_node_infer(struct kas_design *d, struct kas_node *nd)
 {
-    if (nd->nin < 1 || nd->in[0] >= d->nnode || (nd->nin == 2 && nd->in[1] >= d->nnode))
+    if (nd->prim == KAS_INPUT || nd->prim >= KAS_NPRIM || nd->nin < 1 || nd->in[0] >= d->nnode
+        || (nd->nin == 2 && nd->in[1] >= d->nnode))
         return false;
     const struct kas_node *A = &d->node[nd->in[0]];
     const struct kas_node *B = nd->nin == 2 ? &d->node[nd->in[1]] : NULL;
     struct kas_shape       s = A->out;
-    int                    r = s.rank, i = nd->a;
     nd->rf_h = A->rf_h;
     nd->rf_w = A->rf_w;
     if (B) {
         nd->rf_h = B->rf_h > nd->rf_h ? B->rf_h : nd->rf_h;
         nd->rf_w = B->rf_w > nd->rf_w ? B->rf_w : nd->rf_w;
     }
-    switch ((enum kas_prim)nd->prim) {
-    case KAS_INPUT:
-    case KAS_NPRIM:
+    if (!kas_prims[nd->prim].infer(d, nd, A, B, &s))
         return false;
-    case KAS_UNFOLD: {
-        int nw = (nd->a & 1) + ((nd->a >> 1) & 1);
-        if (!s.spatial || nd->a < 1 || nd->a > 3 || r + nw > KAS_MAX_RANK || nd->b < 3
-            || nd->b % 2 == 0 || nd->c < 1)
-            return false;
-        for (int k = 0; k < nw; k++)
-            s.d[r + k] = kas_mono_const(nd->b);
-        s.rank = (uint8_t)(r + nw);
-        if (nd->a & 1)
-            nd->rf_h = rf_add(nd->rf_h, (nd->b - 1) * nd->c);
-        if (nd->a & 2)
-            nd->rf_w = rf_add(nd->rf_w, (nd->b - 1) * nd->c);
-        break;
-    }
-    case KAS_SHIFT:
-        if (!s.spatial || nd->a < 0 || nd->a > 1 || (nd->b != 1 && nd->b != -1))
-            return false;
-        if (nd->a == 0)
-            nd->rf_h = rf_add(nd->rf_h, 1);
-        else
-            nd->rf_w = rf_add(nd->rf_w, 1);
-        break;
-    case KAS_GROUP: {
-        if (i < 0 || i >= r || r + 1 > KAS_MAX_RANK)
-            return false;
-        struct kas_mono q = kas_mono_div(s.d[i], nd->m);
-        if (!maybe_integral(q) || kas_mono_is_one(q))
-            return false;
-        memmove(&s.d[i + 2], &s.d[i + 1], sizeof(s.d[0]) * (size_t)(r - i - 1));
-        s.d[i] = nd->m;
-        s.d[i + 1] = q;
-        s.rank++;
-        break;
-    }
-    case KAS_UNGROUP:
-        if (i < 0 || i + 1 >= r)
-            return false;
-        s.d[i] = kas_mono_mul(s.d[i], s.d[i + 1]);
-        memmove(&s.d[i + 1], &s.d[i + 2], sizeof(s.d[0]) * (size_t)(r - i - 2));
-        s.rank--;
-        break;
-    case KAS_SCALE:
-        if (nd->a < 1 || nd->a >= (1 << r))
-            return false;
-        break;
-    case KAS_SOFTMAX:
-        if (i < 0 || i >= r)
-            return false;
-        break;
-    case KAS_FC:
-        if (i < 0 || i >= r)
-            return false;
-        s.d[i] = nd->m;
-        break;
-    case KAS_CONV: {
-        if (!s.spatial || r != 1 || nd->a < 0 || nd->a > 2 || nd->b < 1 || nd->c < 1
-            || nd->b % 2 == 0 || nd->c % 2 == 0)
-            return false;
-        if (nd->a == 2)
-            nd->m = s.d[0];
-        struct kas_mono g = groups_of(nd, s.d[0]);
-        if (nd->a == 1
-            && (!maybe_integral(kas_mono_div(s.d[0], g))
-                || !maybe_integral(kas_mono_div(nd->m, g))))
-            return false;
-        s.d[0] = nd->m;
-        nd->rf_h = rf_add(nd->rf_h, nd->b - 1);
-        nd->rf_w = rf_add(nd->rf_w, nd->c - 1);
-        break;
-    }
-    case KAS_MIX: {
-        int j = nd->b;
-        if (i < 0 || j <= i || j >= r)
-            return false;
-        s.d[i] = nd->m;
-        memmove(&s.d[j], &s.d[j + 1], sizeof(s.d[0]) * (size_t)(r - j - 1));
-        s.rank--;
-        break;
-    }
-    case KAS_GRAM:
-        if (!B || !s.spatial || !B->out.spatial || r != 1 || B->out.rank != 1
-            || s.down != B->out.down)
-            return false;
-        s.spatial = false;
-        s.rank = 2;
-        s.d[1] = B->out.d[0];
-        nd->rf_h = nd->rf_w = RF_CAP;
-        break;
-    case KAS_APPLY: /* M[a, b] times a map [b] or a matrix [b, c] */
-        if (!B || s.spatial || r != 2 || B->out.rank != (B->out.spatial ? 1 : 2))
-            return false;
-        if (!kas_solver_unify(&d->sol, s.d[1], B->out.d[0]))
-            return false;
-        s = B->out;
-        s.d[0] = kas_solver_apply(&d->sol, A->out.d[0]);
-        break;
-    case KAS_BINARY: {
-        if (!B || nd->a < 0 || nd->a >= KAS_NBINOP || B->out.rank != r)
-            return false;
-        if (s.spatial && B->out.spatial && s.down != B->out.down)
-            return false;
-        for (int k = 0; k < r; k++)
-            if (!kas_solver_unify(&d->sol, s.d[k], B->out.d[k]))
-                return false;
-        if (!s.spatial)
-            s = B->out; /* the map's shape when one side broadcasts */
-        for (int k = 0; k < r; k++)
-            s.d[k] = kas_solver_apply(&d->sol, s.d[k]);
-        break;
-    }
-    case KAS_FOLD:
-        if (nd->b < 0 || nd->b >= KAS_NFOLD)
-            return false;
-        if (i == KAS_DIM_SPATIAL) {
-            if (!s.spatial)
-                return false;
-            s.spatial = false;
-            nd->rf_h = nd->rf_w = RF_CAP;
-            break;
-        }
-        if (i < 0 || i >= r || r < 2)
-            return false;
-        memmove(&s.d[i], &s.d[i + 1], sizeof(s.d[0]) * (size_t)(r - i - 1));
-        s.rank--;
-        break;
-    case KAS_UNARY:
-        if (nd->a < 0 || nd->a >= KAS_NUNOP)
-            return false;
-        break;
-    case KAS_POOL:
-        if (!s.spatial || r != 1 || nd->a < 0 || nd->a > 1 || nd->b < 3 || nd->b % 2 == 0)
-            return false;
-        nd->rf_h = rf_add(nd->rf_h, nd->b - 1);
-        nd->rf_w = rf_add(nd->rf_w, nd->b - 1);
-        break;
-    case KAS_DOWNSAMPLE:
-        if (!s.spatial || nd->b != 2 || s.down * nd->b > d->stride)
-            return false;
-        s.down = (uint8_t)(s.down * nd->b);
-        nd->rf_h = rf_add(nd->rf_h, nd->rf_h);
-        nd->rf_w = rf_add(nd->rf_w, nd->rf_w);
-        break;
-    }
     nd->out = s;
     return true;
 }
@@ -274,51 +376,76 @@ kas_design_add(struct kas_design *d, struct kas_node nd)
     return i;
 }
 
+/* ---- weights ---- */
+
+static int
+no_weight(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w)
+{
+    (void)n, (void)in, (void)w;
+    return 0;
+}
+#define NO_WEIGHT(name)                                                         \
+    int kas_weight_##name(const struct kas_node *n, const struct kas_shape *in, \
+                          struct kas_mono *w)                                   \
+    {                                                                           \
+        return no_weight(n, in, w);                                             \
+    }
+NO_WEIGHT(input)
+NO_WEIGHT(unfold)
+NO_WEIGHT(shift)
+NO_WEIGHT(group)
+NO_WEIGHT(ungroup)
+NO_WEIGHT(gram)
+NO_WEIGHT(apply)
+NO_WEIGHT(binary)
+NO_WEIGHT(fold)
+NO_WEIGHT(unary)
+NO_WEIGHT(softmax)
+NO_WEIGHT(pool)
+NO_WEIGHT(downsample)
+
+int
+kas_weight_scale(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w)
+{
+    int nw = 0;
+    for (int k = 0; k < in->rank; k++)
+        if (n->p.scale.mask & (1 << k))
+            w[nw++] = in->d[k];
+    return nw;
+}
+
+int
+kas_weight_fc(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w)
+{
+    w[0] = n->m;
+    w[1] = in->d[n->p.fc.dim];
+    return 2;
+}
+
+int
+kas_weight_conv(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w)
+{
+    w[0] = n->m;
+    w[1] = kas_mono_div(in->d[0], groups_of(n, in->d[0]));
+    w[2] = kas_mono_const(n->p.conv.kh);
+    w[3] = kas_mono_const(n->p.conv.kw);
+    return 4;
+}
+
+int
+kas_weight_mix(const struct kas_node *n, const struct kas_shape *in, struct kas_mono *w)
+{
+    w[0] = n->m;
+    w[1] = in->d[n->p.mix.i];
+    w[2] = in->d[n->p.mix.j];
+    return 3;
+}
+
 int
 kas_node_weight(const struct kas_design *d, int i, struct kas_mono *w)
 {
-    const struct kas_node  *n = &d->node[i];
-    const struct kas_shape *in = &d->node[n->in[0]].out;
-    switch ((enum kas_prim)n->prim) {
-    case KAS_SCALE: {
-        int nw = 0;
-        for (int k = 0; k < in->rank; k++)
-            if (n->a & (1 << k))
-                w[nw++] = in->d[k];
-        return nw;
-    }
-    case KAS_FC:
-        w[0] = n->m;
-        w[1] = in->d[n->a];
-        return 2;
-    case KAS_CONV:
-        w[0] = n->m;
-        w[1] = kas_mono_div(in->d[0], groups_of(n, in->d[0]));
-        w[2] = kas_mono_const(n->b);
-        w[3] = kas_mono_const(n->c);
-        return 4;
-    case KAS_MIX:
-        w[0] = n->m;
-        w[1] = in->d[n->a];
-        w[2] = in->d[n->b];
-        return 3;
-    case KAS_INPUT:
-    case KAS_UNFOLD:
-    case KAS_SHIFT:
-    case KAS_GROUP:
-    case KAS_UNGROUP:
-    case KAS_GRAM:
-    case KAS_APPLY:
-    case KAS_BINARY:
-    case KAS_FOLD:
-    case KAS_UNARY:
-    case KAS_SOFTMAX:
-    case KAS_POOL:
-    case KAS_DOWNSAMPLE:
-    case KAS_NPRIM:
-        return 0;
-    }
-    return 0;
+    const struct kas_node *n = &d->node[i];
+    return kas_prims[n->prim].weight(n, &d->node[n->in[0]].out, w);
 }
 
 void
@@ -349,6 +476,136 @@ numel(const struct kas_shape *s, const int64_t *vals, int64_t H, int64_t W, doub
     return true;
 }
 
+/* A node's sizes at concrete values, for the cost functions. */
+struct kas_cost {
+    const struct kas_design *d;
+    const struct kas_node   *n;
+    const struct kas_shape  *in; /* first input */
+    const int64_t           *vals;
+    int64_t                  H, W;
+    double                   no, ni, wn; /* elements of the output, the input, the weight */
+    const struct kas_mono   *wd;         /* the weight's dims */
+};
+
+static bool
+zero_flops(const struct kas_cost *c, double *flops)
+{
+    (void)c, (void)flops;
+    return true;
+}
+#define ZERO_FLOPS(name)                                          \
+    bool kas_cost_##name(const struct kas_cost *c, double *flops) \
+    {                                                             \
+        return zero_flops(c, flops);                              \
+    }
+ZERO_FLOPS(input)
+ZERO_FLOPS(unfold)
+ZERO_FLOPS(shift)
+ZERO_FLOPS(group)
+ZERO_FLOPS(ungroup)
+ZERO_FLOPS(downsample)
+
+bool
+kas_cost_scale(const struct kas_cost *c, double *flops)
+{
+    *flops = c->no;
+    return true;
+}
+
+bool
+kas_cost_binary(const struct kas_cost *c, double *flops)
+{
+    *flops = c->no;
+    return true;
+}
+
+/* fc, mix, conv: the reduction extent is the weight's size over its output dim */
+static bool
+contraction(const struct kas_cost *c, bool conv, double *flops)
+{
+    int64_t m, v1;
+    if (!kas_mono_eval(c->n->m, c->vals, &m))
+        return false;
+    double red = c->wn / (double)m;
+    if (conv) {
+        int64_t ch;
+        if (!kas_mono_eval(c->in->d[0], c->vals, &ch) || !kas_mono_eval(c->wd[1], c->vals, &v1)
+            || ch % v1 || m % (ch / v1))
+            return false;
+    }
+    *flops = (conv && red == 1) ? c->no : 2 * c->no * red;
+    return true;
+}
+
+bool
+kas_cost_fc(const struct kas_cost *c, double *flops)
+{
+    return contraction(c, false, flops);
+}
+
+bool
+kas_cost_mix(const struct kas_cost *c, double *flops)
+{
+    return contraction(c, false, flops);
+}
+
+bool
+kas_cost_conv(const struct kas_cost *c, double *flops)
+{
+    return contraction(c, true, flops);
+}
+
+bool
+kas_cost_gram(const struct kas_cost *c, double *flops)
+{
+    const struct kas_shape *b = &c->d->node[c->n->in[1]].out;
+    int64_t                 v1, v2;
+    if (!kas_mono_eval(c->in->d[0], c->vals, &v1) || !kas_mono_eval(b->d[0], c->vals, &v2))
+        return false;
+    *flops =
+        2 * (double)v1 * (double)v2 * (double)(c->H / c->in->down) * (double)(c->W / c->in->down);
+    return true;
+}
+
+bool
+kas_cost_apply(const struct kas_cost *c, double *flops)
+{
+    int64_t v1;
+    if (!kas_mono_eval(c->in->d[1], c->vals, &v1))
+        return false;
+    *flops = 2 * c->no * (double)v1;
+    return true;
+}
+
+bool
+kas_cost_fold(const struct kas_cost *c, double *flops)
+{
+    *flops = (c->n->p.fold.op == KAS_FOLD_MEAN ? 2 : 1) * c->ni;
+    return true;
+}
+
+bool
+kas_cost_unary(const struct kas_cost *c, double *flops)
+{
+    *flops = unop_flops[c->n->p.unary.op] * c->no;
+    return true;
+}
+
+bool
+kas_cost_softmax(const struct kas_cost *c, double *flops)
+{
+    *flops = 5 * c->no;
+    return true;
+}
+
+bool
+kas_cost_pool(const struct kas_cost *c, double *flops)
+{
+    int k = c->n->p.pool.k;
+    *flops = (c->n->p.pool.kind == KAS_POOL_AVG ? k * k + 1 : k * k) * c->no;
+    return true;
+}
+
 bool
 kas_node_cost(const struct kas_design *d, int i, const int64_t *vals, int64_t H, int64_t W,
               double *flops, double *params)
@@ -372,61 +629,9 @@ kas_node_cost(const struct kas_design *d, int i, const int64_t *vals, int64_t H,
     }
     if (nw)
         *params = wn;
-    int64_t v1 = 1, v2 = 1;
-    switch ((enum kas_prim)n->prim) {
-    case KAS_INPUT:
-    case KAS_UNFOLD:
-    case KAS_SHIFT:
-    case KAS_GROUP:
-    case KAS_UNGROUP:
-    case KAS_DOWNSAMPLE:
-    case KAS_NPRIM:
-        break;
-    case KAS_SCALE:
-    case KAS_BINARY:
-        *flops = no;
-        break;
-    case KAS_FC:
-    case KAS_MIX:
-    case KAS_CONV: {
-        int64_t m; /* the reduction extent is the weight's size over its output dim */
-        if (!kas_mono_eval(n->m, vals, &m))
-            return false;
-        double red = wn / (double)m;
-        if (n->prim == KAS_CONV) {
-            int64_t c;
-            if (!kas_mono_eval(in->d[0], vals, &c) || !kas_mono_eval(wd[1], vals, &v1) || c % v1
-                || m % (c / v1))
-                return false;
-        }
-        *flops = (n->prim == KAS_CONV && red == 1) ? no : 2 * no * red;
-        break;
-    }
-    case KAS_GRAM: {
-        const struct kas_shape *b = &d->node[n->in[1]].out;
-        if (!kas_mono_eval(in->d[0], vals, &v1) || !kas_mono_eval(b->d[0], vals, &v2))
-            return false;
-        *flops = 2 * (double)v1 * (double)v2 * (double)(H / in->down) * (double)(W / in->down);
-        break;
-    }
-    case KAS_APPLY:
-        if (!kas_mono_eval(in->d[1], vals, &v1))
-            return false;
-        *flops = 2 * no * (double)v1;
-        break;
-    case KAS_FOLD:
-        *flops = (n->b == KAS_FOLD_MEAN ? 2 : 1) * ni;
-        break;
-    case KAS_UNARY:
-        *flops = unop_flops[n->a] * no;
-        break;
-    case KAS_SOFTMAX:
-        *flops = 5 * no;
-        break;
-    case KAS_POOL:
-        *flops = (n->a == 0 ? n->b * n->b + 1 : n->b * n->b) * no;
-        break;
-    }
+    struct kas_cost c = {d, n, in, vals, H, W, no, ni, wn, wd};
+    if (!kas_prims[n->prim].cost(&c, flops))
+        return false;
     if (n->nin == 2 && !numel(&d->node[n->in[1]].out, vals, H, W, &ni))
         return false;
     return true;
@@ -447,4 +652,63 @@ kas_design_cost(const struct kas_design *d, const struct kas_placeholder *ph, do
         *params += p;
     }
     return true;
+}
+
+/* ---- the descriptors ---- */
+
+#define PARAM(kind, field, slot)                                      \
+    {                                                                 \
+#field, (uint8_t)offsetof(union kas_params, kind.field), slot \
+    }
+#define END        \
+    {              \
+        NULL, 0, 0 \
+    }
+static const struct kas_param params_input[] = {END};
+static const struct kas_param params_unfold[] = {PARAM(unfold, axes, 0), PARAM(unfold, k, 1),
+                                                 PARAM(unfold, dilation, 2), END};
+static const struct kas_param params_shift[] = {PARAM(shift, axis, 0), PARAM(shift, offset, 1),
+                                                END};
+static const struct kas_param params_group[] = {PARAM(group, dim, 0), END};
+static const struct kas_param params_ungroup[] = {PARAM(ungroup, dim, 0), END};
+static const struct kas_param params_scale[] = {PARAM(scale, mask, 0), END};
+static const struct kas_param params_fc[] = {PARAM(fc, dim, 0), END};
+static const struct kas_param params_conv[] = {PARAM(conv, kind, 0), PARAM(conv, kh, 1),
+                                               PARAM(conv, kw, 2), END};
+static const struct kas_param params_mix[] = {PARAM(mix, i, 0), PARAM(mix, j, 1), END};
+static const struct kas_param params_gram[] = {END};
+static const struct kas_param params_apply[] = {END};
+static const struct kas_param params_binary[] = {PARAM(binary, op, 0), END};
+static const struct kas_param params_fold[] = {PARAM(fold, dim, 0), PARAM(fold, op, 1), END};
+static const struct kas_param params_unary[] = {PARAM(unary, op, 0), END};
+static const struct kas_param params_softmax[] = {PARAM(softmax, dim, 0), END};
+static const struct kas_param params_pool[] = {PARAM(pool, kind, 0), PARAM(pool, k, 1), END};
+static const struct kas_param params_downsample[] = {PARAM(downsample, factor, 1), END};
+
+const struct kas_prim_desc kas_prims[KAS_NPRIM] = {
+#define KAS_PRIM(ID, nm, inputs, often)          \
+    [KAS_##ID] = {.name = #nm,                   \
+                  .nin = inputs,                 \
+                  .sample_weight = often,        \
+                  .param = params_##nm,          \
+                  .infer = kas_infer_##nm,       \
+                  .weight = kas_weight_##nm,     \
+                  .cost = kas_cost_##nm,         \
+                  .emit_kg = kas_emit_kg_##nm,   \
+                  .emit_py = kas_emit_py_##nm,   \
+                  .describe = kas_describe_##nm, \
+                  .run = kas_run_##nm,           \
+                  .propose = kas_propose_##nm},
+#include "prims.def"
+#undef KAS_PRIM
+};
+
+uint64_t
+kas_node_attrs(const struct kas_node *n)
+{
+    const int8_t *raw = (const int8_t *)&n->p;
+    uint64_t      w = 0;
+    for (const struct kas_param *p = kas_prims[n->prim].param; p->name; p++)
+        w |= (uint64_t)(uint8_t)raw[p->offset] << (8 * p->slot);
+    return w;
 }

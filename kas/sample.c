@@ -95,7 +95,7 @@ redundant(const struct kas_design *d, const struct kas_node *nd)
 {
     const struct kas_node *p = &d->node[nd->in[0]];
     if (nd->prim == KAS_UNARY && p->prim == KAS_UNARY) {
-        int c = nd->a, q = p->a;
+        int c = nd->p.unary.op, q = p->p.unary.op;
         if (c == q && (c == KAS_RELU || c == KAS_ABS || c == KAS_NEG))
             return true;
         if ((c == KAS_ABS || c == KAS_SQRT || c == KAS_SQUARE) && (q == KAS_ABS || q == KAS_NEG))
@@ -106,13 +106,16 @@ redundant(const struct kas_design *d, const struct kas_node *nd)
             && (q == KAS_EXP || q == KAS_SIGMOID || q == KAS_SQUARE || q == KAS_SQRT))
             return true;
     }
-    if (nd->prim == p->prim && (nd->prim == KAS_SOFTMAX || nd->prim == KAS_SCALE) && nd->a == p->a)
+    if (nd->prim == p->prim && nd->prim == KAS_SOFTMAX && nd->p.softmax.dim == p->p.softmax.dim)
         return true;
-    if (nd->prim == KAS_SHIFT && p->prim == KAS_SHIFT && nd->a == p->a && nd->b == -p->b)
+    if (nd->prim == p->prim && nd->prim == KAS_SCALE && nd->p.scale.mask == p->p.scale.mask)
         return true;
-    if (nd->prim == KAS_UNGROUP && p->prim == KAS_GROUP && nd->a == p->a)
+    if (nd->prim == KAS_SHIFT && p->prim == KAS_SHIFT && nd->p.shift.axis == p->p.shift.axis
+        && nd->p.shift.offset == -p->p.shift.offset)
         return true;
-    if (nd->prim == KAS_GROUP && p->prim == KAS_UNGROUP && nd->a == p->a)
+    if (nd->prim == KAS_UNGROUP && p->prim == KAS_GROUP && nd->p.ungroup.dim == p->p.group.dim)
+        return true;
+    if (nd->prim == KAS_GROUP && p->prim == KAS_UNGROUP && nd->p.group.dim == p->p.ungroup.dim)
         return true;
     if (nd->prim == KAS_BINARY && nd->in[0] == nd->in[1])
         return true;
@@ -175,107 +178,196 @@ pick_size(struct kas_design *c, struct kiln_rng *rng)
 
 static const int win[] = {3, 5, 7};
 
+/* A node being drawn: its kind, nin and first input already chosen (in: that input's shape,
+ * rank at least 1); the propose function of the kind draws the rest. The order of the draws
+ * is part of the sampler's output for a seed. */
+struct kas_proposal {
+    const struct kas_spec  *s;
+    struct kas_design      *d;
+    struct kiln_rng        *rng;
+    struct kas_node        *nd;
+    const struct kas_shape *in;
+    int                     rank;
+};
+
+void
+kas_propose_input(struct kas_proposal *p)
+{
+    (void)p;
+}
+
+void
+kas_propose_unfold(struct kas_proposal *p)
+{
+    struct kiln_rng *rng = p->rng;
+    p->nd->p.unfold.axes = (int8_t)(1 + kiln_rng_below(rng, 3));
+    p->nd->p.unfold.k = (int8_t)win[kiln_rng_below(rng, 4) == 0 ? 1 + kiln_rng_below(rng, 2) : 0];
+    p->nd->p.unfold.dilation =
+        (int8_t)(kiln_rng_below(rng, 4) == 0 ? 2 + kiln_rng_below(rng, 2) : 1);
+}
+
+void
+kas_propose_shift(struct kas_proposal *p)
+{
+    p->nd->p.shift.axis = (int8_t)kiln_rng_below(p->rng, 2);
+    p->nd->p.shift.offset = kiln_rng_below(p->rng, 2) ? 1 : -1;
+}
+
+void
+kas_propose_group(struct kas_proposal *p)
+{
+    p->nd->p.group.dim = (int8_t)kiln_rng_below(p->rng, (uint64_t)p->rank);
+    p->nd->m = kas_mono_var(KAS_G);
+}
+
+void
+kas_propose_scale(struct kas_proposal *p) /* one dim, or any non-empty set of dims */
+{
+    struct kiln_rng *rng = p->rng;
+    int              rank = p->rank;
+    p->nd->p.scale.mask = (int8_t)(rank == 1 || kiln_rng_below(rng, 2)
+                                       ? 1 << kiln_rng_below(rng, (uint64_t)rank)
+                                       : 1 + (int)kiln_rng_below(rng, (uint64_t)((1 << rank) - 1)));
+}
+
+void
+kas_propose_ungroup(struct kas_proposal *p)
+{
+    p->nd->p.ungroup.dim = (int8_t)kiln_rng_below(p->rng, (uint64_t)p->rank);
+}
+
+void
+kas_propose_softmax(struct kas_proposal *p)
+{
+    p->nd->p.softmax.dim = (int8_t)kiln_rng_below(p->rng, (uint64_t)p->rank);
+}
+
+void
+kas_propose_fc(struct kas_proposal *p)
+{
+    p->nd->p.fc.dim = (int8_t)kiln_rng_below(p->rng, (uint64_t)p->rank);
+    p->nd->m = pick_size(p->d, p->rng);
+}
+
+void
+kas_propose_conv(struct kas_proposal *p)
+{
+    static const int8_t kk[][2] = {{3, 3}, {3, 3}, {1, 3}, {3, 1}, {5, 5}, {1, 5}, {5, 1}, {1, 1}};
+    struct kiln_rng    *rng = p->rng;
+    struct kas_node    *nd = p->nd;
+    int                 k = (int)kiln_rng_below(rng, KILN_COUNTOF(kk));
+    nd->p.conv.kh = kk[k][0];
+    nd->p.conv.kw = kk[k][1];
+    nd->p.conv.kind = (int8_t)kiln_rng_below(rng, 3);
+    nd->m = nd->p.conv.kind == KAS_CONV_GROUPED && kiln_rng_below(rng, 2) ? p->in->d[0]
+                                                                          : pick_size(p->d, rng);
+}
+
+void
+kas_propose_mix(struct kas_proposal *p)
+{
+    struct kiln_rng *rng = p->rng;
+    struct kas_node *nd = p->nd;
+    int              rank = p->rank;
+    nd->p.mix.i = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
+    nd->p.mix.j =
+        (int8_t)(nd->p.mix.i + 1
+                 + (int)kiln_rng_below(
+                     rng, (uint64_t)(rank - nd->p.mix.i > 1 ? rank - nd->p.mix.i - 1 : 1)));
+    nd->m = pick_size(p->d, rng);
+}
+
+/* The second input of a binary kind: a frontier node, or (one in two) any node. */
+static void
+second_input(struct kas_proposal *p)
+{
+    p->nd->in[1] = (uint8_t)pick_live(p->d, p->rng, kiln_rng_below(p->rng, 2) == 0);
+}
+
+void
+kas_propose_gram(struct kas_proposal *p)
+{
+    second_input(p);
+}
+
+void
+kas_propose_apply(struct kas_proposal *p)
+{
+    const struct kas_design *d = p->d;
+    struct kas_node         *nd = p->nd;
+    second_input(p);
+    if (!d->node[nd->in[0]].out.spatial && d->node[nd->in[1]].out.spatial)
+        return;
+    for (int i = d->nnode - 1; i >= 0; i--) /* look for a matrix anywhere */
+        if (!d->node[i].out.spatial && d->node[i].out.rank == 2) {
+            nd->in[0] = (uint8_t)i;
+            break;
+        }
+}
+
+static int8_t
+pick_binop(struct kiln_rng *rng)
+{
+    return (int8_t)(kiln_rng_below(rng, 2) ? KAS_ADD : kiln_rng_below(rng, KAS_NBINOP));
+}
+
+void
+kas_propose_binary(struct kas_proposal *p)
+{
+    second_input(p);
+    p->nd->p.binary.op = pick_binop(p->rng);
+}
+
+void
+kas_propose_fold(struct kas_proposal *p)
+{
+    struct kiln_rng *rng = p->rng;
+    p->nd->p.fold.dim =
+        (int8_t)(kiln_rng_below(rng, 6) == 0 ? KAS_DIM_SPATIAL
+                                             : (int)kiln_rng_below(rng, (uint64_t)p->rank));
+    p->nd->p.fold.op = (int8_t)kiln_rng_below(rng, KAS_NFOLD);
+}
+
+void
+kas_propose_unary(struct kas_proposal *p)
+{
+    struct kiln_rng *rng = p->rng;
+    p->nd->p.unary.op =
+        (int8_t)(kiln_rng_below(rng, 3) ? kiln_rng_below(rng, 4) : kiln_rng_below(rng, KAS_NUNOP));
+}
+
+void
+kas_propose_pool(struct kas_proposal *p)
+{
+    p->nd->p.pool.kind = (int8_t)kiln_rng_below(p->rng, 2);
+    p->nd->p.pool.k = 3;
+}
+
+void
+kas_propose_downsample(struct kas_proposal *p)
+{
+    p->nd->p.downsample.factor = 2;
+}
+
 /* A random proposal (not yet checked). */
 static struct kas_node
 propose(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rng)
 {
-    static const uint8_t weight[KAS_NPRIM] = {0, 10, 4, 4, 5, 4, 12, 10, 8, 3, 4, 8, 8, 8, 3, 3, 4};
-    int                  total = 0, r;
+    int total = 0, r;
     for (int p = 1; p < KAS_NPRIM; p++)
-        total += weight[p];
+        total += kas_prims[p].sample_weight;
     r = (int)kiln_rng_below(rng, (uint64_t)total);
     int p = 1;
-    while (r >= weight[p])
-        r -= weight[p++];
+    while (r >= kas_prims[p].sample_weight)
+        r -= kas_prims[p++].sample_weight;
     struct kas_node nd;
     memset(&nd, 0, sizeof nd);
     nd.prim = (uint8_t)p;
-    nd.nin = 1;
+    nd.nin = kas_prims[p].nin;
     nd.in[0] = (uint8_t)pick_live(d, rng, kiln_rng_below(rng, 8) == 0);
     const struct kas_shape *in = &d->node[nd.in[0]].out;
-    int                     rank = in->rank ? in->rank : 1;
-    switch ((enum kas_prim)p) {
-    case KAS_INPUT:
-    case KAS_NPRIM:
-        break;
-    case KAS_UNFOLD:
-        nd.a = (int8_t)(1 + kiln_rng_below(rng, 3));
-        nd.b = (int8_t)win[kiln_rng_below(rng, 4) == 0 ? 1 + kiln_rng_below(rng, 2) : 0];
-        nd.c = (int8_t)(kiln_rng_below(rng, 4) == 0 ? 2 + kiln_rng_below(rng, 2) : 1);
-        break;
-    case KAS_SHIFT:
-        nd.a = (int8_t)kiln_rng_below(rng, 2);
-        nd.b = kiln_rng_below(rng, 2) ? 1 : -1;
-        break;
-    case KAS_GROUP:
-        nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
-        nd.m = kas_mono_var(KAS_G);
-        break;
-    case KAS_SCALE: /* one dim, or any non-empty set of dims */
-        nd.a = (int8_t)(rank == 1 || kiln_rng_below(rng, 2)
-                            ? 1 << kiln_rng_below(rng, (uint64_t)rank)
-                            : 1 + (int)kiln_rng_below(rng, (uint64_t)((1 << rank) - 1)));
-        break;
-    case KAS_UNGROUP:
-    case KAS_SOFTMAX:
-        nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
-        break;
-    case KAS_FC:
-        nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
-        nd.m = pick_size(d, rng);
-        break;
-    case KAS_CONV: {
-        static const int8_t kk[][2] = {{3, 3}, {3, 3}, {1, 3}, {3, 1},
-                                       {5, 5}, {1, 5}, {5, 1}, {1, 1}};
-        int                 k = (int)kiln_rng_below(rng, KILN_COUNTOF(kk));
-        nd.b = kk[k][0];
-        nd.c = kk[k][1];
-        nd.a = (int8_t)kiln_rng_below(rng, 3);
-        nd.m = nd.a == 1 && kiln_rng_below(rng, 2) ? in->d[0] : pick_size(d, rng);
-        break;
-    }
-    case KAS_MIX:
-        nd.a = (int8_t)kiln_rng_below(rng, (uint64_t)rank);
-        nd.b =
-            (int8_t)(nd.a + 1
-                     + (int)kiln_rng_below(rng, (uint64_t)(rank - nd.a > 1 ? rank - nd.a - 1 : 1)));
-        nd.m = pick_size(d, rng);
-        break;
-    case KAS_GRAM:
-    case KAS_APPLY:
-    case KAS_BINARY:
-        nd.nin = 2;
-        nd.in[1] = (uint8_t)pick_live(d, rng, kiln_rng_below(rng, 2) == 0);
-        if (p == KAS_BINARY)
-            nd.a = (int8_t)(kiln_rng_below(rng, 2) ? KAS_ADD : kiln_rng_below(rng, KAS_NBINOP));
-        if (p == KAS_APPLY && !d->node[nd.in[0]].out.spatial && d->node[nd.in[1]].out.spatial)
-            break;
-        if (p == KAS_APPLY) { /* look for a matrix anywhere */
-            for (int i = d->nnode - 1; i >= 0; i--)
-                if (!d->node[i].out.spatial && d->node[i].out.rank == 2) {
-                    nd.in[0] = (uint8_t)i;
-                    break;
-                }
-        }
-        break;
-    case KAS_FOLD:
-        nd.a = (int8_t)(kiln_rng_below(rng, 6) == 0 ? KAS_DIM_SPATIAL
-                                                    : (int)kiln_rng_below(rng, (uint64_t)rank));
-        nd.b = (int8_t)kiln_rng_below(rng, KAS_NFOLD);
-        break;
-    case KAS_UNARY:
-        nd.a = (int8_t)(kiln_rng_below(rng, 3) ? kiln_rng_below(rng, 4)
-                                               : kiln_rng_below(rng, KAS_NUNOP));
-        break;
-    case KAS_POOL:
-        nd.a = (int8_t)kiln_rng_below(rng, 2);
-        nd.b = 3;
-        break;
-    case KAS_DOWNSAMPLE:
-        nd.b = 2;
-        break;
-    }
-    (void)s;
+    struct kas_proposal     pr = {s, d, rng, &nd, in, in->rank ? in->rank : 1};
+    kas_prims[p].propose(&pr);
     return nd;
 }
 
@@ -300,13 +392,13 @@ close_design(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rn
         while (d->node[cur].out.rank > 1) {
             struct kas_node f = {.prim = KAS_FOLD, .nin = 1};
             f.in[0] = (uint8_t)cur;
-            f.a = (int8_t)(d->node[cur].out.rank - 1);
-            f.b = (int8_t)kiln_rng_below(rng, KAS_NFOLD);
+            f.p.fold.dim = (int8_t)(d->node[cur].out.rank - 1);
+            f.p.fold.op = (int8_t)kiln_rng_below(rng, KAS_NFOLD);
             if ((cur = kas_design_add(d, f)) < 0)
                 return false;
         }
         if (d->node[cur].out.spatial && d->node[cur].out.down < s->stride) {
-            struct kas_node f = {.prim = KAS_DOWNSAMPLE, .nin = 1, .b = 2};
+            struct kas_node f = {.prim = KAS_DOWNSAMPLE, .nin = 1, .p.downsample.factor = 2};
             f.in[0] = (uint8_t)cur;
             if ((cur = kas_design_add(d, f)) < 0)
                 return false;
@@ -335,7 +427,7 @@ close_design(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rn
             struct kas_node b = {.prim = KAS_BINARY, .nin = 2};
             b.in[0] = (uint8_t)acc;
             b.in[1] = (uint8_t)ready[k];
-            b.a = (int8_t)(kiln_rng_below(rng, 2) ? KAS_ADD : kiln_rng_below(rng, KAS_NBINOP));
+            b.p.binary.op = pick_binop(rng);
             if ((acc = kas_design_add(d, b)) < 0)
                 return false;
         }
@@ -343,8 +435,8 @@ close_design(const struct kas_spec *s, struct kas_design *d, struct kiln_rng *rn
         return false;
     while (!has_weight(d) || kas_design_rf(d) < s->min_rf) {
         int need = s->min_rf - kas_design_rf(d), k = need < 2 ? 3 : need + 1 + (need % 2);
-        struct kas_node c = {.prim = KAS_CONV, .nin = 1, .a = 2};
-        c.b = c.c = (int8_t)(k > 7 ? 7 : k);
+        struct kas_node c = {.prim = KAS_CONV, .nin = 1, .p.conv.kind = KAS_CONV_DEPTHWISE};
+        c.p.conv.kh = c.p.conv.kw = (int8_t)(k > 7 ? 7 : k);
         c.in[0] = (uint8_t)acc;
         if ((acc = kas_design_add(d, c)) < 0)
             return false;
@@ -418,14 +510,13 @@ node_hashes(const struct kas_design *d, const int *perm, uint64_t *h)
     for (int i = 0; i < d->nnode; i++) {
         const struct kas_node *n = &d->node[i];
         uint64_t               x = kiln_hash_u64(KILN_HASH_SEED, n->prim);
-        x = kiln_hash_u64(x, (uint64_t)(uint8_t)n->a | (uint64_t)(uint8_t)n->b << 8
-                                 | (uint64_t)(uint8_t)n->c << 16 | (uint64_t)n->out.down << 24
+        x = kiln_hash_u64(x, kas_node_attrs(n) | (uint64_t)n->out.down << 24
                                  | (uint64_t)n->out.spatial << 32);
         x = kas_mono_hash(x, rename_unknowns(n->m, perm));
         for (int k = 0; k < n->out.rank; k++)
             x = kas_mono_hash(x, rename_unknowns(n->out.d[k], perm));
         uint64_t a = n->nin > 0 ? h[n->in[0]] : 0, b = n->nin > 1 ? h[n->in[1]] : 0;
-        if (n->prim == KAS_BINARY && n->a != KAS_SUB && a > b) {
+        if (n->prim == KAS_BINARY && n->p.binary.op != KAS_SUB && a > b) {
             uint64_t t = a;
             a = b;
             b = t;
@@ -451,7 +542,7 @@ label_unknowns(const struct kas_design *d, const uint64_t *blind, int i, bool *s
                 perm[u] = (*next)++;
     }
     int first = 0;
-    if (n->nin == 2 && n->prim == KAS_BINARY && n->a != KAS_SUB
+    if (n->nin == 2 && n->prim == KAS_BINARY && n->p.binary.op != KAS_SUB
         && blind[n->in[1]] < blind[n->in[0]])
         first = 1;
     for (int k = 0; k < n->nin; k++)

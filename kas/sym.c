@@ -313,7 +313,7 @@ uses_var(const struct kas_design *d, int v)
 {
     for (int i = 0; i < d->nnode; i++) {
         const struct kas_node *n = &d->node[i];
-        if (n->m.e[v] || (v == KAS_G && n->prim == KAS_CONV && n->a == 1))
+        if (n->m.e[v] || (v == KAS_G && n->prim == KAS_CONV && n->p.conv.kind == KAS_CONV_GROUPED))
             return true;
         for (int k = 0; k < n->out.rank; k++)
             if (n->out.d[k].e[v])
@@ -362,7 +362,7 @@ node_depends(const struct kas_design *d, int i, const int *fv, int nfv)
     const struct kas_node *n = &d->node[i];
     for (int k = 0; k < nfv; k++) {
         int v = fv[k];
-        if (n->m.e[v] || (v == KAS_G && n->prim == KAS_CONV && n->a == 1))
+        if (n->m.e[v] || (v == KAS_G && n->prim == KAS_CONV && n->p.conv.kind == KAS_CONV_GROUPED))
             return true;
         for (int j = 0; j <= n->nin; j++) {
             const struct kas_shape *sh = j < n->nin ? &d->node[n->in[j]].out : &n->out;
@@ -462,7 +462,7 @@ kas_budget_solve(const struct kas_spec *s, struct kas_design *d, struct kiln_rng
             add_check(&b, n->out.d[k]);
         for (int k = 0; k < nw; k++)
             add_check(&b, w[k]);
-        if (n->prim == KAS_CONV && n->a == 1)
+        if (n->prim == KAS_CONV && n->p.conv.kind == KAS_CONV_GROUPED)
             add_check(&b, kas_mono_div(n->m, kas_mono_var(KAS_G)));
     }
     /* nodes whose cost does not depend on a free variable are counted once */

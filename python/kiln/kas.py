@@ -1,6 +1,6 @@
 """Kernel architecture search from PyTorch, in the manner of Canvas: mark the layers to replace
 with ``kiln.Placeholder()``, let ``kiln.sample`` invent a kernel legal for every placeholder
-(the C sampler of kas/, through the ``kiln sample`` command), and swap it in with
+(the C sampler of kas/, called through libkiln: kiln_kas_sampler_*), and swap it in with
 ``kiln.replace``.
 
     import torch, kiln
@@ -14,7 +14,6 @@ See python/README.md.
 
 import atexit
 import importlib.util
-import json
 import os
 import random
 import shutil
@@ -24,6 +23,7 @@ import tempfile
 import torch
 from torch import nn
 
+from . import libkiln
 from .errors import Error
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +54,8 @@ def kiln_binary():
 
 def run_kiln(args, timeout=None):
     """Runs ``kiln ARGS`` and returns its stdout; a failure raises ``kiln.Error`` with the
-    command's stderr."""
+    command's stderr. (The search tunes, compiles and times kernels this way; sampling calls
+    libkiln directly.)"""
     cmd = [kiln_binary()] + [str(a) for a in args]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -157,12 +158,18 @@ class Kernel:
         self.py = info.get("py")
         self.kg_paths = list(info.get("kg", []))
         self._mod = None
-        with open(self.py) as f:
-            self.code = f.read()
+        if "code" in info:
+            self.code = info["code"]
+        else:
+            with open(self.py) as f:
+                self.code = f.read()
         self.kg = {}
-        for shape, path in zip(self.shapes, self.kg_paths):
-            with open(path) as f:
-                self.kg[shape] = f.read()
+        if "kg_text" in info:
+            self.kg = dict(zip(self.shapes, info["kg_text"]))
+        else:
+            for shape, path in zip(self.shapes, self.kg_paths):
+                with open(path) as f:
+                    self.kg[shape] = f.read()
 
     @property
     def module(self):
@@ -191,43 +198,50 @@ def _range(v, what):
     return (lo, hi)
 
 
+def _small(v, what, lo, hi):
+    v = int(v)
+    if not lo <= v <= hi:
+        raise Error("sample: %s must be in %d..%d, got %d" % (what, lo, hi, v))
+    return v
+
+
 def sample_kernels(shapes, n=1, seed=None, flops=None, params=None, stride=1, max_ops=None,
                    min_rf=None, out=None, max_tries=None):
-    """Runs the C sampler (``kiln sample --json --out OUT``) for placeholders ``shapes`` (a list
-    of ``(C, K, H, W)``) and returns ``n`` ``Kernel`` objects (fewer only if the sampler runs out
-    of designs, which it reports as an error). ``out`` (a directory, created) keeps the files;
-    by default a temporary directory removed when the process exits."""
+    """Runs the C sampler (libkiln's kiln_kas_sampler_*, what ``kiln sample --json --out OUT``
+    does) for placeholders ``shapes`` (a list of ``(C, K, H, W)``) and returns ``n`` ``Kernel``
+    objects (fewer only if the sampler runs out of designs, which it reports as an error).
+    ``out`` (a directory, created) keeps the files; by default a temporary directory removed
+    when the process exits."""
     if not shapes:
         raise Error("sample: no placeholder shapes")
     if len(shapes) > 16:
         raise Error("sample: at most 16 distinct placeholder shapes, got %d" % len(shapes))
     if seed is None:
         seed = random.randrange(1 << 31)
+    seed = _small(seed, "seed", 0, (1 << 64) - 1)
+    n = _small(n, "n", 1, 10000000)
+    if flops is not None:
+        flops = _range(flops, "flops")
+    if params is not None:
+        params = _range(params, "params")
+    if max_ops is not None:
+        max_ops = _small(max_ops, "max_ops", 0, 4096)
+    if min_rf is not None:
+        min_rf = _small(min_rf, "min_rf", 0, 4096)
+    if max_tries is not None:
+        max_tries = _small(max_tries, "max_tries", 1, (1 << 32) - 1)
     if out is None:
         out = tempfile.mkdtemp(prefix="kiln-sample-")
         _TEMP_DIRS.append(out)
-    args = ["sample", "-n", int(n), "--seed", int(seed), "--json", "--out", out, "--stride",
-            stride]
-    for c, k, h, w in shapes:
-        args += ["-p", "%d,%d,%d,%d" % (c, k, h, w)]
-    if flops is not None:
-        lo, hi = _range(flops, "flops")
-        args += ["--flops", "%r:%r" % (lo, hi)]
-    if params is not None:
-        lo, hi = _range(params, "params")
-        args += ["--params", "%r:%r" % (lo, hi)]
-    if max_ops is not None:
-        args += ["--max-ops", int(max_ops)]
-    if min_rf is not None:
-        args += ["--min-rf", int(min_rf)]
-    if max_tries is not None:
-        args += ["--max-tries", int(max_tries)]
-    text = run_kiln(args)
-    kernels = []
-    for line in text.splitlines():
-        if line.strip():
-            kernels.append(Kernel(json.loads(line), shapes, seed, stride))
-    return kernels
+    else:
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as e:
+            raise Error("cannot create %s: %s" % (out, e)) from None
+    infos = libkiln.kas_sample(shapes, n, seed, stride=_small(stride, "stride", 0, 4096),
+                               flops=flops, params=params, max_ops=max_ops, min_rf=min_rf,
+                               max_tries=max_tries, out_dir=out)
+    return [Kernel(info, shapes, seed, stride) for info in infos]
 
 
 def record_shapes(model, example_input):

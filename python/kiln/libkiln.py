@@ -1,5 +1,6 @@
 """ctypes over libkiln.so: parsing .kg text, importing ONNX models (through the graph pipeline,
-as ``kiln compile`` does), structural hashes, the reference interpreter, compiling.
+as ``kiln compile`` does), structural hashes, the reference interpreter, compiling, the kernel
+sampler.
 
 libkiln is found through the ``KILN_LIB`` environment variable (a path to libkiln.so), else in
 the repository's build directory (``build/libkiln.so`` next to ``python/``). Every ``Graph``
@@ -349,3 +350,125 @@ def eval(text, *inputs):  # noqa: A001 - the package's name for the interpreter
 def compile(text, path, target=None, schedule=None, name=None):  # noqa: A001
     """Compiles .kg text into a shared object at path and loads it (see Graph.compile)."""
     return Graph(text).compile(path, target=target, schedule=schedule, name=name)
+
+
+# ---- kernel architecture search: kiln_kas_sampler_* (include/kiln.h, kas/README.md) ----
+_KAS_BOUND = False
+
+
+class _KasPlaceholder(ctypes.Structure):
+    _fields_ = [("c", ctypes.c_int64), ("k", ctypes.c_int64), ("h", ctypes.c_int64),
+                ("w", ctypes.c_int64)]
+
+
+class _KasParams(ctypes.Structure):
+    _fields_ = [
+        ("placeholders", ctypes.POINTER(_KasPlaceholder)),
+        ("nplaceholders", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("stride", ctypes.c_int),
+        ("ref_k", ctypes.c_int),
+        ("flops_lo", ctypes.c_double),
+        ("flops_hi", ctypes.c_double),
+        ("params_lo", ctypes.c_double),
+        ("params_hi", ctypes.c_double),
+        ("max_ops", ctypes.c_int),
+        ("min_rf", ctypes.c_int),
+        ("no_fingerprint", ctypes.c_int),
+        ("max_tries", ctypes.c_uint32),
+        ("batch", ctypes.c_int64),
+        ("out_dir", ctypes.c_char_p),
+    ]
+
+
+class _KasKernel(ctypes.Structure):
+    _fields_ = [
+        ("index", ctypes.c_uint64),
+        ("hash", ctypes.c_uint64),
+        ("flops", ctypes.c_double),
+        ("params", ctypes.c_double),
+        ("ops", ctypes.c_uint32),
+        ("design", ctypes.c_char_p),
+        ("values", ctypes.c_char_p),
+        ("py", ctypes.c_char_p),
+        ("kg", ctypes.POINTER(ctypes.c_char_p)),
+        ("py_path", ctypes.c_char_p),
+        ("kg_paths", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+def _kas_lib():
+    L = lib()
+    if not hasattr(L, "kiln_kas_sampler_new"):
+        raise Error("this libkiln has no kernel sampler (kiln_kas_sampler_new): rebuild kiln")
+    global _KAS_BOUND
+    if not _KAS_BOUND:
+        P = ctypes.c_void_p
+        _proto(L, "kiln_kas_params_default", None, ctypes.POINTER(_KasParams))
+        _proto(L, "kiln_kas_sampler_new", ctypes.c_int, P, ctypes.POINTER(_KasParams),
+               ctypes.POINTER(P))
+        _proto(L, "kiln_kas_sampler_next", ctypes.c_int, P, ctypes.POINTER(_KasKernel))
+        _proto(L, "kiln_kas_sampler_free", None, P)
+        _KAS_BOUND = True
+    return L
+
+
+def kas_sample(shapes, n, seed, stride=1, flops=None, params=None, max_ops=None, min_rf=None,
+               max_tries=None, out_dir=None):
+    """Samples ``n`` kernels with kiln_kas_sampler_* for the placeholders ``shapes`` (a list of
+    ``(C, K, H, W)``); ``flops`` and ``params`` are ``(lo, hi)`` pairs or None (the defaults).
+    With ``out_dir`` (an existing directory) the kernels are also written there as
+    ``kNNNN.py`` and ``kNNNN_pJ.kg``. Returns one dict per kernel with the keys of ``kiln
+    sample --json`` (kernel, hash, flops, params, ops, design, values, and py / kg paths when
+    written) plus ``code`` (the PyTorch source) and ``kg_text`` (the .kg texts, one per
+    shape). Raises ``kiln.Error`` when the parameters are refused or the sampler runs out of
+    new kernels."""
+    L = _kas_lib()
+    ctx = _Ctx()
+    p = _KasParams()
+    L.kiln_kas_params_default(ctypes.byref(p))
+    phs = (_KasPlaceholder * len(shapes))(*[_KasPlaceholder(*map(int, s)) for s in shapes])
+    p.placeholders = phs
+    p.nplaceholders = len(shapes)
+    p.seed = int(seed)
+    p.stride = int(stride)
+    if flops is not None:
+        p.flops_lo, p.flops_hi = flops
+    if params is not None:
+        p.params_lo, p.params_hi = params
+    if max_ops is not None:
+        p.max_ops = int(max_ops)
+    if min_rf is not None:
+        p.min_rf = int(min_rf)
+    if max_tries is not None:
+        p.max_tries = int(max_tries)
+    if out_dir is not None:
+        p.out_dir = os.fsencode(out_dir)
+    sm = ctypes.c_void_p()
+    st = L.kiln_kas_sampler_new(ctx.ptr, ctypes.byref(p), ctypes.byref(sm))
+    if st != 0:
+        raise ctx.error(st)
+    kernels = []
+    try:
+        for _ in range(int(n)):
+            k = _KasKernel()
+            st = L.kiln_kas_sampler_next(sm, ctypes.byref(k))
+            if st != 0:
+                raise ctx.error(st)
+            values = {}
+            for item in k.values.decode().split():
+                name, size = item.split("=", 1)
+                values[name] = size
+            # the numbers as `kiln sample --json` prints them (%.6g)
+            info = {"kernel": k.index, "hash": "%016x" % k.hash,
+                    "flops": float("%.6g" % k.flops), "params": float("%.6g" % k.params),
+                    "ops": k.ops, "design": k.design.decode(), "values": values,
+                    "code": k.py.decode(),
+                    "kg_text": [k.kg[j].decode() for j in range(len(shapes))]}
+            if k.py_path:
+                info["py"] = k.py_path.decode()
+                info["kg"] = [k.kg_paths[j].decode() for j in range(len(shapes))]
+            kernels.append(info)
+    finally:
+        L.kiln_kas_sampler_free(sm)
+    return kernels

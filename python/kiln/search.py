@@ -4,7 +4,8 @@
 For a network whose 3x3 convolutions are ``kiln.Placeholder``s (by default the small ResNet of
 kiln.fmnist on Fashion-MNIST) and a time limit, it repeats, round after round:
 
-1. **sample**: ``kiln sample --json --out`` draws ``--per-round`` kernels legal for every
+1. **sample**: the C sampler (libkiln's kiln_kas_sampler_*, what ``kiln sample --json --out``
+   does) draws ``--per-round`` kernels legal for every
    placeholder shape, their FLOPs and parameters inside ``--flops`` / ``--params`` (the budget
    solver of kas/ sizes them exactly);
 2. **screen**: the NASWOT score (Mellor et al., 2021: the log-determinant of the Hamming-

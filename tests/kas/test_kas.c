@@ -103,23 +103,26 @@ build_fc_pair(struct kas_design *d, bool grouped)
     kas_design_init(d, true, 1);
     enum kas_var x0 = KAS_X0;
     kas_solver_fresh(&d->sol, &x0);
-    struct kas_node n = {.prim = KAS_FC, .nin = 1, .a = 0, .m = kas_mono_var(x0)};
+    struct kas_node n = {.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = kas_mono_var(x0)};
     int             i = kas_design_add(d, n);
     if (grouped) { /* [x0] -> [G, x0/G] -> fc on dim 1 -> ungroup */
-        struct kas_node g = {
-            .prim = KAS_GROUP, .nin = 1, .in = {(uint8_t)i}, .a = 0, .m = kas_mono_var(KAS_G)};
+        struct kas_node g = {.prim = KAS_GROUP,
+                             .nin = 1,
+                             .in = {(uint8_t)i},
+                             .p.group.dim = 0,
+                             .m = kas_mono_var(KAS_G)};
         i = kas_design_add(d, g);
         struct kas_node f = {.prim = KAS_FC,
                              .nin = 1,
                              .in = {(uint8_t)i},
-                             .a = 1,
+                             .p.fc.dim = 1,
                              .m = kas_mono_div(kas_mono_var(KAS_C), kas_mono_var(KAS_G))};
         i = kas_design_add(d, f);
-        struct kas_node u = {.prim = KAS_UNGROUP, .nin = 1, .in = {(uint8_t)i}, .a = 0};
+        struct kas_node u = {.prim = KAS_UNGROUP, .nin = 1, .in = {(uint8_t)i}, .p.ungroup.dim = 0};
         i = kas_design_add(d, u);
     } else {
         struct kas_node f = {
-            .prim = KAS_FC, .nin = 1, .in = {(uint8_t)i}, .a = 0, .m = kas_mono_var(KAS_C)};
+            .prim = KAS_FC, .nin = 1, .in = {(uint8_t)i}, .p.fc.dim = 0, .m = kas_mono_var(KAS_C)};
         i = kas_design_add(d, f);
     }
     CHECK(i == d->nnode - 1);
@@ -247,7 +250,7 @@ check_against_kiln(const struct kas_design *d, const struct kas_placeholder *ph,
             harness_fail(__FILE__, __LINE__,
                          "node %d (%s) of %s: formula flops %.0f params %.0f, "
                          "kiln %.0f %.0f",
-                         i, kas_prim_name[d->node[i].prim], desc, f, p, st.flops, st.params);
+                         i, kas_prims[d->node[i].prim].name, desc, f, p, st.flops, st.params);
             ok = false;
         }
         stat_prims[d->node[i].prim]++;
@@ -315,48 +318,101 @@ test_primitives_against_kiln(void)
     struct kiln_rng        rng = kiln_rng_new(opt_seed());
     memset(stat_prims, 0, sizeof stat_prims);
     struct kas_node script[][3] = {
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1}},
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 1, .b = 5, .c = 2}},
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 2, .b = 7, .c = 3}},
-        {{.prim = KAS_SHIFT, .nin = 1, .a = 0, .b = 1},
-         {.prim = KAS_SHIFT, .nin = 1, .in = {1}, .a = 1, .b = -1}},
-        {{.prim = KAS_GROUP, .nin = 1, .a = 0, .m = kas_mono_var(KAS_G)},
-         {.prim = KAS_SCALE, .nin = 1, .in = {1}, .a = 2},
-         {.prim = KAS_UNGROUP, .nin = 1, .in = {2}, .a = 0}},
-        {{.prim = KAS_FC, .nin = 1, .a = 0, .m = kas_mono_var(KAS_X0)}},
-        {{.prim = KAS_GROUP, .nin = 1, .a = 0, .m = kas_mono_var(KAS_G)},
-         {.prim = KAS_UNFOLD, .nin = 1, .in = {1}, .a = 2, .b = 3, .c = 1},
-         {.prim = KAS_SCALE, .nin = 1, .in = {2}, .a = 5}},
-        {{.prim = KAS_CONV, .nin = 1, .a = 0, .b = 3, .c = 3, .m = kas_mono_var(KAS_K)}},
-        {{.prim = KAS_CONV, .nin = 1, .a = 1, .b = 1, .c = 5, .m = kas_mono_var(KAS_K)}},
-        {{.prim = KAS_CONV, .nin = 1, .a = 2, .b = 5, .c = 1}},
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
-         {.prim = KAS_MIX, .nin = 1, .in = {1}, .a = 0, .b = 2, .m = kas_mono_var(KAS_X0)}},
-        {{.prim = KAS_FC, .nin = 1, .a = 0, .m = kas_mono_var(KAS_X0)},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 3,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 1,
+          .p.unfold.k = 5,
+          .p.unfold.dilation = 2}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 2,
+          .p.unfold.k = 7,
+          .p.unfold.dilation = 3}},
+        {{.prim = KAS_SHIFT, .nin = 1, .p.shift.axis = 0, .p.shift.offset = 1},
+         {.prim = KAS_SHIFT, .nin = 1, .in = {1}, .p.shift.axis = 1, .p.shift.offset = -1}},
+        {{.prim = KAS_GROUP, .nin = 1, .p.group.dim = 0, .m = kas_mono_var(KAS_G)},
+         {.prim = KAS_SCALE, .nin = 1, .in = {1}, .p.scale.mask = 2},
+         {.prim = KAS_UNGROUP, .nin = 1, .in = {2}, .p.ungroup.dim = 0}},
+        {{.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = kas_mono_var(KAS_X0)}},
+        {{.prim = KAS_GROUP, .nin = 1, .p.group.dim = 0, .m = kas_mono_var(KAS_G)},
+         {.prim = KAS_UNFOLD,
+          .nin = 1,
+          .in = {1},
+          .p.unfold.axes = 2,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1},
+         {.prim = KAS_SCALE, .nin = 1, .in = {2}, .p.scale.mask = 5}},
+        {{.prim = KAS_CONV,
+          .nin = 1,
+          .p.conv.kind = 0,
+          .p.conv.kh = 3,
+          .p.conv.kw = 3,
+          .m = kas_mono_var(KAS_K)}},
+        {{.prim = KAS_CONV,
+          .nin = 1,
+          .p.conv.kind = 1,
+          .p.conv.kh = 1,
+          .p.conv.kw = 5,
+          .m = kas_mono_var(KAS_K)}},
+        {{.prim = KAS_CONV, .nin = 1, .p.conv.kind = 2, .p.conv.kh = 5, .p.conv.kw = 1}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 3,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1},
+         {.prim = KAS_MIX,
+          .nin = 1,
+          .in = {1},
+          .p.mix.i = 0,
+          .p.mix.j = 2,
+          .m = kas_mono_var(KAS_X0)}},
+        {{.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = kas_mono_var(KAS_X0)},
          {.prim = KAS_GRAM, .nin = 2, .in = {1, 0}},
          {.prim = KAS_APPLY, .nin = 2, .in = {2, 0}}},
         {{.prim = KAS_GRAM, .nin = 2, .in = {0, 0}},
          {.prim = KAS_APPLY, .nin = 2, .in = {1, 1}},
-         {.prim = KAS_SOFTMAX, .nin = 1, .in = {2}, .a = 0}},
-        {{.prim = KAS_UNARY, .nin = 1, .a = KAS_TANH},
-         {.prim = KAS_BINARY, .nin = 2, .in = {1, 0}, .a = KAS_SUB}},
-        {{.prim = KAS_FOLD, .nin = 1, .a = KAS_DIM_SPATIAL, .b = KAS_FOLD_MEAN},
-         {.prim = KAS_UNARY, .nin = 1, .in = {1}, .a = KAS_SIGMOID},
-         {.prim = KAS_BINARY, .nin = 2, .in = {0, 2}, .a = KAS_MUL}},
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 1, .b = 3, .c = 1},
-         {.prim = KAS_SOFTMAX, .nin = 1, .in = {1}, .a = 1},
-         {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_MAX}},
-        {{.prim = KAS_POOL, .nin = 1, .a = 0, .b = 3},
-         {.prim = KAS_POOL, .nin = 1, .in = {1}, .a = 1, .b = 5}},
-        {{.prim = KAS_DOWNSAMPLE, .nin = 1, .b = 2}},
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
-         {.prim = KAS_FOLD, .nin = 1, .in = {1}, .a = 1, .b = KAS_FOLD_MEAN},
-         {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_SUM}},
+         {.prim = KAS_SOFTMAX, .nin = 1, .in = {2}, .p.softmax.dim = 0}},
+        {{.prim = KAS_UNARY, .nin = 1, .p.unary.op = KAS_TANH},
+         {.prim = KAS_BINARY, .nin = 2, .in = {1, 0}, .p.binary.op = KAS_SUB}},
+        {{.prim = KAS_FOLD, .nin = 1, .p.fold.dim = KAS_DIM_SPATIAL, .p.fold.op = KAS_FOLD_MEAN},
+         {.prim = KAS_UNARY, .nin = 1, .in = {1}, .p.unary.op = KAS_SIGMOID},
+         {.prim = KAS_BINARY, .nin = 2, .in = {0, 2}, .p.binary.op = KAS_MUL}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 1,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1},
+         {.prim = KAS_SOFTMAX, .nin = 1, .in = {1}, .p.softmax.dim = 1},
+         {.prim = KAS_FOLD, .nin = 1, .in = {2}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_MAX}},
+        {{.prim = KAS_POOL, .nin = 1, .p.pool.kind = 0, .p.pool.k = 3},
+         {.prim = KAS_POOL, .nin = 1, .in = {1}, .p.pool.kind = 1, .p.pool.k = 5}},
+        {{.prim = KAS_DOWNSAMPLE, .nin = 1, .p.downsample.factor = 2}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 3,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1},
+         {.prim = KAS_FOLD, .nin = 1, .in = {1}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_MEAN},
+         {.prim = KAS_FOLD, .nin = 1, .in = {2}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_SUM}},
 
         /* a scale over all five dims of a twice-unfolded tensor: a weight of rank 5 */
-        {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 3},
-         {.prim = KAS_UNFOLD, .nin = 1, .in = {1}, .a = 3, .b = 3, .c = 1},
-         {.prim = KAS_SCALE, .nin = 1, .in = {2}, .a = 31}},
+        {{.prim = KAS_UNFOLD,
+          .nin = 1,
+          .p.unfold.axes = 3,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 3},
+         {.prim = KAS_UNFOLD,
+          .nin = 1,
+          .in = {1},
+          .p.unfold.axes = 3,
+          .p.unfold.k = 3,
+          .p.unfold.dilation = 1},
+         {.prim = KAS_SCALE, .nin = 1, .in = {2}, .p.scale.mask = 31}},
     };
     int nscript = (int)KILN_COUNTOF(script);
     for (int c = 0; c < nscript; c++) {
@@ -380,12 +436,14 @@ test_primitives_against_kiln(void)
     }
     /* every unary op and binary op */
     for (int u = 0; u < KAS_NUNOP + KAS_NBINOP; u++) {
-        struct kas_node sc[2] = {{.prim = KAS_CONV, .nin = 1, .a = 2, .b = 3, .c = 3}};
+        struct kas_node sc[2] = {
+            {.prim = KAS_CONV, .nin = 1, .p.conv.kind = 2, .p.conv.kh = 3, .p.conv.kw = 3}};
         if (u < KAS_NUNOP)
-            sc[1] = (struct kas_node){.prim = KAS_UNARY, .nin = 1, .in = {1}, .a = (int8_t)u};
+            sc[1] =
+                (struct kas_node){.prim = KAS_UNARY, .nin = 1, .in = {1}, .p.unary.op = (int8_t)u};
         else
             sc[1] = (struct kas_node){
-                .prim = KAS_BINARY, .nin = 2, .in = {1, 0}, .a = (int8_t)(u - KAS_NUNOP)};
+                .prim = KAS_BINARY, .nin = 2, .in = {1, 0}, .p.binary.op = (int8_t)(u - KAS_NUNOP)};
         struct kas_design d;
         CHECK(kas_grow_script(&s, sc, 2, &d));
         CHECK(kas_budget_solve(&s, &d, NULL) > 0);
@@ -393,7 +451,7 @@ test_primitives_against_kiln(void)
     }
     for (int p = 1; p < KAS_NPRIM; p++)
         if (!stat_prims[p])
-            harness_fail(__FILE__, __LINE__, "primitive %s not covered", kas_prim_name[p]);
+            harness_fail(__FILE__, __LINE__, "primitive %s not covered", kas_prims[p].name);
 }
 
 static const struct kas_placeholder net[3] = {{16, 16, 8, 8}, {32, 32, 4, 4}, {48, 48, 6, 6}};
@@ -572,26 +630,33 @@ test_known_designs(void)
     enum kas_var      x0 = KAS_X0;
 
     /* depthwise-separable: depthwise 3x3, then 1x1 C -> K */
-    struct kas_node dws[] = {{.prim = KAS_CONV, .nin = 1, .a = 2, .b = 3, .c = 3},
-                             {.prim = KAS_FC, .nin = 1, .in = {1}, .a = 0, .m = K}};
+    struct kas_node dws[] = {
+        {.prim = KAS_CONV, .nin = 1, .p.conv.kind = 2, .p.conv.kh = 3, .p.conv.kw = 3},
+        {.prim = KAS_FC, .nin = 1, .in = {1}, .p.fc.dim = 0, .m = K}};
     kas_design_init(&h, false, 1);
     kas_design_add(&h, dws[0]);
     kas_design_add(&h, dws[1]);
     check_known("depthwise-separable", &s, dws, 2, &h, &rng);
 
     /* grouped: 3x3 convolution with G groups, C -> K */
-    struct kas_node grp[] = {{.prim = KAS_CONV, .nin = 1, .a = 1, .b = 3, .c = 3, .m = K}};
+    struct kas_node grp[] = {
+        {.prim = KAS_CONV, .nin = 1, .p.conv.kind = 1, .p.conv.kh = 3, .p.conv.kw = 3, .m = K}};
     kas_design_init(&h, false, 1);
     kas_design_add(&h, grp[0]);
     check_known("grouped", &s, grp, 1, &h, &rng);
 
     /* bottleneck: 1x1 C -> x0, relu, 3x3 x0 -> x0, relu, 1x1 x0 -> K */
-    struct kas_node bot[] = {
-        {.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},
-        {.prim = KAS_UNARY, .nin = 1, .in = {1}, .a = KAS_RELU},
-        {.prim = KAS_CONV, .nin = 1, .in = {2}, .a = 0, .b = 3, .c = 3, .m = X0},
-        {.prim = KAS_UNARY, .nin = 1, .in = {3}, .a = KAS_RELU},
-        {.prim = KAS_FC, .nin = 1, .in = {4}, .a = 0, .m = K}};
+    struct kas_node bot[] = {{.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X0},
+                             {.prim = KAS_UNARY, .nin = 1, .in = {1}, .p.unary.op = KAS_RELU},
+                             {.prim = KAS_CONV,
+                              .nin = 1,
+                              .in = {2},
+                              .p.conv.kind = 0,
+                              .p.conv.kh = 3,
+                              .p.conv.kw = 3,
+                              .m = X0},
+                             {.prim = KAS_UNARY, .nin = 1, .in = {3}, .p.unary.op = KAS_RELU},
+                             {.prim = KAS_FC, .nin = 1, .in = {4}, .p.fc.dim = 0, .m = K}};
     kas_design_init(&h, false, 1);
     kas_solver_fresh(&h.sol, &x0);
     for (int i = 0; i < 5; i++)
@@ -601,13 +666,18 @@ test_known_designs(void)
     /* attention-like, data x data: q = fc(x), k = fc(x), v = 3x3 unfold-mixed x;
      * A = softmax(gram(q, k)) over the key axis, y = apply(A, v) */
     struct kas_node att2[] = {
-        {.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},                   /* 1 q [x0] */
-        {.prim = KAS_FC, .nin = 1, .a = 0, .m = kas_mono_var(KAS_X1)}, /* 2 k [x1] */
-        {.prim = KAS_GRAM, .nin = 2, .in = {1, 2}},                    /* 3 [x0, x1] */
-        {.prim = KAS_SOFTMAX, .nin = 1, .in = {3}, .a = 1},            /* 4 */
-        {.prim = KAS_CONV, .nin = 1, .a = 0, .b = 3, .c = 3, .m = kas_mono_var(KAS_X2)}, /* 5 v */
-        {.prim = KAS_APPLY, .nin = 2, .in = {4, 5}},           /* 6 [x0] (x2 = x1) */
-        {.prim = KAS_FC, .nin = 1, .in = {6}, .a = 0, .m = K}, /* 7 [K] */
+        {.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X0},                   /* 1 q [x0] */
+        {.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = kas_mono_var(KAS_X1)}, /* 2 k [x1] */
+        {.prim = KAS_GRAM, .nin = 2, .in = {1, 2}},                           /* 3 [x0, x1] */
+        {.prim = KAS_SOFTMAX, .nin = 1, .in = {3}, .p.softmax.dim = 1},       /* 4 */
+        {.prim = KAS_CONV,
+         .nin = 1,
+         .p.conv.kind = 0,
+         .p.conv.kh = 3,
+         .p.conv.kw = 3,
+         .m = kas_mono_var(KAS_X2)},                                  /* 5 v */
+        {.prim = KAS_APPLY, .nin = 2, .in = {4, 5}},                  /* 6 [x0] (x2 = x1) */
+        {.prim = KAS_FC, .nin = 1, .in = {6}, .p.fc.dim = 0, .m = K}, /* 7 [K] */
     };
     kas_design_init(&h, false, 1);
     for (int i = 0; i < 3; i++)
@@ -626,10 +696,15 @@ test_known_designs(void)
     kas_design_add(&want[0], dws[1]);
     kas_design_init(&want[1], false, 1);
     kas_design_add(&want[1], grp[0]);
-    struct kas_node bot3[] = {
-        {.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},
-        {.prim = KAS_CONV, .nin = 1, .in = {1}, .a = 0, .b = 3, .c = 3, .m = X0},
-        {.prim = KAS_FC, .nin = 1, .in = {2}, .a = 0, .m = K}};
+    struct kas_node bot3[] = {{.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X0},
+                              {.prim = KAS_CONV,
+                               .nin = 1,
+                               .in = {1},
+                               .p.conv.kind = 0,
+                               .p.conv.kh = 3,
+                               .p.conv.kw = 3,
+                               .m = X0},
+                              {.prim = KAS_FC, .nin = 1, .in = {2}, .p.fc.dim = 0, .m = K}};
     kas_design_init(&want[2], false, 1);
     kas_solver_fresh(&want[2].sol, &x0);
     for (int i = 0; i < 3; i++)
@@ -657,18 +732,21 @@ test_fingerprint_duplicates(void)
     struct kas_placeholder ph = {16, 16, 8, 8};
     struct kas_spec        s = spec_of(1, &ph, 1);
     /* fold the two window dims in either order / after merging them: the same sum */
-    struct kas_node   a[] = {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
-                             {.prim = KAS_FOLD, .nin = 1, .in = {1}, .a = 2, .b = KAS_FOLD_SUM},
-                             {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_SUM},
-                             {.prim = KAS_FC, .nin = 1, .in = {3}, .a = 0, .m = kas_mono_var(KAS_C)}};
-    struct kas_node   b[] = {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
-                             {.prim = KAS_UNGROUP, .nin = 1, .in = {1}, .a = 1},
-                             {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_SUM},
-                             {.prim = KAS_FC, .nin = 1, .in = {3}, .a = 0, .m = kas_mono_var(KAS_C)}};
-    struct kas_node   c[] = {{.prim = KAS_UNFOLD, .nin = 1, .a = 3, .b = 3, .c = 1},
-                             {.prim = KAS_UNGROUP, .nin = 1, .in = {1}, .a = 1},
-                             {.prim = KAS_FOLD, .nin = 1, .in = {2}, .a = 1, .b = KAS_FOLD_MAX},
-                             {.prim = KAS_FC, .nin = 1, .in = {3}, .a = 0, .m = kas_mono_var(KAS_C)}};
+    struct kas_node a[] = {
+        {.prim = KAS_UNFOLD, .nin = 1, .p.unfold.axes = 3, .p.unfold.k = 3, .p.unfold.dilation = 1},
+        {.prim = KAS_FOLD, .nin = 1, .in = {1}, .p.fold.dim = 2, .p.fold.op = KAS_FOLD_SUM},
+        {.prim = KAS_FOLD, .nin = 1, .in = {2}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_SUM},
+        {.prim = KAS_FC, .nin = 1, .in = {3}, .p.fc.dim = 0, .m = kas_mono_var(KAS_C)}};
+    struct kas_node b[] = {
+        {.prim = KAS_UNFOLD, .nin = 1, .p.unfold.axes = 3, .p.unfold.k = 3, .p.unfold.dilation = 1},
+        {.prim = KAS_UNGROUP, .nin = 1, .in = {1}, .p.ungroup.dim = 1},
+        {.prim = KAS_FOLD, .nin = 1, .in = {2}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_SUM},
+        {.prim = KAS_FC, .nin = 1, .in = {3}, .p.fc.dim = 0, .m = kas_mono_var(KAS_C)}};
+    struct kas_node c[] = {
+        {.prim = KAS_UNFOLD, .nin = 1, .p.unfold.axes = 3, .p.unfold.k = 3, .p.unfold.dilation = 1},
+        {.prim = KAS_UNGROUP, .nin = 1, .in = {1}, .p.ungroup.dim = 1},
+        {.prim = KAS_FOLD, .nin = 1, .in = {2}, .p.fold.dim = 1, .p.fold.op = KAS_FOLD_MAX},
+        {.prim = KAS_FC, .nin = 1, .in = {3}, .p.fc.dim = 0, .m = kas_mono_var(KAS_C)}};
     struct kas_design da, db, dc;
     CHECK(kas_grow_script(&s, a, 4, &da) && kas_grow_script(&s, b, 4, &db)
           && kas_grow_script(&s, c, 4, &dc));
@@ -689,18 +767,18 @@ test_canonical_hash(void)
     struct kas_mono X0 = kas_mono_var(KAS_X0), X1 = kas_mono_var(KAS_X1), X2 = kas_mono_var(KAS_X2);
     /* y = softmax(gram(q, k)) applied to v, q, k, v fc's of x; the query is grown first in a,
      * second in b, so the size left free is x1 in a and x0 in b */
-    struct kas_node a[] = {{.prim = KAS_FC, .nin = 1, .a = 0, .m = X0},
-                           {.prim = KAS_FC, .nin = 1, .a = 0, .m = X1},
+    struct kas_node a[] = {{.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X0},
+                           {.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X1},
                            {.prim = KAS_GRAM, .nin = 2, .in = {1, 2}},
-                           {.prim = KAS_SOFTMAX, .nin = 1, .in = {3}, .a = 1},
-                           {.prim = KAS_FC, .nin = 1, .a = 0, .m = X2},
+                           {.prim = KAS_SOFTMAX, .nin = 1, .in = {3}, .p.softmax.dim = 1},
+                           {.prim = KAS_FC, .nin = 1, .p.fc.dim = 0, .m = X2},
                            {.prim = KAS_APPLY, .nin = 2, .in = {4, 5}}};
     struct kas_node b[6], c[6];
     memcpy(b, a, sizeof a);
     b[2].in[0] = 2;
     b[2].in[1] = 1;
     memcpy(c, a, sizeof a);
-    c[3].a = 0; /* softmax over the other axis: a different design */
+    c[3].p.softmax.dim = 0; /* softmax over the other axis: a different design */
     struct kas_design da, db, dc;
     CHECK(kas_grow_script(&s, a, 6, &da) && kas_grow_script(&s, b, 6, &db)
           && kas_grow_script(&s, c, 6, &dc));
@@ -730,6 +808,133 @@ test_spec_errors(void)
     kiln_ctx_free(ctx);
 }
 
+/* Reads a whole file into a malloc'ed string (NULL if it cannot). */
+static char *
+read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char  *t = NULL;
+    size_t n = 0, cap = 0, got;
+    char   chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + got + 1 > cap) {
+            cap = 2 * (n + got + 1);
+            char *nt = realloc(t, cap);
+            if (!nt) {
+                free(t);
+                fclose(f);
+                return NULL;
+            }
+            t = nt;
+        }
+        memcpy(t + n, chunk, got);
+        n += got;
+    }
+    fclose(f);
+    if (t)
+        t[n] = 0;
+    return t;
+}
+
+/* The public API gives what the internal sampler and emitters give for the same spec and seed,
+ * and writes the same texts to its directory; its errors. */
+static void
+test_public_api(void)
+{
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_kas_placeholder ph[2] = {{8, 12, 8, 8}, {16, 24, 4, 4}};
+    struct kiln_kas_params      p;
+    kiln_kas_params_default(&p);
+    p.placeholders = ph;
+    p.nplaceholders = 2;
+    p.seed = 4;
+    p.flops_lo = 0.1;
+    p.flops_hi = 0.8;
+    char dir[] = "/tmp/kiln_test_kas_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    p.out_dir = dir;
+    struct kiln_kas_sampler *api;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_OK);
+
+    struct kas_spec s;
+    kas_spec_default(&s);
+    s.nph = 2;
+    for (int j = 0; j < 2; j++)
+        s.ph[j] = (struct kas_placeholder){ph[j].c, ph[j].k, ph[j].h, ph[j].w};
+    s.flops_lo = 0.1;
+    s.flops_hi = 0.8;
+    struct kas_sampler *sm = kas_sampler_new(ctx, &s, 4);
+    double              rf, rp;
+    kas_spec_ref_cost(&s, &rf, &rp);
+    for (uint64_t n = 1; n <= 6; n++) {
+        struct kiln_kas_kernel k;
+        struct kas_design      d;
+        CHECK(kiln_kas_sampler_next(api, &k) == KILN_OK);
+        CHECK(kas_sampler_next(sm, &d, 100000));
+        CHECK_EQ_INT(k.index, n);
+        CHECK_EQ_INT(k.hash, d.hash);
+        CHECK_EQ_INT(k.ops, d.nnode - 1);
+        double f = 0, pr = 0;
+        for (int j = 0; j < 2; j++) {
+            double fj, pj;
+            kas_design_cost(&d, &s.ph[j], &fj, &pj);
+            f += fj;
+            pr += pj;
+        }
+        CHECK(k.flops == f / rf && k.params == pr / rp);
+        char line[1024];
+        kas_design_describe(&d, line, sizeof line);
+        CHECK(!strcmp(k.design, line));
+        kas_design_values(&d, false, line, sizeof line);
+        CHECK(!strcmp(k.values, line));
+        struct kiln_buf b = {0};
+        CHECK(kas_emit_py(ctx, &d, "Kernel", &b) == KILN_OK);
+        CHECK(!strcmp(k.py, b.data));
+        char *file = read_all(k.py_path);
+        CHECK(file && !strcmp(file, b.data));
+        free(file);
+        remove(k.py_path);
+        for (int j = 0; j < 2; j++) {
+            struct kiln_buf kb = {0};
+            CHECK(kas_emit_kg(ctx, &d, &s.ph[j], 1, &kb) == KILN_OK);
+            CHECK(!strcmp(k.kg[j], kb.data));
+            file = read_all(k.kg_paths[j]);
+            CHECK(file && !strcmp(file, kb.data));
+            free(file);
+            remove(k.kg_paths[j]);
+        }
+    }
+    struct kiln_kas_stats st;
+    kiln_kas_sampler_stats(api, &st);
+    CHECK_EQ_INT(st.accepted, 6);
+    CHECK_EQ_INT(st.attempts, kas_sampler_stats(sm)->attempts);
+    kas_sampler_free(sm);
+    kiln_kas_sampler_free(api);
+    remove(dir);
+
+    /* refused parameters, and a budget nothing fits */
+    p.out_dir = NULL;
+    p.stride = 3;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_ERR_INVALID && api == NULL);
+    kiln_ctx_error_clear(ctx);
+    p.stride = 1;
+    p.nplaceholders = 0;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_ERR_INVALID);
+    kiln_ctx_error_clear(ctx);
+    p.nplaceholders = 1;
+    p.flops_lo = 0;
+    p.flops_hi = 1e-6;
+    p.max_tries = 200;
+    CHECK(kiln_kas_sampler_new(ctx, &p, &api) == KILN_OK);
+    struct kiln_kas_kernel k;
+    CHECK(kiln_kas_sampler_next(api, &k) == KILN_ERR_UNSUPPORTED);
+    CHECK(strstr(kiln_ctx_error(ctx)->msg, "no further kernel after 0") != NULL);
+    kiln_kas_sampler_free(api);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"mono", test_mono},
     {"solver_systems", test_solver_systems},
@@ -742,6 +947,7 @@ static const struct test tests[] = {
     {"fingerprint_duplicates", test_fingerprint_duplicates},
     {"canonical_hash", test_canonical_hash},
     {"spec_errors", test_spec_errors},
+    {"public_api", test_public_api},
 };
 
 int
