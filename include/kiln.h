@@ -233,8 +233,9 @@ KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kil
  * measuring candidates in worker processes and storing every measurement in a SQLite records
  * database as soon as it is made. A run interrupted (stop flag, Ctrl-C, kill) resumes from the
  * database: `trials` counts the records already there. kiln_graph_compile_tuned compiles with
- * the best record of every task. Records are kept per target: tuned with .target = "cuda
- * -arch=sm_90", they apply to compiling for that target.
+ * the best record of every task that applies to it (one that does not is skipped). Records are
+ * kept per target: tuned with .target = "cuda -arch=sm_90", they apply to compiling for that
+ * target.
  *
  *     struct kiln_tune_params p = {.db_path = "mm.db", .trials = 200};
  *     if (kiln_graph_tune(ctx, g, &p) != KILN_OK) ...
