@@ -127,8 +127,10 @@ cmd_compile(int argc, char **argv)
         fprintf(stderr, "kiln compile: --schedule and --db are exclusive\n%s", usage);
         return 2;
     }
-    if (!db && !sched_path && !no_db && access("kiln.db", R_OK) == 0)
+    if (!db && !sched_path && !no_db && access("kiln.db", R_OK) == 0) {
         db = "kiln.db";
+        fprintf(stderr, "kiln compile: using the records in ./kiln.db (--no-db ignores them)\n");
+    }
     if (no_db)
         db = NULL;
     size_t len, slen = 0;
@@ -143,14 +145,15 @@ cmd_compile(int argc, char **argv)
         free(text);
         return 1;
     }
-    kiln_ctx                   *ctx = cli_ctx_new();
-    struct kiln_graph          *g;
-    int                         rc = 0;
-    struct kiln_compile_options opt = {target, sched, slen, name};
-    uint32_t                    ntuned = 0, ntasks = 0;
-    const char                 *loops;
-    const double *const        *weights = NULL;
-    struct kiln_memory_report   mr = {0};
+    kiln_ctx                     *ctx = cli_ctx_new();
+    struct kiln_graph            *g;
+    int                           rc = 0;
+    struct kiln_compile_options   opt = {target, sched, slen, name};
+    uint32_t                      ntuned = 0, ntasks = 0;
+    const struct kiln_tuned_task *tuned = NULL;
+    const char                   *loops;
+    const double *const          *weights = NULL;
+    struct kiln_memory_report     mr = {0};
     if (ctx)
         kiln_ctx_set_memplan(ctx, !no_memplan);
     if (!ctx) {
@@ -163,11 +166,23 @@ cmd_compile(int argc, char **argv)
         rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
     } else if (db && !sched_path
-               && (kiln_graph_tuned_schedule(ctx, g, db, target, &opt.schedule_json, &ntuned,
-                                             &ntasks)
+               && (kiln_graph_tuned_tasks(ctx, g, db, target, &opt.schedule_json, &tuned, &ntasks)
                    != KILN_OK)) {
         rc = cli_report(ctx);
     } else {
+        for (uint32_t i = 0; db && !sched_path && i < ntasks; i++) {
+            const struct kiln_tuned_task *t = &tuned[i];
+            ntuned += t->tuned != 0;
+            if (!t->skipped)
+                continue;
+            fprintf(stderr, "kiln compile: task %s: %u better record%s skipped (%s); ", t->key,
+                    t->skipped, t->skipped == 1 ? "" : "s", t->skip_why);
+            if (t->record)
+                fprintf(stderr, "using record %lld (%.2f us)%s\n", (long long)t->record,
+                        t->time_s * 1e6, t->tuned ? "" : " where it fits");
+            else
+                fprintf(stderr, "none fits: default schedule\n");
+        }
         if (db && !sched_path)
             opt.schedule_len = strlen(opt.schedule_json);
         if (print) {

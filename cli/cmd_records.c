@@ -10,8 +10,28 @@ static const char usage[] =
     "\n"
     "Lists every workload (task key) and target of the records database with its number of\n"
     "records, errors, best time and GFLOP/s, and the strategy that found it (--schedules also\n"
-    "prints the best schedule). --export writes every record as a JSON line; --import adds the\n"
-    "records of a JSON-lines file, skipping those already present.\n";
+    "prints the best schedule). The database is only read, so a read-only one can be listed.\n"
+    "--export writes every record as a JSON line (to a temporary file renamed into place; it\n"
+    "refuses to write onto the database or any other SQLite file). --import adds the records\n"
+    "of a JSON-lines file, skipping those already present; every line is checked, and a bad\n"
+    "one is reported as FILE:LINE and not imported while the good ones are: the exit status\n"
+    "is then 1.\n";
+
+/* Bad lines reported one by one, up to this many; then a count. */
+#define MAX_BAD_REPORTED 20
+
+struct bad_lines {
+    const char *file;
+    uint32_t    n;
+};
+
+static void
+bad_line(void *ud, uint32_t line, const char *why)
+{
+    struct bad_lines *B = ud;
+    if (B->n++ < MAX_BAD_REPORTED)
+        fprintf(stderr, "kiln: %s:%u: bad record, not imported: %s\n", B->file, line, why);
+}
 
 struct lst {
     bool     schedules;
@@ -77,9 +97,17 @@ cmd_records(int argc, char **argv)
     if (exp) {
         rc = kiln_records_export(ctx, db, exp) == KILN_OK ? 0 : cli_report(ctx);
     } else if (imp) {
-        uint32_t added = 0;
-        rc = kiln_records_import(ctx, db, imp, &added) == KILN_OK ? 0 : cli_report(ctx);
-        if (!rc)
+        uint32_t         added = 0;
+        struct bad_lines B = {imp, 0};
+        rc = kiln_records_import(ctx, db, imp, &added, bad_line, &B) == KILN_OK ? 0 : 1;
+        if (B.n > MAX_BAD_REPORTED)
+            fprintf(stderr, "kiln: %s: %u more bad lines\n", imp, B.n - MAX_BAD_REPORTED);
+        if (rc && !B.n)
+            cli_report(ctx);
+        else if (B.n)
+            fprintf(stderr, "kiln: %s: %u bad line%s not imported\n", imp, B.n,
+                    B.n == 1 ? "" : "s");
+        if (!rc || B.n)
             printf("imported %u records into %s\n", added, db);
     } else {
         struct lst L = {schedules, 0};

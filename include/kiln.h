@@ -233,8 +233,9 @@ KILN_API enum kiln_status kiln_graph_lower_print(kiln_ctx *ctx, const struct kil
  * measuring candidates in worker processes and storing every measurement in a SQLite records
  * database as soon as it is made. A run interrupted (stop flag, Ctrl-C, kill) resumes from the
  * database: `trials` counts the records already there. kiln_graph_compile_tuned compiles with
- * the best record of every task. Records are kept per target: tuned with .target = "cuda
- * -arch=sm_90", they apply to compiling for that target.
+ * the best record of every task that applies to it (one that does not is skipped). Records are
+ * kept per target: tuned with .target = "cuda -arch=sm_90", they apply to compiling for that
+ * target.
  *
  *     struct kiln_tune_params p = {.db_path = "mm.db", .trials = 200};
  *     if (kiln_graph_tune(ctx, g, &p) != KILN_OK) ...
@@ -297,11 +298,31 @@ KILN_API enum kiln_status kiln_graph_compile_tuned(kiln_ctx *ctx, const struct k
                                                    const struct kiln_compile_options *opt,
                                                    const char *db_path, const char *path,
                                                    uint32_t *ntuned);
-/* The tuned whole-graph schedule as JSON (ctx-owned); *ntuned and *ntasks may be NULL. */
+/* The tuned whole-graph schedule as JSON (ctx-owned); *ntuned and *ntasks may be NULL. The
+ * database is opened read-only (a read-only file is fine) and must exist. */
 KILN_API enum kiln_status kiln_graph_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
                                                     const char *db_path, const char *target,
                                                     const char **json, uint32_t *ntuned,
                                                     uint32_t *ntasks);
+/* Which record a task of the graph got. Each task takes its best record that applies (parses
+ * and lowers) at every occurrence, trying the next best while one does not, up to 100; when
+ * none applies everywhere, the best that applies at some occurrences is used there. */
+struct kiln_tuned_task {
+    const char *key;         /* workload key */
+    uint32_t    occurrences; /* of the task in the graph */
+    int         tuned;       /* a record applied at every occurrence */
+    int64_t     record;      /* row id of the record applied; 0 = none: the default schedule */
+    double      time_s;      /* its schedule's (mean) time */
+    uint32_t    skipped;     /* better-ranked records that did not apply */
+    const char *skip_why;    /* why the first of them did not ("record 12: ..."), or NULL */
+};
+/* kiln_graph_tuned_schedule, with what each task got: *tasks (ctx-owned) has *ntasks entries
+ * in task order. */
+KILN_API enum kiln_status kiln_graph_tuned_tasks(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                 const char *db_path, const char *target,
+                                                 const char                   **json,
+                                                 const struct kiln_tuned_task **tasks,
+                                                 uint32_t                      *ntasks);
 
 /* One workload/target pair of a records database: its best valid record and counts. */
 struct kiln_record_summary {
@@ -312,16 +333,27 @@ struct kiln_record_summary {
     const char *strategy, *machine, *version;
     int64_t     timestamp;
 };
-/* Calls fn for every workload/target pair (strings valid during the call). */
+/* Calls fn for every workload/target pair (strings valid during the call). The database is
+ * opened read-only and must exist; a damaged row is an error naming the file and the row. */
 KILN_API enum kiln_status
 kiln_records_list(kiln_ctx *ctx, const char                                       *db_path,
                   void (*fn)(void *ud, const struct kiln_record_summary *s), void *ud);
-/* Writes every record as one JSON object per line. */
+/* Writes every record as one JSON object per line. The file is written whole to a temporary
+ * file in its directory and renamed into place, so an error leaves it as it was; jsonl_path
+ * may not be the database itself (by device and inode: another name or a link is caught) nor
+ * any other SQLite file. */
 KILN_API enum kiln_status kiln_records_export(kiln_ctx *ctx, const char *db_path,
                                               const char *jsonl_path);
-/* Adds the records of a JSON-lines file (records already present are skipped). */
+/* Adds the records of a JSON-lines file (records already present are skipped), in one
+ * transaction, in time linear in its lines. Every line is checked (tuner/README.md); a bad one
+ * is not imported and bad(ud, line, why) is called for it (bad may be NULL). The good lines are
+ * imported in any case; if any line was bad the call returns KILN_ERR_INVALID, the error
+ * located at jsonl_path and the first bad line. *added (may be NULL) counts the records
+ * added. */
 KILN_API enum kiln_status kiln_records_import(kiln_ctx *ctx, const char *db_path,
-                                              const char *jsonl_path, uint32_t *added);
+                                              const char *jsonl_path, uint32_t *added,
+                                              void (*bad)(void *ud, uint32_t line, const char *why),
+                                              void *ud);
 
 /* ---- kernel architecture search (kas/, kas/README.md) ----
  * Samples new kernels that can replace a convolution at every placeholder given (one design

@@ -3,8 +3,11 @@
 #include "tuner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum kiln_status
 kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_params *p)
@@ -59,8 +62,9 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
 }
 
 enum kiln_status
-kiln_graph_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const char *db_path,
-                          const char *target, const char **json, uint32_t *ntuned, uint32_t *ntasks)
+kiln_graph_tuned_tasks(kiln_ctx *ctx, const struct kiln_graph *g, const char *db_path,
+                       const char *target, const char **json, const struct kiln_tuned_task **tasks,
+                       uint32_t *ntasks)
 {
     *json = NULL;
     if (!kiln_ok(ctx))
@@ -68,22 +72,37 @@ kiln_graph_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const char 
     struct kiln_target t;
     KILN_TRY(kiln_cg_target_parse(ctx, target ? target : "llvm", &t));
     struct kiln_db *db;
-    KILN_TRY(kiln_db_open(ctx, db_path, &db));
-    struct kiln_schedule s = {0};
-    uint32_t             nt = 0;
-    enum kiln_status     st = kiln_tuned_schedule(ctx, g, db, kiln_cg_target_str(ctx, &t), &s, &nt);
+    KILN_TRY(kiln_db_open_readonly(ctx, db_path, &db));
+    struct kiln_schedule    s = {0};
+    uint32_t                nt = 0, n = 0;
+    struct kiln_tuned_task *info = NULL;
+    enum kiln_status        st =
+        kiln_tuned_schedule_tasks(ctx, g, db, kiln_cg_target_str(ctx, &t), &s, &nt, &info, &n);
     kiln_db_close(db);
     KILN_TRY(st);
     struct kiln_buf b = {0};
     KILN_TRY(kiln_sched_to_json(ctx, &s, &b));
     *json = b.data;
+    if (tasks)
+        *tasks = info;
+    if (ntasks)
+        *ntasks = n;
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_graph_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const char *db_path,
+                          const char *target, const char **json, uint32_t *ntuned, uint32_t *ntasks)
+{
+    const struct kiln_tuned_task *info;
+    uint32_t                      n = 0, nt = 0;
+    KILN_TRY(kiln_graph_tuned_tasks(ctx, g, db_path, target, json, &info, &n));
+    for (uint32_t i = 0; i < n; i++)
+        nt += info[i].tuned != 0;
     if (ntuned)
         *ntuned = nt;
-    if (ntasks) {
-        struct kiln_tasks tasks;
-        KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
-        *ntasks = tasks.n;
-    }
+    if (ntasks)
+        *ntasks = n;
     return KILN_OK;
 }
 
@@ -137,33 +156,26 @@ summary_set_best(struct summary *e, const struct kiln_record *r)
 }
 
 static bool
-list_one(void *ud, const struct kiln_record *r)
+list_one(void *ud, const struct kiln_db_task *t)
 {
-    struct lister  *L = ud;
-    struct summary *e = NULL;
-    for (uint32_t i = 0; i < L->n && !e; i++)
-        if (!strcmp(L->s[i].workload, r->workload) && !strcmp(L->s[i].target, r->target))
-            e = &L->s[i];
-    if (!e) {
-        if (L->n == L->cap) {
-            uint32_t        ncap = L->cap ? L->cap * 2 : 16;
-            struct summary *ns = realloc(L->s, sizeof *ns * ncap);
-            if (!ns) {
-                L->oom = true;
-                return false;
-            }
-            L->s = ns;
-            L->cap = ncap;
+    struct lister *L = ud;
+    if (L->n == L->cap) {
+        uint32_t        ncap = L->cap ? L->cap * 2 : 16;
+        struct summary *ns = realloc(L->s, sizeof *ns * ncap);
+        if (!ns) {
+            L->oom = true;
+            return false;
         }
-        e = &L->s[L->n++];
-        memset(e, 0, sizeof *e);
-        e->workload = dup_or_empty(r->workload);
-        e->target = dup_or_empty(r->target);
-        e->s.flops = r->flops;
+        L->s = ns;
+        L->cap = ncap;
     }
-    e->s.records++;
-    if (r->error != KILN_MEASURE_OK)
-        e->s.errors++;
+    struct summary *e = &L->s[L->n++];
+    memset(e, 0, sizeof *e);
+    e->workload = dup_or_empty(t->workload);
+    e->target = dup_or_empty(t->target);
+    e->s.flops = t->flops;
+    e->s.records = t->records;
+    e->s.errors = t->errors;
     return true;
 }
 
@@ -174,9 +186,9 @@ kiln_records_list(kiln_ctx *ctx, const char                                     
     if (!kiln_ok(ctx))
         return ctx->err.status;
     struct kiln_db *db;
-    KILN_TRY(kiln_db_open(ctx, db_path, &db));
+    KILN_TRY(kiln_db_open_readonly(ctx, db_path, &db));
     struct lister    L = {0};
-    enum kiln_status st = kiln_db_each(db, NULL, NULL, list_one, &L);
+    enum kiln_status st = kiln_db_each_task(db, list_one, &L);
     if (st == KILN_OK && L.oom)
         st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "records", "out of memory listing records");
     for (uint32_t i = 0; i < L.n; i++) {
@@ -197,7 +209,7 @@ kiln_records_list(kiln_ctx *ctx, const char                                     
         e->s.strategy = e->strategy;
         e->s.machine = e->machine;
         e->s.version = e->version;
-        if (st == KILN_OK)
+        if (st == KILN_OK && !L.oom && e->workload && e->target)
             fn(ud, &e->s);
         free(e->workload);
         free(e->target);
@@ -210,58 +222,180 @@ kiln_records_list(kiln_ctx *ctx, const char                                     
     return st;
 }
 
+/* ---- export and import: never onto the database ---- */
+
+static bool
+same_file(const struct stat *a, const char *path)
+{
+    struct stat b;
+    return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
+}
+
+/* Whether path (which exists: *sb) is the database db_path or one of its journal files. */
+static bool
+is_database(kiln_ctx *ctx, const char *db_path, const struct stat *sb)
+{
+    if (same_file(sb, db_path))
+        return true;
+    static const char *const suffix[] = {"-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        const char *p = kiln_arena_printf(ctx, "%s%s", db_path, suffix[i]);
+        if (p && same_file(sb, p))
+            return true;
+    }
+    return false;
+}
+
+static bool
+is_sqlite_file(const char *path)
+{
+    char  head[16];
+    FILE *f = fopen(path, "rb");
+    bool  yes = f && fread(head, 1, sizeof head, f) == sizeof head
+               && !memcmp(head, "SQLite format 3", sizeof head);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* Creates a new file next to path (same directory, so a rename is atomic) with the mode a new
+ * file gets (0666 less the umask). */
+static int
+create_temp(const char *path, char *tmp, size_t size)
+{
+    static unsigned counter;
+    const char     *slash = strrchr(path, '/');
+    int             dirlen = slash ? (int)(slash - path + 1) : 0;
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        if ((size_t)snprintf(tmp, size, "%.*s.%s.%ld.%u.tmp", dirlen, path,
+                             slash ? slash + 1 : path, (long)getpid(), c)
+            >= size)
+            return -1;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
 enum kiln_status
 kiln_records_export(kiln_ctx *ctx, const char *db_path, const char *jsonl_path)
 {
     if (!kiln_ok(ctx))
         return ctx->err.status;
-    FILE *f = fopen(jsonl_path, "w");
-    if (!f)
-        return KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot write %s: %s", jsonl_path,
-                         strerror(errno));
-    struct kiln_db  *db;
-    enum kiln_status st = kiln_db_open(ctx, db_path, &db);
-    if (st == KILN_OK) {
-        st = kiln_db_export_jsonl(db, f);
+    if (!jsonl_path || !*jsonl_path)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "no file to export to");
+    struct kiln_db *db;
+    KILN_TRY(kiln_db_open_readonly(ctx, db_path, &db));
+    struct stat sb;
+    bool        exists = stat(jsonl_path, &sb) == 0;
+    if (exists && is_database(ctx, db_path, &sb)) {
         kiln_db_close(db);
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "records",
+                         "refusing to export %s onto itself: %s is the database", db_path,
+                         jsonl_path);
     }
-    if (fclose(f) && st == KILN_OK)
+    if (exists && S_ISREG(sb.st_mode) && is_sqlite_file(jsonl_path)) {
+        kiln_db_close(db);
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "records",
+                         "refusing to overwrite %s: it is an SQLite database, and an export is "
+                         "JSON lines",
+                         jsonl_path);
+    }
+    /* a regular file (or a new one) is replaced whole by a rename; a link is followed, so the
+     * file it points to is replaced and the link kept; a device or a pipe is written to */
+    const char *dest = jsonl_path;
+    char       *real = NULL;
+    if (exists && S_ISREG(sb.st_mode) && (real = realpath(jsonl_path, NULL)) != NULL)
+        dest = real;
+    bool  direct = exists && !S_ISREG(sb.st_mode);
+    char  tmp[4096];
+    int   fd = direct ? open(dest, O_WRONLY | O_CLOEXEC) : create_temp(dest, tmp, sizeof tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    enum kiln_status st = KILN_OK;
+    if (!f) {
         st = KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot write %s: %s", jsonl_path,
                        strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    } else {
+        st = kiln_db_export_jsonl(db, f);
+        if (st == KILN_OK && !direct && fsync(fileno(f)) != 0)
+            st = KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot write %s: %s", jsonl_path,
+                           strerror(errno));
+        if (fclose(f) && st == KILN_OK)
+            st = KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot write %s: %s", jsonl_path,
+                           strerror(errno));
+    }
+    kiln_db_close(db);
+    if (!direct && fd >= 0) {
+        if (st == KILN_OK && rename(tmp, dest) != 0)
+            st = KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot write %s: %s", jsonl_path,
+                           strerror(errno));
+        if (st != KILN_OK)
+            unlink(tmp);
+    }
+    free(real);
     return st;
 }
 
+/* An import's input is read whole: a larger file (or an endless one, /dev/zero) is refused. */
+#define KILN_IMPORT_MAX_BYTES ((size_t)1 << 30)
+
 enum kiln_status
-kiln_records_import(kiln_ctx *ctx, const char *db_path, const char *jsonl_path, uint32_t *added)
+kiln_records_import(kiln_ctx *ctx, const char *db_path, const char *jsonl_path, uint32_t *added,
+                    void (*bad)(void *ud, uint32_t line, const char *why), void *ud)
 {
+    if (added)
+        *added = 0;
     if (!kiln_ok(ctx))
         return ctx->err.status;
     FILE *f = fopen(jsonl_path, "rb");
     if (!f)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot read %s: %s", jsonl_path,
                          strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && is_database(ctx, db_path, &sb)) {
+        fclose(f);
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "records",
+                         "refusing to import %s into itself: %s is the database", db_path,
+                         jsonl_path);
+    }
     size_t cap = 1 << 16, n = 0;
     char  *buf = malloc(cap);
+    bool   big = false;
     while (buf) {
         size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;
         if (r == 0)
             break;
         if (n + 1 >= cap) {
+            if (cap >= KILN_IMPORT_MAX_BYTES) {
+                big = true;
+                break;
+            }
             char *nb = realloc(buf, cap *= 2);
             if (!nb)
                 free(buf);
             buf = nb;
         }
     }
+    bool rerr = ferror(f) != 0;
     fclose(f);
     if (!buf)
         return KILN_FAIL(ctx, KILN_ERR_NOMEM, "records", "out of memory reading %s", jsonl_path);
+    if (big || rerr) {
+        free(buf);
+        return big ? KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "%s is larger than 1 GiB",
+                               jsonl_path)
+                   : KILN_FAIL(ctx, KILN_ERR_INVALID, "records", "cannot read %s", jsonl_path);
+    }
     buf[n] = 0;
     struct kiln_db  *db;
     enum kiln_status st = kiln_db_open(ctx, db_path, &db);
     if (st == KILN_OK) {
-        st = kiln_db_import_jsonl(db, buf, n, added);
+        st = kiln_db_import_jsonl(db, jsonl_path, buf, n, bad, ud, added);
         kiln_db_close(db);
     }
     free(buf);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,9 +29,11 @@
 struct kiln_db {
     kiln_ctx     *ctx;
     sqlite3      *db;
-    sqlite3_stmt *insert, *exists;
+    sqlite3_stmt *insert;
     const char   *path;
     const char   *machine;
+    bool          readonly;
+    bool          empty; /* read-only open of an SQLite file without tables: no records */
 };
 
 static const char schema_sql[] =
@@ -46,6 +49,8 @@ static const char schema_sql[] =
 #define RECORD_COLS                                                                            \
     "workload, target, schedule, prog, time_s, stddev_s, error, error_msg, version, machine, " \
     "timestamp, flops, strategy"
+/* what read_row reads: the row id, then RECORD_COLS */
+#define SELECT_COLS "id, " RECORD_COLS
 
 static enum kiln_status
 sql_fail(struct kiln_db *d, const char *what)
@@ -110,33 +115,64 @@ kiln_machine_desc(kiln_ctx *ctx)
     return kiln_arena_printf(ctx, "%s %s %ld cores", u.machine, model, cores > 0 ? cores : 1);
 }
 
-/* Checks the file's identity and creates the schema in a new one. */
+/* Reads the identity: *app the application id, *ntables the number of schema objects. */
 static enum kiln_status
-check_schema(struct kiln_db *d)
+read_identity(struct kiln_db *d, int64_t *app, int64_t *ntables)
 {
-    int64_t app = 0, ntables = 0, version = 0;
-    int     rc;
-    if (!query_int(d, "PRAGMA application_id", &app, &rc)) {
+    int rc;
+    if (!query_int(d, "PRAGMA application_id", app, &rc)) {
         if (rc == SQLITE_NOTADB)
             return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
                              "%s is not a kiln records database (not an SQLite file)", d->path);
         return sql_fail(d, "reading its header");
     }
-    if (!query_int(d, "SELECT count(*) FROM sqlite_master", &ntables, &rc))
+    if (!query_int(d, "SELECT count(*) FROM sqlite_master", ntables, &rc))
         return sql_fail(d, "reading its tables");
-    if (app == 0 && ntables == 0) {
-        KILN_TRY(exec(d, "PRAGMA journal_mode=WAL"));
+    return KILN_OK;
+}
+
+/* Creates the schema in a new file. Several processes may open the same new file at once: the
+ * check and the creation are one IMMEDIATE transaction (the busy timeout makes the others wait
+ * for it), and whoever comes second finds the schema there. application_id is written in the
+ * same transaction, so a file with it set always has the whole schema. */
+static enum kiln_status
+create_schema(struct kiln_db *d)
+{
+    KILN_TRY(exec(d, "BEGIN IMMEDIATE"));
+    int64_t          app = 0, ntables = 0;
+    enum kiln_status st = read_identity(d, &app, &ntables);
+    if (st == KILN_OK && app == 0 && ntables == 0) {
         char sql[sizeof schema_sql + 128];
-        snprintf(sql, sizeof sql, "BEGIN IMMEDIATE;%sINSERT INTO kiln_schema VALUES(%d);COMMIT;",
-                 schema_sql, KILN_DB_SCHEMA_VERSION);
-        enum kiln_status st = exec(d, sql);
-        if (st != KILN_OK) {
-            sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
-            return st;
+        snprintf(sql, sizeof sql, "%sINSERT INTO kiln_schema VALUES(%d);PRAGMA application_id=%d;",
+                 schema_sql, KILN_DB_SCHEMA_VERSION, KILN_DB_APP_ID);
+        st = exec(d, sql);
+    }
+    if (st == KILN_OK)
+        st = exec(d, "COMMIT");
+    if (st != KILN_OK)
+        sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+/* Checks the file's identity, creating the schema in a new one (unless read-only). */
+static enum kiln_status
+check_schema(struct kiln_db *d)
+{
+    int64_t app = 0, ntables = 0, version = 0;
+    int     rc;
+    /* one snapshot: between two reads outside a transaction, another process may create the
+     * schema, and the file would seem to have tables but no kiln identity */
+    KILN_TRY(exec(d, "BEGIN"));
+    enum kiln_status st = read_identity(d, &app, &ntables);
+    sqlite3_exec(d->db, "COMMIT", NULL, NULL, NULL);
+    KILN_TRY(st);
+    if (app == 0 && ntables == 0) {
+        if (d->readonly) {
+            d->empty = true;
+            return KILN_OK;
         }
-        /* application_id last: a file with it set always has the whole schema */
-        snprintf(sql, sizeof sql, "PRAGMA application_id=%d", KILN_DB_APP_ID);
-        return exec(d, sql);
+        KILN_TRY(create_schema(d));
+        KILN_TRY(read_identity(d, &app, &ntables));
     }
     if (app != KILN_DB_APP_ID)
         return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
@@ -149,6 +185,10 @@ check_schema(struct kiln_db *d)
                          "%s has records schema version %lld; this kiln (%s) reads version %d: "
                          "use a newer kiln",
                          d->path, (long long)version, KILN_VERSION, KILN_DB_SCHEMA_VERSION);
+    if (d->readonly)
+        return KILN_OK;
+    /* WAL cannot be entered inside a transaction; another process holding the file makes this
+     * wait (busy timeout), and a file already in WAL mode stays there */
     return exec(d, "PRAGMA journal_mode=WAL");
 }
 
@@ -158,31 +198,79 @@ kiln_db_close(struct kiln_db *d)
     if (!d)
         return;
     sqlite3_finalize(d->insert);
-    sqlite3_finalize(d->exists);
     sqlite3_close(d->db);
     kiln_mem_free(d->ctx, d, sizeof *d);
 }
 
-enum kiln_status
-kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out)
+static bool
+file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Opens path for reading. Where the file can be written it is opened read-write (without
+ * creating it; nothing is written but the WAL checkpoint SQLite makes when the last connection
+ * closes, which removes the -wal and -shm files), else read-only. A WAL database in a directory the
+ * caller cannot write, whose -shm file is missing, cannot be opened by SQLite's normal route (it
+ * needs to create that file); without a -wal file there is nothing uncommitted to read, and nobody
+ * can be writing (a writer would need the -wal file too), so the file is then opened as immutable.
+ */
+static int
+open_readonly(struct kiln_db *d, const char *path)
+{
+    int rc = sqlite3_open_v2(
+        path, &d->db, access(path, W_OK) == 0 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY, NULL);
+    if (rc == SQLITE_OK) {
+        int64_t app;
+        if (query_int(d, "PRAGMA application_id", &app, &rc)
+            || ((rc & 0xff) != SQLITE_CANTOPEN && (rc & 0xff) != SQLITE_READONLY))
+            return SQLITE_OK;
+    }
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (strlen(path) + 5 > sizeof wal || file_exists(wal))
+        return rc;
+    /* a URI: file:PATH?immutable=1, with the characters URIs reserve escaped */
+    struct kiln_buf uri = {0};
+    bool            ok = kiln_buf_puts(d->ctx, &uri, "file:");
+    for (const char *c = path; ok && *c; c++)
+        ok = strchr("%?#", *c) ? kiln_buf_printf(d->ctx, &uri, "%%%02X", (unsigned char)*c)
+                               : kiln_buf_printf(d->ctx, &uri, "%c", *c);
+    ok = ok && kiln_buf_puts(d->ctx, &uri, "?immutable=1");
+    if (!ok)
+        return SQLITE_NOMEM;
+    sqlite3_close(d->db);
+    d->db = NULL;
+    return sqlite3_open_v2(uri.data, &d->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+}
+
+static enum kiln_status
+db_open(kiln_ctx *ctx, const char *path, bool readonly, struct kiln_db **out)
 {
     *out = NULL;
     if (!kiln_ok(ctx))
         return ctx->err.status;
     if (!path || !*path)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "db", "no records database path given");
+    if (readonly && !file_exists(path))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "db", "cannot open the records database %s: %s",
+                         path, strerror(errno));
     struct kiln_db *d = kiln_mem_realloc(ctx, NULL, 0, sizeof *d);
     if (!d)
         return KILN_FAIL(ctx, KILN_ERR_NOMEM, "db", "out of memory");
     memset(d, 0, sizeof *d);
     d->ctx = ctx;
+    d->readonly = readonly;
     d->path = kiln_arena_strdup(ctx, path);
     d->machine = kiln_machine_desc(ctx);
     if (!d->path || !d->machine) {
         kiln_db_close(d);
         return ctx->err.status;
     }
-    int rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int              rc = readonly
+                              ? open_readonly(d, path)
+                              : sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     enum kiln_status st = KILN_OK;
     if (rc != SQLITE_OK)
         st = KILN_FAIL(ctx, KILN_ERR_INVALID, "db", "cannot open the records database %s: %s", path,
@@ -191,18 +279,13 @@ kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out)
         sqlite3_busy_timeout(d->db, 10000); /* tuners sharing a file wait for each other */
         st = check_schema(d);
     }
-    if (st == KILN_OK)
+    if (st == KILN_OK && !readonly)
         st = exec(d, "PRAGMA synchronous=NORMAL");
-    if (st == KILN_OK
-        && (sqlite3_prepare_v2(
-                d->db, "INSERT INTO records(" RECORD_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1,
-                &d->insert, NULL)
-                != SQLITE_OK
-            || sqlite3_prepare_v2(d->db,
-                                  "SELECT 1 FROM records WHERE workload=? AND target=? AND "
-                                  "schedule=? AND time_s=? AND timestamp=? LIMIT 1",
-                                  -1, &d->exists, NULL)
-                   != SQLITE_OK))
+    if (st == KILN_OK && !readonly
+        && sqlite3_prepare_v2(
+               d->db, "INSERT INTO records(" RECORD_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1,
+               &d->insert, NULL)
+               != SQLITE_OK)
         st = sql_fail(d, "preparing statements");
     if (st != KILN_OK) {
         kiln_db_close(d);
@@ -210,6 +293,18 @@ kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out)
     }
     *out = d;
     return KILN_OK;
+}
+
+enum kiln_status
+kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out)
+{
+    return db_open(ctx, path, false, out);
+}
+
+enum kiln_status
+kiln_db_open_readonly(kiln_ctx *ctx, const char *path, struct kiln_db **out)
+{
+    return db_open(ctx, path, true, out);
 }
 
 static void
@@ -226,13 +321,19 @@ kiln_db_add(struct kiln_db *d, const struct kiln_record *r)
 {
     if (!d || !r)
         return KILN_ERR_INVALID;
+    if (d->readonly)
+        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "records database %s: opened read-only",
+                         d->path);
     if (!r->workload || !r->target || !r->schedule)
         return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
-                         "a record needs a workload, a target and a schedule");
+                         "records database %s: a record needs a workload, a target and a schedule",
+                         d->path);
     if (!isfinite(r->time_s) || !isfinite(r->stddev_s) || !isfinite(r->flops))
-        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "a record has a non-finite number");
+        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
+                         "records database %s: a record has a non-finite number", d->path);
     if (r->error >= KILN_MEASURE_COUNT)
-        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "a record has error code %u", r->error);
+        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
+                         "records database %s: a record has error code %u", d->path, r->error);
     sqlite3_stmt *s = d->insert;
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
@@ -256,29 +357,92 @@ kiln_db_add(struct kiln_db *d, const struct kiln_record *r)
     return KILN_OK;
 }
 
-static const char *
-col_text(sqlite3_stmt *s, int i)
+/* ---- reading rows: every column is checked, since the file may be damaged or hand-made ---- */
+
+/* A text column: NULL is allowed only when nullable; a blob or a number is not text, and a
+ * text with a NUL byte inside would be read cut short. */
+static bool
+col_text(sqlite3_stmt *s, int i, bool nullable, const char **out)
 {
-    return (const char *)sqlite3_column_text(s, i);
+    int type = sqlite3_column_type(s, i);
+    *out = NULL;
+    if (type == SQLITE_NULL)
+        return nullable;
+    if (type != SQLITE_TEXT)
+        return false;
+    const char *t = (const char *)sqlite3_column_text(s, i);
+    if (!t || strlen(t) != (size_t)sqlite3_column_bytes(s, i))
+        return false;
+    *out = t;
+    return true;
 }
 
-static void
-read_row(sqlite3_stmt *s, struct kiln_record *r)
+static bool
+col_num(sqlite3_stmt *s, int i, double *out)
 {
-    r->workload = col_text(s, 0);
-    r->target = col_text(s, 1);
-    r->schedule = col_text(s, 2);
-    r->prog = col_text(s, 3);
-    r->time_s = sqlite3_column_double(s, 4);
-    r->stddev_s = sqlite3_column_double(s, 5);
-    int e = sqlite3_column_int(s, 6);
+    int type = sqlite3_column_type(s, i);
+    *out = sqlite3_column_double(s, i);
+    return (type == SQLITE_FLOAT || type == SQLITE_INTEGER) && isfinite(*out) && *out >= 0;
+}
+
+static const char *const col_name[] = {"id",      "workload",  "target", "schedule",  "prog",
+                                       "time_s",  "stddev_s",  "error",  "error_msg", "version",
+                                       "machine", "timestamp", "flops",  "strategy"};
+
+/* Reads a row of SELECT_COLS (from column base on) into r; on a malformed column returns false
+ * with *bad naming it (a static string). Strings are valid until the statement steps. */
+static bool
+read_row(sqlite3_stmt *s, struct kiln_record *r, const char **bad)
+{
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(s, 0);
+    int k = -1;
+    if (sqlite3_column_type(s, 0) != SQLITE_INTEGER)
+        k = 0;
+    else if (!col_text(s, 1, false, &r->workload))
+        k = 1;
+    else if (!col_text(s, 2, false, &r->target))
+        k = 2;
+    else if (!col_text(s, 3, false, &r->schedule))
+        k = 3;
+    else if (!col_text(s, 4, true, &r->prog))
+        k = 4;
+    else if (!col_num(s, 5, &r->time_s))
+        k = 5;
+    else if (!col_num(s, 6, &r->stddev_s))
+        k = 6;
+    else if (sqlite3_column_type(s, 7) != SQLITE_INTEGER)
+        k = 7;
+    else if (!col_text(s, 8, true, &r->error_msg))
+        k = 8;
+    else if (!col_text(s, 9, false, &r->version))
+        k = 9;
+    else if (!col_text(s, 10, false, &r->machine))
+        k = 10;
+    else if (sqlite3_column_type(s, 11) != SQLITE_INTEGER)
+        k = 11;
+    else if (!col_num(s, 12, &r->flops))
+        k = 12;
+    else if (!col_text(s, 13, false, &r->strategy))
+        k = 13;
+    if (k >= 0) {
+        *bad = col_name[k];
+        return false;
+    }
+    /* an error kind this version does not know (a newer kiln's) reads as a runtime error */
+    int64_t e = sqlite3_column_int64(s, 7);
     r->error = (uint8_t)(e >= 0 && e < KILN_MEASURE_COUNT ? e : KILN_MEASURE_RUNTIME);
-    r->error_msg = col_text(s, 7);
-    r->version = col_text(s, 8);
-    r->machine = col_text(s, 9);
-    r->timestamp = sqlite3_column_int64(s, 10);
-    r->flops = sqlite3_column_double(s, 11);
-    r->strategy = col_text(s, 12);
+    r->timestamp = sqlite3_column_int64(s, 11);
+    return true;
+}
+
+static enum kiln_status
+bad_row(struct kiln_db *d, int64_t id, const char *col)
+{
+    return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
+                     "records database %s: row %lld is damaged: column %s is missing or of the "
+                     "wrong type",
+                     d->path, (long long)id, col);
 }
 
 static char *
@@ -287,47 +451,82 @@ dup_or_null(kiln_ctx *ctx, const char *s)
     return s ? kiln_arena_strdup(ctx, s) : NULL;
 }
 
+/* a schedule's time is the mean of its measurements, and one that ever failed is out; the
+ * schedules a final selection re-measured rank before those it did not (one measured once may
+ * be a lucky time the final rounds never tested) */
+static const char ranked_sql[] =
+    "SELECT " SELECT_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
+    "AVG(time_s) AS mt, MAX(strategy='final') AS fin FROM records "
+    "WHERE workload=?1 AND target=?2 GROUP BY schedule "
+    "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
+    "ORDER BY fin DESC, mt, fid";
+
+enum kiln_status
+kiln_db_each_ranked(struct kiln_db *d, const char *workload, const char *target,
+                    bool (*fn)(void *ud, const struct kiln_record *r, const char *bad), void *ud)
+{
+    if (!d || !workload || !target || !fn)
+        return KILN_ERR_INVALID;
+    if (d->empty)
+        return KILN_OK;
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(d->db, ranked_sql, -1, &s, NULL) != SQLITE_OK)
+        return sql_fail(d, "ranking records");
+    bind_text(s, 1, workload);
+    bind_text(s, 2, target);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct kiln_record r;
+        const char        *col = NULL;
+        char               why[160] = "";
+        if (!read_row(s, &r, &col))
+            snprintf(why, sizeof why, "row %lld is damaged (column %s)", (long long)r.id, col);
+        else
+            r.time_s = sqlite3_column_double(s, 14);
+        if (!fn(ud, &r, col ? why : NULL)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? KILN_OK : sql_fail(d, "ranking records");
+}
+
+struct best_state {
+    struct kiln_db     *d;
+    struct kiln_record *out;
+    bool                found;
+};
+
+static bool
+best_one(void *ud, const struct kiln_record *r, const char *bad)
+{
+    struct best_state *b = ud;
+    kiln_ctx          *ctx = b->d->ctx;
+    if (bad) {
+        KILN_FAIL(ctx, KILN_ERR_INVALID, "db", "records database %s: %s", b->d->path, bad);
+        return false;
+    }
+    *b->out = *r;
+    b->out->workload = dup_or_null(ctx, r->workload);
+    b->out->target = dup_or_null(ctx, r->target);
+    b->out->schedule = dup_or_null(ctx, r->schedule);
+    b->out->prog = dup_or_null(ctx, r->prog);
+    b->out->error_msg = dup_or_null(ctx, r->error_msg);
+    b->out->version = dup_or_null(ctx, r->version);
+    b->out->machine = dup_or_null(ctx, r->machine);
+    b->out->strategy = dup_or_null(ctx, r->strategy);
+    b->found = kiln_ok(ctx);
+    return false;
+}
+
 bool
 kiln_db_best(struct kiln_db *d, const char *workload, const char *target, struct kiln_record *out)
 {
     if (!d || !workload || !target || !out)
         return false;
-    sqlite3_stmt *s;
-    /* a schedule's time is the mean of its measurements, and one that ever failed is out; the
-     * schedules a final selection re-measured rank before those it did not (one measured once
-     * may be a lucky time the final rounds never tested) */
-    if (sqlite3_prepare_v2(d->db,
-                           "SELECT " RECORD_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
-                           "AVG(time_s) AS mt, MAX(strategy='final') AS fin FROM records "
-                           "WHERE workload=?1 AND target=?2 GROUP BY schedule "
-                           "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
-                           "ORDER BY fin DESC, mt, fid LIMIT 1",
-                           -1, &s, NULL)
-        != SQLITE_OK) {
-        sql_fail(d, "finding the best record");
-        return false;
-    }
-    bind_text(s, 1, workload);
-    bind_text(s, 2, target);
-    bool found = sqlite3_step(s) == SQLITE_ROW;
-    if (found) {
-        struct kiln_record r;
-        read_row(s, &r);
-        r.time_s = sqlite3_column_double(s, 13);
-        kiln_ctx *ctx = d->ctx;
-        *out = r;
-        out->workload = dup_or_null(ctx, r.workload);
-        out->target = dup_or_null(ctx, r.target);
-        out->schedule = dup_or_null(ctx, r.schedule);
-        out->prog = dup_or_null(ctx, r.prog);
-        out->error_msg = dup_or_null(ctx, r.error_msg);
-        out->version = dup_or_null(ctx, r.version);
-        out->machine = dup_or_null(ctx, r.machine);
-        out->strategy = dup_or_null(ctx, r.strategy);
-        found = kiln_ok(ctx);
-    }
-    sqlite3_finalize(s);
-    return found;
+    struct best_state b = {d, out, false};
+    return kiln_db_each_ranked(d, workload, target, best_one, &b) == KILN_OK && b.found;
 }
 
 enum kiln_status
@@ -336,43 +535,98 @@ kiln_db_each(struct kiln_db *d, const char *workload, const char *target,
 {
     if (!d || !fn)
         return KILN_ERR_INVALID;
+    if (d->empty)
+        return KILN_OK;
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(d->db,
-                           "SELECT " RECORD_COLS " FROM records WHERE (?1 IS NULL OR workload=?1) "
+                           "SELECT " SELECT_COLS " FROM records WHERE (?1 IS NULL OR workload=?1) "
                            "AND (?2 IS NULL OR target=?2) ORDER BY id",
                            -1, &s, NULL)
         != SQLITE_OK)
         return sql_fail(d, "reading records");
     bind_text(s, 1, workload);
     bind_text(s, 2, target);
-    int rc;
+    int              rc;
+    enum kiln_status st = KILN_OK;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         struct kiln_record r;
-        read_row(s, &r);
-        if (!fn(ud, &r)) {
-            rc = SQLITE_DONE;
+        const char        *col;
+        if (!read_row(s, &r, &col)) {
+            st = bad_row(d, r.id, col);
             break;
         }
+        if (!fn(ud, &r))
+            break;
     }
     sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? KILN_OK : sql_fail(d, "reading records");
+    if (st == KILN_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        st = sql_fail(d, "reading records");
+    return st;
+}
+
+enum kiln_status
+kiln_db_each_task(struct kiln_db *d, bool (*fn)(void *ud, const struct kiln_db_task *t), void *ud)
+{
+    if (!d || !fn)
+        return KILN_ERR_INVALID;
+    if (d->empty)
+        return KILN_OK;
+    sqlite3_stmt *s;
+    /* flops is a bare column next to MIN(id): SQLite takes it from the first record */
+    if (sqlite3_prepare_v2(d->db,
+                           "SELECT workload, target, flops, MIN(id), count(*), "
+                           "sum(error<>0) FROM records GROUP BY workload, target ORDER BY MIN(id)",
+                           -1, &s, NULL)
+        != SQLITE_OK)
+        return sql_fail(d, "listing records");
+    int              rc;
+    enum kiln_status st = KILN_OK;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct kiln_db_task t = {0};
+        int64_t             id = sqlite3_column_int64(s, 3);
+        const char         *col = NULL;
+        if (!col_text(s, 0, false, &t.workload))
+            col = "workload";
+        else if (!col_text(s, 1, false, &t.target))
+            col = "target";
+        else if (!col_num(s, 2, &t.flops))
+            col = "flops";
+        if (col) {
+            st = bad_row(d, id, col);
+            break;
+        }
+        t.records = (uint32_t)sqlite3_column_int64(s, 4);
+        t.errors = (uint32_t)sqlite3_column_int64(s, 5);
+        if (!fn(ud, &t))
+            break;
+    }
+    sqlite3_finalize(s);
+    if (st == KILN_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        st = sql_fail(d, "listing records");
+    return st;
 }
 
 uint32_t
 kiln_db_count(struct kiln_db *d, const char *workload, const char *target)
 {
-    if (!d)
+    if (!d || d->empty)
         return 0;
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(d->db,
                            "SELECT count(*) FROM records WHERE (?1 IS NULL OR workload=?1) AND "
                            "(?2 IS NULL OR target=?2)",
                            -1, &s, NULL)
-        != SQLITE_OK)
+        != SQLITE_OK) {
+        sql_fail(d, "counting records");
         return 0;
+    }
     bind_text(s, 1, workload);
     bind_text(s, 2, target);
-    uint32_t n = sqlite3_step(s) == SQLITE_ROW ? (uint32_t)sqlite3_column_int64(s, 0) : 0;
+    uint32_t n = 0;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = (uint32_t)sqlite3_column_int64(s, 0);
+    else
+        sql_fail(d, "counting records");
     sqlite3_finalize(s);
     return n;
 }
@@ -449,151 +703,252 @@ kiln_db_export_jsonl(struct kiln_db *d, FILE *out)
     return e.st;
 }
 
-static enum kiln_status KILN_PRINTF(3, 4)
-    line_fail(struct kiln_db *d, uint32_t line, const char *fmt, ...)
-{
-    char    what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    enum kiln_status st =
-        KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "records line %u: %s", line, what);
-    kiln_error_set_loc(d->ctx, NULL, line, 1);
-    return st;
-}
+/* ---- import: every line is checked before it is added ---- */
 
-/* Field of a record line: a string (or null when nullable). */
-static enum kiln_status
-get_str(struct kiln_db *d, uint32_t line, const cJSON *o, const char *key, bool nullable,
-        const char **out)
+enum {
+    F_WORKLOAD,
+    F_TARGET,
+    F_SCHEDULE,
+    F_PROG,
+    F_TIME,
+    F_STDDEV,
+    F_ERROR,
+    F_ERROR_MSG,
+    F_VERSION,
+    F_MACHINE,
+    F_TIMESTAMP,
+    F_FLOPS,
+    F_STRATEGY,
+    F_COUNT
+};
+static const char *const field_name[F_COUNT] = {
+    "workload",  "target",  "schedule", "prog",      "time_s", "stddev_s", "error",
+    "error_msg", "version", "machine",  "timestamp", "flops",  "strategy"};
+/* prog and error_msg may be null or left out */
+#define F_NULLABLE ((1u << F_PROG) | (1u << F_ERROR_MSG))
+#define F_NUMBER   ((1u << F_TIME) | (1u << F_STDDEV) | (1u << F_TIMESTAMP) | (1u << F_FLOPS))
+
+/* The JSON text of a line has no NUL byte and no \u0000 escape (cJSON would cut the string
+ * there, and the record would not be what the line says). */
+static const char *
+check_raw(const char *text, size_t len)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    *out = NULL;
-    if (v && cJSON_IsString(v)) {
-        *out = v->valuestring;
-        return KILN_OK;
+    if (memchr(text, 0, len))
+        return "the line contains a NUL byte";
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (text[i] != '\\')
+            continue;
+        if (text[i + 1] == 'u' && i + 6 <= len && !memcmp(text + i + 2, "0000", 4))
+            return "a string contains \\u0000";
+        i++; /* the escaped character */
     }
-    if (nullable && (!v || cJSON_IsNull(v)))
-        return KILN_OK;
-    return line_fail(d, line, v ? "field \"%s\" is not a string" : "missing field \"%s\"", key);
+    return NULL;
 }
 
-static enum kiln_status
-get_num(struct kiln_db *d, uint32_t line, const cJSON *o, const char *key, double *out)
+static bool
+is_key(const char *s)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || !cJSON_IsNumber(v))
-        return line_fail(d, line, v ? "field \"%s\" is not a number" : "missing field \"%s\"", key);
-    *out = v->valuedouble;
-    return KILN_OK;
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == 16;
 }
 
-static enum kiln_status
-import_line(struct kiln_db *d, uint32_t line, const char *text, size_t len, uint32_t *added)
+/* Parses and checks one line into r (strings point into *json, which the caller deletes). On a
+ * bad line returns false with the reason in why. */
+static bool
+parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct kiln_record *r,
+           char *why, size_t nwhy)
 {
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    memset(r, 0, sizeof *r);
+    const char *raw = check_raw(text, len);
+    if (raw) {
+        snprintf(why, nwhy, "%s", raw);
+        return false;
+    }
+    const char *end = NULL;
+    cJSON      *o = *json = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return line_fail(d, line, "%s", "not a JSON object");
+        snprintf(why, nwhy, "not a JSON object");
+        return false;
     }
-    struct kiln_record r = {0};
-    double             ts = 0;
-    const char        *err = NULL;
-    enum kiln_status   st = KILN_OK;
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "workload", false, &r.workload);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "target", false, &r.target);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "schedule", false, &r.schedule);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "prog", true, &r.prog);
-    if (st == KILN_OK)
-        st = get_num(d, line, o, "time_s", &r.time_s);
-    if (st == KILN_OK)
-        st = get_num(d, line, o, "stddev_s", &r.stddev_s);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "error", false, &err);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "error_msg", true, &r.error_msg);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "version", false, &r.version);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "machine", false, &r.machine);
-    if (st == KILN_OK)
-        st = get_num(d, line, o, "timestamp", &ts);
-    if (st == KILN_OK)
-        st = get_num(d, line, o, "flops", &r.flops);
-    if (st == KILN_OK)
-        st = get_str(d, line, o, "strategy", false, &r.strategy);
-    if (st == KILN_OK) {
-        r.error = KILN_MEASURE_COUNT;
-        for (uint8_t e = 0; e < KILN_MEASURE_COUNT; e++)
-            if (!strcmp(err, kiln_measure_error_name[e]))
-                r.error = e;
-        if (r.error == KILN_MEASURE_COUNT)
-            st = line_fail(d, line, "unknown error kind \"%s\"", err);
-    }
-    if (st == KILN_OK && (ts < 1 || ts > 9e15 || ts != (double)(int64_t)ts))
-        st = line_fail(d, line, "%s", "timestamp is not a positive integer");
-    if (st == KILN_OK && (!(r.time_s >= 0) || !(r.stddev_s >= 0)))
-        st = line_fail(d, line, "%s", "negative time");
-    if (st == KILN_OK) {
-        r.timestamp = (int64_t)ts;
-        sqlite3_stmt *s = d->exists;
-        sqlite3_reset(s);
-        bind_text(s, 1, r.workload);
-        bind_text(s, 2, r.target);
-        bind_text(s, 3, r.schedule);
-        sqlite3_bind_double(s, 4, r.time_s);
-        sqlite3_bind_int64(s, 5, r.timestamp);
-        int rc = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (rc == SQLITE_DONE) {
-            st = kiln_db_add(d, &r);
-            *added += st == KILN_OK;
-        } else if (rc != SQLITE_ROW) {
-            st = sql_fail(d, "looking for duplicates");
+    for (const char *c = end; c < text + len; c++)
+        if (*c != ' ' && *c != '\t' && *c != '\r') {
+            snprintf(why, nwhy, "text after the JSON object (at byte %zu)", (size_t)(c - text) + 1);
+            return false;
         }
+    const cJSON *f[F_COUNT] = {0};
+    for (const cJSON *v = o->child; v; v = v->next) {
+        int k = 0;
+        while (k < F_COUNT && strcmp(v->string, field_name[k]))
+            k++;
+        if (k == F_COUNT) {
+            snprintf(why, nwhy, "unknown field \"%.60s\"", v->string);
+            return false;
+        }
+        if (f[k]) {
+            snprintf(why, nwhy, "field \"%s\" appears twice", field_name[k]);
+            return false;
+        }
+        f[k] = v;
     }
-    cJSON_Delete(o);
-    return st;
+    const char **str[F_COUNT] = {
+        [F_WORKLOAD] = &r->workload, [F_TARGET] = &r->target,       [F_SCHEDULE] = &r->schedule,
+        [F_PROG] = &r->prog,         [F_ERROR_MSG] = &r->error_msg, [F_VERSION] = &r->version,
+        [F_MACHINE] = &r->machine,   [F_STRATEGY] = &r->strategy};
+    const char *err = NULL;
+    double      num[F_COUNT] = {0};
+    for (int k = 0; k < F_COUNT; k++) {
+        bool nullable = F_NULLABLE >> k & 1, number = F_NUMBER >> k & 1;
+        if (!f[k] || cJSON_IsNull(f[k])) {
+            if (nullable)
+                continue;
+            snprintf(why, nwhy, f[k] ? "field \"%s\" is null" : "missing field \"%s\"",
+                     field_name[k]);
+            return false;
+        }
+        if (number ? !cJSON_IsNumber(f[k]) : !cJSON_IsString(f[k])) {
+            snprintf(why, nwhy, "field \"%s\" is not a %s", field_name[k],
+                     number ? "number" : "string");
+            return false;
+        }
+        if (number)
+            num[k] = f[k]->valuedouble;
+        else if (k == F_ERROR)
+            err = f[k]->valuestring;
+        else
+            *str[k] = f[k]->valuestring;
+    }
+    r->error = KILN_MEASURE_COUNT;
+    for (uint8_t e = 0; e < KILN_MEASURE_COUNT; e++)
+        if (!strcmp(err, kiln_measure_error_name[e]))
+            r->error = e;
+    r->time_s = num[F_TIME];
+    r->stddev_s = num[F_STDDEV];
+    r->flops = num[F_FLOPS];
+    double ts = num[F_TIMESTAMP];
+    if (!is_key(r->workload))
+        snprintf(why, nwhy, "workload \"%.40s\" is not a task key (16 hex digits)", r->workload);
+    else if (!*r->target)
+        snprintf(why, nwhy, "empty target");
+    else if (r->error == KILN_MEASURE_COUNT)
+        snprintf(why, nwhy, "unknown error kind \"%.40s\"", err);
+    else if (!isfinite(r->time_s) || r->time_s < 0
+             || (r->error == KILN_MEASURE_OK && !(r->time_s > 0)))
+        snprintf(why, nwhy, "time_s %g is not %s", r->time_s,
+                 r->error == KILN_MEASURE_OK ? "positive (and the record has no error)"
+                                             : "zero or positive");
+    else if (!isfinite(r->stddev_s) || r->stddev_s < 0)
+        snprintf(why, nwhy, "stddev_s %g is negative or not finite", r->stddev_s);
+    else if (!isfinite(r->flops) || r->flops < 0)
+        snprintf(why, nwhy, "flops %g is negative or not finite", r->flops);
+    else if (!(ts >= 1 && ts <= 9e15) || ts != (double)(int64_t)ts)
+        snprintf(why, nwhy, "timestamp is not a positive integer");
+    else if ((raw = check_raw(r->schedule, strlen(r->schedule))) != NULL)
+        snprintf(why, nwhy, "schedule: %s", raw);
+    else
+        why[0] = 0;
+    if (why[0])
+        return false;
+    r->timestamp = (int64_t)ts;
+    /* the schedule must parse (whether it fits the task is known only when it is applied) */
+    kiln_ctx            *ctx = d->ctx;
+    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+    struct kiln_schedule sched;
+    if (kiln_sched_from_json(ctx, r->schedule, strlen(r->schedule), &sched) != KILN_OK) {
+        snprintf(why, nwhy, "%.200s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_error_clear(ctx);
+    }
+    kiln_scratch_end(ctx, sc);
+    return !why[0];
 }
 
 enum kiln_status
-kiln_db_import_jsonl(struct kiln_db *d, const char *text, size_t len, uint32_t *added)
+kiln_db_import_jsonl(struct kiln_db *d, const char *file, const char *text, size_t len,
+                     void (*bad)(void *ud, uint32_t line, const char *why), void *ud,
+                     uint32_t *added)
 {
-    uint32_t n = 0;
+    uint32_t n = 0, nbad = 0, first_bad = 0;
+    char     first_why[256] = "";
     if (added)
         *added = 0;
     if (!d || (!text && len))
         return KILN_ERR_INVALID;
+    if (!kiln_ok(d->ctx))
+        return d->ctx->err.status;
+    if (!file)
+        file = "records";
+    /* duplicates are found through an index on the fields that tell records apart, so each
+     * line costs one lookup (an older file gets the index here, once) */
     KILN_TRY(exec(d, "BEGIN IMMEDIATE"));
-    enum kiln_status st = KILN_OK;
-    uint32_t         line = 0;
+    enum kiln_status st = exec(d, "CREATE INDEX IF NOT EXISTS records_dedup ON "
+                                  "records(workload, target, timestamp, time_s)");
+    sqlite3_stmt    *exists = NULL;
+    if (st == KILN_OK
+        && sqlite3_prepare_v2(d->db,
+                              "SELECT 1 FROM records INDEXED BY records_dedup WHERE workload=? "
+                              "AND target=? AND timestamp=? AND time_s=? AND schedule=? LIMIT 1",
+                              -1, &exists, NULL)
+               != SQLITE_OK)
+        st = sql_fail(d, "preparing the import");
+    uint32_t line = 0;
     for (size_t i = 0; i < len && st == KILN_OK;) {
-        size_t end = i;
-        while (end < len && text[end] != '\n')
-            end++;
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t      end = nl ? (size_t)(nl - text) : len;
         line++;
-        size_t e = end;
+        size_t e = end, b = i;
         while (e > i && (text[e - 1] == '\r' || text[e - 1] == ' ' || text[e - 1] == '\t'))
             e--;
-        size_t b = i;
         while (b < e && (text[b] == ' ' || text[b] == '\t'))
             b++;
-        if (b < e)
-            st = import_line(d, line, text + b, e - b, &n);
         i = end + 1;
+        if (b == e)
+            continue; /* a blank line */
+        cJSON             *json = NULL;
+        struct kiln_record r;
+        char               why[256];
+        if (!parse_line(d, text + b, e - b, &json, &r, why, sizeof why)) {
+            cJSON_Delete(json);
+            if (!nbad++) {
+                first_bad = line;
+                snprintf(first_why, sizeof first_why, "%s", why);
+            }
+            if (bad)
+                bad(ud, line, why);
+            continue;
+        }
+        sqlite3_reset(exists);
+        bind_text(exists, 1, r.workload);
+        bind_text(exists, 2, r.target);
+        sqlite3_bind_int64(exists, 3, r.timestamp);
+        sqlite3_bind_double(exists, 4, r.time_s);
+        bind_text(exists, 5, r.schedule);
+        int rc = sqlite3_step(exists);
+        sqlite3_reset(exists);
+        if (rc == SQLITE_DONE) {
+            st = kiln_db_add(d, &r);
+            n += st == KILN_OK;
+        } else if (rc != SQLITE_ROW) {
+            st = sql_fail(d, "looking for duplicates");
+        }
+        cJSON_Delete(json);
     }
+    sqlite3_finalize(exists);
     if (st == KILN_OK)
         st = exec(d, "COMMIT");
     if (st != KILN_OK) {
         sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
-        n = 0;
+        return st;
     }
     if (added)
         *added = n;
+    if (nbad) {
+        const char *f = kiln_arena_strdup(d->ctx, file);
+        st = KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
+                       "%u bad line%s not imported (first: line %u: %s); %u records imported", nbad,
+                       nbad == 1 ? "" : "s", first_bad, first_why, n);
+        kiln_error_set_loc(d->ctx, f, first_bad, 1);
+    }
     return st;
 }

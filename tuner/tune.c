@@ -847,48 +847,144 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
 
 /* ---- applying records ---- */
 
+/* Records of a task tried before it keeps the default schedule: a database full of records
+ * that do not fit costs a bounded number of lowerings. */
+#define KILN_TUNED_MAX_TRIES 100
+
+/* Lowers g under s; on failure *why (ctx-owned) says why. The context's error is cleared. */
 static bool
-lowers(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s)
+lowers(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s, const char **why)
 {
     struct kiln_scratch sc = kiln_scratch_begin(ctx);
     struct kiln_func   *f;
     bool                ok = kiln_lower(ctx, g, s, &f) == KILN_OK;
+    char                msg[sizeof ctx->err.msg] = "";
+    if (!ok)
+        snprintf(msg, sizeof msg, "%s", kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : "");
     kiln_ctx_error_clear(ctx);
     kiln_scratch_end(ctx, sc);
+    if (!ok && why)
+        *why = kiln_arena_strdup(ctx, msg);
     return ok;
+}
+
+/* Applying one task's records, best first, to the schedule built so far. */
+struct apply {
+    kiln_ctx                   *ctx;
+    const struct kiln_graph    *g;
+    const struct kiln_task     *t;
+    const struct kiln_schedule *base;    /* the other tasks' steps so far */
+    struct kiln_schedule        full;    /* base + the first record applying to every occurrence */
+    struct kiln_schedule        partial; /* base + the first applying to some occurrences */
+    struct kiln_tuned_task     *info;
+    int64_t                     partial_id;
+    double                      partial_time;
+    uint32_t                    tries;
+    enum kiln_status            st;
+};
+
+static void
+skip(struct apply *A, const struct kiln_record *r, const char *why)
+{
+    if (!A->info->skipped++)
+        A->info->skip_why = kiln_arena_printf(A->ctx, "record %lld: %s", (long long)r->id, why);
+}
+
+static bool
+apply_one(void *ud, const struct kiln_record *r, const char *bad)
+{
+    struct apply *A = ud;
+    kiln_ctx     *ctx = A->ctx;
+    if (A->tries++ >= KILN_TUNED_MAX_TRIES)
+        return false;
+    if (bad) {
+        skip(A, r, bad);
+        return true;
+    }
+    struct kiln_schedule s = {0};
+    if (kiln_sched_from_json(ctx, r->schedule, strlen(r->schedule), &s) != KILN_OK) {
+        /* a record this version cannot read */
+        const char *why = kiln_arena_printf(ctx, "%s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_error_clear(ctx);
+        skip(A, r, why);
+        return true;
+    }
+    struct kiln_schedule cur = {0};
+    for (uint32_t j = 0; j < A->base->nstep && A->st == KILN_OK; j++)
+        A->st = kiln_sched_push(ctx, &cur, A->base->step[j]);
+    uint32_t    applied = 0;
+    const char *why = NULL;
+    for (uint32_t k = 0; k < A->t->ninst && A->st == KILN_OK; k++) {
+        struct kiln_schedule trial = {0};
+        for (uint32_t j = 0; j < cur.nstep && A->st == KILN_OK; j++)
+            A->st = kiln_sched_push(ctx, &trial, cur.step[j]);
+        if (A->st == KILN_OK)
+            A->st = kiln_task_rename(ctx, A->g, A->t, k, &s, &trial);
+        if (A->st == KILN_OK && lowers(ctx, A->g, &trial, why ? NULL : &why)) {
+            cur = trial;
+            applied++;
+        }
+    }
+    if (A->st != KILN_OK)
+        return false;
+    if (applied == A->t->ninst) {
+        A->full = cur;
+        A->info->tuned = 1;
+        A->info->record = r->id;
+        A->info->time_s = r->time_s;
+        return false;
+    }
+    if (applied && !A->partial_id) {
+        A->partial = cur;
+        A->partial_id = r->id;
+        A->partial_time = r->time_s;
+    }
+    skip(A, r,
+         kiln_arena_printf(ctx, "does not fit %u of %u occurrences: %s", A->t->ninst - applied,
+                           A->t->ninst, why ? why : ""));
+    return true;
+}
+
+enum kiln_status
+kiln_tuned_schedule_tasks(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
+                          const char *target, struct kiln_schedule *out, uint32_t *ntuned,
+                          struct kiln_tuned_task **info, uint32_t *ntasks)
+{
+    *ntuned = 0;
+    memset(out, 0, sizeof *out);
+    struct kiln_tasks tasks;
+    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
+    struct kiln_tuned_task *ti = kiln_arena_alloc(ctx, sizeof *ti * (tasks.n ? tasks.n : 1));
+    if (!ti)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < tasks.n; i++) {
+        struct kiln_task *t = &tasks.task[i];
+        ti[i].key = t->key;
+        ti[i].occurrences = t->ninst;
+        struct apply A = {.ctx = ctx, .g = g, .t = t, .base = out, .info = &ti[i]};
+        KILN_TRY(kiln_db_each_ranked(db, t->key, target, apply_one, &A));
+        KILN_TRY(A.st);
+        if (ti[i].tuned) {
+            *out = A.full;
+            (*ntuned)++;
+        } else if (A.partial_id) {
+            /* no record fits every occurrence: the best that fits some is kept for those, the
+             * others keep the default schedule */
+            *out = A.partial;
+            ti[i].record = A.partial_id;
+            ti[i].time_s = A.partial_time;
+        }
+    }
+    if (info)
+        *info = ti;
+    if (ntasks)
+        *ntasks = tasks.n;
+    return KILN_OK;
 }
 
 enum kiln_status
 kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
                     const char *target, struct kiln_schedule *out, uint32_t *ntuned)
 {
-    *ntuned = 0;
-    memset(out, 0, sizeof *out);
-    struct kiln_tasks tasks;
-    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
-    for (uint32_t i = 0; i < tasks.n; i++) {
-        struct kiln_task  *t = &tasks.task[i];
-        struct kiln_record rec;
-        if (!kiln_db_best(db, t->key, target, &rec))
-            continue;
-        struct kiln_schedule s = {0};
-        if (kiln_sched_from_json(ctx, rec.schedule, strlen(rec.schedule), &s) != KILN_OK) {
-            kiln_ctx_error_clear(ctx); /* a record this version cannot read: skip the task */
-            continue;
-        }
-        bool all = true;
-        for (uint32_t k = 0; k < t->ninst; k++) {
-            struct kiln_schedule trial = {0};
-            for (uint32_t j = 0; j < out->nstep; j++)
-                KILN_TRY(kiln_sched_push(ctx, &trial, out->step[j]));
-            KILN_TRY(kiln_task_rename(ctx, g, t, k, &s, &trial));
-            if (lowers(ctx, g, &trial))
-                *out = trial;
-            else
-                all = false; /* this occurrence keeps the default schedule */
-        }
-        if (all)
-            (*ntuned)++;
-    }
-    return KILN_OK;
+    return kiln_tuned_schedule_tasks(ctx, g, db, target, out, ntuned, NULL, NULL);
 }

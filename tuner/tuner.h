@@ -329,6 +329,7 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
 #define KILN_DB_SCHEMA_VERSION 1
 
 struct kiln_record {
+    int64_t     id;       /* row id (read only; ignored on add) */
     const char *workload; /* task key */
     const char *target;   /* canonical target string */
     const char *schedule; /* schedule JSON (passes/sched.c) */
@@ -346,32 +347,61 @@ struct kiln_record {
 struct kiln_db;
 /* Opens (creating if missing) a records database. Errors: a file that is not SQLite or is an
  * SQLite database of something else (KILN_ERR_INVALID, the file is left untouched), a schema
- * newer than KILN_DB_SCHEMA_VERSION (KILN_ERR_UNSUPPORTED), SQLite's own (KILN_ERR_BACKEND). */
+ * newer than KILN_DB_SCHEMA_VERSION (KILN_ERR_UNSUPPORTED), SQLite's own (KILN_ERR_BACKEND).
+ * Several processes may create the same new file at once. Every error names the file. */
 enum kiln_status kiln_db_open(kiln_ctx *ctx, const char *path, struct kiln_db **out);
+/* Opens an existing database for reading only (a read-only file or directory is fine; nothing
+ * is created or written). An SQLite file without tables reads as empty. */
+enum kiln_status kiln_db_open_readonly(kiln_ctx *ctx, const char *path, struct kiln_db **out);
 void             kiln_db_close(struct kiln_db *db); /* NULL is fine */
 /* Appends r (committed before returning); workload, target and schedule are required. */
 enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
-/* Best record of workload/target; false if none. A schedule measured more than once (the
+/* Reading checks every column of every row it reads: a NULL where the schema has NOT NULL, a
+ * blob or number for a text, a text with a NUL byte, a negative or non-finite number is an
+ * error (KILN_ERR_INVALID) naming the file, the row id and the column. */
+/* The valid schedules of workload/target, best first: a schedule measured more than once (the
  * tuner re-measures each new best: strategy "confirm") counts with the mean of its times, in
- * out->time_s, and is out if any of its measurements failed; schedules a final selection
- * measured (strategy "final") rank before all others; out is its first record. Strings
- * ctx-owned. */
+ * r->time_s, and is out if any of its measurements failed; schedules a final selection
+ * measured (strategy "final") rank before all others; r is the schedule's first record. A
+ * damaged row comes with bad set (why; r->id is its row) instead of failing the walk. fn
+ * returns false to stop; strings are valid during the call only. */
+enum kiln_status
+kiln_db_each_ranked(struct kiln_db *db, const char *workload, const char *target,
+                    bool (*fn)(void *ud, const struct kiln_record *r, const char *bad), void *ud);
+/* The first of kiln_db_each_ranked; false if none (or the row is damaged: ctx error set).
+ * Strings ctx-owned. */
 bool kiln_db_best(struct kiln_db *db, const char *workload, const char *target,
                   struct kiln_record *out);
 /* Every record of workload/target in insertion order (errors included; NULL = any workload /
  * any target); fn returns false to stop. Strings are valid during the call only. */
 enum kiln_status kiln_db_each(struct kiln_db *db, const char *workload, const char *target,
                               bool (*fn)(void *ud, const struct kiln_record *r), void *ud);
+/* One workload/target pair: its records, errors, and the flops of its first record. */
+struct kiln_db_task {
+    const char *workload, *target;
+    uint32_t    records, errors;
+    double      flops;
+};
+/* Every workload/target pair, in the order of their first records (one query). */
+enum kiln_status kiln_db_each_task(struct kiln_db *db,
+                                   bool (*fn)(void *ud, const struct kiln_db_task *t), void *ud);
 /* workload == NULL / target == NULL: all. */
 uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
 /* One JSON object per line, in insertion order (format: tuner/README.md). */
 enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
-/* Imports every line of text in one transaction; lines already present (same workload,
- * target, schedule, time, timestamp) are skipped. A bad line is an error naming the line
- * (KILN_ERR_INVALID, location line set) and nothing is imported. *added (may be NULL) receives
- * the number of records added. */
-enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *text, size_t len,
-                                      uint32_t *added);
+/* Imports the lines of text (read from file, for messages) in one transaction, in time linear in
+ * the lines; lines already present (same workload, target, schedule, time, timestamp) are
+ * skipped. Every line is checked (strict JSON: no trailing text, duplicate or unknown key, NUL
+ * or \u0000; the fields' types; a task key; a known error kind; finite non-negative numbers, a
+ * positive time for a record without error; a schedule that parses). A bad line is not
+ * imported, bad(ud, line, why) is called for it (bad may be NULL), and the good lines are
+ * imported nonetheless: the call then returns KILN_ERR_INVALID naming the first bad line (the
+ * error's location is file:line). *added (may be NULL) receives the number of records added. A
+ * database error rolls everything back. */
+enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *file, const char *text,
+                                      size_t len,
+                                      void (*bad)(void *ud, uint32_t line, const char *why),
+                                      void *ud, uint32_t *added);
 /* The machine description stored with records ("x86_64 Intel(R) Xeon(R) ... 2 cores":
  * uname's machine, /proc/cpuinfo's model name, online cores), ctx-owned. */
 const char *kiln_machine_desc(kiln_ctx *ctx);
@@ -422,8 +452,16 @@ void kiln_tune_opts_default(struct kiln_tune_opts *o);
 /* Tunes every task of g, recording each measurement in the database as soon as it is made. */
 enum kiln_status kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g,
                            const struct kiln_tune_opts *o);
-/* The whole-graph schedule made of the best record of every task of g for target (tasks
- * without a record keep the default schedule). *ntuned = tasks that had one. */
+/* The whole-graph schedule made of the records of every task of g for target: each task takes
+ * its best record (kiln_db_each_ranked order) that applies (parses and lowers) at every
+ * occurrence, trying at most 100; when none does, the best that applies at some occurrences is
+ * used there; tasks without a record keep the default schedule. *ntuned = tasks whose record
+ * applied everywhere. *info (may be NULL; ctx-owned, *ntasks entries, in task order) says which
+ * record each task got and why better ones were skipped. */
+enum kiln_status kiln_tuned_schedule_tasks(kiln_ctx *ctx, const struct kiln_graph *g,
+                                           struct kiln_db *db, const char *target,
+                                           struct kiln_schedule *out, uint32_t *ntuned,
+                                           struct kiln_tuned_task **info, uint32_t *ntasks);
 enum kiln_status kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
                                      const char *target, struct kiln_schedule *out,
                                      uint32_t *ntuned);

@@ -91,7 +91,7 @@ echo "not a database" >"$T/bad.db"
 [ $? = 1 ] || fail "tune into a garbage database"
 printf '{"workload": 5}\n' >"$T/bad.jsonl"
 "$KILN" records "$T/d.db" --import "$T/bad.jsonl" >/dev/null 2>"$T/err"
-[ $? = 1 ] && grep -q 'line 1' "$T/err" || fail "bad import line: $(cat "$T/err")"
+[ $? = 1 ] && grep -q 'bad.jsonl:1: ' "$T/err" || fail "bad import line: $(cat "$T/err")"
 
 if [ $fails -ne 0 ]; then
     echo "$fails failed"

@@ -815,7 +815,9 @@ rand_record(kiln_ctx *ctx, struct kiln_rng *r, const char *workload, const char 
     struct kiln_record rec = {0};
     rec.workload = workload;
     rec.target = target;
-    rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [%llu]}",
+    rec.schedule = kiln_arena_printf(ctx,
+                                     "{\"steps\": [{\"op\": \"parallel\", \"stage\": \"s%llu\", "
+                                     "\"iter\": \"i\"}]}",
                                      (unsigned long long)kiln_rng_next(r) % 1000000000);
     rec.prog = kiln_rng_below(r, 3) ? rand_str(ctx, r, "prog") : NULL;
     rec.error = (uint8_t)(kiln_rng_below(r, 3) ? KILN_MEASURE_OK
@@ -1099,6 +1101,21 @@ test_db_killed_writer(void)
     env_fini(&e);
 }
 
+struct bad_seen {
+    uint32_t n, line[2];
+    char     why[256];
+};
+
+static void
+note_bad(void *ud, uint32_t line, const char *why)
+{
+    struct bad_seen *b = ud;
+    if (b->n < 2)
+        b->line[b->n] = line;
+    if (!b->n++)
+        snprintf(b->why, sizeof b->why, "%s", why);
+}
+
 static void
 test_db_export_import(void)
 {
@@ -1114,7 +1131,8 @@ test_db_export_import(void)
     struct kiln_db *a = open_db(ctx, p1), *b = open_db(ctx, p2);
     if (a && b) {
         for (uint32_t i = 0; i < 30; i++) {
-            struct kiln_record rec = rand_record(ctx, &r, i % 3 ? "w1" : "w2", "t");
+            struct kiln_record rec =
+                rand_record(ctx, &r, i % 3 ? "00000000000000a1" : "00000000000000a2", "t");
             CHECK_EQ_INT(KILN_OK, kiln_db_add(a, &rec));
         }
         FILE *f = fopen(jl, "w");
@@ -1130,7 +1148,7 @@ test_db_export_import(void)
         for (size_t i = 0; text && i < len; i++)
             lines += text[i] == '\n';
         CHECK_EQ_INT(30, lines);
-        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, text, len, &added));
+        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, jl, text, len, NULL, NULL, &added));
         CHECK_EQ_INT(30, added);
         struct collect ca = {ctx, NULL, 0, 0, 0}, cb = {ctx, NULL, 0, 0, 0};
         CHECK_EQ_INT(KILN_OK, kiln_db_each(a, NULL, NULL, collect_one, &ca));
@@ -1140,26 +1158,87 @@ test_db_export_import(void)
             if (!record_same(&ca.rec[i], &cb.rec[i]))
                 harness_fail(__FILE__, __LINE__, "record %u differs after export + import", i);
         /* importing again adds nothing: every line is a duplicate */
-        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, text, len, &added));
+        CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(b, jl, text, len, NULL, NULL, &added));
         CHECK_EQ_INT(0, added);
         CHECK_EQ_INT(30, kiln_db_count(b, NULL, NULL));
-        /* a bad line names its line and imports nothing */
+        /* a bad line is reported by its line and not imported; the good lines are */
+#define GOOD_FIELDS                                                                            \
+    "\"workload\": \"0123456789abcdef\", \"target\": \"t\", \"schedule\": \"{\\\"steps\\\": "  \
+    "[]}\", "                                                                                  \
+    "\"prog\": null, \"time_s\": 1, \"stddev_s\": 0, \"error\": \"ok\", \"error_msg\": null, " \
+    "\"version\": \"0.1.0\", \"machine\": \"m\", \"timestamp\": 1700000000, \"flops\": 1, "    \
+    "\"strategy\": \"s\"}"
+#define GOOD_LINE "{" GOOD_FIELDS
         static const char *const bad[] = {
             "{\"workload\": 1}",
             "not json",
             "[1, 2]",
-            "{\"workload\": \"w\", \"target\": \"t\", \"schedule\": \"{}\", \"prog\": null, "
+            "{\"workload\": \"0123456789abcdef\", \"target\": \"t\", \"schedule\": \"{}\", "
+            "\"prog\": null, "
             "\"time_s\": 1, \"stddev_s\": 0, \"error\": \"exploded\", \"error_msg\": null, "
             "\"version\": \"0.1.0\", \"machine\": \"m\", \"timestamp\": 1700000000, \"flops\": 1, "
             "\"strategy\": \"s\"}",
+            /* strict JSON: trailing text, a key twice, a NUL, an unknown key */
+            GOOD_LINE " x",
+            GOOD_LINE "{}",
+            "{\"workload\": \"0123456789abcdef\", " GOOD_FIELDS,
+            "{\"strategy\": \"de\\u0000fault\", " GOOD_FIELDS,
+            "{\"tme_s\": 1, " GOOD_FIELDS,
+            /* values: a zero time without an error, a negative one, an empty or malformed
+             * workload, an empty target, a schedule that does not parse, null, infinity */
+            "{\"time_s\": 0, \"workload\": \"0123456789abcdef\", \"target\": \"t\", \"schedule\": "
+            "\"{}\", \"stddev_s\": 0, \"error\": \"ok\", \"version\": \"0.1.0\", \"machine\": "
+            "\"m\", "
+            "\"timestamp\": 1700000000, \"flops\": 1, \"strategy\": \"s\"}",
+            "{\"time_s\": -1, \"workload\": \"0123456789abcdef\", \"target\": \"t\", \"schedule\": "
+            "\"{}\", \"stddev_s\": 0, \"error\": \"crash\", \"version\": \"0.1.0\", \"machine\": "
+            "\"m\", "
+            "\"timestamp\": 1700000000, \"flops\": 1, \"strategy\": \"s\"}",
+            "{\"workload\": \"\", \"target\": \"t\", \"schedule\": \"{}\", \"time_s\": 1, "
+            "\"stddev_s\": 0, \"error\": \"ok\", \"version\": \"0.1.0\", \"machine\": \"m\", "
+            "\"timestamp\": 1700000000, \"flops\": 1, \"strategy\": \"s\"}",
+            "{\"workload\": \"w1\", \"target\": \"t\", \"schedule\": \"{}\", \"time_s\": 1, "
+            "\"stddev_s\": 0, \"error\": \"ok\", \"version\": \"0.1.0\", \"machine\": \"m\", "
+            "\"timestamp\": 1700000000, \"flops\": 1, \"strategy\": \"s\"}",
+            "{\"target\": \"\", \"workload\": \"0123456789abcdef\", \"schedule\": \"{}\", "
+            "\"time_s\": "
+            "1, \"stddev_s\": 0, \"error\": \"ok\", \"version\": \"0.1.0\", \"machine\": \"m\", "
+            "\"timestamp\": 1700000000, \"flops\": 1, \"strategy\": \"s\"}",
+            "{\"schedule\": \"{\\\"steps\\\": [{\\\"op\\\": \\\"frob\\\"}]}\", \"workload\": "
+            "\"0123456789abcdef\", \"target\": \"t\", \"time_s\": 1, \"stddev_s\": 0, \"error\": "
+            "\"ok\", \"version\": \"0.1.0\", \"machine\": \"m\", \"timestamp\": 1700000000, "
+            "\"flops\": 1, \"strategy\": \"s\"}",
+            "{\"machine\": null, \"workload\": \"0123456789abcdef\", \"target\": \"t\", "
+            "\"schedule\": \"{}\", \"time_s\": 1, \"stddev_s\": 0, \"error\": \"ok\", \"version\": "
+            "\"0.1.0\", \"flops\": 1, \"timestamp\": 1700000000, \"strategy\": \"s\"}",
+            "{\"flops\": 1e999, \"workload\": \"0123456789abcdef\", \"target\": \"t\", "
+            "\"schedule\": \"{}\", \"time_s\": 1, \"stddev_s\": 0, \"error\": \"ok\", \"version\": "
+            "\"0.1.0\", \"machine\": \"m\", \"timestamp\": 1700000000, \"strategy\": \"s\"}",
         };
-        const char *why[] = {"\"workload\" is not a string", "not a JSON object",
-                             "not a JSON object", "unknown error kind \"exploded\""};
+        const char *why[] = {"\"workload\" is not a string",
+                             "not a JSON object",
+                             "not a JSON object",
+                             "unknown error kind \"exploded\"",
+                             "text after the JSON object",
+                             "text after the JSON object",
+                             "field \"workload\" appears twice",
+                             "contains \\u0000",
+                             "unknown field \"tme_s\"",
+                             "time_s 0 is not positive",
+                             "time_s -1 is not zero or positive",
+                             "is not a task key",
+                             "\"w1\" is not a task key",
+                             "empty target",
+                             "unknown op 'frob'",
+                             "field \"machine\" is null",
+                             "flops inf is negative or not finite"};
+        CHECK_EQ_INT(KILN_COUNTOF(bad), KILN_COUNTOF(why));
+        uint32_t have = 30;
         for (size_t k = 0; k < KILN_COUNTOF(bad); k++) {
             struct kiln_buf buf = {0};
             char            msg[1024];
             /* line 1: a new valid record, line 2: blank, line 3: the bad one */
-            struct kiln_record rec = rand_record(ctx, &r, "new", "t");
+            struct kiln_record rec = rand_record(ctx, &r, "00000000000000e1", "t");
             CHECK_EQ_INT(KILN_OK, kiln_db_add(a, &rec));
             FILE *g = fopen(jl, "w");
             if (g) {
@@ -1173,14 +1252,24 @@ test_db_export_import(void)
             while (start > 0 && text[start - 1] != '\n')
                 start--;
             kiln_buf_printf(ctx, &buf, "%.*s\n\r\n%s\n", (int)(len - start), text + start, bad[k]);
+            kiln_buf_printf(ctx, &buf, "%s\n", bad[k]); /* line 5: bad too */
             kiln_ctx_error_clear(ctx);
-            CHECK_EQ_INT(KILN_ERR_INVALID, kiln_db_import_jsonl(b, buf.data, buf.len, &added));
-            CHECK_EQ_INT(0, added);
+            struct bad_seen seen = {0};
+            CHECK_EQ_INT(KILN_ERR_INVALID,
+                         kiln_db_import_jsonl(b, jl, buf.data, buf.len, note_bad, &seen, &added));
+            CHECK_EQ_INT(1, added); /* the good line is in */
+            have++;
             db_error(ctx, msg, sizeof msg);
-            if (!strstr(msg, "line 4:") || !strstr(msg, why[k]))
+            if (!strstr(msg, "line 4:") || !strstr(msg, why[k]) || !strstr(msg, "2 bad lines")
+                || !strstr(msg, jl))
                 harness_fail(__FILE__, __LINE__, "bad line %zu: message '%s'", k, msg);
             CHECK_EQ_INT(4, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->loc.line : 0);
-            CHECK_EQ_INT(30, kiln_db_count(b, NULL, NULL)); /* all or nothing */
+            CHECK_EQ_INT(2, seen.n);
+            CHECK_EQ_INT(4, seen.line[0]);
+            CHECK_EQ_INT(5, seen.line[1]);
+            if (!strstr(seen.why, why[k]))
+                harness_fail(__FILE__, __LINE__, "bad line %zu: reported as '%s'", k, seen.why);
+            CHECK_EQ_INT(have, kiln_db_count(b, NULL, NULL));
             kiln_ctx_error_clear(ctx);
         }
         free(text);
@@ -1254,6 +1343,351 @@ test_db_bad_files(void)
     env_fini(&e);
 }
 
+/* Fills a new database at path with n random records of one workload. */
+static void
+fill_db(kiln_ctx *ctx, struct kiln_rng *r, const char *path, uint32_t n)
+{
+    struct kiln_db *db = open_db(ctx, path);
+    for (uint32_t i = 0; db && i < n; i++) {
+        struct kiln_record rec = rand_record(ctx, r, "00000000000000c1", "t");
+        CHECK_EQ_INT(KILN_OK, kiln_db_add(db, &rec));
+    }
+    kiln_db_close(db);
+}
+
+static uint32_t
+count_in(const char *path)
+{
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_db *db = NULL;
+    uint32_t n = kiln_db_open_readonly(ctx, path, &db) == KILN_OK ? kiln_db_count(db, NULL, NULL)
+                                                                  : UINT32_MAX;
+    kiln_db_close(db);
+    kiln_ctx_free(ctx);
+    return n;
+}
+
+/* Export never writes onto its database, under any name (the same path, ./ and a symbolic
+ * link: compared by device and inode), nor onto another SQLite file; a failed export leaves
+ * the file it would have replaced as it was. */
+static void
+test_db_export_onto_itself(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    char            db[128], other[128], link[128], dot[160], out[128], msg[1024];
+    snprintf(db, sizeof db, "%s/t.db", e.tmp);
+    snprintf(other, sizeof other, "%s/o.db", e.tmp);
+    snprintf(link, sizeof link, "%s/link.jsonl", e.tmp);
+    snprintf(dot, sizeof dot, "%s/./t.db", e.tmp);
+    snprintf(out, sizeof out, "%s/out.jsonl", e.tmp);
+    fill_db(ctx, &r, db, 50);
+    fill_db(ctx, &r, other, 3);
+    CHECK(symlink("t.db", link) == 0);
+    const char *onto[] = {db, dot, link};
+    for (size_t i = 0; i < KILN_COUNTOF(onto); i++) {
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_records_export(ctx, db, onto[i]));
+        db_error(ctx, msg, sizeof msg);
+        if (!strstr(msg, "onto itself"))
+            harness_fail(__FILE__, __LINE__, "export onto %s: '%s'", onto[i], msg);
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(50, count_in(db));
+    }
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_records_export(ctx, db, other));
+    db_error(ctx, msg, sizeof msg);
+    printf("  %s\n", msg);
+    CHECK(strstr(msg, "is an SQLite database") != NULL);
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(3, count_in(other));
+    /* a good export replaces the file whole, leaving no temporary file */
+    FILE *f = fopen(out, "w");
+    if (f) {
+        fputs("old\n", f);
+        fclose(f);
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_records_export(ctx, db, out));
+    size_t len = 0;
+    char  *text = read_file(out, &len);
+    size_t lines = 0;
+    for (size_t i = 0; text && i < len; i++)
+        lines += text[i] == '\n';
+    CHECK_EQ_INT(50, lines);
+    free(text);
+    DIR *dir = opendir(e.tmp);
+    for (struct dirent *de; dir && (de = readdir(dir));)
+        if (strstr(de->d_name, ".tmp"))
+            harness_fail(__FILE__, __LINE__, "temporary file %s left", de->d_name);
+    if (dir)
+        closedir(dir);
+    /* an export that cannot be written changes nothing */
+    snprintf(out, sizeof out, "%s/no/such/dir.jsonl", e.tmp);
+    CHECK(kiln_records_export(ctx, db, out) != KILN_OK);
+    kiln_ctx_error_clear(ctx);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+/* 20,000 lines import in one linear pass (the time is printed, not asserted); the second
+ * import finds every line present. */
+static void
+test_db_import_linear(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    char      db[128];
+    enum { N = 20000 };
+    snprintf(db, sizeof db, "%s/big.db", e.tmp);
+    struct kiln_buf b = {0};
+    for (uint32_t i = 0; i < N; i++)
+        kiln_buf_printf(
+            ctx, &b,
+            "{\"workload\": \"%016x\", \"target\": \"llvm\", \"schedule\": "
+            "\"{\\\"steps\\\": [{\\\"op\\\": \\\"parallel\\\", \\\"stage\\\": "
+            "\\\"s%u\\\", \\\"iter\\\": \\\"i\\\"}]}\", \"time_s\": %.17g, \"stddev_s\": "
+            "0, \"error\": \"ok\", \"version\": \"0.1.0\", \"machine\": \"m\", "
+            "\"timestamp\": %u, \"flops\": 1000, \"strategy\": \"ansor\"}\n",
+            i % 7, i, 1e-3 + i * 1e-9, 1700000000 + i / 50);
+    struct kiln_db *d = open_db(ctx, db);
+    uint32_t        added = 0;
+    double          t0 = now();
+    CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(d, "big.jsonl", b.data, b.len, NULL, NULL, &added));
+    double t1 = now();
+    CHECK_EQ_INT(N, added);
+    CHECK_EQ_INT(N, kiln_db_count(d, NULL, NULL));
+    CHECK_EQ_INT(KILN_OK, kiln_db_import_jsonl(d, "big.jsonl", b.data, b.len, NULL, NULL, &added));
+    double t2 = now();
+    CHECK_EQ_INT(0, added);
+    CHECK_EQ_INT(N, kiln_db_count(d, NULL, NULL));
+    printf("  %u lines: imported in %.2f s, found present in %.2f s\n", N, t1 - t0, t2 - t1);
+    kiln_db_close(d);
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+static void
+list_nothing(void *ud, const struct kiln_record_summary *s)
+{
+    (void)s;
+    (*(uint32_t *)ud)++;
+}
+
+static bool
+count_each(void *ud, const struct kiln_record *r)
+{
+    (void)r;
+    (*(uint32_t *)ud)++;
+    return true;
+}
+
+/* A hand-made file with the kiln identity but NULLs, blobs and wrong types where the schema
+ * says NOT NULL: every read is an error naming the file and the row, never a crash. */
+static void
+test_db_damaged_rows(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    kiln_ctx *ctx = kiln_ctx_new(NULL);
+    char      db[128], out[128], msg[1024];
+    snprintf(out, sizeof out, "%s/out.jsonl", e.tmp);
+    static const char *const damage[] = {
+        "UPDATE records SET workload=NULL WHERE id=2",
+        "UPDATE records SET target=NULL WHERE id=2",
+        "UPDATE records SET schedule=NULL WHERE id=2",
+        "UPDATE records SET strategy=NULL WHERE id=2",
+        "UPDATE records SET machine=x'00ff' WHERE id=2",
+        "UPDATE records SET version=NULL WHERE id=2",
+        "UPDATE records SET time_s='fast' WHERE id=2",
+        "UPDATE records SET error=NULL WHERE id=2",
+        "UPDATE records SET timestamp=NULL WHERE id=2",
+        "UPDATE records SET flops=NULL WHERE id=2",
+        "UPDATE records SET schedule='a'||char(0)||'b' WHERE id=2",
+    };
+    for (size_t k = 0; k < KILN_COUNTOF(damage); k++) {
+        snprintf(db, sizeof db, "%s/d%zu.db", e.tmp, k);
+        struct kiln_db    *d = open_db(ctx, db);
+        struct kiln_record rec = {.workload = "00000000000000d1",
+                                  .target = "t",
+                                  .schedule = "{\"steps\": []}",
+                                  .time_s = 1e-3,
+                                  .flops = 1,
+                                  .strategy = "x"};
+        for (int i = 0; d && i < 3; i++) {
+            rec.time_s = i == 1 ? 1e-4 : 1e-3; /* row 2 is the best: listing reads it whole */
+            rec.schedule = kiln_arena_printf(ctx, "{\"steps\": [], \"n\": %d}", i);
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(d, &rec));
+        }
+        kiln_db_close(d);
+        /* a table like records but without the NOT NULL constraints */
+        sqlite3 *s;
+        CHECK(sqlite3_open(db, &s) == SQLITE_OK);
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE r2(id INTEGER PRIMARY KEY AUTOINCREMENT, workload, target, "
+                 "schedule, prog, time_s, stddev_s, error, error_msg, version, machine, "
+                 "timestamp, flops, strategy); INSERT INTO r2 SELECT * FROM records; DROP TABLE "
+                 "records; ALTER TABLE r2 RENAME TO records; %s;",
+                 damage[k]);
+        CHECK(sqlite3_exec(s, sql, 0, 0, 0) == SQLITE_OK);
+        sqlite3_close(s);
+        /* listing reads the columns it shows: an error, or (where the damage makes row 2 an
+         * invalid record, so not the best) a listing without it */
+        uint32_t n = 0;
+        if (kiln_records_list(ctx, db, list_nothing, &n) != KILN_OK) {
+            db_error(ctx, msg, sizeof msg);
+            if (!strstr(msg, db) || !strstr(msg, "row 2"))
+                harness_fail(__FILE__, __LINE__, "%s: listing says '%s'", damage[k], msg);
+            if (k == 0)
+                printf("  %s\n", msg);
+        }
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_records_export(ctx, db, out));
+        db_error(ctx, msg, sizeof msg);
+        if (!strstr(msg, db) || !strstr(msg, "row 2"))
+            harness_fail(__FILE__, __LINE__, "%s: export says '%s'", damage[k], msg);
+        kiln_ctx_error_clear(ctx);
+        d = NULL;
+        CHECK_EQ_INT(KILN_OK, kiln_db_open_readonly(ctx, db, &d));
+        n = 0;
+        CHECK(kiln_db_each(d, NULL, NULL, count_each, &n) != KILN_OK);
+        CHECK_EQ_INT(1, n); /* row 1 is fine, row 2 stops the walk */
+        kiln_ctx_error_clear(ctx);
+        kiln_db_close(d);
+    }
+    kiln_ctx_free(ctx);
+    env_fini(&e);
+}
+
+/* Processes creating and writing the same new database at once all succeed, and every record
+ * is there: several rounds, each on a fresh file. */
+static void
+test_db_concurrent_create(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    enum { ROUNDS = 10, PROCS = 6, EACH = 5 };
+    uint32_t failed = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        char db[128];
+        snprintf(db, sizeof db, "%s/c%d.db", e.tmp, round);
+        pid_t pid[PROCS];
+        fflush(NULL);
+        for (int p = 0; p < PROCS; p++) {
+            pid[p] = fork();
+            if (pid[p] == 0) {
+                kiln_ctx       *ctx = kiln_ctx_new(NULL);
+                struct kiln_db *d = NULL;
+                if (kiln_db_open(ctx, db, &d) != KILN_OK) {
+                    char msg[1024];
+                    fprintf(stderr, "  process %d: %s\n", p, db_error(ctx, msg, sizeof msg));
+                    _exit(1);
+                }
+                struct kiln_rng r = kiln_rng_new(opt_seed() + (uint64_t)p);
+                for (int i = 0; i < EACH; i++) {
+                    struct kiln_record rec = rand_record(ctx, &r, "00000000000000cc", "t");
+                    if (kiln_db_add(d, &rec) != KILN_OK)
+                        _exit(2);
+                }
+                kiln_db_close(d);
+                kiln_ctx_free(ctx);
+                _exit(0);
+            }
+        }
+        for (int p = 0; p < PROCS; p++) {
+            int status = 0;
+            if (pid[p] > 0)
+                waitpid(pid[p], &status, 0);
+            failed += pid[p] <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        }
+        CHECK_EQ_INT(PROCS * EACH, count_in(db));
+    }
+    CHECK_EQ_INT(0, failed);
+    printf("  %d rounds of %d processes creating one database: %u failed\n", ROUNDS, PROCS, failed);
+    env_fini(&e);
+}
+
+/* A database in a read-only directory, itself read-only, is listed and exported by a user who
+ * cannot write there (the test drops to user nobody when it runs as root), and a missing one
+ * is an error naming it, not a new file. */
+static void
+test_db_readonly(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    char dir[128], db[160], outdir[128], out[160];
+    snprintf(dir, sizeof dir, "%s/ro", e.tmp);
+    snprintf(db, sizeof db, "%s/t.db", dir);
+    snprintf(outdir, sizeof outdir, "%s/out", e.tmp);
+    snprintf(out, sizeof out, "%s/t.jsonl", outdir);
+    CHECK(mkdir(dir, 0755) == 0 && mkdir(outdir, 0777) == 0);
+    CHECK(chmod(outdir, 0777) == 0 && chmod(e.tmp, 0755) == 0);
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    fill_db(ctx, &r, db, 7);
+    kiln_ctx_free(ctx);
+    CHECK(chmod(db, 0444) == 0 && chmod(dir, 0555) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(10);
+        kiln_ctx *c = kiln_ctx_new(NULL);
+        uint32_t  n = 0;
+        char      msg[1024];
+        int       rc = 0;
+        if (kiln_records_list(c, db, list_nothing, &n) != KILN_OK || n != 1) {
+            fprintf(stderr, "  list: %s\n", db_error(c, msg, sizeof msg));
+            rc = 1;
+        }
+        kiln_ctx_error_clear(c);
+        if (!rc && kiln_records_export(c, db, out) != KILN_OK) {
+            fprintf(stderr, "  export: %s\n", db_error(c, msg, sizeof msg));
+            rc = 2;
+        }
+        kiln_ctx_error_clear(c);
+        /* writing is refused (the file cannot be written), and says which file */
+        struct kiln_db *d = NULL;
+        if (!rc && kiln_db_open(c, db, &d) == KILN_OK && access(db, W_OK) != 0) {
+            struct kiln_record rec = rand_record(c, &r, "00000000000000c1", "t");
+            if (kiln_db_add(d, &rec) == KILN_OK)
+                rc = 3;
+        }
+        kiln_db_close(d);
+        kiln_ctx_free(c);
+        _exit(rc);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(0, WEXITSTATUS(status));
+    size_t len = 0;
+    char  *text = read_file(out, &len);
+    size_t lines = 0;
+    for (size_t i = 0; text && i < len; i++)
+        lines += text[i] == '\n';
+    CHECK_EQ_INT(7, lines);
+    free(text);
+    /* a database that does not exist is not created by reading it */
+    char missing[160], msg[1024];
+    snprintf(missing, sizeof missing, "%s/missing.db", outdir);
+    ctx = kiln_ctx_new(NULL);
+    uint32_t n = 0;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_records_list(ctx, missing, list_nothing, &n));
+    db_error(ctx, msg, sizeof msg);
+    CHECK(strstr(msg, missing) != NULL);
+    CHECK(access(missing, F_OK) != 0);
+    kiln_ctx_free(ctx);
+    chmod(dir, 0755);
+    env_fini(&e);
+}
+
 static const struct test tests[] = {
     {"valid_and_illegal_schedules", test_valid_and_illegal_schedules},
     {"planted_faults", test_planted_faults},
@@ -1269,6 +1703,11 @@ static const struct test tests[] = {
     {"db_killed_writer", test_db_killed_writer},
     {"db_export_import", test_db_export_import},
     {"db_bad_files", test_db_bad_files},
+    {"db_export_onto_itself", test_db_export_onto_itself},
+    {"db_import_linear", test_db_import_linear},
+    {"db_damaged_rows", test_db_damaged_rows},
+    {"db_concurrent_create", test_db_concurrent_create},
+    {"db_readonly", test_db_readonly},
 };
 
 int

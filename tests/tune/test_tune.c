@@ -244,6 +244,73 @@ out:
     kiln_ctx_free(ctx);
 }
 
+/* A best record that does not apply (its schedule names a stage the task does not have, or
+ * does not parse) does not cost the task its tuning: the next best is applied, and the public
+ * API says which record each task got and why the better ones were skipped. */
+static void
+test_tuned_next_best(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[16, 8]\n"
+                                      "weight b: f32[8, 4]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\n"
+                                      "y = relu(c)\n"
+                                      "output y\n");
+    char              *db = tmp_path("next.db");
+    struct kiln_tasks  T;
+    struct kiln_target t;
+    if (!g || kiln_tasks_extract(ctx, g, &T) != KILN_OK || T.n != 1
+        || kiln_cg_target_parse(ctx, "llvm", &t) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "setup");
+        goto out;
+    }
+    static const char *const sched[] = {
+        "{\"steps\": []}",
+        "{\"steps\": [{\"op\": \"parallel\", \"stage\": \"y\", \"iter\": \"i\"}]}",
+        "{\"steps\": [{\"op\": \"parallel\", \"stage\": \"nosuch\", \"iter\": \"i\"}]}",
+        "not json",
+    };
+    static const double time_s[] = {3e-3, 2e-3, 1e-3, 5e-4};
+    for (int round = 0; round < 2; round++) {
+        /* round 0: all four records; round 1: only the two that do not apply */
+        struct kiln_db *d;
+        unlink(db);
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        for (int i = round ? 2 : 0; i < 4; i++) {
+            struct kiln_record rec = {.workload = T.task[0].key,
+                                      .target = kiln_cg_target_str(ctx, &t),
+                                      .schedule = sched[i],
+                                      .time_s = time_s[i],
+                                      .flops = T.task[0].flops,
+                                      .strategy = "ansor"};
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(d, &rec));
+        }
+        kiln_db_close(d);
+        const char                   *json = NULL;
+        const struct kiln_tuned_task *info = NULL;
+        uint32_t                      n = 0, ntuned = 9, ntasks = 0;
+        CHECK_EQ_INT(KILN_OK, kiln_graph_tuned_tasks(ctx, g, db, NULL, &json, &info, &n));
+        CHECK_EQ_INT(1, n);
+        if (n != 1 || !json)
+            continue;
+        printf("  round %d: record %lld, %u skipped (%s)\n", round, (long long)info[0].record,
+               info[0].skipped, info[0].skip_why ? info[0].skip_why : "-");
+        CHECK_EQ_STR(T.task[0].key, info[0].key);
+        CHECK_EQ_INT(2, info[0].skipped);
+        CHECK(info[0].skip_why && !strncmp(info[0].skip_why, round ? "record 2:" : "record 4:", 9));
+        CHECK_EQ_INT(round ? 0 : 1, info[0].tuned);
+        CHECK_EQ_INT(round ? 0 : 2, info[0].record);
+        CHECK((strstr(json, "parallel") != NULL) == (round == 0));
+        CHECK_EQ_INT(KILN_OK, kiln_graph_tuned_schedule(ctx, g, db, NULL, &json, &ntuned, &ntasks));
+        CHECK_EQ_INT(round ? 0 : 1, ntuned);
+        CHECK_EQ_INT(1, ntasks);
+    }
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
 struct best_ud {
     double   best, dflt;
     uint32_t n, errors;
@@ -1059,6 +1126,7 @@ static const struct test tests[] = {
     {"task_rename", test_task_rename},
     {"welch", test_welch},
     {"tuned_schedule_whole_graph", test_tuned_schedule_whole_graph},
+    {"tuned_next_best", test_tuned_next_best},
     {"tune_matmul", test_tune_matmul},
     {"tune_conv", test_tune_conv},
     {"tune_droplet_only", test_tune_droplet_only},
