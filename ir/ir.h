@@ -99,6 +99,9 @@ kiln_var_index(int64_t key)
 /* ---- scalar semantics (ir/scalar.h, ir/scalar.c) ---- */
 #include "scalar.h"
 
+/* ---- arithmetic analysis: intervals, affine forms, strides (ir/arith.h, ir/arith.c) ---- */
+#include "arith.h"
+
 /* ---- expression builders (ir/expr.c): sticky nil on error or nil operand ---- */
 /* Builders fold constants, drop identities (x+0, x*1, int x*0, min/max/select of constants),
  * put constants second and order other commutative operands by structural hash. Binary
