@@ -531,3 +531,90 @@ kiln_affine_stride(const kiln_ctx *ctx, kiln_expr e, kiln_expr v, int64_t limit,
         return false;
     }
 }
+
+/* ---- monotonicity ---- */
+
+static enum kiln_mono
+mono_join(enum kiln_mono a, enum kiln_mono b)
+{
+    if (a == KILN_MONO_CONST)
+        return b;
+    if (b == KILN_MONO_CONST || a == b)
+        return a;
+    return KILN_MONO_UNKNOWN;
+}
+
+static enum kiln_mono
+mono_flip(enum kiln_mono a)
+{
+    return a == KILN_MONO_INC ? KILN_MONO_DEC : a == KILN_MONO_DEC ? KILN_MONO_INC : a;
+}
+
+enum kiln_mono
+kiln_expr_monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
+{
+    const struct kiln_node *n = &ctx->node[e.id];
+    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
+    int64_t                 c;
+    if (e.id == v.id)
+        return KILN_MONO_INC;
+    switch ((enum kiln_op)n->op) {
+    case KILN_OP_INT:
+    case KILN_OP_FLOAT:
+    case KILN_OP_VAR:
+        return KILN_MONO_CONST;
+    case KILN_OP_ADD:
+    case KILN_OP_MIN:
+    case KILN_OP_MAX:
+        return mono_join(kiln_expr_monotone(ctx, a, v), kiln_expr_monotone(ctx, b, v));
+    case KILN_OP_SUB:
+        return mono_join(kiln_expr_monotone(ctx, a, v), mono_flip(kiln_expr_monotone(ctx, b, v)));
+    case KILN_OP_MUL:
+        if (kiln_expr_is_int(ctx, b, &c))
+            return c > 0   ? kiln_expr_monotone(ctx, a, v)
+                   : c < 0 ? mono_flip(kiln_expr_monotone(ctx, a, v))
+                           : KILN_MONO_CONST;
+        return mono_join(kiln_expr_monotone(ctx, a, v), kiln_expr_monotone(ctx, b, v))
+                       == KILN_MONO_CONST
+                   ? KILN_MONO_CONST
+                   : KILN_MONO_UNKNOWN;
+    case KILN_OP_FLOORDIV:
+        if (kiln_expr_is_int(ctx, b, &c) && c > 0)
+            return kiln_expr_monotone(ctx, a, v);
+        break;
+    case KILN_OP_CAST:
+    case KILN_OP_NEG:
+        return n->op == KILN_OP_NEG ? mono_flip(kiln_expr_monotone(ctx, a, v))
+                                    : kiln_expr_monotone(ctx, a, v);
+    case KILN_OP_NIL:
+    case KILN_OP_LIST:
+    case KILN_OP_LOAD:
+    case KILN_OP_DIV:
+    case KILN_OP_FLOORMOD:
+    case KILN_OP_POW:
+    case KILN_OP_EQ:
+    case KILN_OP_NE:
+    case KILN_OP_LT:
+    case KILN_OP_LE:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_NOT:
+    case KILN_OP_SELECT:
+    case KILN_OP_ABS:
+    case KILN_OP_FLOOR:
+    case KILN_OP_EXP:
+    case KILN_OP_LOG:
+    case KILN_OP_SQRT:
+    case KILN_OP_RSQRT:
+    case KILN_OP_TANH:
+    case KILN_OP_ERF:
+    case KILN_OP_SIGMOID:
+    case KILN_OP_COUNT:
+        break;
+    }
+    /* anything else: constant only if it does not mention v */
+    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+        if (n->kid[i] && kiln_expr_monotone(ctx, (kiln_expr){n->kid[i]}, v) != KILN_MONO_CONST)
+            return KILN_MONO_UNKNOWN;
+    return KILN_MONO_CONST;
+}

@@ -91,4 +91,11 @@ bool kiln_expr_uses(const kiln_ctx *ctx, kiln_expr e, kiln_expr v);
  * constant factor on the way reaches limit in magnitude. */
 bool kiln_affine_stride(const kiln_ctx *ctx, kiln_expr e, kiln_expr v, int64_t limit, int64_t *k);
 
+/* ---- monotonicity ----
+ * How e varies with variable v: constant (v does not occur), non-decreasing, non-increasing, or
+ * unknown, reading + - min max, * by a constant, // by a positive constant, neg and casts (a
+ * product of two non-constants is constant only when neither mentions v). */
+enum kiln_mono { KILN_MONO_CONST, KILN_MONO_INC, KILN_MONO_DEC, KILN_MONO_UNKNOWN };
+enum kiln_mono kiln_expr_monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v);
+
 #endif /* KILN_ARITH_H */
