@@ -679,59 +679,6 @@ store_guard(struct cu *c, uint32_t b)
  * serial loop. Reading all lanes before storing them is the loop's meaning because the
  * scheduler vectorises only loops whose iterations are independent (docs/schedule.md). */
 
-static bool
-uses(const struct cu *c, uint32_t e, uint32_t var) /* whether expression e reads var */
-{
-    if (!e)
-        return false;
-    if (e == var)
-        return true;
-    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
-    if (kiln_op_kind((enum kiln_op)n->op) == KILN_OPK_LEAF)
-        return false;
-    for (int k = 0; k < 3; k++)
-        if (uses(c, n->kid[k], var))
-            return true;
-    return false;
-}
-
-/* The coefficient of var in index expression e, when e is var times it plus terms free of
- * var (i64 sums and products by constants); false otherwise. */
-static bool
-coef(const struct cu *c, uint32_t e, uint32_t var, int64_t *k)
-{
-    if (!uses(c, e, var)) {
-        *k = 0;
-        return true;
-    }
-    if (e == var) {
-        *k = 1;
-        return true;
-    }
-    const struct kiln_node *n = kiln_node_get(c->ctx, (kiln_expr){e});
-    int64_t                 a, b, m;
-    if (n->dtype != KILN_DTYPE_I64)
-        return false;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-        if (!coef(c, n->kid[0], var, &a) || !coef(c, n->kid[1], var, &b))
-            return false;
-        *k = n->op == KILN_OP_ADD ? a + b : a - b;
-        return *k > -(1 << 20) && *k < (1 << 20);
-    case KILN_OP_MUL:
-        for (int s = 0; s < 2; s++)
-            if (kiln_expr_is_int(c->ctx, (kiln_expr){n->kid[s]}, &m) && m > -(1 << 20)
-                && m < (1 << 20) && coef(c, n->kid[1 - s], var, &a)) {
-                *k = a * m;
-                return *k > -(1 << 20) && *k < (1 << 20);
-            }
-        return false;
-    default:
-        return false;
-    }
-}
-
 /* The largest power of two, up to 64, known to divide index expression e; var counts as a
  * multiple of vdiv. */
 static int64_t
@@ -778,7 +725,8 @@ static bool
 vec_access(const struct cu *c, uint32_t b, uint32_t idx, uint32_t var, int64_t vdiv, int w)
 {
     int64_t k;
-    return c->f->buf[b].dtype == KILN_DTYPE_F32 && coef(c, idx, var, &k) && k == 1
+    return c->f->buf[b].dtype == KILN_DTYPE_F32
+           && kiln_affine_stride(c->ctx, (kiln_expr){idx}, (kiln_expr){var}, 1 << 20, &k) && k == 1
            && pow2_div(c, idx, var, vdiv) % w == 0 && buf_align(c, b) % (4 * w) == 0;
 }
 
@@ -806,7 +754,8 @@ vec_loads(struct cu *c, uint32_t e, uint32_t sb, uint32_t sidx, uint32_t var, in
         bool seen = false;
         for (uint32_t i = 0; i < c->nvload; i++)
             seen |= c->vload[i] == e;
-        if (!seen && c->nvload < CU_VLOADS && uses(c, idx, var)
+        if (!seen && c->nvload < CU_VLOADS
+            && kiln_expr_uses(c->ctx, (kiln_expr){idx}, (kiln_expr){var})
             && vec_access(c, b, idx, var, vdiv, w))
             c->vload[c->nvload++] = e;
         return vec_loads(c, idx, sb, sidx, var, vdiv, w);

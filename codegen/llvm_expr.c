@@ -626,8 +626,8 @@ emit_select(struct cg *cg, kiln_expr e)
  * ii, jv and every literal): accesses that differ only in unrolled variables then share one
  * address value and differ by constant offsets, which LLVM's alias analysis can separate
  * (it cannot see through `x | y` of two variables, what instcombine makes of the original
- * form with power-of-two extents). Exact: i64 arithmetic wraps, so distributing is an
- * identity. */
+ * form with power-of-two extents). The terms are kiln_affine's (ir/arith.c); an index whose
+ * coefficients would overflow int64 is emitted as written. */
 
 struct term {
     uint32_t atom; /* expression id */
@@ -635,10 +635,10 @@ struct term {
 };
 
 struct terms {
-    struct term t[24];
-    uint32_t    n;
-    int64_t     c;
-    bool        ok;
+    const struct cg *cg;
+    struct term      t[24];
+    uint32_t         n;
+    int64_t          c;
 };
 
 static int64_t
@@ -662,66 +662,34 @@ const_value(const struct cg *cg, kiln_expr e, int64_t *v)
     return true;
 }
 
-static void
-collect(const struct cg *cg, kiln_expr e, int64_t scale, struct terms *ts)
+static bool
+term_const(void *ud, kiln_expr e, int64_t *v)
 {
-    const struct kiln_node *n = &cg->ctx->node[e.id];
-    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
-    int64_t                 v;
-    if (!ts->ok)
-        return;
-    if (const_value(cg, e, &v)) {
-        ts->c = (int64_t)((uint64_t)ts->c + (uint64_t)wrapmul(scale, v));
-        return;
-    }
-    if (n->dtype == KILN_DTYPE_I64) {
-        switch (n->op) {
-        case KILN_OP_ADD:
-            collect(cg, a, scale, ts);
-            collect(cg, b, scale, ts);
-            return;
-        case KILN_OP_SUB:
-            collect(cg, a, scale, ts);
-            collect(cg, b, wrapmul(scale, -1), ts);
-            return;
-        case KILN_OP_NEG:
-            collect(cg, a, wrapmul(scale, -1), ts);
-            return;
-        case KILN_OP_MUL:
-            if (const_value(cg, b, &v)) {
-                collect(cg, a, wrapmul(scale, v), ts);
-                return;
-            }
-            if (const_value(cg, a, &v)) {
-                collect(cg, b, wrapmul(scale, v), ts);
-                return;
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    for (uint32_t i = 0; i < ts->n; i++) {
-        if (ts->t[i].atom == e.id) {
-            ts->t[i].coef = (int64_t)((uint64_t)ts->t[i].coef + (uint64_t)scale);
-            return;
-        }
-    }
-    if (ts->n == KILN_COUNTOF(ts->t)) {
-        ts->ok = false;
-        return;
-    }
+    const struct terms *ts = ud;
+    return const_value(ts->cg, e, v);
+}
+
+/* Adds scale * atom to ts, merging equal atoms; false when ts is full or a coefficient
+ * overflows. */
+static bool
+term_add(void *ud, kiln_expr e, int64_t scale)
+{
+    struct terms *ts = ud;
+    for (uint32_t i = 0; i < ts->n; i++)
+        if (ts->t[i].atom == e.id)
+            return !kiln_add_overflows(ts->t[i].coef, scale, &ts->t[i].coef);
+    if (ts->n == KILN_COUNTOF(ts->t))
+        return false;
     ts->t[ts->n++] = (struct term){e.id, scale};
+    return true;
 }
 
 struct cg_val
 cg_emit_index(struct cg *cg, kiln_expr e)
 {
-    struct terms ts = {.ok = true};
-    if (kiln_expr_dtype(cg->ctx, e) != KILN_DTYPE_I64)
-        return cg_emit(cg, e);
-    collect(cg, e, 1, &ts);
-    if (!ts.ok)
+    struct terms          ts = {.cg = cg};
+    struct kiln_affine_fn fn = {term_const, term_add, &ts};
+    if (kiln_expr_dtype(cg->ctx, e) != KILN_DTYPE_I64 || !kiln_affine(cg->ctx, e, 1, &ts.c, &fn))
         return cg_emit(cg, e);
     for (uint32_t i = 1; i < ts.n; i++) /* a fixed order: by expression id */
         for (uint32_t j = i; j > 0 && ts.t[j - 1].atom > ts.t[j].atom; j--) {

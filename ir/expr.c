@@ -14,17 +14,32 @@
 #include <string.h>
 
 const char *const kiln_op_name[KILN_OP_COUNT] = {
-#define KILN_OP(name, arity, flags) #name,
+#define KILN_OP(name, arity, flags, text, prec, cost) #name,
 #include "ops.def"
 #undef KILN_OP
 };
 const uint8_t kiln_op_arity[KILN_OP_COUNT] = {
-#define KILN_OP(name, arity, flags) arity,
+#define KILN_OP(name, arity, flags, text, prec, cost) arity,
 #include "ops.def"
 #undef KILN_OP
 };
 const uint32_t kiln_op_flags[KILN_OP_COUNT] = {
-#define KILN_OP(name, arity, flags) flags,
+#define KILN_OP(name, arity, flags, text, prec, cost) flags,
+#include "ops.def"
+#undef KILN_OP
+};
+const char *const kiln_op_text[KILN_OP_COUNT] = {
+#define KILN_OP(name, arity, flags, text, prec, cost) text,
+#include "ops.def"
+#undef KILN_OP
+};
+const uint8_t kiln_op_prec[KILN_OP_COUNT] = {
+#define KILN_OP(name, arity, flags, text, prec, cost) prec,
+#include "ops.def"
+#undef KILN_OP
+};
+const uint8_t kiln_op_cost[KILN_OP_COUNT] = {
+#define KILN_OP(name, arity, flags, text, prec, cost) cost,
 #include "ops.def"
 #undef KILN_OP
 };

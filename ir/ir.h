@@ -19,19 +19,43 @@
 #define KILN_OPF_MATH  16u /* float-only intrinsic */
 #define KILN_OPF_CONST 32u /* literal */
 
+/* What an operation counts as in op-count features and cost heuristics (ops.def's cost). */
+enum kiln_op_cost {
+    KILN_COST_NONE,   /* leaves, index lists, loads: no operation */
+    KILN_COST_ADD,    /* + - */
+    KILN_COST_MUL,    /* * */
+    KILN_COST_DIV,    /* / // % */
+    KILN_COST_MINMAX, /* min max */
+    KILN_COST_CMP,    /* comparisons */
+    KILN_COST_LOGIC,  /* && || ! */
+    KILN_COST_SELECT,
+    KILN_COST_CAST,
+    KILN_COST_SIMPLE, /* neg, abs */
+    KILN_COST_MATH,   /* floor: a float intrinsic, cheap */
+    KILN_COST_TRANS,  /* pow, exp, log, sqrt, rsqrt, tanh, erf, sigmoid: expensive */
+};
+
 enum kiln_op {
-#define KILN_OP(name, arity, flags) KILN_OP_##name,
+#define KILN_OP(name, arity, flags, text, prec, cost) KILN_OP_##name,
 #include "ops.def"
 #undef KILN_OP
     KILN_OP_COUNT
 };
 
-extern const char *const kiln_op_name[KILN_OP_COUNT]; /* "add", "floordiv", ... */
+/* The columns of ops.def, indexed by operator. */
+extern const char *const kiln_op_name[KILN_OP_COUNT]; /* "ADD", "FLOORDIV", ... */
 extern const uint8_t     kiln_op_arity[KILN_OP_COUNT];
 extern const uint32_t    kiln_op_flags[KILN_OP_COUNT];
+extern const char *const kiln_op_text[KILN_OP_COUNT]; /* .kg spelling: "+", "min"; or NULL */
+extern const uint8_t     kiln_op_prec[KILN_OP_COUNT]; /* .kg binding, 1 (||) .. 7 (calls) */
+extern const uint8_t     kiln_op_cost[KILN_OP_COUNT]; /* enum kiln_op_cost */
 
-/* How a node takes its operands: what evaluators and rewriters dispatch on, so that only
- * ops.def, ir/scalar.h and the code generators' operator tables list operators one by one. */
+/* How a node takes its operands: what evaluators and rewriters dispatch on. Properties of an
+ * operator (arity, flags, spelling, precedence, cost class) are read from the ops.def tables;
+ * only files that give each operator its own meaning list operators one by one: ops.def,
+ * ir/scalar.h (values), ir/arith.c (intervals, monotonicity), ir/expr.c (the builders'
+ * identities), the simplifier's rewrite rules (passes/simplify.c) and the code generators'
+ * emission (codegen/). */
 enum kiln_op_kind {
     KILN_OPK_NONE,   /* NIL (and out-of-range values): no value */
     KILN_OPK_LEAF,   /* INT, FLOAT, VAR */
@@ -98,6 +122,9 @@ kiln_var_index(int64_t key)
 
 /* ---- scalar semantics (ir/scalar.h, ir/scalar.c) ---- */
 #include "scalar.h"
+
+/* ---- arithmetic analysis: intervals, affine forms, strides (ir/arith.h, ir/arith.c) ---- */
+#include "arith.h"
 
 /* ---- expression builders (ir/expr.c): sticky nil on error or nil operand ---- */
 /* Builders fold constants, drop identities (x+0, x*1, int x*0, min/max/select of constants),

@@ -328,18 +328,16 @@ parse_load(struct parser *p)
     return e;
 }
 
-static const struct {
-    const char *name;
-    uint8_t     kind, op, nargs;
-} funcs[] = {
-    {"min", A_BIN, KILN_OP_MIN, 2},        {"max", A_BIN, KILN_OP_MAX, 2},
-    {"pow", A_BIN, KILN_OP_POW, 2},        {"select", A_SELECT, KILN_OP_SELECT, 3},
-    {"exp", A_UN, KILN_OP_EXP, 1},         {"log", A_UN, KILN_OP_LOG, 1},
-    {"sqrt", A_UN, KILN_OP_SQRT, 1},       {"rsqrt", A_UN, KILN_OP_RSQRT, 1},
-    {"tanh", A_UN, KILN_OP_TANH, 1},       {"erf", A_UN, KILN_OP_ERF, 1},
-    {"sigmoid", A_UN, KILN_OP_SIGMOID, 1}, {"abs", A_UN, KILN_OP_ABS, 1},
-    {"floor", A_UN, KILN_OP_FLOOR, 1},
-};
+/* The operator a function call names: the operators ops.def spells as calls (min, max, pow,
+ * select, abs, the float functions), or -1. */
+static int
+func_op(const struct kiln_token *t)
+{
+    for (int op = 0; op < KILN_OP_COUNT; op++)
+        if (kiln_op_prec[op] == 7 && kiln_op_text[op] && kiln_ir_tok_is(t, kiln_op_text[op]))
+            return op;
+    return -1;
+}
 
 /* dtype named by an identifier token, or KILN_DTYPE_COUNT */
 static enum kiln_dtype
@@ -358,17 +356,14 @@ parse_call(struct parser *p)
 {
     struct kiln_token t = *TOK;
     enum kiln_dtype   cast = tok_dtype(&t);
-    int               f = -1;
-    for (size_t i = 0; i < KILN_COUNTOF(funcs) && cast == KILN_DTYPE_COUNT; i++)
-        if (kiln_ir_tok_is(&t, funcs[i].name))
-            f = (int)i;
+    int               f = cast == KILN_DTYPE_COUNT ? func_op(&t) : -1;
     if (f < 0 && cast == KILN_DTYPE_COUNT) {
         char buf[64];
         perr(p, t.line, t.col, "unknown function %s", kiln_ir_tok_desc(&t, buf, sizeof buf));
         return NULL;
     }
-    uint32_t    want = f < 0 ? 1 : funcs[f].nargs;
-    const char *name = f < 0 ? kiln_dtype_name(cast) : funcs[f].name;
+    uint32_t    want = f < 0 ? 1 : kiln_op_arity[f];
+    const char *name = f < 0 ? kiln_dtype_name(cast) : kiln_op_text[f];
     next(p); /* name */
     next(p); /* ( */
     struct ast *arg[3];
@@ -406,8 +401,8 @@ parse_call(struct parser *p)
         }
         return e;
     }
-    return op_node(p, (enum ast_kind)funcs[f].kind, (enum kiln_op)funcs[f].op, &t, funcs[f].name, n,
-                   arg);
+    enum ast_kind kind = f == KILN_OP_SELECT ? A_SELECT : kiln_op_arity[f] == 1 ? A_UN : A_BIN;
+    return op_node(p, kind, (enum kiln_op)f, &t, name, n, arg);
 }
 
 /* A literal; neg applies a preceding minus (so -9223372036854775808 is representable). */

@@ -7,9 +7,10 @@
  * directly (`A[i, k]`), and the printer writes `where` exactly when this inference would not
  * give the range back. The bounds check walks the body as a tree, so a load shared between a
  * guarded and an unguarded place is checked; bodies built by the parser are trees in size (the
- * builders never duplicate), so the walk is linear in the text. Intervals are exact for
- * + - * and for // and % by constants, conservative elsewhere; anything that may overflow
- * int64 is unknown, and an unknown index outside select is reported. The statement sort is
+ * builders never duplicate), so the walk is linear in the text. Intervals are kiln_ival_exact's
+ * (ir/arith.c): exact for + - * and for // and % by constants, conservative elsewhere;
+ * anything that may overflow int64 is unknown, and an unknown index outside select is
+ * reported. The statement sort is
  * here too: Kahn's algorithm with a min-heap, so text in dependency order keeps its order. */
 #include "parse.h"
 
@@ -66,135 +67,42 @@ kiln_ir_infer_ranges(const struct kiln_graph *g, kiln_expr body, uint32_t nax, u
     kiln_expr_visit_loads(g->ctx, body, infer_load, &in);
 }
 
-struct ival {
-    int64_t lo, hi;
-    bool    known;
+/* Exact intervals (kiln_ival_exact, ir/arith.c) with axis k ranging over [0, ext[k]) and
+ * reduction variable k over [0, ext[nax + k]); named variables have none. */
+struct oob_env {
+    struct kiln_ival_exact_env env;
+    const int64_t             *ext;
+    uint32_t                   nax, depth;
 };
 
-static const struct ival unknown = {INT64_MIN, INT64_MAX, false};
-
-static struct ival
-span(int64_t a, int64_t b, int64_t c, int64_t d)
+static bool
+oob_var(void *ud, kiln_expr v, struct kiln_ival *out)
 {
-    int64_t lo = a, hi = a;
-    int64_t v[3] = {b, c, d};
-    for (int i = 0; i < 3; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
+    const struct oob_env   *o = ud;
+    const struct kiln_node *n = kiln_node_get(o->env.ctx, v);
+    uint32_t                k = kiln_var_index(n->imm);
+    switch (kiln_var_kind_of(n->imm)) {
+    case KILN_VAR_AXIS:
+        *out = (struct kiln_ival){0, o->ext[k] - 1};
+        return true;
+    case KILN_VAR_REDUCE:
+        *out = (struct kiln_ival){0, o->ext[o->nax + k] - 1};
+        return true;
+    default:
+        return false;
     }
-    return (struct ival){lo, hi, true};
 }
 
-/* Interval of an integer expression over the variables' ranges [0, ext). */
-static struct ival
-ival_of(const kiln_ctx *ctx, kiln_expr e, const int64_t *ext, uint32_t nax, uint32_t depth)
+static bool
+oob_sub(void *ud, kiln_expr e, struct kiln_ival *out)
 {
-    const struct kiln_node *n = kiln_node_get(ctx, e);
-    if (depth > 4 * KILN_KG_MAX_DEPTH)
-        return unknown;
-    struct ival a = unknown, b = unknown;
-    if (kiln_op_arity[n->op] >= 1 && n->op != KILN_OP_LOAD && n->op != KILN_OP_SELECT)
-        a = ival_of(ctx, (kiln_expr){n->kid[0]}, ext, nax, depth + 1);
-    if (kiln_op_arity[n->op] == 2 && n->op != KILN_OP_LIST)
-        b = ival_of(ctx, (kiln_expr){n->kid[1]}, ext, nax, depth + 1);
-    int64_t x, y, z, w;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
-        return (struct ival){n->imm, n->imm, true};
-    case KILN_OP_VAR: {
-        uint32_t k = kiln_var_index(n->imm);
-        switch (kiln_var_kind_of(n->imm)) {
-        case KILN_VAR_AXIS:
-            return (struct ival){0, ext[k] - 1, true};
-        case KILN_VAR_REDUCE:
-            return (struct ival){0, ext[nax + k] - 1, true};
-        default:
-            return unknown;
-        }
-    }
-    case KILN_OP_CAST: {
-        enum kiln_dtype from = kiln_expr_dtype(ctx, (kiln_expr){n->kid[0]});
-        if (!a.known || !(kiln_dtype_is_int(from) || from == KILN_DTYPE_BOOL))
-            return unknown;
-        if (n->dtype == KILN_DTYPE_I8 && (a.lo < INT8_MIN || a.hi > INT8_MAX))
-            return unknown;
-        if (n->dtype == KILN_DTYPE_I32 && (a.lo < INT32_MIN || a.hi > INT32_MAX))
-            return unknown;
-        return a;
-    }
-    case KILN_OP_LOAD: { /* an element holds its dtype's range; i64 is unknown */
-        struct ival r = {0, 0, true};
-        if (n->dtype == KILN_DTYPE_I64
-            || !kiln_dtype_range((enum kiln_dtype)n->dtype, &r.lo, &r.hi))
-            return unknown;
-        return r;
-    }
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
-        return (struct ival){0, 1, true};
-    case KILN_OP_SELECT:
-        a = ival_of(ctx, (kiln_expr){n->kid[1]}, ext, nax, depth + 1);
-        b = ival_of(ctx, (kiln_expr){n->kid[2]}, ext, nax, depth + 1);
-        if (!a.known || !b.known)
-            return unknown;
-        return (struct ival){a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, true};
-    default:
-        break;
-    }
-    if (!a.known || (kiln_op_arity[n->op] == 2 && !b.known))
-        return unknown;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_ADD:
-        if (kiln_add_overflows(a.lo, b.lo, &x) || kiln_add_overflows(a.hi, b.hi, &y))
-            return unknown;
-        return (struct ival){x, y, true};
-    case KILN_OP_SUB:
-        if (b.lo == INT64_MIN || b.hi == INT64_MIN || kiln_add_overflows(a.lo, -b.hi, &x)
-            || kiln_add_overflows(a.hi, -b.lo, &y))
-            return unknown;
-        return (struct ival){x, y, true};
-    case KILN_OP_MUL:
-        if (kiln_mul_overflows(a.lo, b.lo, &x) || kiln_mul_overflows(a.lo, b.hi, &y)
-            || kiln_mul_overflows(a.hi, b.lo, &z) || kiln_mul_overflows(a.hi, b.hi, &w))
-            return unknown;
-        return span(x, y, z, w);
-    case KILN_OP_FLOORDIV:
-        if (b.lo <= 0 && b.hi >= 0)
-            return unknown;
-        if ((a.lo == INT64_MIN || a.hi == INT64_MIN) && (b.lo == -1 || b.hi == -1))
-            return unknown;
-        return span(kiln_scalar_floordiv(a.lo, b.lo), kiln_scalar_floordiv(a.lo, b.hi),
-                    kiln_scalar_floordiv(a.hi, b.lo), kiln_scalar_floordiv(a.hi, b.hi));
-    case KILN_OP_FLOORMOD:
-        if (b.lo > 0)
-            return a.lo >= 0 && a.hi < b.lo ? a : (struct ival){0, b.hi - 1, true};
-        if (b.hi < 0)
-            return (struct ival){b.lo + 1, 0, true};
-        return unknown;
-    case KILN_OP_MIN:
-        return (struct ival){a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi, true};
-    case KILN_OP_MAX:
-        return (struct ival){a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, true};
-    case KILN_OP_NEG:
-        if (a.lo == INT64_MIN)
-            return unknown;
-        return (struct ival){-a.hi, -a.lo, true};
-    case KILN_OP_ABS:
-        if (a.lo == INT64_MIN)
-            return unknown;
-        if (a.lo >= 0)
-            return a;
-        if (a.hi <= 0)
-            return (struct ival){-a.hi, -a.lo, true};
-        return (struct ival){0, -a.lo > a.hi ? -a.lo : a.hi, true};
-    default:
-        return unknown;
-    }
+    struct oob_env *o = ud;
+    if (o->depth > 4 * KILN_KG_MAX_DEPTH)
+        return false;
+    o->depth++;
+    bool known = kiln_ival_exact(&o->env, e, out);
+    o->depth--;
+    return known;
 }
 
 static bool
@@ -208,10 +116,15 @@ find_oob(const struct kiln_graph *g, kiln_expr e, const int64_t *ext, uint32_t n
     if (n.op == KILN_OP_LOAD && !guarded && (uint64_t)n.imm < g->ntensor) {
         const struct kiln_tensor *tt = &g->tensor[n.imm];
         for (uint32_t d = 0; d < tt->ndim; d++) {
-            struct ival iv = ival_of(ctx, kiln_load_idx(ctx, e, d), ext, nax, 0);
-            if (iv.known && iv.lo >= 0 && iv.hi < tt->shape[d])
+            struct oob_env   o = {{ctx, oob_var, oob_sub, NULL}, ext, nax, 0};
+            struct kiln_ival iv = {INT64_MIN, INT64_MAX};
+            o.env.ud = &o;
+            bool known = oob_sub(&o, kiln_load_idx(ctx, e, d), &iv);
+            if (known && iv.lo >= 0 && iv.hi < tt->shape[d])
                 continue;
-            *out = (struct kiln_ir_oob){e, d, iv.known, iv.lo, iv.hi};
+            if (!known)
+                iv = (struct kiln_ival){INT64_MIN, INT64_MAX};
+            *out = (struct kiln_ir_oob){e, d, known, iv.lo, iv.hi};
             return true;
         }
     }

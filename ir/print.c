@@ -75,6 +75,12 @@ puts_(struct pr *w, const char *s)
     return kiln_buf_puts(w->ctx, w->out, s);
 }
 
+static bool
+infix(struct pr *w, const char *op) /* " op " */
+{
+    return kiln_buf_printf(w->ctx, w->out, " %s ", op);
+}
+
 /* ---- names ---- */
 
 static bool
@@ -123,100 +129,7 @@ resolve_names(struct pr *w, const struct kiln_opdef *op, uint32_t nax, uint32_t 
 static int
 prec(const kiln_ctx *ctx, kiln_expr e)
 {
-    switch ((enum kiln_op)kiln_node_get(ctx, e)->op) {
-    case KILN_OP_OR:
-        return 1;
-    case KILN_OP_AND:
-        return 2;
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-        return 3;
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-        return 4;
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-        return 5;
-    case KILN_OP_NEG:
-    case KILN_OP_NOT:
-    case KILN_OP_INT: /* a negative literal reads as unary minus */
-    case KILN_OP_FLOAT:
-        return 6;
-    default:
-        return 7;
-    }
-}
-
-static const char *
-infix(enum kiln_op op)
-{
-    switch (op) {
-    case KILN_OP_ADD:
-        return " + ";
-    case KILN_OP_SUB:
-        return " - ";
-    case KILN_OP_MUL:
-        return " * ";
-    case KILN_OP_DIV:
-        return " / ";
-    case KILN_OP_FLOORDIV:
-        return " // ";
-    case KILN_OP_FLOORMOD:
-        return " % ";
-    case KILN_OP_EQ:
-        return " == ";
-    case KILN_OP_NE:
-        return " != ";
-    case KILN_OP_LT:
-        return " < ";
-    case KILN_OP_LE:
-        return " <= ";
-    case KILN_OP_AND:
-        return " && ";
-    case KILN_OP_OR:
-        return " || ";
-    default:
-        return NULL;
-    }
-}
-
-static const char *
-func(enum kiln_op op)
-{
-    switch (op) {
-    case KILN_OP_MIN:
-        return "min";
-    case KILN_OP_MAX:
-        return "max";
-    case KILN_OP_POW:
-        return "pow";
-    case KILN_OP_SELECT:
-        return "select";
-    case KILN_OP_ABS:
-        return "abs";
-    case KILN_OP_FLOOR:
-        return "floor";
-    case KILN_OP_EXP:
-        return "exp";
-    case KILN_OP_LOG:
-        return "log";
-    case KILN_OP_SQRT:
-        return "sqrt";
-    case KILN_OP_RSQRT:
-        return "rsqrt";
-    case KILN_OP_TANH:
-        return "tanh";
-    case KILN_OP_ERF:
-        return "erf";
-    case KILN_OP_SIGMOID:
-        return "sigmoid";
-    default:
-        return NULL;
-    }
+    return kiln_op_prec[kiln_node_get(ctx, e)->op];
 }
 
 static bool
@@ -338,42 +251,34 @@ pr_expr(struct pr *w, kiln_expr e, enum kiln_dtype want, uint32_t depth)
     enum kiln_op     op = (enum kiln_op)n.op;
     kiln_expr        a = {n.kid[0]}, b = {n.kid[1]}, c = {n.kid[2]};
     enum kiln_dtype  wa, wb;
-    switch (op) {
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
+    const char      *text = kiln_op_text[op];
+    switch (kiln_op_kind(op)) {
+    case KILN_OPK_LEAF:
+        if (op == KILN_OP_VAR)
+            return pr_var(w, &n);
         return pr_const(w, e, want, false);
-    case KILN_OP_VAR:
-        return pr_var(w, &n);
-    case KILN_OP_LOAD:
+    case KILN_OPK_LOAD:
         return pr_load(w, e, depth);
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return kiln_buf_printf(ctx, w->out, "%s(", kiln_dtype_name((enum kiln_dtype)n.dtype))
                && pr_expr(w, a, KILN_DTYPE_VOID, depth + 1) && puts_(w, ")");
-    case KILN_OP_NEG:
-    case KILN_OP_NOT:
-        return puts_(w, op == KILN_OP_NEG ? "-" : "!")
-               && pr_paren(w, a, op == KILN_OP_NEG ? want : KILN_DTYPE_VOID, prec(ctx, a) < 6,
-                           depth + 1);
-    case KILN_OP_SELECT:
+    case KILN_OPK_SELECT:
         pair_wants(ctx, b, c, want, &wa, &wb);
-        return puts_(w, "select(") && pr_expr(w, a, KILN_DTYPE_VOID, depth + 1) && puts_(w, ", ")
-               && pr_expr(w, b, wa, depth + 1) && puts_(w, ", ") && pr_expr(w, c, wb, depth + 1)
-               && puts_(w, ")");
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-        wa = op == KILN_OP_ABS || kiln_dtype_is_float(want) ? want : KILN_DTYPE_F32;
-        return puts_(w, func(op)) && puts_(w, "(") && pr_expr(w, a, wa, depth + 1) && puts_(w, ")");
-    default:
+        return puts_(w, text) && puts_(w, "(") && pr_expr(w, a, KILN_DTYPE_VOID, depth + 1)
+               && puts_(w, ", ") && pr_expr(w, b, wa, depth + 1) && puts_(w, ", ")
+               && pr_expr(w, c, wb, depth + 1) && puts_(w, ")");
+    case KILN_OPK_UNARY: /* -x and !x; abs(x) and float functions (an integer argument is f32) */
+        if (kiln_op_prec[op] == 6)
+            return puts_(w, text)
+                   && pr_paren(w, a, kiln_op_flags[op] & KILN_OPF_ARITH ? want : KILN_DTYPE_VOID,
+                               prec(ctx, a) < 6, depth + 1);
+        wa = (kiln_op_flags[op] & KILN_OPF_ARITH) || kiln_dtype_is_float(want) ? want
+                                                                               : KILN_DTYPE_F32;
+        return puts_(w, text) && puts_(w, "(") && pr_expr(w, a, wa, depth + 1) && puts_(w, ")");
+    case KILN_OPK_BINARY:
         break;
-    }
-    if (kiln_op_arity[op] != 2 || op == KILN_OP_LIST) {
+    case KILN_OPK_NONE:
+    case KILN_OPK_LIST:
         KILN_FAIL(ctx, KILN_ERR_INTERNAL, "print", "cannot print a %s node in an expression",
                   kiln_op_name[op]);
         return false;
@@ -381,8 +286,8 @@ pr_expr(struct pr *w, kiln_expr e, enum kiln_dtype want, uint32_t depth)
     bool cmp = kiln_op_flags[op] & (KILN_OPF_CMP | KILN_OPF_LOGIC);
     bool force = is_const(ctx, a) && is_const(ctx, b);
     pair_wants(ctx, a, b, cmp ? KILN_DTYPE_VOID : want, &wa, &wb);
-    if (func(op)) { /* min, max, pow */
-        return puts_(w, func(op)) && puts_(w, "(")
+    if (kiln_op_prec[op] == 7) { /* min, max, pow */
+        return puts_(w, text) && puts_(w, "(")
                && (force ? pr_const(w, a, wa, true) : pr_expr(w, a, wa, depth + 1))
                && puts_(w, ", ")
                && (force ? pr_const(w, b, wb, true) : pr_expr(w, b, wb, depth + 1))
@@ -391,9 +296,8 @@ pr_expr(struct pr *w, kiln_expr e, enum kiln_dtype want, uint32_t depth)
     int  p = prec(ctx, e), pa = prec(ctx, a), pb = prec(ctx, b);
     bool la = pa < p || (p == 3 && pa == 3), lb = pb <= p;
     if (force)
-        return pr_const(w, a, wa, true) && puts_(w, infix(op)) && pr_const(w, b, wb, true);
-    return pr_paren(w, a, wa, la, depth + 1) && puts_(w, infix(op))
-           && pr_paren(w, b, wb, lb, depth + 1);
+        return pr_const(w, a, wa, true) && infix(w, text) && pr_const(w, b, wb, true);
+    return pr_paren(w, a, wa, la, depth + 1) && infix(w, text) && pr_paren(w, b, wb, lb, depth + 1);
 }
 
 enum kiln_status

@@ -528,22 +528,22 @@ put_expr(const struct kiln_func *f, struct kiln_buf *out, kiln_expr e)
 {
     kiln_ctx               *ctx = f->ctx;
     const struct kiln_node *n = &ctx->node[e.id];
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_NIL:
-        return kiln_buf_puts(ctx, out, "nil");
-    case KILN_OP_INT:
-        if (n->dtype == KILN_DTYPE_BOOL)
+    switch (kiln_op_kind((enum kiln_op)n->op)) {
+    case KILN_OPK_NONE:
+        return kiln_buf_puts(ctx, out, n->op == KILN_OP_NIL ? "nil" : "?");
+    case KILN_OPK_LEAF:
+        if (n->op == KILN_OP_INT && n->dtype == KILN_DTYPE_BOOL)
             return kiln_buf_puts(ctx, out, n->imm ? "true" : "false");
-        return kiln_buf_printf(ctx, out, "%" PRId64, n->imm);
-    case KILN_OP_FLOAT:
-        return kiln_buf_printf(ctx, out, "%.9g", kiln_expr_float_value(ctx, e));
-    case KILN_OP_VAR:
+        if (n->op == KILN_OP_INT)
+            return kiln_buf_printf(ctx, out, "%" PRId64, n->imm);
+        if (n->op == KILN_OP_FLOAT)
+            return kiln_buf_printf(ctx, out, "%.9g", kiln_expr_float_value(ctx, e));
         if (kiln_var_kind_of(n->imm) == KILN_VAR_NAMED)
             return kiln_buf_puts(ctx, out, kiln_sym_str(ctx, kiln_var_index(n->imm)));
         return kiln_buf_printf(ctx, out, "%s%u",
                                kiln_var_kind_of(n->imm) == KILN_VAR_AXIS ? "ax" : "rv",
                                kiln_var_index(n->imm));
-    case KILN_OP_LIST:
+    case KILN_OPK_LIST:
         for (uint32_t l = e.id; l; l = ctx->node[l].kid[1]) {
             if (!put_expr(f, out, (kiln_expr){ctx->node[l].kid[0]}))
                 return false;
@@ -551,71 +551,39 @@ put_expr(const struct kiln_func *f, struct kiln_buf *out, kiln_expr e)
                 return false;
         }
         return true;
-    case KILN_OP_LOAD: {
+    case KILN_OPK_LOAD: {
         uint32_t    b = (uint32_t)n->imm;
         const char *name = b < f->nbuf ? kiln_sym_str(ctx, f->buf[b].name) : "?";
         return kiln_buf_printf(ctx, out, "%s[", name)
                && put_expr(f, out, (kiln_expr){ctx->node[e.id].kid[0]})
                && kiln_buf_puts(ctx, out, "]");
     }
-    case KILN_OP_CAST:
+    case KILN_OPK_CAST:
         return kiln_buf_printf(ctx, out, "%s(", kiln_dtype_name((enum kiln_dtype)n->dtype))
                && put_expr(f, out, (kiln_expr){n->kid[0]}) && kiln_buf_puts(ctx, out, ")");
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR: {
-        static const char *const sym[KILN_OP_COUNT] = {
-            [KILN_OP_ADD] = "+", [KILN_OP_SUB] = "-",       [KILN_OP_MUL] = "*",
-            [KILN_OP_DIV] = "/", [KILN_OP_FLOORDIV] = "//", [KILN_OP_FLOORMOD] = "%",
-            [KILN_OP_EQ] = "==", [KILN_OP_NE] = "!=",       [KILN_OP_LT] = "<",
-            [KILN_OP_LE] = "<=", [KILN_OP_AND] = "&&",      [KILN_OP_OR] = "||",
-        };
-        kiln_expr   a = {n->kid[0]}, b = {n->kid[1]};
-        const char *s = sym[n->op];
-        return kiln_buf_puts(ctx, out, "(") && put_expr(f, out, a)
-               && kiln_buf_printf(ctx, out, " %s ", s) && put_expr(f, out, b)
-               && kiln_buf_puts(ctx, out, ")");
-    }
-    case KILN_OP_NOT:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_SELECT: {
-        char name[16];
-        snprintf(name, sizeof name, "%s", kiln_op_name[n->op]);
-        for (char *p = name; *p; p++)
-            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
-        if (!kiln_buf_printf(ctx, out, "%s(", name))
-            return false;
-        kiln_expr kid[3] = {{n->kid[0]}, {n->kid[1]}, {n->kid[2]}};
-        for (int i = 0; i < kiln_op_arity[n->op]; i++)
-            if ((i && !kiln_buf_puts(ctx, out, ", ")) || !put_expr(f, out, kid[i]))
-                return false;
-        return kiln_buf_puts(ctx, out, ")");
-    }
-    case KILN_OP_COUNT:
+    case KILN_OPK_SELECT:
+    case KILN_OPK_UNARY:
+    case KILN_OPK_BINARY:
         break;
     }
-    return kiln_buf_puts(ctx, out, "?");
+    if (kiln_op_prec[n->op] <= 5) { /* infix: (a + b) */
+        kiln_expr a = {n->kid[0]}, b = {n->kid[1]};
+        return kiln_buf_puts(ctx, out, "(") && put_expr(f, out, a)
+               && kiln_buf_printf(ctx, out, " %s ", kiln_op_text[n->op]) && put_expr(f, out, b)
+               && kiln_buf_puts(ctx, out, ")");
+    }
+    /* everything else as a call of its lower-case name: neg(x), min(a, b), select(c, a, b) */
+    char name[16];
+    snprintf(name, sizeof name, "%s", kiln_op_name[n->op]);
+    for (char *p = name; *p; p++)
+        *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    if (!kiln_buf_printf(ctx, out, "%s(", name))
+        return false;
+    kiln_expr kid[3] = {{n->kid[0]}, {n->kid[1]}, {n->kid[2]}};
+    for (int i = 0; i < kiln_op_arity[n->op]; i++)
+        if ((i && !kiln_buf_puts(ctx, out, ", ")) || !put_expr(f, out, kid[i]))
+            return false;
+    return kiln_buf_puts(ctx, out, ")");
 }
 
 static bool

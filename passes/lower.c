@@ -96,91 +96,6 @@ map_load(void *ud, kiln_expr load, uint32_t n, const kiln_expr *idx)
 
 /* ---- regions of compute_at ---- */
 
-enum mono { MONO_CONST, MONO_INC, MONO_DEC, MONO_UNKNOWN };
-
-static enum mono
-mono_join(enum mono a, enum mono b)
-{
-    if (a == MONO_CONST)
-        return b;
-    if (b == MONO_CONST || a == b)
-        return a;
-    return MONO_UNKNOWN;
-}
-
-static enum mono
-mono_flip(enum mono a)
-{
-    return a == MONO_INC ? MONO_DEC : a == MONO_DEC ? MONO_INC : a;
-}
-
-/* How e varies with variable v. */
-static enum mono
-monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
-{
-    const struct kiln_node *n = &ctx->node[e.id];
-    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
-    int64_t                 c;
-    if (e.id == v.id)
-        return MONO_INC;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-        return MONO_CONST;
-    case KILN_OP_ADD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-        return mono_join(monotone(ctx, a, v), monotone(ctx, b, v));
-    case KILN_OP_SUB:
-        return mono_join(monotone(ctx, a, v), mono_flip(monotone(ctx, b, v)));
-    case KILN_OP_MUL:
-        if (kiln_expr_is_int(ctx, b, &c))
-            return c > 0   ? monotone(ctx, a, v)
-                   : c < 0 ? mono_flip(monotone(ctx, a, v))
-                           : MONO_CONST;
-        return mono_join(monotone(ctx, a, v), monotone(ctx, b, v)) == MONO_CONST ? MONO_CONST
-                                                                                 : MONO_UNKNOWN;
-    case KILN_OP_FLOORDIV:
-        if (kiln_expr_is_int(ctx, b, &c) && c > 0)
-            return monotone(ctx, a, v);
-        break;
-    case KILN_OP_CAST:
-    case KILN_OP_NEG:
-        return n->op == KILN_OP_NEG ? mono_flip(monotone(ctx, a, v)) : monotone(ctx, a, v);
-    case KILN_OP_NIL:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
-    case KILN_OP_SELECT:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_COUNT:
-        break;
-    }
-    /* anything else: constant only if it does not mention v */
-    for (int i = 0; i < kiln_op_arity[n->op]; i++)
-        if (n->kid[i] && monotone(ctx, (kiln_expr){n->kid[i]}, v) != MONO_CONST)
-            return MONO_UNKNOWN;
-    return MONO_CONST;
-}
-
 struct region {
     struct lower    *L;
     uint32_t         tensor;
@@ -204,11 +119,11 @@ region_visit(void *ud, kiln_expr load)
         kiln_expr lov[64], hiv[64];
         bool      ok = R->ninner <= 64;
         for (uint32_t i = 0; ok && i < R->ninner; i++) {
-            enum mono m = monotone(ctx, e, R->inner[i]);
-            kiln_expr z = kiln_idx(ctx, 0), top = kiln_idx(ctx, R->inner_ext[i] - 1);
-            ok = m != MONO_UNKNOWN;
-            lov[i] = m == MONO_DEC ? top : z;
-            hiv[i] = m == MONO_DEC ? z : top;
+            enum kiln_mono m = kiln_expr_monotone(ctx, e, R->inner[i]);
+            kiln_expr      z = kiln_idx(ctx, 0), top = kiln_idx(ctx, R->inner_ext[i] - 1);
+            ok = m != KILN_MONO_UNKNOWN;
+            lov[i] = m == KILN_MONO_DEC ? top : z;
+            hiv[i] = m == KILN_MONO_DEC ? z : top;
         }
         if (!ok) {
             R->full[d] = true;

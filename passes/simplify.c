@@ -138,69 +138,27 @@ static kiln_expr simp(struct simp *S, kiln_expr e);
 static bool      lin_of(struct simp *S, kiln_expr e, struct lin *L);
 static bool      lin_norm(struct simp *S, struct lin *L);
 
-/* Adds k * (a simplified expression) to L, reading its affine top layer. */
+struct parse_ud {
+    struct simp *S;
+    struct lin  *L;
+};
+
 static bool
-parse_rec(struct simp *S, kiln_expr e, int64_t k, struct lin *L)
+parse_term(void *ud, kiln_expr atom, int64_t k)
 {
-    const struct kiln_node *n = &S->ctx->node[e.id];
-    int64_t                 v;
-    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_INT:
-        return mul_ok(n->imm, k, &v) && add_ok(L->c, v, &L->c);
-    case KILN_OP_ADD:
-        return parse_rec(S, a, k, L) && parse_rec(S, b, k, L);
-    case KILN_OP_SUB:
-        return parse_rec(S, a, k, L) && mul_ok(k, -1, &v) && parse_rec(S, b, v, L);
-    case KILN_OP_NEG:
-        return mul_ok(k, -1, &v) && parse_rec(S, a, v, L);
-    case KILN_OP_MUL:
-        if (op_of(S, b) == KILN_OP_INT)
-            return mul_ok(k, S->ctx->node[b.id].imm, &v) && parse_rec(S, a, v, L);
-        if (op_of(S, a) == KILN_OP_INT)
-            return mul_ok(k, S->ctx->node[a.id].imm, &v) && parse_rec(S, b, v, L);
-        return lin_term(S, L, e, k);
-    case KILN_OP_NIL:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_POW:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
-    case KILN_OP_SELECT:
-    case KILN_OP_CAST:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
-    case KILN_OP_COUNT:
-        break;
-    }
-    return lin_term(S, L, e, k);
+    struct parse_ud *u = ud;
+    return lin_term(u->S, u->L, atom, k);
 }
 
-/* The linear form of a simplified expression; an expression whose form overflows is one atom. */
+/* The linear form of a simplified expression (its affine top layer, kiln_affine); an expression
+ * whose form overflows is one atom. */
 static bool
 parse(struct simp *S, kiln_expr e, struct lin *L)
 {
+    struct parse_ud       u = {S, L};
+    struct kiln_affine_fn fn = {NULL, parse_term, &u};
     *L = (struct lin){0};
-    if (!parse_rec(S, e, 1, L)) {
+    if (!kiln_affine(S->ctx, e, 1, &L->c, &fn)) {
         if (!live(S))
             return false;
         *L = (struct lin){0};
@@ -309,12 +267,13 @@ lin_norm(struct simp *S, struct lin *L)
     }
 }
 
-static struct ival
+static struct kiln_ival
 lin_bound(struct simp *S, const struct lin *L)
 {
-    struct ival v = {L->c, L->c};
+    struct kiln_ival v = {L->c, L->c};
     for (uint32_t i = 0; i < L->n && (v.lo != NINF || v.hi != PINF); i++)
-        v = kiln_iv_add(v, kiln_iv_scale(kiln_simp_bound(S, (kiln_expr){L->t[i].atom}), L->t[i].k));
+        v = kiln_ival_add(
+            v, kiln_ival_scale(kiln_simp_bound(S, (kiln_expr){L->t[i].atom}), L->t[i].k));
     return v;
 }
 
@@ -355,7 +314,7 @@ add_atom(struct simp *S, struct lin *L, kiln_expr atom, int64_t k)
     if (!atom.id)
         return false;
     if (!kiln_expr_is_int(S->ctx, atom, &v)) {
-        struct ival b = kiln_simp_bound(S, atom);
+        struct kiln_ival b = kiln_simp_bound(S, atom);
         if (b.lo != b.hi || b.lo == NINF || b.lo == PINF) {
             if (!kiln_simp_memo_put(S, atom, atom)) /* rule-closed: a fixed point */
                 return false;
@@ -464,8 +423,8 @@ sdiv(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
     if (!R.n)
         return true;
     /* decided by bounds */
-    struct ival b = lin_bound(S, &R);
-    if (iv_finite(b) && kiln_scalar_floordiv(b.lo, d) == kiln_scalar_floordiv(b.hi, d))
+    struct kiln_ival b = lin_bound(S, &R);
+    if (kiln_ival_finite(b) && kiln_scalar_floordiv(b.lo, d) == kiln_scalar_floordiv(b.hi, d))
         return add_ok(out->c, kiln_scalar_floordiv(b.lo, d), &out->c);
     /* (g*A + B) // d = (A + q) // (d/g) when g | d and B in [q*g, q*g + g) */
     int64_t  cand[16];
@@ -475,8 +434,8 @@ sdiv(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
         int64_t    g = cand[i];
         if (!split_by(S, &R, g, &R1, &R2))
             return false;
-        struct ival b2 = lin_bound(S, &R2);
-        if (!R1.n || !iv_finite(b2)
+        struct kiln_ival b2 = lin_bound(S, &R2);
+        if (!R1.n || !kiln_ival_finite(b2)
             || kiln_scalar_floordiv(b2.lo, g) != kiln_scalar_floordiv(b2.hi, g))
             continue;
         divide_exact(&R1, g, kiln_scalar_floordiv(b2.lo, g));
@@ -548,8 +507,8 @@ smod(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
         out->c = R.c;
         return true;
     }
-    struct ival b = lin_bound(S, &R);
-    if (iv_finite(b)
+    struct kiln_ival b = lin_bound(S, &R);
+    if (kiln_ival_finite(b)
         && kiln_scalar_floordiv(b.lo, d)
                == kiln_scalar_floordiv(b.hi, d)) { /* one period: subtract q*d */
         int64_t qd;
@@ -566,8 +525,8 @@ smod(struct simp *S, const struct lin *L0, int64_t d, struct lin *out)
         int64_t    g = cand[i], q, qg;
         if (!split_by(S, &R, g, &R1, &R2))
             return false;
-        struct ival b2 = lin_bound(S, &R2);
-        if (!R1.n || !iv_finite(b2)
+        struct kiln_ival b2 = lin_bound(S, &R2);
+        if (!R1.n || !kiln_ival_finite(b2)
             || kiln_scalar_floordiv(b2.lo, g) != kiln_scalar_floordiv(b2.hi, g))
             continue;
         q = kiln_scalar_floordiv(b2.lo, g);
@@ -743,7 +702,7 @@ simp_divmod(struct simp *S, kiln_expr e)
         return simp_kids(S, e);
     }
     /* symbolic divisor: 0 <= a < b decides both */
-    struct ival ia = lin_bound(S, &L), ib = kiln_simp_bound(S, b);
+    struct kiln_ival ia = lin_bound(S, &L), ib = kiln_simp_bound(S, b);
     if (ib.lo >= 1 && ia.lo >= 0 && ia.hi < ib.lo)
         return op == KILN_OP_FLOORDIV ? kiln_idx(ctx, 0) : build(S, &L);
     kiln_expr a = build(S, &L);
@@ -759,7 +718,7 @@ simp_minmax(struct simp *S, kiln_expr e)
     if (!lin_of(S, kid(S, e, 0), &A) || !lin_of(S, kid(S, e, 1), &B))
         return (kiln_expr){0};
     if (lin_add(S, &D, &A, 1) && lin_add(S, &D, &B, -1) && lin_norm(S, &D)) {
-        struct ival v = lin_bound(S, &D); /* a - b */
+        struct kiln_ival v = lin_bound(S, &D); /* a - b */
         if (v.hi != PINF && v.hi <= 0)
             return build(S, op == KILN_OP_MIN ? &A : &B);
         if (v.lo != NINF && v.lo >= 0)
@@ -806,9 +765,9 @@ simp_cmp(struct simp *S, enum kiln_op op, kiln_expr ea, kiln_expr eb)
     bool ok = lin_add(S, &E, &A, 1) && lin_add(S, &E, &B, -1) && lin_norm(S, &E);
     if (!ok) /* overflow: keep the operands */
         return live(S) ? keep_cmp(S, op, &A, &B) : (kiln_expr){0};
-    struct ival v = lin_bound(S, &E);
-    bool        le = op == KILN_OP_LE;
-    bool        lt = op == KILN_OP_LT || le; /* now E < 0, or E <= 0 for le */
+    struct kiln_ival v = lin_bound(S, &E);
+    bool             le = op == KILN_OP_LE;
+    bool             lt = op == KILN_OP_LT || le; /* now E < 0, or E <= 0 for le */
     if (lt && v.hi != PINF && (le ? v.hi <= 0 : v.hi < 0))
         return kiln_bool(ctx, true);
     if (lt && v.lo != NINF && (le ? v.lo > 0 : v.lo >= 0))
@@ -931,7 +890,7 @@ simp_abs(struct simp *S, kiln_expr e)
     kiln_expr a = simp(S, kid(S, e, 0));
     if (!a.id)
         return a;
-    struct ival v = kiln_simp_bound(S, a);
+    struct kiln_ival v = kiln_simp_bound(S, a);
     if (v.lo >= 0)
         return a;
     if (v.hi <= 0)
@@ -1017,7 +976,7 @@ simp(struct simp *S, kiln_expr e)
     /* an integer or bool with a single possible value is that value */
     enum kiln_dtype dt = kiln_expr_dtype(S->ctx, r);
     if (is_intlike(dt) && S->ctx->node[r.id].op != KILN_OP_INT) {
-        struct ival v = kiln_simp_bound(S, r);
+        struct kiln_ival v = kiln_simp_bound(S, r);
         if (v.lo == v.hi && v.lo != NINF && v.lo != PINF)
             r = kiln_int(S->ctx, v.lo, dt);
     }
@@ -1052,14 +1011,14 @@ kiln_expr_bounds(kiln_ctx *ctx, kiln_expr e, const struct kiln_var_range *r, uin
         return false;
     kiln_simp_init(&S, ctx);
     kiln_simp_env(&S, r, nr);
-    kiln_expr   s = simp(&S, e);
-    struct ival v = s.id ? kiln_simp_bound(&S, s) : IV_FULL;
+    kiln_expr        s = simp(&S, e);
+    struct kiln_ival v = s.id ? kiln_simp_bound(&S, s) : KILN_IVAL_FULL;
     kiln_simp_fini(&S);
     if (!kiln_ok(ctx))
         return false;
     *lo = v.lo;
     *hi = v.hi;
-    return iv_finite(v);
+    return kiln_ival_finite(v);
 }
 
 /* ---- sessions: many expressions under one set of ranges, one memo ---- */
@@ -1113,11 +1072,11 @@ kiln_simplifier_bounds(struct kiln_simplifier *s, kiln_expr e, int64_t *lo, int6
     *hi = INT64_MAX;
     if (!kiln_ok(s->S.ctx) || !e.id || !is_intlike(kiln_expr_dtype(s->S.ctx, e)))
         return false;
-    kiln_expr   x = simp(&s->S, e);
-    struct ival v = x.id ? kiln_simp_bound(&s->S, x) : IV_FULL;
+    kiln_expr        x = simp(&s->S, e);
+    struct kiln_ival v = x.id ? kiln_simp_bound(&s->S, x) : KILN_IVAL_FULL;
     if (!kiln_ok(s->S.ctx))
         return false;
     *lo = v.lo;
     *hi = v.hi;
-    return iv_finite(v);
+    return kiln_ival_finite(v);
 }

@@ -1,5 +1,5 @@
 /* passes/simplify_int.h -- private to the simplifier (simplify_bounds.c, simplify.c): its
- * state, the memo tables, the scratch pool, intervals, and small integer helpers. Other files,
+ * state, the memo tables, the scratch pool, and small integer helpers. Other files,
  * simplify_stmt.c included, use the passes.h API (kiln_simplify_expr, kiln_expr_bounds,
  * struct kiln_simplifier). */
 #ifndef KILN_SIMPLIFY_INT_H
@@ -38,27 +38,21 @@ struct simp {
     bool                         oom;
 };
 
-/* intervals: lo == INT64_MIN is -inf, hi == INT64_MAX is +inf */
-struct ival {
-    int64_t lo, hi;
-};
-#define NINF    INT64_MIN
-#define PINF    INT64_MAX
-#define IV_FULL ((struct ival){NINF, PINF})
+/* intervals (struct kiln_ival, ir/arith.h): lo == INT64_MIN is -inf, hi == INT64_MAX is +inf */
+#define NINF INT64_MIN
+#define PINF INT64_MAX
 
 /* ---- simplify_bounds.c (simplify.c has no cross-file functions) ---- */
-void         kiln_simp_init(struct simp *S, kiln_ctx *ctx);
-void         kiln_simp_env(struct simp *S, const struct kiln_var_range *r, uint32_t nr);
-void         kiln_simp_fini(struct simp *S);
-void         kiln_simp_oom(struct simp *S);             /* records KILN_ERR_NOMEM once */
-void        *kiln_simp_alloc(struct simp *S, size_t n); /* scratch; NULL after kiln_simp_oom */
-struct pmark kiln_simp_mark(const struct simp *S);
-void         kiln_simp_release(struct simp *S, struct pmark m);
-bool         kiln_simp_memo_get(const struct simp *S, kiln_expr e, kiln_expr *out);
-bool         kiln_simp_memo_put(struct simp *S, kiln_expr e, kiln_expr out); /* false: OOM */
-struct ival  kiln_simp_bound(struct simp *S, kiln_expr e); /* structural, memoised */
-struct ival  kiln_iv_add(struct ival a, struct ival b);
-struct ival  kiln_iv_scale(struct ival a, int64_t k);
+void             kiln_simp_init(struct simp *S, kiln_ctx *ctx);
+void             kiln_simp_env(struct simp *S, const struct kiln_var_range *r, uint32_t nr);
+void             kiln_simp_fini(struct simp *S);
+void             kiln_simp_oom(struct simp *S);             /* records KILN_ERR_NOMEM once */
+void            *kiln_simp_alloc(struct simp *S, size_t n); /* scratch; NULL after kiln_simp_oom */
+struct pmark     kiln_simp_mark(const struct simp *S);
+void             kiln_simp_release(struct simp *S, struct pmark m);
+bool             kiln_simp_memo_get(const struct simp *S, kiln_expr e, kiln_expr *out);
+bool             kiln_simp_memo_put(struct simp *S, kiln_expr e, kiln_expr out); /* false: OOM */
+struct kiln_ival kiln_simp_bound(struct simp *S, kiln_expr e); /* kiln_ival_bound, memoised */
 
 /* ---- small helpers ---- */
 static inline bool
@@ -87,12 +81,6 @@ is_intlike(enum kiln_dtype dt)
 }
 
 static inline bool
-iv_finite(struct ival v)
-{
-    return v.lo != NINF && v.hi != PINF;
-}
-
-static inline bool
 mul_ok(int64_t a, int64_t b, int64_t *r)
 {
     return !kiln_mul_overflows(a, b, r);
@@ -102,15 +90,6 @@ static inline bool
 add_ok(int64_t a, int64_t b, int64_t *r)
 {
     return !kiln_add_overflows(a, b, r);
-}
-
-static inline int64_t
-hi_add(int64_t a, int64_t b) /* upper bounds: +inf absorbs, overflow saturates to +inf */
-{
-    int64_t r;
-    if (a == PINF || b == PINF || !add_ok(a, b, &r))
-        return PINF;
-    return r;
 }
 
 #endif

@@ -698,26 +698,21 @@ count(struct fx *X, uint32_t e, int depth)
     uint32_t                a = n->kid[0], b = n->kid[1], c = n->kid[2];
     uint8_t                 dt = n->dtype, op = n->op;
     int64_t                 imm = n->imm;
-    switch ((enum kiln_op)op) {
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_COUNT:
+    if (op >= KILN_OP_COUNT)
         return KILN_OK;
-    case KILN_OP_VAR: {
+    if (op == KILN_OP_VAR) {
         const struct let *l = let_of(X, e);
         return l ? count(X, l->value.id, depth + 1) : KILN_OK;
     }
-    case KILN_OP_LIST:
-        KILN_TRY(count(X, a, depth + 1));
-        return count(X, b, depth + 1);
-    case KILN_OP_LOAD:
+    if (op == KILN_OP_LOAD) {
         X->cnt[F_LOADS] += 1;
         if (imm >= 0 && (uint64_t)imm < X->f->nbuf)
             KILN_TRY(add_access(X, (uint32_t)imm, a, false));
-        return count(X, a, depth + 1);
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
+    }
+    switch ((enum kiln_op_cost)kiln_op_cost[op]) { /* ops.def's cost class */
+    case KILN_COST_NONE:
+        break;
+    case KILN_COST_ADD:
         /* a product feeding a sum is a multiply-add, however the sum is associated (the
          * simplifier orders terms by structural hash, which depends on variable names) */
         count_op(X, F_FLOAT_ADDSUB, F_INT_ADDSUB, dt);
@@ -726,48 +721,32 @@ count(struct fx *X, uint32_t e, int depth)
         if (is_mul(X, b))
             count_op(X, F_FLOAT_MAD, F_INT_MAD, dt);
         break;
-    case KILN_OP_MUL:
+    case KILN_COST_MUL:
         count_op(X, F_FLOAT_MUL, F_INT_MUL, dt);
         break;
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
+    case KILN_COST_DIV:
         count_op(X, F_FLOAT_DIV, F_INT_DIVMOD, dt);
         break;
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
+    case KILN_COST_MINMAX:
         count_op(X, F_FLOAT_MINMAX, F_INT_MINMAX, dt);
         break;
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
+    case KILN_COST_CMP:
         count_op(X, F_FLOAT_CMP, F_INT_CMP, node(X, a)->dtype);
         break;
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
+    case KILN_COST_LOGIC:
         X->cnt[F_BOOL_OP] += 1;
         break;
-    case KILN_OP_SELECT:
+    case KILN_COST_SELECT:
         X->cnt[F_SELECT] += 1;
         break;
-    case KILN_OP_CAST:
+    case KILN_COST_CAST:
         X->cnt[F_CAST] += 1;
         break;
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
+    case KILN_COST_SIMPLE:
         count_op(X, F_FLOAT_OTHER, F_INT_OTHER, dt);
         break;
-    case KILN_OP_POW:
-    case KILN_OP_FLOOR:
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
+    case KILN_COST_MATH:
+    case KILN_COST_TRANS:
         count_op(X, F_FLOAT_MATH, F_INT_OTHER, dt);
         break;
     }

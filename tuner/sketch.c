@@ -72,46 +72,8 @@ find_var_visit(void *ud, kiln_expr node)
     const struct kiln_node *n = kiln_node_get(F->ctx, node);
     if (n->op == KILN_OP_VAR && n->imm == F->key)
         F->found = true;
-    switch ((enum kiln_op)n->op) {
-    case KILN_OP_EXP:
-    case KILN_OP_LOG:
-    case KILN_OP_POW:
-    case KILN_OP_SQRT:
-    case KILN_OP_RSQRT:
-    case KILN_OP_TANH:
-    case KILN_OP_ERF:
-    case KILN_OP_SIGMOID:
+    if (n->op < KILN_OP_COUNT && kiln_op_cost[n->op] == KILN_COST_TRANS)
         F->expensive = true;
-        break;
-    case KILN_OP_NIL:
-    case KILN_OP_INT:
-    case KILN_OP_FLOAT:
-    case KILN_OP_VAR:
-    case KILN_OP_LIST:
-    case KILN_OP_LOAD:
-    case KILN_OP_ADD:
-    case KILN_OP_SUB:
-    case KILN_OP_MUL:
-    case KILN_OP_DIV:
-    case KILN_OP_FLOORDIV:
-    case KILN_OP_FLOORMOD:
-    case KILN_OP_MIN:
-    case KILN_OP_MAX:
-    case KILN_OP_EQ:
-    case KILN_OP_NE:
-    case KILN_OP_LT:
-    case KILN_OP_LE:
-    case KILN_OP_AND:
-    case KILN_OP_OR:
-    case KILN_OP_NOT:
-    case KILN_OP_SELECT:
-    case KILN_OP_CAST:
-    case KILN_OP_NEG:
-    case KILN_OP_ABS:
-    case KILN_OP_FLOOR:
-    case KILN_OP_COUNT:
-        break;
-    }
     return true;
 }
 
