@@ -3,7 +3,8 @@
  * kiln_onnx_tensor_decode in include/kiln.h; this header shares the pieces between the importer
  * and the decoder (the importer's own header is onnx_impl.h). The ONNX schema is Debian's
  * onnx/onnx.proto, compiled by protoc-c at build time into the build directory (onnx.pb-c.h);
- * nothing here parses protobuf by hand. */
+ * nothing here decodes protobuf by hand (onnx.c only walks the framing to bound the nesting
+ * depth before protobuf-c's recursive unpacking). */
 #ifndef KILN_FRONTEND_H
 #define KILN_FRONTEND_H
 

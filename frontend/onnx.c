@@ -1,13 +1,17 @@
 /* frontend/onnx.c -- ONNX ModelProto to a kernel graph (kiln_graph_import_onnx).
  *
- * The model is unpacked by the protobuf-c code generated from Debian's onnx.proto. Then:
+ * The model is unpacked by the protobuf-c code generated from Debian's onnx.proto, once
+ * nesting_ok has checked, without recursion, that its messages nest at most ONNX_MAX_DEPTH
+ * levels (protobuf-c recurses). The default domain's opset must be imported, once, and be one
+ * kiln knows (model_opset). Then:
  *   1. graph inputs that are not initializers become kiln inputs, in order (their shapes must be
  *      static); initializers are decoded into constants;
  *   2. nodes are imported in order, each by the handler its row of the op table names
  *      (frontend/onnx.def, handlers in onnx_elem.c, onnx_nn.c, onnx_data.c), which maps it onto
  *      kiln's op library (kiln_lib_call) -- a node may become several library calls (Gemm:
  *      transpose, matmul, scale, add). The dispatcher here does what every op shares: the row
- *      for the op and opset, the attribute check, the input lookup, the output check;
+ *      for the op and opset, the attribute check, the input lookup, the output checks (a name
+ *      defined before is an error, as ONNX defines each value once);
  *   3. graph outputs are marked, in order (a copy is added where an output is an argument or
  *      is listed twice).
  * Constants (initializers, Constant nodes, Shape of a static shape) stay values of the import
@@ -30,15 +34,20 @@
 
 /* ---- errors ---- */
 
-const char *
-onnx_node_name(const struct onnx_imp *m)
+static const char *
+node_name(const Onnx__NodeProto *n)
 {
-    const Onnx__NodeProto *n = m->node;
     if (n->name && *n->name)
         return n->name;
     if (n->n_output && n->output[0] && *n->output[0])
         return n->output[0];
     return "";
+}
+
+const char *
+onnx_node_name(const struct onnx_imp *m)
+{
+    return node_name(m->node);
 }
 
 enum kiln_status
@@ -358,6 +367,8 @@ onnx_set_output(struct onnx_imp *m, uint32_t i, uint32_t t)
     if (!v)
         return m->ctx->err.status;
     v->tensor = t;
+    v->origin = ONNX_FROM_NODE;
+    v->nodeno = m->nodeno;
     return KILN_OK;
 }
 
@@ -372,6 +383,8 @@ onnx_set_const(struct onnx_imp *m, uint32_t i, const struct frontend_const *c)
         return m->ctx->err.status;
     v->is_const = true;
     v->c = *c;
+    v->origin = ONNX_FROM_NODE;
+    v->nodeno = m->nodeno;
     return KILN_OK;
 }
 
@@ -446,6 +459,39 @@ listed(const char *list, const char *name)
     return false;
 }
 
+/* Each value is defined once: an output of the node that another node, a graph input or an
+ * initializer already defines (or that the node lists twice) is an error naming both. */
+static enum kiln_status
+check_outputs(struct onnx_imp *m)
+{
+    const Onnx__NodeProto *n = m->node;
+    for (size_t k = 0; k < n->n_output; k++) {
+        const char *o = n->output[k];
+        if (!o || !*o)
+            continue;
+        for (size_t j = 0; j < k; j++)
+            if (n->output[j] && !strcmp(n->output[j], o))
+                return BAD(m, "outputs %zu and %zu are both '%s'", j, k, o);
+        const struct onnx_value *v = find_value(m, o);
+        if (!v)
+            continue;
+        switch (v->origin) {
+        case ONNX_FROM_NODE: {
+            const Onnx__NodeProto *p = m->graph->node[v->nodeno];
+            return BAD(m, "output %zu '%s' is already defined by node %u '%s' (%s)", k, o,
+                       v->nodeno, node_name(p), p->op_type ? p->op_type : "?");
+        }
+        case ONNX_FROM_INPUT:
+            return BAD(m, "output %zu '%s' is already a graph input", k, o);
+        case ONNX_FROM_BINDING:
+            return BAD(m, "output %zu '%s' is already a graph input (bound to a value)", k, o);
+        case ONNX_FROM_INITIALIZER:
+            return BAD(m, "output %zu '%s' is already an initializer", k, o);
+        }
+    }
+    return KILN_OK;
+}
+
 /* Imports m->node by its row of the table: what every handler shares is done here -- the
  * attributes checked against the row, the inputs looked up into m->in[] (onnx.def says which
  * are required), and after the handler, every output it was to define. */
@@ -480,6 +526,7 @@ import_node(struct onnx_imp *m)
         if (!in[i])
             return BAD(m, "input %u '%s' is not defined before the node", i, n->input[i]);
     }
+    KILN_TRY(check_outputs(m));
     m->op = op;
     m->in = in;
     m->nin = nin;
@@ -501,8 +548,11 @@ graph_input(struct onnx_imp *m, const Onnx__ValueInfoProto *vi)
     const char *nm = vi->name ? vi->name : "";
     if (!*nm)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx", "a graph input has no name");
-    if (find_value(m, nm))
-        return KILN_OK; /* an initializer listed as an input (IR version < 4): a weight */
+    const struct onnx_value *prev = find_value(m, nm);
+    if (prev && prev->origin == ONNX_FROM_INPUT)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx", "graph input '%s' is listed twice", nm);
+    if (prev)
+        return KILN_OK; /* an initializer listed as an input (IR version < 4), or bound: a weight */
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx",
@@ -548,6 +598,7 @@ graph_input(struct onnx_imp *m, const Onnx__ValueInfoProto *vi)
     if (!v)
         return ctx->err.status;
     v->tensor = t;
+    v->origin = ONNX_FROM_INPUT;
     return KILN_OK;
 }
 
@@ -599,6 +650,7 @@ bind_inputs(struct onnx_imp *m, const Onnx__GraphProto *gp, const struct kiln_on
         if (!val)
             return m->ctx->err.status;
         val->is_const = true;
+        val->origin = ONNX_FROM_BINDING;
         val->c.dtype = v->dtype;
         val->c.ndim = (uint32_t)v->ndim;
         memcpy(val->c.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
@@ -611,22 +663,61 @@ bind_inputs(struct onnx_imp *m, const Onnx__GraphProto *gp, const struct kiln_on
     return KILN_OK;
 }
 
+static bool
+default_domain(const char *domain)
+{
+    return !domain || !*domain || !strcmp(domain, "ai.onnx");
+}
+
+/* m->opset: the model's opset of the default domain. opset_import is written after the graph,
+ * so a file cut between the two is still valid protobuf: a model without it is an error (ONNX
+ * has required it since IR version 3), unless no node is in the default domain. */
+static enum kiln_status
+model_opset(struct onnx_imp *m, const Onnx__ModelProto *mp)
+{
+    const Onnx__OperatorSetIdProto *found = NULL;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        if (!default_domain(o->domain))
+            continue;
+        if (found)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "opset_import names the default ONNX domain twice");
+        found = o;
+    }
+    m->opset = 1;
+    if (!found) {
+        bool used = !mp->n_opset_import;
+        for (size_t i = 0; mp->graph && i < mp->graph->n_node; i++)
+            used = used || default_domain(mp->graph->node[i]->domain);
+        if (used)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "no opset_import for the default ONNX domain; the file may be "
+                             "truncated");
+        return KILN_OK; /* every node is in another domain: refused as such */
+    }
+    if (!found->has_version || found->version < 1)
+        return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                         "opset_import of the default ONNX domain has no valid version (%lld)",
+                         found->has_version ? (long long)found->version : 0LL);
+    if (found->version > ONNX_OPSET_MAX)
+        return KILN_FAIL(m->ctx, KILN_ERR_UNSUPPORTED, "onnx",
+                         "the model's opset is %lld; kiln knows ONNX opsets up to %d",
+                         (long long)found->version, ONNX_OPSET_MAX);
+    m->opset = found->version;
+    return KILN_OK;
+}
+
 static enum kiln_status
 import_model(struct onnx_imp *m, const Onnx__ModelProto *mp, const struct kiln_onnx_binding *bind,
              uint32_t nbind)
 {
     kiln_ctx *ctx = m->ctx;
-    m->opset = -1;
-    for (size_t i = 0; i < mp->n_opset_import; i++) {
-        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
-        if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx"))
-            m->opset = o->has_version ? o->version : 1;
-    }
-    if (m->opset < 0)
-        m->opset = 1; /* IR version 1 models name no opset */
+    KILN_TRY(model_opset(m, mp));
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx", "the model has no graph");
+    m->graph = gp;
     if (gp->n_sparse_initializer)
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx",
                          "sparse initializers are not supported");
@@ -635,10 +726,13 @@ import_model(struct onnx_imp *m, const Onnx__ModelProto *mp, const struct kiln_o
         const char              *nm = t->name ? t->name : "";
         char                     what[300];
         snprintf(what, sizeof what, "initializer '%s'", nm);
+        if (find_value(m, nm))
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx", "initializer '%s' is listed twice", nm);
         struct onnx_value *v = new_value(m, nm);
         if (!v || frontend_tensor_decode(ctx, t, what, &v->c) != KILN_OK)
             return ctx->err.status;
         v->is_const = true;
+        v->origin = ONNX_FROM_INITIALIZER;
     }
     KILN_TRY(bind_inputs(m, gp, bind, nbind));
     for (size_t i = 0; i < gp->n_input; i++)
@@ -646,9 +740,8 @@ import_model(struct onnx_imp *m, const Onnx__ModelProto *mp, const struct kiln_o
     for (size_t i = 0; i < gp->n_node; i++) {
         m->node = gp->node[i];
         m->nodeno = (uint32_t)i;
-        const char *dom = m->node->domain ? m->node->domain : "";
-        if (*dom && strcmp(dom, "ai.onnx"))
-            return UNSUP(m, "domain '%s' is not supported", dom);
+        if (!default_domain(m->node->domain))
+            return UNSUP(m, "domain '%s' is not supported", m->node->domain);
         if (import_node(m) != KILN_OK)
             return node_context(m);
     }
@@ -661,6 +754,89 @@ import_model(struct onnx_imp *m, const Onnx__ModelProto *mp, const struct kiln_o
     for (size_t i = 0; i < gp->n_output; i++)
         KILN_TRY(graph_output(m, gp->output[i]));
     return kiln_graph_verify(m->g);
+}
+
+/* ---- the depth check ---- */
+
+/* protobuf-c unpacks a nested message by recursion, so a file of a few kilobytes that nests
+ * thousands of messages (AttributeProto.g inside NodeProto inside GraphProto..., or
+ * TypeProto.sequence_type...) would overflow the stack. Before protobuf-c sees the bytes,
+ * nesting_ok walks their wire format without recursion -- an explicit stack of the enclosing
+ * messages -- and descends only into the fields the generated descriptors type as messages, so
+ * string and bytes fields (raw tensor data) are skipped whatever they hold. It reads only the
+ * framing (tags, varints, lengths), never a field's value. Deeper than ONNX_MAX_DEPTH is
+ * unsupported; malformed framing is the same error protobuf-c gives. */
+enum { ONNX_MAX_DEPTH = 64 };
+
+static bool
+wire_varint(const uint8_t *p, size_t end, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; shift < 64 && *i < end; shift += 7) {
+        uint8_t c = p[(*i)++];
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false; /* cut off, or longer than 10 bytes */
+}
+
+/* 1: fine; 0: malformed framing; -1: nested deeper than ONNX_MAX_DEPTH. */
+static int
+nesting_ok(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *top)
+{
+    struct {
+        const ProtobufCMessageDescriptor *d;
+        size_t                            end;
+    } st[ONNX_MAX_DEPTH + 1];
+    size_t depth = 0, i = 0;
+    st[0].d = top;
+    st[0].end = len;
+    for (;;) {
+        while (i == st[depth].end) {
+            if (!depth)
+                return 1;
+            depth--;
+        }
+        size_t   end = st[depth].end;
+        uint64_t key, v;
+        if (!wire_varint(p, end, &i, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+            return 0;
+        switch (key & 7) {
+        case PROTOBUF_C_WIRE_TYPE_VARINT:
+            if (!wire_varint(p, end, &i, &v))
+                return 0;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_64BIT:
+            if (end - i < 8)
+                return 0;
+            i += 8;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_32BIT:
+            if (end - i < 4)
+                return 0;
+            i += 4;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+            if (!wire_varint(p, end, &i, &v) || v > end - i)
+                return 0;
+            const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field(st[depth].d, (unsigned)(key >> 3));
+            if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE) {
+                i += (size_t)v; /* a string, bytes, a packed array or an unknown field */
+                break;
+            }
+            if (depth == ONNX_MAX_DEPTH)
+                return -1;
+            depth++;
+            st[depth].d = f->descriptor;
+            st[depth].end = i + (size_t)v;
+            break;
+        }
+        default: /* groups (3, 4) and the undefined wire types */
+            return 0;
+        }
+    }
 }
 
 /* protobuf-c allocates through the context's allocator; a 16-byte header keeps the size its
@@ -706,8 +882,15 @@ kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const 
     const char *file = filename ? kiln_arena_strdup(ctx, filename) : NULL;
     if (filename && !file)
         return ctx->err.status;
+    int nest = nesting_ok(data, len, &onnx__model_proto__descriptor);
+    if (nest < 0) {
+        KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx", "ONNX model nested deeper than %d messages",
+                  ONNX_MAX_DEPTH);
+        kiln_error_set_loc(ctx, file, 0, 0);
+        return KILN_ERR_UNSUPPORTED;
+    }
     ProtobufCAllocator pa = {pb_alloc, pb_free, ctx};
-    Onnx__ModelProto  *mp = onnx__model_proto__unpack(&pa, len, data);
+    Onnx__ModelProto  *mp = nest ? onnx__model_proto__unpack(&pa, len, data) : NULL;
     if (!mp) {
         KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
                   "not a valid ONNX model (the protobuf data is malformed or truncated)");

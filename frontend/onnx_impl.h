@@ -11,6 +11,10 @@
 
 #include "frontend.h"
 
+/* Where an ONNX value comes from: each name is defined once (a second definition is an error
+ * naming both). */
+enum onnx_origin { ONNX_FROM_INITIALIZER, ONNX_FROM_BINDING, ONNX_FROM_INPUT, ONNX_FROM_NODE };
+
 /* An ONNX value: a kiln tensor, or a constant known at import time that becomes a weight tensor
  * only when a node reads it as data (onnx_tensor). */
 struct onnx_value {
@@ -18,10 +22,19 @@ struct onnx_value {
     uint32_t              tensor; /* kiln tensor, or KILN_NONE while only a constant */
     bool                  is_const;
     struct frontend_const c;
+    enum onnx_origin      origin;
+    uint32_t              nodeno; /* ONNX_FROM_NODE: the node that defines it */
 };
 
 struct onnx_imp;
 typedef enum kiln_status onnx_handler(struct onnx_imp *m);
+
+/* The newest opset of the default ONNX domain kiln imports: a newer model is unsupported, since
+ * an op's semantics may have changed in an opset kiln does not know. Up to 21, the ops of
+ * onnx.def changed only as their rows say or by element types and attributes that are refused
+ * (AveragePool 19's dilations, Pad 19's 'wrap' mode); no row may start above it (the test
+ * checks). */
+#define ONNX_OPSET_MAX 21
 
 /* Marks "no upper bound" in the opset_hi and max_inputs columns of onnx.def. */
 #define ONNX_ANY 0x7fff
@@ -45,14 +58,15 @@ const struct onnx_op *onnx_ops(size_t *count);
 const struct onnx_op *onnx_op_find(const char *name, int64_t opset, bool *known);
 
 struct onnx_imp {
-    kiln_ctx          *ctx;
-    struct kiln_graph *g;
-    const char        *file;
-    int64_t            opset; /* of the default domain */
-    struct onnx_value *val;
-    uint32_t           nval, capval;
-    double           **wdata; /* per tensor: a weight's values, else NULL */
-    uint32_t           capw;
+    kiln_ctx               *ctx;
+    struct kiln_graph      *g;
+    const char             *file;
+    int64_t                 opset; /* of the default domain */
+    const Onnx__GraphProto *graph; /* the model's (node indices name its nodes) */
+    struct onnx_value      *val;
+    uint32_t                nval, capval;
+    double                **wdata; /* per tensor: a weight's values, else NULL */
+    uint32_t                capw;
     /* the node being imported */
     const Onnx__NodeProto *node;
     uint32_t               nodeno;

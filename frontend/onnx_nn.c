@@ -198,8 +198,19 @@ struct window {
     int64_t  opad[2];          /* ConvTranspose output_padding */
 };
 
-/* Reads kernel_shape (or kshape when given), strides, dilations, pads, auto_pad for nsp spatial
- * dimensions of input extents in[]; fills w with 2-D values (1-D padded with a unit height). */
+/* "[a, b]", an arena string (or "?" when out of memory). */
+static const char *
+dims_str(struct onnx_imp *m, const int64_t *v, uint32_t n)
+{
+    const char *s =
+        n == 1 ? kiln_arena_printf(m->ctx, "[%lld]", (long long)v[0])
+               : kiln_arena_printf(m->ctx, "[%lld, %lld]", (long long)v[0], (long long)v[1]);
+    return s ? s : "?";
+}
+
+/* Reads kernel_shape, strides, dilations, pads, auto_pad for nsp spatial dimensions of input
+ * extents in[]; fills w with 2-D values (1-D padded with a unit height). kshape, when given, is
+ * the weight's spatial shape: kernel_shape defaults to it and must agree with it. */
 static bool
 read_window(struct onnx_imp *m, uint32_t nsp, const int64_t *in, const int64_t *kshape,
             bool transpose, struct window *w)
@@ -221,6 +232,11 @@ read_window(struct onnx_imp *m, uint32_t nsp, const int64_t *in, const int64_t *
         for (uint32_t i = 0; i < nsp; i++)
             k[i] = kshape[i];
         nk = nsp;
+    }
+    if (hk && kshape && nk == nsp && (k[0] != kshape[0] || (nsp == 2 && k[1] != kshape[1]))) {
+        BAD(m, "attribute 'kernel_shape' is %s but the weight's spatial shape is %s",
+            dims_str(m, k, nk), dims_str(m, kshape, nsp));
+        return false;
     }
     if (nk != nsp || (ns && ns != nsp) || (nd && nd != nsp) || (np && np != 2 * nsp)
         || (nop && nop != nsp)) {

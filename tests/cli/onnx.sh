@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # tests/cli/onnx.sh -- ONNX models through the command line: `kiln onnx-test` over a fixed set
 # of ONNX's own node tests (one or more per supported op; every one must PASS) with its output
-# format and exit status, shape inputs bound to the data set's values; a model with an unsupported op is a SKIP with the reason, a truncated
-# model a FAIL, never a crash; `kiln inspect`, `kiln eval` and `kiln compile` accept .onnx files
-# (compile --save-weights writes the initializers as .npy), and inspect shows a model simplified
-# unless --no-simplify (fewer statements); usage errors exit 2.
+# format and exit status, shape inputs bound to the data set's values; a model with an
+# unsupported op is a SKIP with the reason, a truncated model a FAIL, never a crash; a model cut
+# just before its opset_import, or with opset 10^6, is an error; `kiln inspect`, `kiln eval` and
+# `kiln compile` accept .onnx files (compile --save-weights writes the initializers as .npy), and
+# inspect shows a model simplified unless --no-simplify (fewer statements); usage errors exit 2.
 # Skipped (exit 0 with a note) when Debian's libonnx-testdata is not installed.
 #   bash tests/cli/onnx.sh PATH_TO_KILN
 set -u
@@ -66,6 +67,36 @@ grep -q "^FAIL test_trunc: .*not a valid ONNX model" "$T/out" || fail "truncated
 "$KILN" compile "$T/bad/test_trunc/model.onnx" -o "$T/x.so" 2>"$T/err"
 [ $? = 1 ] || fail "compile of a truncated model: want exit 1"
 grep -q "model.onnx: error: not a valid ONNX model" "$T/err" || fail "compile msg: $(cat "$T/err")"
+
+# test_relu's model cut just before its opset_import (valid protobuf), and with opset 10^6:
+# errors naming the file, never read as opset 1 or accepted
+/usr/bin/python3 - "$DATA/test_relu/model.onnx" "$T/noopset.onnx" "$T/bigopset.onnx" <<'PYEOF' \
+    || fail "could not write the opset models"
+import sys
+b = open(sys.argv[1], "rb").read()
+def varint(i):
+    r = s = 0
+    while True:
+        c = b[i]; i += 1; r |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return r, i
+i = 0
+while True:  # top-level fields of the ModelProto, up to the first opset_import (field 8)
+    k, j = varint(i)
+    if k >> 3 == 8: break
+    if k & 7 == 0: _, j = varint(j)
+    else: n, j = varint(j); j += n
+    i = j
+open(sys.argv[2], "wb").write(b[:i])
+op = bytes([0x0a, 0x00, 0x10]) + bytes([0xc0, 0x84, 0x3d])  # domain "", version 1000000
+open(sys.argv[3], "wb").write(b[:i] + bytes([0x42, len(op)]) + op)
+PYEOF
+"$KILN" compile "$T/noopset.onnx" -o "$T/x.so" 2>"$T/err"
+[ $? = 1 ] || fail "compile without opset_import: want exit 1"
+grep -q "noopset.onnx: error: no opset_import for the default ONNX domain; the file may be truncated" \
+    "$T/err" || fail "no opset_import msg: $(cat "$T/err")"
+"$KILN" compile "$T/bigopset.onnx" -o "$T/x.so" 2>"$T/err"
+[ $? = 1 ] || fail "compile with opset 1000000: want exit 1"
+grep -q "bigopset.onnx: error: .*opset is 1000000" "$T/err" || fail "opset msg: $(cat "$T/err")"
 
 # a wrong expected output is a FAIL naming the element
 mkdir -p "$T/wrong/test_w"

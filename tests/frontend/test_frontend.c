@@ -12,8 +12,13 @@
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from opset 1,
  *   the lookup by opset, and the dispatcher's shared checks (attributes by opset row, a missing
  *   or undefined input, an output past the row's).
- * - Corrupt files: every prefix of a model and random byte flips give an error or a graph,
- *   never a crash (ASan run in CI); a TensorProto whose data does not match its dims is an
+ * - Strict reading: a missing, repeated, invalid or too new default-domain opset; a value
+ *   defined twice (two nodes, a node and a graph input or initializer, one node's outputs, two
+ *   inputs or initializers); a Conv kernel_shape that disagrees with the weight.
+ * - Corrupt files: every prefix of a model is an error (a cut between whole fields loses
+ *   opset_import), random byte flips give an error or a graph, never a crash (ASan run in CI);
+ *   messages nested 50,000 deep are refused before protobuf-c recurses, 64 levels are not, and
+ *   bytes holding such a nest are data; a TensorProto whose data does not match its dims is an
  *   error. */
 #include "../../frontend/onnx_impl.h"
 #include "../harness.h"
@@ -537,6 +542,9 @@ test_table(void)
         if (!first && (t[i - 1].opset_hi == ONNX_ANY || t[i].opset_lo != t[i - 1].opset_hi + 1))
             harness_fail(__FILE__, __LINE__, "onnx.def: %s rows leave a gap or overlap at %d",
                          t[i].name, (int)t[i].opset_lo);
+        if (t[i].opset_lo > ONNX_OPSET_MAX)
+            harness_fail(__FILE__, __LINE__, "onnx.def: %s starts at opset %d, past %d", t[i].name,
+                         (int)t[i].opset_lo, ONNX_OPSET_MAX);
         if (t[i].opset_lo > t[i].opset_hi || t[i].min_in > t[i].max_in || t[i].max_out < 1
             || !t[i].fn || !t[i].attrs)
             harness_fail(__FILE__, __LINE__, "onnx.def: bad row for %s", t[i].name);
@@ -608,7 +616,242 @@ test_dispatch_errors(void)
     expect_error(&b, KILN_ERR_UNSUPPORTED, p4, 2, __LINE__);
 }
 
-/* Every prefix of a packed model and random byte changes: an error or a graph, no crash. */
+/* What ONNX requires of a model as a whole: an opset_import of the default domain that kiln
+ * knows, each value defined once, attributes that agree with the weights. */
+static void
+test_strict(void)
+{
+    struct mb b;
+    int64_t   s[4] = {1, 2, 3, 3}, sw[4] = {4, 2, 1, 1};
+    float     wv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char     *in1[] = {"x"}, *iny[] = {"y"}, *inw[] = {"x", "w"}, *out[] = {"y"}, *outx[] = {"x"},
+         *outw[] = {"w"}, *out2[] = {"y", "y"};
+
+    /* opsets: the newest kiln knows imports, a newer one, 0 and a second entry are refused */
+    mb_init(&b, ONNX_OPSET_MAX);
+    mb_input(&b, "x", 4, s);
+    mb_node(&b, "Relu", "r", 1, in1, out);
+    mb_output(&b, "y");
+    {
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g;
+        const double *const *w;
+        if (mb_import(ctx, &b, &g, &w) != KILN_OK)
+            harness_fail(__FILE__, __LINE__, "opset %d: %s", ONNX_OPSET_MAX, errmsg(ctx));
+        kiln_ctx_free(ctx);
+    }
+    b.opset.version = 1000000;
+    const char *p1[] = {"m.onnx: error: ", "opset is 1000000", "kiln knows ONNX opsets up to"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p1, 3, __LINE__);
+    b.opset.version = ONNX_OPSET_MAX + 1;
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p1 + 2, 1, __LINE__);
+    b.opset.version = 0;
+    const char *p2[] = {"m.onnx: error: ", "no valid version (0)"};
+    expect_error(&b, KILN_ERR_INVALID, p2, 2, __LINE__);
+    b.opset.version = 13;
+    Onnx__OperatorSetIdProto o2 = ONNX__OPERATOR_SET_ID_PROTO__INIT, *two[2] = {&b.opset, &o2};
+    o2.domain = "ai.onnx";
+    o2.has_version = 1;
+    o2.version = 11;
+    b.model.opset_import = two;
+    b.model.n_opset_import = 2;
+    const char *p3[] = {"m.onnx: error: ", "names the default ONNX domain twice"};
+    expect_error(&b, KILN_ERR_INVALID, p3, 2, __LINE__);
+    b.model.n_opset_import = 0; /* none at all */
+    const char *p4[] = {"m.onnx: error: ",
+                        "no opset_import for the default ONNX domain; the file may be truncated"};
+    expect_error(&b, KILN_ERR_INVALID, p4, 2, __LINE__);
+    o2.domain = "com.example"; /* only another domain's: the node's domain is what is refused */
+    b.model.opset_import = two + 1;
+    b.model.n_opset_import = 1;
+    expect_error(&b, KILN_ERR_INVALID, p4, 2, __LINE__);
+    b.node[0].domain = "com.example";
+    const char *p5[] = {"node 0 'r'", "domain 'com.example' is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p5, 2, __LINE__);
+
+    /* a value defined twice: by two nodes, by a node and a graph input or an initializer, twice
+     * in one node's outputs; two graph inputs or initializers of one name */
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_node(&b, "Relu", "first", 1, in1, out);
+    mb_node(&b, "Sigmoid", "second", 1, in1, out);
+    mb_output(&b, "y");
+    const char *p6[] = {"m.onnx: error: ", "node 1 'second' (Sigmoid, opset 13)",
+                        "output 0 'y' is already defined by node 0 'first' (Relu)"};
+    expect_error(&b, KILN_ERR_INVALID, p6, 3, __LINE__);
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_node(&b, "Relu", "r", 1, in1, out);
+    mb_node(&b, "Neg", "n", 1, iny, outx);
+    mb_output(&b, "y");
+    const char *p7[] = {"node 1 'n' (Neg, opset 13)", "output 0 'x' is already a graph input"};
+    expect_error(&b, KILN_ERR_INVALID, p7, 2, __LINE__);
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_init_tensor(&b, "w", 4, sw, wv, NULL, 8);
+    mb_node(&b, "Conv", "conv", 2, inw, out);
+    mb_node(&b, "Relu", "r", 1, iny, outw);
+    mb_output(&b, "y");
+    const char *p8[] = {"node 1 'r' (Relu, opset 13)", "output 0 'w' is already an initializer"};
+    expect_error(&b, KILN_ERR_INVALID, p8, 2, __LINE__);
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_node(&b, "Dropout", "d", 1, in1, out2)->n_output = 2;
+    mb_output(&b, "y");
+    const char *p9[] = {"node 0 'd' (Dropout, opset 13)", "outputs 0 and 1 are both 'y'"};
+    expect_error(&b, KILN_ERR_INVALID, p9, 2, __LINE__);
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_input(&b, "x", 4, s);
+    mb_node(&b, "Relu", "r", 1, in1, out);
+    mb_output(&b, "y");
+    const char *p10[] = {"m.onnx: error: ", "graph input 'x' is listed twice"};
+    expect_error(&b, KILN_ERR_INVALID, p10, 2, __LINE__);
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_init_tensor(&b, "w", 4, sw, wv, NULL, 8);
+    mb_init_tensor(&b, "w", 4, sw, wv, NULL, 8);
+    mb_node(&b, "Conv", "conv", 2, inw, out);
+    mb_output(&b, "y");
+    const char *p11[] = {"m.onnx: error: ", "initializer 'w' is listed twice"};
+    expect_error(&b, KILN_ERR_INVALID, p11, 2, __LINE__);
+
+    /* kernel_shape must agree with the weight: [1, 1] imports, [3, 3] and [1, 2] do not */
+    int64_t ks[2] = {1, 1};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, s);
+    mb_init_tensor(&b, "w", 4, sw, wv, NULL, 8);
+    Onnx__NodeProto *n = mb_node(&b, "Conv", "conv", 2, inw, out);
+    mb_attr_i(&b, n, "group", 1);
+    Onnx__AttributeProto *k = &b.attr[b.nattr++];
+    *k = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    k->name = "kernel_shape";
+    k->has_type = 1;
+    k->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    k->n_ints = 2;
+    k->ints = ks;
+    n->attribute[n->n_attribute++] = k;
+    mb_output(&b, "y");
+    {
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g;
+        const double *const *w;
+        if (mb_import(ctx, &b, &g, &w) != KILN_OK)
+            harness_fail(__FILE__, __LINE__, "kernel_shape [1, 1]: %s", errmsg(ctx));
+        kiln_ctx_free(ctx);
+    }
+    ks[0] = ks[1] = 3;
+    const char *p12[] = {"m.onnx: error: ", "node 0 'conv' (Conv, opset 13)",
+                         "attribute 'kernel_shape' is [3, 3] but the weight's spatial shape is "
+                         "[1, 1]"};
+    expect_error(&b, KILN_ERR_INVALID, p12, 3, __LINE__);
+    ks[0] = 1;
+    ks[1] = 2;
+    b.node[0].op_type = "ConvTranspose";
+    const char *p13[] = {"node 0 'conv' (ConvTranspose, opset 13)", "is [1, 2] but"};
+    expect_error(&b, KILN_ERR_INVALID, p13, 2, __LINE__);
+}
+
+/* Prepends a length-delimited field holding buf[*at..end) to it, writing backwards. */
+static void
+wrap_field(uint8_t *buf, size_t *at, size_t end, uint32_t field)
+{
+    uint8_t  v[16];
+    size_t   n = 0;
+    uint64_t len = end - *at;
+    v[n++] = (uint8_t)(field << 3 | 2); /* fields below 16: a one-byte key */
+    do {
+        v[n++] = (uint8_t)((len & 0x7f) | (len > 0x7f ? 0x80 : 0));
+        len >>= 7;
+    } while (len);
+    while (n)
+        buf[--*at] = v[--n]; /* the key, then the length's bytes, least significant first */
+}
+
+/* A ModelProto whose message fields nest `levels` deep along `path` (field numbers, the last
+ * repeated), with `payload` innermost; a malloc'ed buffer of *len bytes. */
+static uint8_t *
+nested_model(size_t levels, const uint32_t *path, size_t npath, size_t nrep, const char *payload,
+             size_t *len)
+{
+    size_t   cap = 16 * levels + strlen(payload) + 16, at = cap;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return NULL;
+    at -= strlen(payload);
+    memcpy(buf + at, payload, strlen(payload));
+    for (size_t l = levels; l-- > 0;) {
+        uint32_t f = l < npath - nrep ? path[l] : path[npath - nrep + (l - (npath - nrep)) % nrep];
+        wrap_field(buf, &at, cap, f);
+    }
+    *len = cap - at;
+    memmove(buf, buf + at, *len);
+    return buf;
+}
+
+/* protobuf-c unpacks nested messages by recursion: a small file nesting 50,000 messages would
+ * overflow the stack. The importer refuses more than 64 levels before protobuf-c reads it, by
+ * the schema's message fields only: bytes holding such a nest are data. */
+static void
+test_nesting(void)
+{
+    /* ModelProto.graph, then GraphProto.node, NodeProto.attribute, AttributeProto.g, ... */
+    static const uint32_t graphs[] = {7, 1, 5, 6};
+    /* ModelProto.graph, GraphProto.input, ValueInfoProto.type, then TypeProto.sequence_type,
+     * Sequence.elem_type, ... */
+    static const uint32_t types[] = {7, 11, 2, 4, 1};
+    struct {
+        const uint32_t *path;
+        size_t          npath, nrep, levels;
+        bool            deep;
+    } cases[] = {
+        {graphs, 4, 3, 50000, true}, {types, 5, 2, 50000, true}, {graphs, 4, 3, 65, true},
+        {graphs, 4, 3, 64, false},   {types, 5, 2, 64, false},
+    };
+    for (size_t c = 0; c < KILN_COUNTOF(cases); c++) {
+        size_t   len;
+        uint8_t *buf =
+            nested_model(cases[c].levels, cases[c].path, cases[c].npath, cases[c].nrep, "", &len);
+        CHECK(buf != NULL);
+        if (!buf)
+            continue;
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        enum kiln_status   st = kiln_graph_import_onnx(ctx, buf, len, "deep.onnx", &g, NULL);
+        bool refused = st != KILN_OK && strstr(errmsg(ctx), "nested deeper than 64 messages");
+        if (refused != cases[c].deep)
+            harness_fail(__FILE__, __LINE__, "case %zu (%zu levels): %s", c, cases[c].levels,
+                         st == KILN_OK ? "imported" : errmsg(ctx));
+        if (cases[c].deep) {
+            CHECK(st == KILN_ERR_UNSUPPORTED);
+            CHECK_CONTAINS(errmsg(ctx), "deep.onnx: error: ");
+        }
+        kiln_ctx_free(ctx);
+        free(buf);
+    }
+    /* the same nest as an initializer's raw_data (GraphProto.initializer, TensorProto.raw_data)
+     * is not descended into: the model is refused for something else */
+    size_t   nlen;
+    uint8_t *nest = nested_model(50000, graphs + 1, 3, 3, "", &nlen);
+    uint8_t *buf = nest ? malloc(nlen + 64) : NULL;
+    if (buf) {
+        size_t end = nlen + 64, at = end - nlen;
+        memcpy(buf + at, nest, nlen);
+        wrap_field(buf, &at, end, 9); /* TensorProto.raw_data */
+        wrap_field(buf, &at, end, 5); /* GraphProto.initializer */
+        wrap_field(buf, &at, end, 7); /* ModelProto.graph */
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        CHECK(kiln_graph_import_onnx(ctx, buf + at, end - at, "data.onnx", &g, NULL) != KILN_OK);
+        CHECK(!strstr(errmsg(ctx), "nested deeper"));
+        kiln_ctx_free(ctx);
+    }
+    free(buf);
+    free(nest);
+}
+
+/* Every prefix of a packed model is an error (a cut between whole fields loses opset_import),
+ * and random byte changes give an error or a graph, no crash. */
 static void
 test_corrupt(void)
 {
@@ -627,16 +870,27 @@ test_corrupt(void)
     CHECK(buf != NULL);
     if (!buf)
         return;
-    int invalid = 0;
+    /* opset_import (field 8) is written after the graph (7): a file cut between them is valid
+     * protobuf, and must not read as opset 1 */
+    b.model.n_opset_import = 0;
+    size_t at_graph = onnx__model_proto__get_packed_size(&b.model);
+    b.model.n_opset_import = 1;
+    CHECK(at_graph < len);
     for (size_t cut = 0; cut < len; cut++) {
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g;
         enum kiln_status   st = kiln_graph_import_onnx(ctx, buf, cut, "cut.onnx", &g, NULL);
-        invalid += st == KILN_ERR_INVALID;
-        CHECK(st == KILN_OK || kiln_ctx_error(ctx) != NULL);
+        if (st != KILN_ERR_INVALID)
+            harness_fail(__FILE__, __LINE__, "cut at %zu of %zu: %s", cut, len,
+                         st == KILN_OK ? "imported" : errmsg(ctx));
+        CHECK_CONTAINS(errmsg(ctx), "cut.onnx: error: ");
+        if (cut == at_graph || cut == 0)
+            CHECK_CONTAINS(errmsg(ctx), "no opset_import for the default ONNX domain; the file "
+                                        "may be truncated");
+        else if (cut > at_graph) /* inside the opset_import field */
+            CHECK_CONTAINS(errmsg(ctx), "malformed or truncated");
         kiln_ctx_free(ctx);
     }
-    CHECK(invalid > (int)len / 2); /* most prefixes are malformed protobuf */
     struct kiln_rng r = kiln_rng_new(opt_seed());
     uint8_t        *copy = malloc(len);
     for (uint64_t it = 0; copy && it < opt_iters_or(300); it++) {
@@ -873,6 +1127,8 @@ static const struct test tests[] = {
     {"errors", test_errors},
     {"table", test_table},
     {"dispatch_errors", test_dispatch_errors},
+    {"strict", test_strict},
+    {"nesting", test_nesting},
     {"corrupt", test_corrupt},
     {"backend_node", test_backend_node},
     {"backend_pytorch_converted", test_backend_pytorch_converted},
