@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define LOCAL_STACK_BYTES (64 << 10)
+#define MAX_ITEMS         64 /* statements around one loop level: stages computed there, ... */
 
 struct lower {
     kiln_ctx              *ctx;
@@ -116,8 +117,8 @@ region_visit(void *ud, kiln_expr load)
         return true;
     for (uint32_t d = 0; d < R->ndim; d++) {
         kiln_expr e = kiln_load_idx(ctx, load, d);
-        kiln_expr lov[64], hiv[64];
-        bool      ok = R->ninner <= 64;
+        kiln_expr lov[KILN_MAX_LOOPS], hiv[KILN_MAX_LOOPS];
+        bool      ok = R->ninner <= KILN_MAX_LOOPS;
         for (uint32_t i = 0; ok && i < R->ninner; i++) {
             enum kiln_mono m = kiln_expr_monotone(ctx, e, R->inner[i]);
             kiln_expr      z = kiln_idx(ctx, 0), top = kiln_idx(ctx, R->inner_ext[i] - 1);
@@ -254,9 +255,9 @@ init_nest(struct nest *N, uint32_t from)
     struct lower            *L = N->L;
     kiln_ctx                *ctx = L->ctx;
     const struct kiln_stage *st = N->st;
-    kiln_expr                val[512], idx[KILN_MAX_DIMS], guards[256];
-    kiln_expr                fresh[64];
-    uint32_t                 nfresh = 0, pos[64];
+    kiln_expr                val[KILN_MAX_ITERS], idx[KILN_MAX_DIMS], guards[KILN_MAX_ITERS / 2];
+    kiln_expr                fresh[KILN_MAX_LOOPS];
+    uint32_t                 nfresh = 0, pos[KILN_MAX_LOOPS];
     for (uint32_t k = 0; k < st->nit; k++)
         val[k] = N->val[k];
     for (uint32_t p = 0; p < st->nleaf; p++) {
@@ -306,7 +307,7 @@ main_store(struct nest *N)
     struct lower            *L = N->L;
     kiln_ctx                *ctx = L->ctx;
     const struct kiln_stage *st = N->st;
-    kiln_expr                idx[KILN_MAX_DIMS], guards[256];
+    kiln_expr                idx[KILN_MAX_DIMS], guards[KILN_MAX_ITERS / 2];
     kiln_expr                v = kiln_expr_map_loads(ctx, N->sbody, map_load, L);
     out_index(N, N->val, idx);
     if (st->reduce != KILN_REDUCE_NONE) {
@@ -368,10 +369,10 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
     struct lower      *L = N->L;
     struct kiln_state *s = L->s;
     uint32_t           leaf = N->st->leaf[p];
-    kiln_expr          inner[64];
-    int64_t            inner_ext[64];
+    kiln_expr          inner[KILN_MAX_LOOPS];
+    int64_t            inner_ext[KILN_MAX_LOOPS];
     uint32_t           ninner = 0;
-    for (uint32_t q = p + 1; q < N->st->nleaf && ninner < 64; q++) {
+    for (uint32_t q = p + 1; q < N->st->nleaf && ninner < KILN_MAX_LOOPS; q++) {
         inner[ninner] = N->var[q];
         inner_ext[ninner++] = N->ext[N->st->leaf[q]];
     }
@@ -380,6 +381,10 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
         const struct kiln_stage *a = &s->st[aid];
         if (a->attach != KILN_ATTACH_AT || a->at_stage != N->sid || a->at_iter != leaf)
             continue;
+        if (*nitems + 2 >= MAX_ITEMS) /* room for the init nest and the rest */
+            return KILN_FAIL(L->ctx, KILN_ERR_INVALID, "schedule",
+                             "schedule: more than %d stages computed at %s.%s", MAX_ITEMS - 2,
+                             tname(L, N->st->tensor), kiln_sym_str(L->ctx, N->st->it[leaf].name));
         uint32_t  t = a->tensor;
         kiln_expr base[KILN_MAX_DIMS];
         int64_t   ext[KILN_MAX_DIMS];
@@ -417,18 +422,24 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
 {
     struct lower            *L = N->L;
     kiln_ctx                *ctx = L->ctx;
-    struct kiln_stmt        *items[64];
-    uint32_t                 nitems = 0, allocs[64], nallocs = 0;
+    struct kiln_stmt        *items[MAX_ITEMS];
+    uint32_t                 nitems = 0, allocs[MAX_ITEMS], nallocs = 0;
     const struct kiln_stage *st = N->st;
     if (p == st->nleaf) {
         *out = main_store(N);
         return *out ? KILN_OK : ctx->err.status;
     }
     uint32_t leaf = st->leaf[p];
+    /* each level is a frame here and in every later walk of the statement tree */
+    if (L->nrng >= KILN_MAX_NEST)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                         "schedule: loop nest deeper than %d loops at %s.%s (stages computed at "
+                         "loops of stages computed at loops ...)",
+                         KILN_MAX_NEST, tname(L, st->tensor), kiln_sym_str(ctx, st->it[leaf].name));
     if (!push_range(L, N->var[p], 0, N->ext[leaf] - 1))
         return ctx->err.status;
     KILN_TRY(attach_at(N, p, items, &nitems, allocs, &nallocs));
-    if (st->reduce != KILN_REDUCE_NONE && p + 1 == N->first_red && nitems < 63)
+    if (st->reduce != KILN_REDUCE_NONE && p + 1 == N->first_red)
         items[nitems++] = init_nest(N, p + 1);
     struct kiln_stmt *rest;
     KILN_TRY(emit_level(N, p + 1, &rest));

@@ -189,11 +189,25 @@ enum kiln_status kiln_sched_push(kiln_ctx *ctx, struct kiln_schedule *s, struct 
  * factors, its value's range): false with the reason in why when it is wrong. */
 bool kiln_step_check(const struct kiln_step *st, char *why, size_t size);
 /* JSON: {"steps": [{"op": "split", "stage": "C", "iter": "i", "factors": [8, 4]}, ...]}.
- * Errors name the step index and the bad field. */
+ * Strict (kiln_json_parse_strict; no top-level field but "steps"): errors in the text name
+ * its line, column and byte; errors in a step name the step index and the bad field. */
 enum kiln_status kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t len,
                                       struct kiln_schedule *out);
 enum kiln_status kiln_sched_to_json(kiln_ctx *ctx, const struct kiln_schedule *s,
                                     struct kiln_buf *out);
+/* Strict JSON, shared by schedules and the records import (tuner/db.c): one document, then
+ * only whitespace; no NUL byte, raw control character in a string or \u0000 escape; no key
+ * twice in any object. Returns the tree (cJSON_Delete it), or NULL with the reason in why and
+ * its byte offset in *at (KILN_ERR_NOMEM is also recorded in ctx). Linear in the text, n log n
+ * in an object's keys; no recursion of its own. */
+struct cJSON;
+struct cJSON *kiln_json_parse_strict(kiln_ctx *ctx, const char *text, size_t len, size_t *at,
+                                     char *why, size_t nwhy);
+/* The byte offset of member's key in the text root was parsed from (0 if not found). */
+size_t kiln_json_key_at(kiln_ctx *ctx, const char *text, size_t len, const struct cJSON *root,
+                        const struct cJSON *member);
+/* The line and column (1-based; columns count bytes) of byte offset at in text. */
+void kiln_text_linecol(const char *text, size_t len, size_t at, uint32_t *line, uint32_t *col);
 
 /* ---- padded copies (passes/pad.c) ---- */
 /* How far a definition's reads of a tensor hang over its edges, per dimension. */

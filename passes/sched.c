@@ -9,7 +9,9 @@
 #include "passes.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const kiln_bind_name[KILN_BIND_COUNT] = {
@@ -127,6 +129,211 @@ kiln_sched_push(kiln_ctx *ctx, struct kiln_schedule *s, struct kiln_step st)
     if (!KILN_VEC_PUSH(ctx, s->step, s->nstep, s->capstep, st))
         return ctx->err.status;
     return KILN_OK;
+}
+
+/* ---- strict JSON (shared with the records import, tuner/db.c) ---- */
+
+/* One pass over the raw text: no NUL byte, no raw control character inside a string, no
+ * \u0000 escape (cJSON would cut the string there, so the value would not be what the text
+ * says). Returns the reason, with the byte offset in *at, or NULL. With nth != SIZE_MAX it
+ * only looks for the nth key (0-based, in document order) and puts its offset in *at. */
+static const char *
+json_scan(const char *text, size_t len, size_t nth, size_t *at)
+{
+    size_t nkey = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!text[i]) {
+            *at = i;
+            return "contains a NUL byte";
+        }
+        if (text[i] != '"')
+            continue;
+        size_t start = i++;
+        for (; i < len && text[i] != '"'; i++) {
+            unsigned char c = (unsigned char)text[i];
+            *at = i;
+            if (!c)
+                return "contains a NUL byte";
+            if (c < 0x20)
+                return "a string contains a raw control character (escape it)";
+            if (c != '\\')
+                continue;
+            if (i + 6 <= len && text[i + 1] == 'u' && !memcmp(text + i + 2, "0000", 4))
+                return "a string contains \\u0000";
+            i++; /* the escaped character */
+        }
+        size_t j = i + 1;
+        while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
+            j++;
+        if (j < len && text[j] == ':' && nkey++ == nth) {
+            *at = start;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+struct member {
+    const cJSON *c;
+    uint32_t     pos;
+};
+
+static int
+cmp_member(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    int                  c = strcmp(x->c->string, y->c->string);
+    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The member of object o whose key an earlier member already has, the first such in document
+ * order, or NULL. Sorting the members by (key, position) keeps this n log n in the members. */
+static const cJSON *
+first_dup(kiln_ctx *ctx, const cJSON *o, bool *nomem)
+{
+    uint32_t n = 0;
+    for (const cJSON *c = o->child; c; c = c->next)
+        n++;
+    if (n < 2)
+        return NULL;
+    struct member *v = kiln_mem_realloc(ctx, NULL, 0, n * sizeof *v);
+    if (!v) {
+        *nomem = true;
+        return NULL;
+    }
+    uint32_t k = 0;
+    for (const cJSON *c = o->child; c; c = c->next, k++)
+        v[k] = (struct member){c, k};
+    qsort(v, n, sizeof *v, cmp_member);
+    /* in a run of equal keys the second member is the run's first duplicate */
+    const struct member *dup = NULL;
+    for (uint32_t i = 1; i < n; i++)
+        if (!strcmp(v[i - 1].c->string, v[i].c->string) && (!dup || v[i].pos < dup->pos))
+            dup = &v[i];
+    const cJSON *r = dup ? dup->c : NULL;
+    kiln_mem_free(ctx, v, n * sizeof *v);
+    return r;
+}
+
+/* A depth-first walk of the tree in document order with an explicit stack (cJSON limits the
+ * nesting to CJSON_NESTING_LIMIT levels, but the walk does not rely on it). Stops at member
+ * target or, with target NULL, at the first member whose key an earlier member of its object
+ * has; returns that member (NULL if none) with the number of keys before it in *nkey, which
+ * json_scan turns into its place in the text. Records KILN_ERR_NOMEM on failure. */
+static const cJSON *
+json_walk(kiln_ctx *ctx, const cJSON *root, const cJSON *target, size_t *nkey)
+{
+    struct level {
+        const cJSON *next, *dup; /* the next member to visit, the object's first duplicate */
+    };
+    struct level *stack = NULL;
+    uint32_t      depth = 0, cap = 0;
+    bool          nomem = false;
+    *nkey = 0;
+    for (const cJSON *c = root, *next = NULL; c && !nomem; c = next) {
+        if (c->child) {
+            struct level l = {c->child,
+                              !target && cJSON_IsObject(c) ? first_dup(ctx, c, &nomem) : NULL};
+            if (!nomem && depth == cap) {
+                uint32_t      ncap = cap ? 2 * cap : 16;
+                struct level *ns =
+                    kiln_mem_realloc(ctx, stack, cap * sizeof *stack, ncap * sizeof *stack);
+                nomem = !ns;
+                stack = ns ? ns : stack;
+                cap = ns ? ncap : cap;
+            }
+            if (!nomem)
+                stack[depth++] = l;
+        }
+        next = NULL;
+        while (depth && !nomem) {
+            struct level *top = &stack[depth - 1];
+            if (!top->next) {
+                depth--;
+                continue;
+            }
+            next = top->next;
+            top->next = next->next;
+            if (next == target || next == top->dup) {
+                kiln_mem_free(ctx, stack, cap * sizeof *stack);
+                return next;
+            }
+            *nkey += next->string != NULL; /* a member of an object */
+            break;
+        }
+    }
+    kiln_mem_free(ctx, stack, cap * sizeof *stack);
+    if (nomem)
+        KILN_FAIL(ctx, KILN_ERR_NOMEM, "json", "out of memory checking JSON keys");
+    return NULL;
+}
+
+cJSON *
+kiln_json_parse_strict(kiln_ctx *ctx, const char *text, size_t len, size_t *at, char *why,
+                       size_t nwhy)
+{
+    *at = 0;
+    const char *raw = json_scan(text, len, SIZE_MAX, at);
+    if (raw) {
+        snprintf(why, nwhy, "%s", raw);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON      *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        *at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        snprintf(why, nwhy, "not valid JSON");
+        return NULL;
+    }
+    for (const char *c = end; c < text + len; c++)
+        if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r') {
+            *at = (size_t)(c - text);
+            snprintf(why, nwhy, "text after the JSON %s",
+                     cJSON_IsObject(root) ? "object" : "document");
+            cJSON_Delete(root);
+            return NULL;
+        }
+    size_t       nkey = 0;
+    bool         was_ok = kiln_ok(ctx);
+    const cJSON *dup = json_walk(ctx, root, NULL, &nkey);
+    if (was_ok && !kiln_ok(ctx)) {
+        snprintf(why, nwhy, "out of memory");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    if (dup) {
+        json_scan(text, len, nkey, at);
+        snprintf(why, nwhy, "field \"%.60s\" appears twice", dup->string);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+size_t
+kiln_json_key_at(kiln_ctx *ctx, const char *text, size_t len, const cJSON *root,
+                 const cJSON *member)
+{
+    size_t nkey = 0, at = 0;
+    if (json_walk(ctx, root, member, &nkey) == member)
+        json_scan(text, len, nkey, &at);
+    return at;
+}
+
+void
+kiln_text_linecol(const char *text, size_t len, size_t at, uint32_t *line, uint32_t *col)
+{
+    uint32_t l = 1, c = 1;
+    for (size_t i = 0; i < at && i < len; i++) {
+        if (text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
 }
 
 static enum kiln_status
@@ -284,19 +491,37 @@ step_from_json(kiln_ctx *ctx, uint32_t i, const cJSON *o, struct kiln_step *st)
     return KILN_OK;
 }
 
+/* An error at byte at of the schedule's text, as line and column (1-based, columns in bytes). */
+static enum kiln_status
+sched_fail_at(kiln_ctx *ctx, const char *text, size_t len, size_t at, const char *why)
+{
+    uint32_t line, col;
+    kiln_text_linecol(text, len, at, &line, &col);
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
+                     "schedule: line %u, column %u (byte %zu): %s", line, col, at, why);
+}
+
 enum kiln_status
 kiln_sched_from_json(kiln_ctx *ctx, const char *text, size_t len, struct kiln_schedule *out)
 {
     memset(out, 0, sizeof *out);
     if (!kiln_ok(ctx))
         return ctx->err.status;
-    const char *end = NULL;
-    cJSON      *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) {
-        size_t off = end && end >= text ? (size_t)(end - text) : 0;
-        return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule",
-                         "schedule is not valid JSON (near byte %zu)", off);
-    }
+    size_t at;
+    char   why[128];
+    cJSON *root = kiln_json_parse_strict(ctx, text, len, &at, why, sizeof why);
+    if (!root)
+        return kiln_ok(ctx) ? sched_fail_at(ctx, text, len, at, why) : ctx->err.status;
+    /* the top level is a list of steps or an object holding only "steps" */
+    if (cJSON_IsObject(root))
+        for (const cJSON *c = root->child; c; c = c->next)
+            if (strcmp(c->string, "steps")) {
+                snprintf(why, sizeof why, "unknown field \"%.60s\" (the only field is \"steps\")",
+                         c->string);
+                at = kiln_json_key_at(ctx, text, len, root, c);
+                cJSON_Delete(root);
+                return sched_fail_at(ctx, text, len, at, why);
+            }
     enum kiln_status st = KILN_OK;
     const cJSON     *steps =
         cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "steps") : root;

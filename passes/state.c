@@ -36,9 +36,13 @@ step_fail(struct apply *a, const char *fmt, ...)
     const char             *kind = st->kind < KILN_STEP_COUNT ? kiln_step_desc[st->kind].name : "?";
     /* STAGE.ITER when the step's iter is a loop of its stage */
     bool has_iter = st->kind < KILN_STEP_COUNT && kiln_step_desc[st->kind].iter == KILN_REF_LOOP;
-    return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u (%s %s%s%s): %s",
-                     a->index, kind, kiln_sym_str(ctx, st->stage), has_iter ? "." : "",
-                     has_iter ? kiln_sym_str(ctx, st->iter) : "", why);
+    /* a long name (i.1.1.1... after many splits) keeps its ends, so the reason still fits */
+    const char *it = has_iter ? kiln_sym_str(ctx, st->iter) : "";
+    size_t      n = strlen(it);
+    int         head = n > 60 ? 28 : (int)n;
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "schedule", "schedule step %u (%s %s%s%.*s%s%s): %s",
+                     a->index, kind, kiln_sym_str(ctx, st->stage), has_iter ? "." : "", head, it,
+                     n > 60 ? "..." : "", n > 60 ? it + n - 28 : "", why);
 }
 
 /* ---- building ---- */
@@ -352,6 +356,14 @@ do_split(struct apply *a, struct kiln_stage *st, uint32_t iname, uint32_t n, con
         if (kiln_mul_overflows(inner, factors[j], &inner) || inner > ((int64_t)1 << 40))
             return step_fail(a, "factors multiply to more than 2^40");
     }
+    if (st->nleaf + n > KILN_MAX_LOOPS)
+        return step_fail(a, "the stage would have %u loops, more than %d", st->nleaf + n,
+                         KILN_MAX_LOOPS);
+    if (st->nit + n + 1 > KILN_MAX_ITERS)
+        return step_fail(a,
+                         "the stage would have %u iterators, more than %d (splits and fuses "
+                         "included)",
+                         st->nit + n + 1, KILN_MAX_ITERS);
     struct kiln_rel rel = {.kind = KILN_REL_SPLIT, .n = (uint8_t)(n + 1), .parent = parent};
     int64_t         ext = st->it[parent].extent;
     for (uint32_t j = 0; j <= n; j++) {
@@ -411,6 +423,11 @@ do_fuse(struct apply *a, struct kiln_stage *st, uint32_t n, const uint32_t *name
     int64_t   ext = 1;
     if (n < 2)
         return step_fail(a, "fuse needs at least two iterators");
+    if (st->nit + 1 > KILN_MAX_ITERS)
+        return step_fail(a,
+                         "the stage would have %u iterators, more than %d (splits and fuses "
+                         "included)",
+                         st->nit + 1, KILN_MAX_ITERS);
     struct kiln_rel rel = {.kind = KILN_REL_FUSE, .n = (uint8_t)n};
     for (uint32_t j = 0; j < n; j++) {
         uint32_t pos;

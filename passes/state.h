@@ -12,6 +12,18 @@ enum kiln_attach {
     KILN_ATTACH_AT,
 };
 
+/* Limits on one stage, checked when a split or fuse would pass them, so that a schedule of
+ * hundreds of chained splits is an error naming the step, not a loop nest that lowering, the
+ * simplifier and the code generators walk recursively (and size fixed arrays by). Generous:
+ * every root iterator (KILN_MAX_DIMS spatial + KILN_MAX_REDUCE reduction) split once into the
+ * most parts one split makes (KILN_STEP_MAXN) is 128 loops; the sketches' multi-level tiling
+ * makes at most 4 parts of a spatial and 2 of a reduction iterator (48 loops). */
+#define KILN_MAX_LOOPS 128 /* loops of one stage's nest (its leaves) */
+#define KILN_MAX_ITERS 512 /* iterators of one stage, those splits and fuses replaced included */
+/* loops around a statement when lowering, those of the stages it is computed at included (a
+ * chain of compute_at): lowering checks it (passes/lower.c) */
+#define KILN_MAX_NEST 256
+
 struct kiln_iterv {
     uint32_t name;   /* symbol */
     int64_t  extent; /* over the stage's full domain */

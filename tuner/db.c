@@ -728,23 +728,6 @@ static const char *const field_name[F_COUNT] = {
 #define F_NULLABLE ((1u << F_PROG) | (1u << F_ERROR_MSG))
 #define F_NUMBER   ((1u << F_TIME) | (1u << F_STDDEV) | (1u << F_TIMESTAMP) | (1u << F_FLOPS))
 
-/* The JSON text of a line has no NUL byte and no \u0000 escape (cJSON would cut the string
- * there, and the record would not be what the line says). */
-static const char *
-check_raw(const char *text, size_t len)
-{
-    if (memchr(text, 0, len))
-        return "the line contains a NUL byte";
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (text[i] != '\\')
-            continue;
-        if (text[i + 1] == 'u' && i + 6 <= len && !memcmp(text + i + 2, "0000", 4))
-            return "a string contains \\u0000";
-        i++; /* the escaped character */
-    }
-    return NULL;
-}
-
 static bool
 is_key(const char *s)
 {
@@ -762,22 +745,21 @@ parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct
            char *why, size_t nwhy)
 {
     memset(r, 0, sizeof *r);
-    const char *raw = check_raw(text, len);
-    if (raw) {
-        snprintf(why, nwhy, "%s", raw);
+    /* strict JSON (passes/sched.c): nothing after the object, no key twice, no NUL byte or
+     * \u0000 (cJSON would cut the string there, and the record would not be what the line
+     * says) */
+    size_t at;
+    char   msg[128];
+    cJSON *o = *json = kiln_json_parse_strict(d->ctx, text, len, &at, msg, sizeof msg);
+    if (!o) {
+        snprintf(why, nwhy, "%s (column %zu)",
+                 strcmp(msg, "not valid JSON") ? msg : "not a JSON object", at + 1);
         return false;
     }
-    const char *end = NULL;
-    cJSON      *o = *json = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!o || !cJSON_IsObject(o)) {
+    if (!cJSON_IsObject(o)) {
         snprintf(why, nwhy, "not a JSON object");
         return false;
     }
-    for (const char *c = end; c < text + len; c++)
-        if (*c != ' ' && *c != '\t' && *c != '\r') {
-            snprintf(why, nwhy, "text after the JSON object (at byte %zu)", (size_t)(c - text) + 1);
-            return false;
-        }
     const cJSON *f[F_COUNT] = {0};
     for (const cJSON *v = o->child; v; v = v->next) {
         int k = 0;
@@ -787,11 +769,7 @@ parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct
             snprintf(why, nwhy, "unknown field \"%.60s\"", v->string);
             return false;
         }
-        if (f[k]) {
-            snprintf(why, nwhy, "field \"%s\" appears twice", field_name[k]);
-            return false;
-        }
-        f[k] = v;
+        f[k] = v; /* each once: kiln_json_parse_strict rejects a key twice */
     }
     const char **str[F_COUNT] = {
         [F_WORKLOAD] = &r->workload, [F_TARGET] = &r->target,       [F_SCHEDULE] = &r->schedule,
@@ -845,14 +823,13 @@ parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct
         snprintf(why, nwhy, "flops %g is negative or not finite", r->flops);
     else if (!(ts >= 1 && ts <= 9e15) || ts != (double)(int64_t)ts)
         snprintf(why, nwhy, "timestamp is not a positive integer");
-    else if ((raw = check_raw(r->schedule, strlen(r->schedule))) != NULL)
-        snprintf(why, nwhy, "schedule: %s", raw);
     else
         why[0] = 0;
     if (why[0])
         return false;
     r->timestamp = (int64_t)ts;
-    /* the schedule must parse (whether it fits the task is known only when it is applied) */
+    /* the schedule must parse, strictly (whether it fits the task is known only when it is
+     * applied) */
     kiln_ctx            *ctx = d->ctx;
     struct kiln_scratch  sc = kiln_scratch_begin(ctx);
     struct kiln_schedule sched;

@@ -658,7 +658,58 @@ test_bind_reduction(void)
     }
 }
 
+/* A chain of n splits of y's outer loop by [1]: i -> i.0 i.1, i.0 -> i.0.0 i.0.1, ... */
+static char *
+split_chain(kiln_ctx *ctx, uint32_t n)
+{
+    struct kiln_buf b = {0}, it = {0};
+    bool            ok = kiln_buf_puts(ctx, &b, "{\"steps\": [") && kiln_buf_puts(ctx, &it, "i");
+    for (uint32_t k = 0; ok && k < n; k++) {
+        ok = kiln_buf_printf(ctx, &b,
+                             "%s\n{\"op\": \"split\", \"stage\": \"y\", \"iter\": \"%s\", "
+                             "\"factors\": [1]}",
+                             k ? "," : "", it.data)
+             && kiln_buf_puts(ctx, &it, ".0");
+    }
+    ok = ok && kiln_buf_puts(ctx, &b, "\n]}\n");
+    CHECK(ok);
+    return ok ? b.data : NULL;
+}
+
+/* Hundreds of chained splits made a loop nest that lowering and every later walk recursed
+ * through, and overran fixed arrays sized for 64 loops: now a stage has at most
+ * KILN_MAX_LOOPS loops, an error naming the step; just below the limit it lowers and runs. */
+static void
+test_deep_schedules(void)
+{
+    static const char *const src = "input x: f32[4, 6]\ny = gelu(x)\n";
+    for (uint32_t n = 120; n <= 300; n += 180) {
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g = PARSE(ctx, src);
+        const char          *js = split_chain(ctx, n);
+        struct kiln_schedule s;
+        struct kiln_func    *f = NULL;
+        if (g && js) {
+            CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, js, strlen(js), &s));
+            enum kiln_status st = kiln_lower(ctx, g, &s, &f);
+            if (n < KILN_MAX_LOOPS) {
+                CHECK_EQ_INT(KILN_OK, st);
+                if (st == KILN_OK)
+                    CHECK(interp_matches(ctx, g, f, opt_seed(), "120 chained splits"));
+            } else {
+                /* y has loops i and j: split 126 would make the 129th */
+                CHECK_EQ_INT(KILN_ERR_INVALID, st);
+                const char *msg = kiln_ctx_error(ctx)->msg;
+                CHECK(strstr(msg, "schedule step 126 (split y.i.0.0.0") == msg);
+                CHECK(strstr(msg, "): the stage would have 129 loops, more than 128") != NULL);
+            }
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 static const struct test tests[] = {
+    {"deep_schedules", test_deep_schedules},
     {"library_ops_default_schedule", test_library_ops_default_schedule},
     {"library_ops_padded", test_library_ops_padded},
     {"odd_width_gather", test_odd_width_gather},

@@ -82,8 +82,8 @@ json_error(const char *text, const char *want)
 static void
 test_json_errors(void)
 {
-    json_error("{\"steps\": [", "schedule is not valid JSON (near byte 10)");
-    json_error("{\"stepz\": []}", "schedule must be {\"steps\": [...]} or a list of steps");
+    json_error("{\"steps\": [", "schedule: line 1, column 11 (byte 10): not valid JSON");
+    json_error("{}", "schedule must be {\"steps\": [...]} or a list of steps");
     json_error("[{\"op\": \"splat\", \"stage\": \"C\"}]", "schedule step 0: unknown op 'splat'");
     json_error("[42]", "schedule step 0: must be an object");
     json_error("[{\"stage\": \"C\"}]", "schedule step 0: \"op\" must be a string naming the step");
@@ -102,6 +102,81 @@ test_json_errors(void)
                "schedule step 0 (fuse): \"iters\" must be a list of 1 to 8 names");
     json_error("[{\"op\": \"auto_unroll\", \"stage\": \"C\"}]",
                "schedule step 0: \"max_step\" must be an integer");
+}
+
+/* Like json_error, with an explicit length (the text may hold NUL bytes). */
+static void
+json_error_n(const char *text, size_t len, const char *want)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_schedule s;
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_sched_from_json(ctx, text, len, &s));
+    CHECK_EQ_STR(want, kiln_ctx_error(ctx) ? kiln_ctx_error(ctx)->msg : NULL);
+    kiln_ctx_free(ctx);
+}
+
+/* Strict JSON: what cJSON alone accepts silently is an error naming the line and column. */
+static void
+test_json_strict(void)
+{
+    json_error("{\"steps\": []}\n x",
+               "schedule: line 2, column 2 (byte 15): text after the JSON object");
+    json_error("[] []", "schedule: line 1, column 4 (byte 3): text after the JSON document");
+    json_error("{\"steps\": [],\n \"steps\": []}",
+               "schedule: line 2, column 2 (byte 15): field \"steps\" appears twice");
+    /* the duplicate in the second step: keys of the first step come before it in the text */
+    json_error("{\"steps\": [\n"
+               "  {\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\"},\n"
+               "  {\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\", \"iter\": \"j\"}\n"
+               "]}",
+               "schedule: line 3, column 49 (byte 109): field \"iter\" appears twice");
+    /* keys are compared decoded: "o\u0070" is "op" */
+    json_error(
+        "[{\"op\": \"parallel\", \"o\\u0070\": \"unroll\", \"stage\": \"C\", \"iter\": \"i\"}]",
+        "schedule: line 1, column 21 (byte 20): field \"op\" appears twice");
+    json_error("[{\"op\": \"parallel\", \"stage\": \"C\\u0000D\", \"iter\": \"i\"}]",
+               "schedule: line 1, column 32 (byte 31): a string contains \\u0000");
+    json_error("[{\"op\": \"parallel\", \"stage\": \"C\tD\", \"iter\": \"i\"}]",
+               "schedule: line 1, column 32 (byte 31): a string contains a raw control character "
+               "(escape it)");
+    static const char nul[] = "[{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\"}]\0x";
+    json_error_n(nul, sizeof nul - 1, "schedule: line 1, column 48 (byte 47): contains a NUL byte");
+    static const char nul2[] = "[{\"op\": \"parallel\", \"stage\": \"C\0D\", \"iter\": \"i\"}]";
+    json_error_n(nul2, sizeof nul2 - 1,
+                 "schedule: line 1, column 32 (byte 31): contains a NUL byte");
+    /* no extension keys: a misspelt "steps" beside the real one must not be ignored */
+    json_error("{\"steps\": [{\"op\": \"parallel\", \"stage\": \"C\", \"iter\": \"i\"}],\n"
+               "  \"comment\": \"x\"}",
+               "schedule: line 2, column 3 (byte 61): unknown field \"comment\" (the only field is "
+               "\"steps\")");
+
+    /* an escaped backslash before u0000 is a backslash and "u0000", which is fine */
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_schedule s;
+    const char *ok = "[{\"op\": \"parallel\", \"stage\": \"C\\\\u0000\", \"iter\": \"i\"}]\r\n";
+    CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, ok, strlen(ok), &s));
+    CHECK_EQ_STR("C\\u0000", kiln_sym_str(ctx, s.step[0].stage));
+
+    /* many keys in one object (n log n) and deep nesting (no recursion here; cJSON's own
+     * nesting limit gives "not valid JSON" beyond 1000 levels): errors, no crash */
+    struct kiln_buf b = {0};
+    CHECK(kiln_buf_puts(ctx, &b, "[{\"op\": \"parallel\""));
+    for (int i = 0; i < 20000; i++)
+        CHECK(kiln_buf_printf(ctx, &b, ", \"k%d\": %d", i, i));
+    CHECK(kiln_buf_puts(ctx, &b, ", \"k7\": 0}]"));
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_sched_from_json(ctx, b.data, b.len, &s));
+    CHECK(strstr(kiln_ctx_error(ctx)->msg, "field \"k7\" appears twice") != NULL);
+    kiln_ctx_error_clear(ctx);
+    for (int depth = 900; depth <= 100000; depth *= 10) {
+        struct kiln_buf d = {0};
+        for (int i = 0; i < depth; i++)
+            CHECK(kiln_buf_puts(ctx, &d, "["));
+        for (int i = 0; i < depth; i++)
+            CHECK(kiln_buf_puts(ctx, &d, "]"));
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_sched_from_json(ctx, d.data, d.len, &s));
+        kiln_ctx_error_clear(ctx);
+    }
+    kiln_ctx_free(ctx);
 }
 
 /* Applies the JSON steps to the matmul graph and checks the error message. */
@@ -670,6 +745,7 @@ test_step_table(void)
 static const struct test tests[] = {
     {"json_round_trip", test_json_round_trip},
     {"json_errors", test_json_errors},
+    {"json_strict", test_json_strict},
     {"illegal_steps", test_illegal_steps},
     {"state_shapes", test_state_shapes},
     {"split_extents", test_split_extents},
