@@ -91,6 +91,36 @@ lib_fail_attr(struct libcall *c, const struct kiln_attr *a, const char *fmt, ...
     return st;
 }
 
+static uint64_t
+magnitude(int64_t v)
+{
+    return v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+}
+
+enum kiln_status
+lib_fail_overflow(struct libcall *c, const char *const *names)
+{
+    const struct kiln_attr *worst = NULL;
+    const char             *wname = NULL;
+    int64_t                 wv = 0;
+    for (; *names; names++) {
+        const struct kiln_attr *a = lib_attr(c, *names);
+        if (!a || (a->kind != KILN_ATTR_INT && a->kind != KILN_ATTR_INTS))
+            continue;
+        uint32_t       n = a->kind == KILN_ATTR_INT ? 1 : a->n;
+        const int64_t *v = a->kind == KILN_ATTR_INT ? &a->i : a->ints;
+        for (uint32_t i = 0; i < n; i++)
+            if (!worst || magnitude(v[i]) > magnitude(wv)) {
+                worst = a;
+                wname = *names;
+                wv = v[i];
+            }
+    }
+    if (!worst)
+        return lib_fail(c, "the output shape overflows 64-bit integers");
+    return lib_fail_attr(c, worst, "%s %lld overflows the output shape", wname, (long long)wv);
+}
+
 /* ---- the entry point ---- */
 
 static enum kiln_status
@@ -451,17 +481,21 @@ lib_get_layout(struct libcall *c, struct lib_layout *l)
     return lib_want_rank(c, 0, 4, "input", nhwc ? "[N, H, W, C]" : "[N, C, H, W]");
 }
 
-void
-lib_window_same(struct lib_window *wd, int64_t kh, int64_t kw)
+const char *const lib_window_attrs[] = {"padding", "stride", "dilation", "kernel", NULL};
+
+enum kiln_status
+lib_window_same(struct libcall *c, struct lib_window *wd, int64_t kh, int64_t kw)
 {
     if (!wd->same)
-        return;
+        return KILN_OK;
     int64_t k[2] = {kh, kw};
+    bool    ovf = false;
     for (int d = 0; d < 2; d++) {
-        int64_t total = wd->dil[d] * (k[d] - 1); /* PyTorch: the odd one goes at the end */
+        int64_t total = lib_ck_mul(&ovf, wd->dil[d], k[d] - 1); /* PyTorch: odd one at the end */
         wd->pad[d] = total / 2;
         wd->pad[d + 2] = total - total / 2;
     }
+    return ovf ? lib_fail_overflow(c, lib_window_attrs) : KILN_OK;
 }
 
 /* ---- building ---- */

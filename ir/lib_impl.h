@@ -76,6 +76,44 @@ enum kiln_status lib_get_list(struct libcall *c, const char *name, const int64_t
 enum kiln_status lib_check_min(struct libcall *c, const char *name, const int64_t *v, uint32_t n,
                                int64_t min);
 
+/* ---- checked shape arithmetic ----
+ * Every output extent an op computes from its attributes goes through these: an overflow sets
+ * the sticky flag *ovf (and yields 0), and the builder then fails with lib_fail_overflow, so
+ * an overflow is an error, never a wrapped extent. */
+static inline int64_t
+lib_ck_add(bool *ovf, int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        *ovf = true;
+        return 0;
+    }
+    return r;
+}
+static inline int64_t
+lib_ck_sub(bool *ovf, int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) {
+        *ovf = true;
+        return 0;
+    }
+    return r;
+}
+static inline int64_t
+lib_ck_mul(bool *ovf, int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ovf = true;
+        return 0;
+    }
+    return r;
+}
+/* Fails "OP: NAME V overflows the output shape", blaming the value of largest magnitude among
+ * the given integer attributes in names (NULL-terminated). */
+enum kiln_status lib_fail_overflow(struct libcall *c, const char *const *names);
+
 /* ---- building ---- */
 /* Opens the statement (after all validation). */
 enum kiln_status lib_begin(struct libcall *c);
@@ -148,7 +186,10 @@ struct lib_layout {
     bool     nhwc;
 };
 enum kiln_status lib_get_layout(struct libcall *c, struct lib_layout *l);
-void             lib_window_same(struct lib_window *wd, int64_t kh, int64_t kw);
+/* Sets the pads of padding="same" for a kernel of kh x kw; fails when they overflow. */
+enum kiln_status lib_window_same(struct libcall *c, struct lib_window *wd, int64_t kh, int64_t kw);
+/* The attributes a window's extents depend on, for lib_fail_overflow. */
+extern const char *const lib_window_attrs[];
 /* Input index o*stride - pad_lo + r*dil for output axis o (extent out) and kernel variable r
  * (extent k) over an input dimension of extent in; ANDs the bounds it needs into *cond. */
 kiln_expr lib_window_idx(struct libcall *c, kiln_expr *cond, kiln_expr o, kiln_expr r, int64_t in,

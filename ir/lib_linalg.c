@@ -82,7 +82,7 @@ kiln_lib_conv2d(struct libcall *c)
     KILN_TRY(lib_get_layout(c, &l));
     KILN_TRY(lib_want_rank(c, 1, 4, "weight", "[K, C/groups, KH, KW]"));
     const struct kiln_tensor *x = lib_in(c, 0), *w = lib_in(c, 1);
-    lib_window_same(&wd, w->shape[2], w->shape[3]);
+    KILN_TRY(lib_window_same(c, &wd, w->shape[2], w->shape[3]));
     KILN_TRY(common_checks(c));
     int64_t N = x->shape[l.n], C = x->shape[l.c], H = x->shape[l.h], W = x->shape[l.w];
     int64_t K = w->shape[0], KH = w->shape[2], KW = w->shape[3];
@@ -92,13 +92,21 @@ kiln_lib_conv2d(struct libcall *c)
     if (K % groups)
         return lib_fail(c, "weight %s has %lld output channels, not divisible by groups %lld",
                         lib_in_name(c, 1), (long long)K, (long long)groups);
-    if (w->shape[1] * groups != C)
+    bool    ovf = false;
+    int64_t wc = lib_ck_mul(&ovf, w->shape[1], groups);
+    if (ovf)
+        return lib_fail_overflow(c, (const char *const[]){"groups", NULL});
+    if (wc != C)
         return lib_fail(c, "input %s has %lld channels but weight %s expects %lld (groups %lld)",
-                        lib_in_name(c, 0), (long long)C, lib_in_name(c, 1),
-                        (long long)(w->shape[1] * groups), (long long)groups);
+                        lib_in_name(c, 0), (long long)C, lib_in_name(c, 1), (long long)wc,
+                        (long long)groups);
     KILN_TRY(check_bias(c, K, "channels"));
-    int64_t ph = H + wd.pad[0] + wd.pad[2], pw = W + wd.pad[1] + wd.pad[3];
-    int64_t eh = wd.dil[0] * (KH - 1) + 1, ew = wd.dil[1] * (KW - 1) + 1;
+    int64_t ph = lib_ck_add(&ovf, lib_ck_add(&ovf, H, wd.pad[0]), wd.pad[2]);
+    int64_t pw = lib_ck_add(&ovf, lib_ck_add(&ovf, W, wd.pad[1]), wd.pad[3]);
+    int64_t eh = lib_ck_add(&ovf, lib_ck_mul(&ovf, wd.dil[0], KH - 1), 1);
+    int64_t ew = lib_ck_add(&ovf, lib_ck_mul(&ovf, wd.dil[1], KW - 1), 1);
+    if (ovf)
+        return lib_fail_overflow(c, lib_window_attrs);
     if (eh > ph || ew > pw)
         return lib_fail(c,
                         "dilated kernel %lldx%lld does not fit input %s of %lldx%lld padded to "
@@ -198,12 +206,23 @@ kiln_lib_conv2d_transpose(struct libcall *c)
     if (w->shape[0] != C)
         return lib_fail(c, "input %s has %lld channels but weight %s expects %lld",
                         lib_in_name(c, 0), (long long)C, lib_in_name(c, 1), (long long)w->shape[0]);
-    int64_t K = Kg * groups;
+    bool    ovf = false;
+    int64_t K = lib_ck_mul(&ovf, Kg, groups);
+    if (ovf)
+        return lib_fail_overflow(c, (const char *const[]){"groups", NULL});
     KILN_TRY(check_bias(c, K, "channels"));
-    int64_t oh =
-        (H - 1) * wd.stride[0] - wd.pad[0] - wd.pad[2] + wd.dil[0] * (KH - 1) + opad[0] + 1;
-    int64_t ow =
-        (W - 1) * wd.stride[1] - wd.pad[1] - wd.pad[3] + wd.dil[1] * (KW - 1) + opad[1] + 1;
+    int64_t o[2], in[2] = {H, W}, k[2] = {KH, KW};
+    for (int d = 0; d < 2; d++) {
+        /* (in - 1) * stride - pad_lo - pad_hi + dil * (k - 1) + output_padding + 1 */
+        int64_t e = lib_ck_mul(&ovf, in[d] - 1, wd.stride[d]);
+        e = lib_ck_sub(&ovf, lib_ck_sub(&ovf, e, wd.pad[d]), wd.pad[d + 2]);
+        e = lib_ck_add(&ovf, e, lib_ck_mul(&ovf, wd.dil[d], k[d] - 1));
+        o[d] = lib_ck_add(&ovf, lib_ck_add(&ovf, e, opad[d]), 1);
+    }
+    if (ovf)
+        return lib_fail_overflow(
+            c, (const char *const[]){"padding", "stride", "dilation", "output_padding", NULL});
+    int64_t oh = o[0], ow = o[1];
     if (oh < 1 || ow < 1)
         return lib_fail(c, "padding leaves an empty output (%lldx%lld) for input %s of %lldx%lld",
                         (long long)oh, (long long)ow, lib_in_name(c, 0), (long long)H,

@@ -61,12 +61,16 @@ get_pool(struct libcall *c, struct pool *pl, bool avg)
     return lib_want_float(c, 0);
 }
 
-/* PyTorch's pooling output size. */
+/* PyTorch's pooling output size; sets *ovf when it overflows. */
 static int64_t
-pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
+pool_out(bool *ovf, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
 {
-    int64_t o = kiln_scalar_floordiv(in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0), s) + 1;
-    if (ceil && o > 0 && (o - 1) * s >= in + p)
+    int64_t e = lib_ck_add(ovf, in, lib_ck_mul(ovf, 2, p));
+    e = lib_ck_sub(ovf, e, lib_ck_add(ovf, lib_ck_mul(ovf, d, k - 1), 1));
+    e = lib_ck_add(ovf, e, ceil ? s - 1 : 0);
+    int64_t o = kiln_scalar_floordiv(e, s) + 1;
+    /* o - 1 <= e / s, so (o - 1) * s <= e does not overflow */
+    if (ceil && o > 0 && (o - 1) * s >= lib_ck_add(ovf, in, p))
         o--;
     return o;
 }
@@ -79,8 +83,13 @@ pool_shape(struct libcall *c, const struct pool *pl, int64_t shape[4])
     uint32_t                  sp[2] = {l->h, l->w};
     shape[l->n] = x->shape[l->n];
     shape[l->c] = x->shape[l->c];
+    bool ovf = false;
     for (int i = 0; i < 2; i++)
-        shape[sp[i]] = pool_out(x->shape[sp[i]], pl->k[i], pl->s[i], pl->p[i], pl->d[i], pl->ceil);
+        shape[sp[i]] =
+            pool_out(&ovf, x->shape[sp[i]], pl->k[i], pl->s[i], pl->p[i], pl->d[i], pl->ceil);
+    if (ovf)
+        return lib_fail_overflow(
+            c, (const char *const[]){"kernel", "stride", "padding", "dilation", NULL});
     if (shape[l->h] < 1 || shape[l->w] < 1)
         return lib_fail(c,
                         "input %s of %lldx%lld is too small for kernel %lldx%lld (padding "
@@ -188,7 +197,7 @@ kiln_lib_avg_pool2d(struct libcall *c)
         pool_count(c, ax[sw], x->shape[sw], shape[sw], pl.k[1], pl.s[1], pl.p[1], include_pad, &cw);
     kiln_expr s = lib_load_t(c, sum, ax), body;
     if (ch && cw)
-        body = kiln_mul(ctx, s, lib_f(c, 1.0 / (double)(pl.k[0] * pl.k[1]), dt));
+        body = kiln_mul(ctx, s, lib_f(c, 1.0 / ((double)pl.k[0] * (double)pl.k[1]), dt));
     else
         body = kiln_div(ctx, s, kiln_cast(ctx, dt, kiln_mul(ctx, nh, nw)));
     return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, names);
@@ -259,8 +268,13 @@ kiln_lib_unfold(struct libcall *c)
     KILN_TRY(lib_want_rank(c, 0, 4, "input", "[N, C, H, W]"));
     const struct kiln_tensor *x = lib_in(c, 0);
     int64_t                   H = x->shape[2], W = x->shape[3];
-    int64_t                   ph = H + wd.pad[0] + wd.pad[2], pw = W + wd.pad[1] + wd.pad[3];
-    int64_t                   eh = wd.dil[0] * (k[0] - 1) + 1, ew = wd.dil[1] * (k[1] - 1) + 1;
+    bool                      ovf = false;
+    int64_t                   ph = lib_ck_add(&ovf, lib_ck_add(&ovf, H, wd.pad[0]), wd.pad[2]);
+    int64_t                   pw = lib_ck_add(&ovf, lib_ck_add(&ovf, W, wd.pad[1]), wd.pad[3]);
+    int64_t                   eh = lib_ck_add(&ovf, lib_ck_mul(&ovf, wd.dil[0], k[0] - 1), 1);
+    int64_t                   ew = lib_ck_add(&ovf, lib_ck_mul(&ovf, wd.dil[1], k[1] - 1), 1);
+    if (ovf)
+        return lib_fail_overflow(c, lib_window_attrs);
     if (eh > ph || ew > pw)
         return lib_fail(c,
                         "dilated kernel %lldx%lld does not fit input %s of %lldx%lld padded to "

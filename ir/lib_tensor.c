@@ -227,7 +227,10 @@ kiln_lib_concat(struct libcall *c)
                             lib_shape_str(x->shape, x->ndim, s0, sizeof s0), lib_in_name(c, 0),
                             lib_shape_str(t->shape, t->ndim, s1, sizeof s1), lib_in_name(c, i),
                             axis);
-        shape[axis] += t->shape[axis];
+        bool ovf = false;
+        shape[axis] = lib_ck_add(&ovf, shape[axis], t->shape[axis]);
+        if (ovf)
+            return lib_fail(c, "the inputs' extents along axis %u overflow the output shape", axis);
     }
     KILN_TRY(lib_begin(c));
     kiln_ctx *ctx = c->ctx;
@@ -293,7 +296,10 @@ kiln_lib_pad(struct libcall *c)
     for (uint32_t d = 0; d < r; d++) {
         before[d] = single ? v[0] : v[d];
         after[d] = single ? v[0] : n == 2 * r ? v[r + d] : v[d];
-        int64_t ext = x->shape[d] + before[d] + after[d];
+        bool    ovf = false;
+        int64_t ext = lib_ck_add(&ovf, lib_ck_add(&ovf, x->shape[d], before[d]), after[d]);
+        if (ovf)
+            return lib_fail_overflow(c, (const char *const[]){"pads", NULL});
         if (ext < 1)
             return lib_fail_attr(c, pa, "pads leave dimension %u of %s with extent %lld", d,
                                  lib_in_name(c, 0), (long long)ext);

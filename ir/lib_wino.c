@@ -61,7 +61,7 @@ static const struct wino_rows wino_bt4 = {
 static int64_t
 wino_tiles(int64_t o, int64_t m)
 {
-    return (o + m - 1) / m;
+    return o / m + (o % m != 0); /* ceil(o / m) without overflow */
 }
 
 /* The attributes both transforms share: layout and tile (m). */
@@ -149,14 +149,20 @@ kiln_lib_winograd_input(struct libcall *c)
     int64_t                   N = x->shape[0], C = x->shape[w.nhwc ? 3 : 1], a = B->alpha;
     w.H = x->shape[w.nhwc ? 1 : 2];
     w.W = x->shape[w.nhwc ? 2 : 3];
-    int64_t oh = w.H + w.pad[0] + w.pad[2] - 2, ow = w.W + w.pad[1] + w.pad[3] - 2;
+    bool    ovf = false;
+    int64_t oh = lib_ck_add(&ovf, lib_ck_add(&ovf, w.H, w.pad[0]), w.pad[2]) - 2;
+    int64_t ow = lib_ck_add(&ovf, lib_ck_add(&ovf, w.W, w.pad[1]), w.pad[3]) - 2;
+    if (ovf)
+        return lib_fail_overflow(c, (const char *const[]){"padding", NULL});
     if (oh < 1 || ow < 1)
         return lib_fail(c,
                         "input %s of %lldx%lld padded to %lldx%lld is smaller than the 3x3 kernel",
                         lib_in_name(c, 0), (long long)w.H, (long long)w.W, (long long)(oh + 2),
                         (long long)(ow + 2));
     int64_t th = wino_tiles(oh, m), tw = wino_tiles(ow, m);
-    int64_t shape[3] = {a * a, N * th * tw, C};
+    int64_t shape[3] = {a * a, lib_ck_mul(&ovf, lib_ck_mul(&ovf, N, th), tw), C};
+    if (ovf)
+        return lib_fail_overflow(c, (const char *const[]){"padding", NULL});
 
     KILN_TRY(lib_begin(c));
     kiln_ctx *ctx = c->ctx;
@@ -232,7 +238,11 @@ kiln_lib_winograd_output(struct libcall *c)
     KILN_TRY(lib_want_float(c, 0));
     const struct kiln_tensor *mt = lib_in(c, 0);
     int64_t th = wino_tiles(size[0], m), tw = wino_tiles(size[1], m), K = mt->shape[2];
-    char    s[LIB_SHAPE_BUF];
+    bool    ovf = false;
+    lib_ck_mul(&ovf, th, tw);
+    if (ovf)
+        return lib_fail_overflow(c, (const char *const[]){"size", NULL});
+    char s[LIB_SHAPE_BUF];
     if (mt->shape[0] != a * a || mt->shape[1] % (th * tw))
         return lib_fail(c,
                         "input %s has shape %s; a %lldx%lld output needs [%lld, N*%lld, K] "

@@ -308,6 +308,99 @@ test_shapes(void)
     }
 }
 
+/* Random valid attributes: the checked shape functions give the extents of the plain formulas
+ * (PyTorch's), and an input too small for its window is still the usual error. */
+static int64_t
+rnd(struct kiln_rng *r, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)kiln_rng_below(r, (uint64_t)(hi - lo + 1));
+}
+
+static void
+shape_random_one(struct kiln_rng *r)
+{
+    int64_t     H = rnd(r, 1, 12), W = rnd(r, 1, 12), k[2] = {rnd(r, 1, 4), rnd(r, 1, 4)};
+    int64_t     st[2] = {rnd(r, 1, 3), rnd(r, 1, 3)}, dl[2] = {rnd(r, 1, 3), rnd(r, 1, 3)};
+    int64_t     pd[4] = {rnd(r, 0, 3), rnd(r, 0, 3), rnd(r, 0, 3), rnd(r, 0, 3)}, in[2] = {H, W};
+    int         op = (int)kiln_rng_below(r, 4);
+    char        inputs[128], attrs[256], want[128];
+    int64_t     o[2];
+    bool        valid = true;
+    const char *name = op == 0   ? "conv2d"
+                       : op == 1 ? "conv2d_transpose"
+                       : op == 2 ? "unfold"
+                                 : "max_pool2d";
+    if (op == 3) /* pooling pads symmetrically, at most half the kernel */
+        for (int d = 0; d < 2; d++)
+            pd[d] = pd[d + 2] = pd[d] % (k[d] / 2 + 1);
+    int64_t opad[2] = {rnd(r, 0, 2), rnd(r, 0, 2)};
+    for (int d = 0; d < 2; d++) {
+        int64_t padded = in[d] + pd[d] + pd[d + 2], span = dl[d] * (k[d] - 1) + 1;
+        if (op == 1) {
+            opad[d] = opad[d] % (st[d] > dl[d] ? st[d] : dl[d]);
+            o[d] = (in[d] - 1) * st[d] - pd[d] - pd[d + 2] + span + opad[d];
+            valid &= o[d] >= 1;
+        } else {
+            o[d] = padded >= span ? (padded - span) / st[d] + 1 : 0;
+            valid &= padded >= span;
+        }
+    }
+    char pads[96];
+    if (op == 3) /* pooling takes [ph, pw] */
+        snprintf(pads, sizeof pads, "padding=[%lld,%lld]", (long long)pd[0], (long long)pd[1]);
+    else
+        snprintf(pads, sizeof pads, "padding=[%lld,%lld,%lld,%lld]", (long long)pd[0],
+                 (long long)pd[1], (long long)pd[2], (long long)pd[3]);
+    int n = snprintf(attrs, sizeof attrs, "stride=[%lld,%lld] dilation=[%lld,%lld] %s",
+                     (long long)st[0], (long long)st[1], (long long)dl[0], (long long)dl[1], pads);
+    if (op >= 2)
+        snprintf(attrs + n, sizeof attrs - (size_t)n, " kernel=[%lld,%lld]", (long long)k[0],
+                 (long long)k[1]);
+    else if (op == 1)
+        snprintf(attrs + n, sizeof attrs - (size_t)n, " output_padding=[%lld,%lld]",
+                 (long long)opad[0], (long long)opad[1]);
+    if (op == 0)
+        snprintf(inputs, sizeof inputs, "x:f32[1,2,%lld,%lld] w:f32[3,2,%lld,%lld]", (long long)H,
+                 (long long)W, (long long)k[0], (long long)k[1]);
+    else if (op == 1)
+        snprintf(inputs, sizeof inputs, "x:f32[1,2,%lld,%lld] w:f32[2,3,%lld,%lld]", (long long)H,
+                 (long long)W, (long long)k[0], (long long)k[1]);
+    else
+        snprintf(inputs, sizeof inputs, "x:f32[1,2,%lld,%lld]", (long long)H, (long long)W);
+    if (op == 2)
+        snprintf(want, sizeof want, "[1, 2, %lld, %lld, %lld, %lld]", (long long)k[0],
+                 (long long)k[1], (long long)o[0], (long long)o[1]);
+    else
+        snprintf(want, sizeof want, "[1, %d, %lld, %lld]", op < 2 ? 3 : 2, (long long)o[0],
+                 (long long)o[1]);
+    struct spec      s;
+    uint32_t         out;
+    enum kiln_status st_ = build(&s, name, inputs, attrs, &out);
+    if (valid && st_ != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s(%s; %s): %s, want %s", name, inputs, attrs,
+                     kiln_ctx_error(s.ctx) ? kiln_ctx_error(s.ctx)->msg : "?", want);
+    } else if (!valid && st_ != KILN_ERR_INVALID) {
+        harness_fail(__FILE__, __LINE__, "%s(%s; %s): accepted, want an error", name, inputs,
+                     attrs);
+    } else if (valid) {
+        char buf[128];
+        if (strcmp(shape_of(s.g, out, buf, sizeof buf), want))
+            harness_fail(__FILE__, __LINE__, "%s(%s; %s): shape %s, want %s", name, inputs, attrs,
+                         buf, want);
+    }
+    spec_free(&s);
+}
+
+static void
+test_shapes_random(void)
+{
+    uint64_t        seed = opt_seed();
+    struct kiln_rng r = kiln_rng_new(seed);
+    printf("     seed %llu\n", (unsigned long long)seed);
+    for (uint64_t i = 0; i < opt_iters_or(2000); i++)
+        shape_random_one(&r);
+}
+
 /* Printing a library call and parsing it back calls the library again with the recorded
  * attributes; printing it expanded writes the compute definitions, which the parser's static
  * bounds check must accept (every load that can leave its tensor is guarded). Both must give
@@ -589,6 +682,41 @@ static const struct error_case error_cases[] = {
     {"conv2d", "x:f32[1,3,8] w:f32[4,3,3,3]", "stride=0", "conv2d: stride 0 must be positive"},
     {"conv2d_transpose", "x:f32[1,3] w:f32[4,3,3,3]", "groups=-1",
      "conv2d_transpose: groups -1 must be positive"},
+    /* overflow of an output extent is an error naming the attribute, never a wrapped value */
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=9223372036854775807",
+     "conv2d: padding 9223372036854775807 overflows the output shape"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=[0,9223372036854775807,0,1]",
+     "conv2d: padding 9223372036854775807 overflows the output shape"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "dilation=9223372036854775807",
+     "conv2d: dilation 9223372036854775807 overflows the output shape"},
+    {"conv2d", "x:f32[1,3,8,8] w:f32[4,3,3,3]", "padding=\"same\" dilation=9223372036854775807",
+     "conv2d: dilation 9223372036854775807 overflows the output shape"},
+    {"conv2d_transpose", "x:f32[1,3,8,8] w:f32[3,4,3,3]", "stride=9223372036854775807",
+     "conv2d_transpose: stride 9223372036854775807 overflows the output shape"},
+    {"conv2d_transpose", "x:f32[1,3,8,8] w:f32[3,4,3,3]", "dilation=9223372036854775807",
+     "conv2d_transpose: dilation 9223372036854775807 overflows the output shape"},
+    {"max_pool2d", "x:f32[1,3,8,8]", "kernel=3 dilation=9223372036854775807",
+     "max_pool2d: dilation 9223372036854775807 overflows the output shape"},
+    {"max_pool2d", "x:f32[1,3,8,8]", "kernel=9223372036854775807 padding=4611686018427387903",
+     "max_pool2d: kernel 9223372036854775807 overflows the output shape"},
+    {"avg_pool2d", "x:f32[1,3,8,8]", "kernel=9223372036854775807 padding=4611686018427387903",
+     "avg_pool2d: kernel 9223372036854775807 overflows the output shape"},
+    {"unfold", "x:f32[1,3,8,8]", "kernel=2 padding=9223372036854775807",
+     "unfold: padding 9223372036854775807 overflows the output shape"},
+    {"unfold", "x:f32[1,3,8,8]", "kernel=9223372036854775807 dilation=2",
+     "unfold: kernel 9223372036854775807 overflows the output shape"},
+    {"pad", "x:f32[2,3]", "pads=9223372036854775807",
+     "pad: pads 9223372036854775807 overflows the output shape"},
+    {"pad", "x:f32[2,3]", "pads=[0,1,9223372036854775807,0]",
+     "pad: pads 9223372036854775807 overflows the output shape"},
+    {"winograd_input", "x:f32[1,3,8,8]", "padding=9223372036854775807",
+     "winograd_input: padding 9223372036854775807 overflows the output shape"},
+    {"winograd_output", "m:f32[16,4,2]", "size=9223372036854775807",
+     "winograd_output: size 9223372036854775807 overflows the output shape"},
+    {"reshape", "x:f32[2,3]", "shape=[9223372036854775807,9223372036854775807]",
+     "reshape: cannot reshape [2, 3] (6 elements) to [9223372036854775807, 9223372036854775807]"},
+    {"reshape", "x:f32[2,3]", "shape=[-1,9223372036854775807]",
+     "reshape: cannot reshape [2, 3] (6 elements) to [-1, 9223372036854775807]"},
 };
 
 static void
@@ -921,6 +1049,7 @@ test_values_tensor(void)
 static const struct test tests[] = {
     {"table", test_table},
     {"shapes", test_shapes},
+    {"shapes_random", test_shapes_random},
     {"round_trip", test_round_trip},
     {"errors", test_errors},
     {"error_locations", test_error_locations},
