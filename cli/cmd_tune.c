@@ -1,6 +1,6 @@
 /* cli/cmd_tune.c -- `kiln tune FILE.kg --trials N --db FILE.db [--target T] [--strategy S] ...`:
  * tunes every task of the graph through the public API (kiln_graph_tune), printing a live
- * progress line; Ctrl-C (SIGINT/SIGTERM) stops after the measurement in flight, and a later
+ * progress line; Ctrl-C (SIGINT/SIGTERM/SIGHUP) stops after the measurement in flight, and a later
  * run with the same database continues where it stopped. */
 #include "cli.h"
 
@@ -41,12 +41,13 @@ static const char usage[] =
     "Records are stored under the target, so `kiln compile --target cuda --db FILE.db`\n"
     "applies them.\n";
 
-static volatile int stop_flag;
+static volatile int          stop_flag;
+static volatile sig_atomic_t stop_signal; /* the signal that stopped the run, for the exit code */
 
 static void
 on_signal(int sig)
 {
-    (void)sig;
+    stop_signal = sig;
     stop_flag = 1;
 }
 
@@ -232,13 +233,17 @@ cmd_tune(int argc, char **argv)
     p.progress = progress;
     p.progress_ud = &ui;
     p.stop = &stop_flag;
-    struct sigaction sa = {0}, old_int, old_term;
+    /* SIGHUP too: a closed terminal must not kill the run mid-measurement, leaving its
+     * temporary directories behind */
+    struct sigaction sa = {0}, old_int, old_term, old_hup;
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
     int rc = kiln_graph_tune(ctx, g, &p) == KILN_OK ? 0 : 1;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
     if (!ui.quiet && ui.tty)
         fputc('\n', stderr);
     if (rc)
@@ -248,5 +253,5 @@ cmd_tune(int argc, char **argv)
     if (log)
         fclose(log);
     kiln_ctx_free(ctx);
-    return rc ? rc : stop_flag ? 130 : 0;
+    return rc ? rc : stop_flag ? 128 + (stop_signal == SIGHUP ? SIGHUP : SIGINT) : 0;
 }

@@ -6,8 +6,9 @@
  * padded with spaces to a multiple of 16 (64 since NumPy 1.14) and ending in '\n', then the
  * raw elements in C order. We read versions 1.0-3.0, C order only, the little-endian/byte
  * dtypes <f2 <f4 <f8 |i1 <i4 <i8 |u1 |b1 (and '<' spellings of the one-byte ones), converting
- * every element to double. The reader treats the file as hostile: every length is checked
- * against the bytes present, the dict is parsed by a small strict scanner (exactly the keys
+ * every element to double; big-endian ('>') files are refused with a message that says how to
+ * convert them, never byte-swapped silently. The reader treats the file as hostile: every length is
+ * checked against the bytes present, the dict is parsed by a small strict scanner (exactly the keys
  * descr, fortran_order and shape, each once), extents must be non-negative and their product
  * at most 2^40, the data must be exactly numel * itemsize bytes, and booleans must be 0 or 1.
  * The writer emits version 1.0 with '<f8' and a header padded to 64 bytes. Elements are
@@ -173,6 +174,11 @@ parse_header(const char *h, size_t n, struct npy_array *a, const struct dtype_de
                             "header: descr is not a simple dtype string "
                             "(structured dtypes are not supported)");
             *dt = find_dtype(descr);
+            if (!*dt && descr[0] == '>')
+                return fail(err, errsize,
+                            "dtype '%s' is big-endian; kiln reads little-endian .npy files "
+                            "only (convert with a.astype('<%s'))",
+                            descr, descr + 1);
             if (!*dt)
                 return fail(err, errsize,
                             "unsupported dtype '%s' (supported: <f2 <f4 <f8 |i1 <i4 <i8 |u1 "

@@ -2,7 +2,8 @@
  * schedule, lower the graph (passes/), describe the module (metadata JSON, source text,
  * argument roles) and hand it to the LLVM backend, or, for the cuda target, emit CUDA C
  * (codegen/cuda.c) and compile it with NVRTC. Each step's error is already in the
- * context; the driver adds nothing but order. */
+ * context; the driver adds nothing but order, and writes the output to a temporary file
+ * beside it that is renamed into place only when complete. */
 #include "codegen.h"
 
 #include "../passes/passes.h"
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct built {
     struct kiln_target        target;
@@ -169,21 +172,22 @@ ends_with(const char *s, const char *suffix)
     return n > k && !strcmp(s + n - k, suffix);
 }
 
-/* The cuda target: CUDA C (PATH.cu), PTX compiled by NVRTC (PATH.ptx), or a shared object. */
+/* The cuda target: CUDA C (PATH.cu), PTX compiled by NVRTC (PATH.ptx), or a shared object;
+ * written to tmp, named after path. */
 static enum kiln_status
 compile_cuda(kiln_ctx *ctx, const struct built *b, const struct kiln_func *f, const char *name,
-             const char *path)
+             const char *path, const char *tmp)
 {
     struct kiln_cuda_source src;
     const char             *text;
     if (!ends_with(path, ".cu") && !ends_with(path, ".ptx"))
-        return kiln_cg_cuda_shared(ctx, &b->m, &b->target, path);
+        return kiln_cg_cuda_shared(ctx, &b->m, &b->target, tmp);
     KILN_TRY(kiln_cg_cuda_source(ctx, f, name, &src));
     text = src.text;
     if (ends_with(path, ".ptx"))
         KILN_TRY(kiln_nvrtc_ptx(ctx, src.text, "kiln_kernel.cu", b->target.cpu, b->target.fast_math,
                                 &text));
-    FILE *fp = fopen(path, "w");
+    FILE *fp = fopen(tmp, "w");
     if (!fp)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "cuda", "cannot write %s: %s", path,
                          strerror(errno));
@@ -205,16 +209,32 @@ kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
     KILN_TRY(build(ctx, g, opt, true, &b, &f));
     KILN_TRY(
         describe(ctx, g, f, &b.target, &b.mem, opt && opt->name ? opt->name : "kiln_graph", &b.m));
+    /* Written to a temporary file in the same directory and renamed into place: an
+     * interrupted or failed compile never leaves a truncated module at path (which a loader
+     * would map), and a module being loaded from path is never rewritten under it. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const char *tmp = kiln_arena_printf(ctx, "%s.tmp-%ld-%lx%lx", path, (long)getpid(),
+                                        (unsigned long)now.tv_sec, (unsigned long)now.tv_nsec);
+    if (!tmp)
+        return ctx->err.status;
     size_t n = strlen(path);
     if (kiln_target_is_cuda(&b.target))
-        st = compile_cuda(ctx, &b, f, b.m.name, path);
+        st = compile_cuda(ctx, &b, f, b.m.name, path, tmp);
     else if (n > 2 && !strcmp(path + n - 2, ".o"))
-        st = kiln_cg_llvm_object(ctx, &b.m, &b.target, path);
+        st = kiln_cg_llvm_object(ctx, &b.m, &b.target, tmp);
     else
-        st = kiln_cg_llvm_shared(ctx, &b.m, &b.target, path);
-    if (st == KILN_OK && report)
+        st = kiln_cg_llvm_shared(ctx, &b.m, &b.target, tmp);
+    if (st == KILN_OK && rename(tmp, path) != 0)
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "codegen", "cannot write %s: %s", path,
+                       strerror(errno));
+    if (st != KILN_OK) {
+        unlink(tmp);
+        return st;
+    }
+    if (report)
         *report = b.mem;
-    return st;
+    return KILN_OK;
 }
 
 enum kiln_status

@@ -21,7 +21,8 @@
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
  * by its outputs, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
  * target's modules, data in device memory, the call finished when it returns), the declared
- * dtype and shape, compact
+ * dtype and shape, native byte order (DLPack tensors are native byte order: the ABI has no
+ * byte-order field, so a byte-swapped array must be converted by the caller), compact
  * row-major (strides NULL or equal to the compact strides), data non-NULL and aligned to the
  * argument's "align" in the metadata (at least the element size; at least 16 bytes for the
  * cuda target's modules, whose kernels use float4 accesses) after byte_offset. It

@@ -10,16 +10,22 @@
  * the descriptor's layout may differ. The module struct is allocated with the context's
  * allocator but keeps its own copy of the hook, so a module may outlive the context that loaded
  * it. Argument descriptions point into the loaded object and stay valid until
- * kiln_module_free. Depends on util and libc (libdl). */
+ * kiln_module_free. Before dlopen maps the file, check_file reads its ELF header and program
+ * headers and refuses anything the dynamic loader would map past the end of the file: a
+ * truncated object (an interrupted copy or compile) would otherwise be mapped and fault with
+ * SIGBUS on first touch instead of failing. Depends on util and libc (libdl). */
 #include "../util/util.h"
 #include "runtime.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define KILN_DL_BOOL 6 /* DLDataTypeCode kDLBool (DLPack >= 0.8) */
 
@@ -57,6 +63,115 @@ not_kiln(kiln_ctx *ctx, const char *path, const char *sym)
                      "%s is not a kiln module: it does not export %s", path, sym);
 }
 
+#if defined(__x86_64__)
+#define HOST_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_MACHINE EM_AARCH64
+#elif defined(__riscv)
+#define HOST_MACHINE EM_RISCV
+#elif defined(__powerpc64__)
+#define HOST_MACHINE EM_PPC64
+#else
+#define HOST_MACHINE EM_NONE /* unknown host: the machine is not checked */
+#endif
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_DATA ELFDATA2MSB
+#else
+#define HOST_DATA ELFDATA2LSB
+#endif
+
+static enum kiln_status
+truncated(kiln_ctx *ctx, const char *path, uint64_t size, const char *what, uint64_t end)
+{
+    return KILN_FAIL(ctx, KILN_ERR_INVALID, "module",
+                     "%s: not a complete kiln module (truncated: the file has %llu bytes, %s "
+                     "ends at byte %llu)",
+                     path, (unsigned long long)size, what, (unsigned long long)end);
+}
+
+/* Whether off + n * entsize <= size, without overflow; *end receives the end (saturated). */
+static bool
+table_fits(uint64_t off, uint64_t n, uint64_t entsize, uint64_t size, uint64_t *end)
+{
+    uint64_t bytes;
+    if (__builtin_mul_overflow(n, entsize, &bytes) || __builtin_add_overflow(off, bytes, end)) {
+        *end = UINT64_MAX;
+        return false;
+    }
+    return *end <= size;
+}
+
+/* Checks that path holds a whole 64-bit ELF shared object for this host: its header, its
+ * section and program header tables and every PT_LOAD segment's bytes lie within the file. */
+static enum kiln_status
+check_file(kiln_ctx *ctx, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "cannot open %s: %s", path,
+                         strerror(errno));
+    struct stat      sb;
+    Elf64_Ehdr       eh;
+    enum kiln_status st = KILN_OK;
+    if (fstat(fd, &sb) != 0) {
+        st =
+            KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "cannot open %s: %s", path, strerror(errno));
+        goto done;
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    if (size >= 4 && pread(fd, &eh, 4, 0) == 4 && memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "module",
+                       "cannot load %s: not an ELF shared object (no ELF magic)", path);
+        goto done;
+    }
+    if (size < sizeof eh || pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) {
+        st = truncated(ctx, path, size, "the ELF header", sizeof eh);
+        goto done;
+    }
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != HOST_DATA
+        || (HOST_MACHINE != EM_NONE && eh.e_machine != HOST_MACHINE)) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "module",
+                       "cannot load %s: an ELF object for another machine (class %d, data %d, "
+                       "machine %d; this host wants class %d, data %d, machine %d)",
+                       path, eh.e_ident[EI_CLASS], eh.e_ident[EI_DATA], eh.e_machine, ELFCLASS64,
+                       HOST_DATA, HOST_MACHINE);
+        goto done;
+    }
+    if (eh.e_type != ET_DYN || eh.e_phentsize != sizeof(Elf64_Phdr)
+        || (eh.e_shnum && eh.e_shentsize != sizeof(Elf64_Shdr))) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "module",
+                       "cannot load %s: not an ELF shared object (type %d)", path, eh.e_type);
+        goto done;
+    }
+    uint64_t end;
+    if (!table_fits(eh.e_phoff, eh.e_phnum, eh.e_phentsize, size, &end)) {
+        st = truncated(ctx, path, size, "the program header table", end);
+        goto done;
+    }
+    if (eh.e_shoff && !table_fits(eh.e_shoff, eh.e_shnum, eh.e_shentsize, size, &end)) {
+        st = truncated(ctx, path, size, "the section header table", end);
+        goto done;
+    }
+    for (uint16_t i = 0; i < eh.e_phnum && st == KILN_OK; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph))
+            != (ssize_t)sizeof ph) {
+            st = truncated(ctx, path, size, "the program header table",
+                           eh.e_phoff + (uint64_t)(i + 1) * sizeof ph);
+            break;
+        }
+        if (ph.p_type == PT_LOAD && !table_fits(ph.p_offset, 1, ph.p_filesz, size, &end)) {
+            char what[48];
+            snprintf(what, sizeof what, "loadable segment %u", (unsigned)i);
+            st = truncated(ctx, path, size, what, end);
+        }
+    }
+done:
+    close(fd);
+    return st;
+}
+
 enum kiln_status
 kiln_module_load(kiln_ctx *ctx, const char *path, struct kiln_module **out)
 {
@@ -74,6 +189,9 @@ kiln_module_load(kiln_ctx *ctx, const char *path, struct kiln_module **out)
     if (!S_ISREG(sb.st_mode))
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "cannot load %s: not a regular file",
                          path);
+    enum kiln_status checked = check_file(ctx, path);
+    if (checked != KILN_OK)
+        return checked;
     const char *open_path = path;
     if (!strchr(path, '/')) {
         open_path = kiln_arena_printf(ctx, "./%s", path);

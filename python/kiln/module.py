@@ -1,6 +1,7 @@
 """Calling a generated shared object through its exported ABI (include/kiln_abi.h).
 
-No libkiln is needed here: the shared object exports ``kiln_abi_version``, ``kiln_metadata``,
+No libkiln is needed here (not even to validate the file before mapping it: ``check_file``
+reads its ELF headers in Python): the shared object exports ``kiln_abi_version``, ``kiln_metadata``,
 ``kiln_source``, ``kiln_call`` and ``kiln_set_num_threads``, and this module talks to them with
 ctypes. Tensors cross the boundary zero-copy as DLPack ``DLTensor`` structs: NumPy arrays are
 described from their array interface, PyTorch tensors through ``torch.utils.dlpack.to_dlpack``
@@ -105,6 +106,12 @@ class _Call:
         self.keep = []
 
     def add_numpy(self, arg, arr, output):
+        if not arr.dtype.isnative:
+            # the ABI reads DLPack tensors in native byte order: a swapped array would be
+            # read as garbage, so it is refused rather than converted behind the caller's back
+            raise Error("%s has dtype %s, which is not in native byte order; kiln needs native "
+                        "byte order: pass x.astype(x.dtype.newbyteorder('='))"
+                        % (arg.label(), arr.dtype.str))
         dt = dl.BY_NUMPY.get(arr.dtype.name)
         if dt is not arg.dtype:
             raise Error("%s has dtype %s, expected %s" % (
@@ -183,14 +190,68 @@ class _Call:
                         % (arg.label(), type(x).__name__))
 
 
+_HOST_MACHINE = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "riscv64": 243,
+                 "ppc64le": 21, "ppc64": 21}
+
+
+def check_file(path):
+    """Raises Error unless ``path`` holds a whole 64-bit ELF shared object for this host: its
+    header, section and program header tables and every loadable segment within the file (as
+    runtime/module.c checks before dlopen). ctypes.CDLL would map a truncated object and the
+    process would die of SIGBUS on first touch."""
+    import platform
+    import struct
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        eh = f.read(64)
+
+        def truncated(what, end):
+            return Error("%s: not a complete kiln module (truncated: the file has %d bytes, %s "
+                         "ends at byte %d)" % (path, size, what, end))
+        if len(eh) >= 4 and eh[:4] != b"\x7fELF":
+            raise Error("cannot load %s: not an ELF shared object (no ELF magic)" % path)
+        if len(eh) < 64:
+            raise truncated("the ELF header", 64)
+        data = 1 if sys.byteorder == "little" else 2
+        want = _HOST_MACHINE.get(platform.machine().lower())
+        e = "<" if eh[5] == 1 else ">"
+        (e_type, e_machine, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize,
+         e_shnum, _) = struct.unpack(e + "HHIQQQIHHHHHH", eh[16:64])
+        if eh[4] != 2 or eh[5] != data or (want is not None and e_machine != want):
+            raise Error("cannot load %s: an ELF object for another machine (class %d, data %d, "
+                        "machine %d; this host wants class 2, data %d, machine %s)"
+                        % (path, eh[4], eh[5], e_machine, data, want))
+        if e_type != 3 or e_phentsize != 56 or (e_shnum and e_shentsize != 64):
+            raise Error("cannot load %s: not an ELF shared object (type %d)" % (path, e_type))
+        end = e_phoff + e_phnum * e_phentsize
+        if end > size:
+            raise truncated("the program header table", end)
+        end = e_shoff + e_shnum * e_shentsize
+        if e_shoff and end > size:
+            raise truncated("the section header table", end)
+        f.seek(e_phoff)
+        ph = f.read(e_phnum * 56)
+        for i in range(e_phnum):
+            p_type, _, p_offset, _, _, p_filesz, _, _ = struct.unpack_from(e + "IIQQQQQQ", ph,
+                                                                           i * 56)
+            if p_type == 1 and p_offset + p_filesz > size:  # PT_LOAD
+                raise truncated("loadable segment %d" % i, p_offset + p_filesz)
+
+
 class Module:
     """A loaded shared object written by kiln (``kiln.load``)."""
 
     def __init__(self, path):
         if not os.path.exists(path):
             raise Error("cannot open %s: no such file" % path)
+        if not os.path.isfile(path):
+            raise Error("cannot load %s: not a regular file" % path)
         if os.sep not in path:
             path = os.path.join(".", path)
+        try:
+            check_file(path)
+        except OSError as e:
+            raise Error("cannot open %s: %s" % (path, e.strerror)) from None
         try:
             self._so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as e:

@@ -75,6 +75,22 @@ c=$("$KILN" records "$T/c.db" | awk 'NR == 2 {print $2}')
 c2=$("$KILN" records "$T/c.db" | awk 'NR == 2 {print $2}')
 [ "$c2" = $((c + 3)) ] || fail "resumed to $c2 records, want $((c + 3))"
 
+# SIGHUP (a closed terminal) stops the same way, and no temporary directory is left behind
+mkdir -p "$T/tmpd"
+TMPDIR="$T/tmpd" "$KILN" tune "$T/mm.kg" --trials 400 --db "$T/h.db" $Q 2>"$T/err" &
+pid=$!
+for _ in $(seq 1 3000); do # signal it while a measurement's temporary directory exists
+    ls -A "$T/tmpd" | grep -q '^kiln-' && break
+    sleep 0.01
+done
+kill -HUP $pid
+wait $pid
+rc=$?
+[ "$rc" = 129 ] || fail "tune stopped by SIGHUP exited $rc, want 129 ($(cat "$T/err"))"
+grep -q 'stopped; every finished measurement' "$T/err" || fail "no stop message after SIGHUP"
+left=$(ls -A "$T/tmpd" | grep '^kiln-')
+[ -z "$left" ] || fail "SIGHUP left temporary files behind: $left"
+
 # errors
 "$KILN" tune "$T/mm.kg" --trials 0 --db "$T/x.db" >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q 'at least 1' "$T/err" || fail "--trials 0: $(cat "$T/err")"

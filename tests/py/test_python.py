@@ -364,6 +364,53 @@ def module_load_errors():
                      "kiln_abi_version")
 
 
+@test("module")
+def module_native_byte_order_only():
+    import numpy as np
+    import kiln
+    m = kiln.load(build_fake())
+    seed = int.from_bytes(os.urandom(4), "little")
+    print("seed %d" % seed)
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (5, 7)).astype(np.float32)
+    b = rng.uniform(-1, 1, (7, 3)).astype(np.float32)
+    want = m(a, b)
+    swapped = "<f4" if sys.byteorder == "big" else ">f4"
+    sa = kiln.aligned(a.astype(swapped))
+    expect_error(lambda: m(sa, b), "argument 0 (a) has dtype %s" % swapped,
+                 "kiln needs native byte order", "newbyteorder('=')")
+    expect_error(lambda: m(a, b.astype(swapped)), "argument 1 (b) has dtype %s" % swapped)
+    out = kiln.aligned_empty((5, 3), swapped)
+    expect_error(lambda: m(a, b, out=out), "argument 2 (C) has dtype %s" % swapped)
+    # the conversion the message suggests gives the native result
+    np.testing.assert_array_equal(m(kiln.aligned(sa.astype(sa.dtype.newbyteorder("="))), b),
+                                  want)
+
+
+@test("module")
+def module_load_refuses_truncated_files():
+    import kiln
+    with open(build_fake(), "rb") as f:
+        whole = f.read()
+    cut = os.path.join(Env.tmp, "cut.so")
+    for n in (0, 3, 40, 64, 200, len(whole) // 2, len(whole) - 1):
+        with open(cut, "wb") as f:
+            f.write(whole[:n])
+        # a crash would kill the test process: run the load in a child
+        code = ("import sys; sys.path.insert(0, %r); import kiln\n"
+                "try:\n    kiln.load(%r)\nexcept kiln.Error as e:\n    print(e); sys.exit(3)\n"
+                % (os.path.join(REPO, "python"), cut))
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 3, (n, p.returncode, p.stdout, p.stderr)
+        if n >= 4:
+            assert "%s: not a complete kiln module (truncated: the file has %d bytes" % (
+                cut, n) in p.stdout, (n, p.stdout)
+        else:
+            assert "cut.so" in p.stdout, (n, p.stdout)
+    kiln.load(build_fake())  # the whole file still loads
+
+
 def _libm():
     for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
               "/lib64/libm.so.6"):

@@ -691,7 +691,31 @@ test_module(void)
         fputs("not an ELF file\n", f);
         fclose(f);
     }
-    check_load_error(ctx, text, KILN_ERR_BACKEND, "cannot load ");
+    check_load_error(ctx, text, KILN_ERR_INVALID, "not an ELF shared object");
+    /* a truncated module is refused before dlopen maps it (which gave SIGBUS) */
+    FILE *whole = fopen(path, "rb");
+    if (whole && fseek(whole, 0, SEEK_END) == 0) {
+        long size = ftell(whole);
+        char cut[256], want[320];
+        snprintf(cut, sizeof cut, "%s/cut.so", s.tmp);
+        long sizes[] = {0, 63, 64, 1000, size / 2, size - 1};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            FILE *o = fopen(cut, "wb");
+            rewind(whole);
+            for (long k = 0; o && k < sizes[i]; k++)
+                fputc(fgetc(whole), o);
+            if (o)
+                fclose(o);
+            snprintf(want, sizeof want,
+                     "%s: not a complete kiln module (truncated: the file has %ld bytes", cut,
+                     sizes[i]);
+            check_load_error(ctx, cut, KILN_ERR_INVALID, want);
+        }
+    } else {
+        harness_fail(__FILE__, __LINE__, "cannot read %s", path);
+    }
+    if (whole)
+        fclose(whole);
     /* a real shared object that is not a kiln module: a tiny one built here */
     snprintf(cmd, sizeof cmd,
              "printf 'int f(void);\\nint f(void) { return 1; }\\n' > '%s/plain.c' && " SO_BUILD_CC
