@@ -436,17 +436,33 @@ kiln_welch_p(double ma, double sa, uint32_t na, double mb, double sb, uint32_t n
     return t > 0 ? tail : 1 - tail;
 }
 
+/* Droplet's starting point: the fastest valid program of the task's sketches. That is the
+ * task's best unless the default schedule (or an imported one, which has no knobs to move)
+ * is faster than every program sampled so far; Droplet then starts from the best sampled
+ * program rather than handing the round back to random sampling. -1 = none yet. */
+static int32_t
+best_program(const struct ttask *T)
+{
+    int32_t b = -1;
+    for (uint32_t k = 0; k < T->nm; k++)
+        if (T->m[k].has_prog && T->m[k].error == KILN_MEASURE_OK && T->m[k].time_s > 0
+            && (b < 0 || T->m[k].time_s < T->m[b].time_s))
+            b = (int32_t)k;
+    return b;
+}
+
 enum kiln_status
 kiln_search_droplet_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_t *done)
 {
     *done = 0;
     if (T->center_m < 0) {
-        if (T->best < 0 || !T->m[T->best].has_prog) {
+        int32_t from = best_program(T);
+        if (from < 0) {
             /* nothing to start from yet: a random batch */
             return kiln_search_ansor_round(S, T, n, done);
         }
-        T->center_m = T->best;
-        T->center = T->m[T->best].p;
+        T->center_m = from;
+        T->center = T->m[from].p;
     }
     struct kiln_prog *nb = calloc(MAX_NEIGHBOURS, sizeof *nb);
     uint64_t         *nh = calloc(MAX_NEIGHBOURS, sizeof *nh);
