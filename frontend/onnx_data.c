@@ -11,6 +11,20 @@
 
 /* ---- data movement ---- */
 
+/* Output 0 is x with shape sh[0..n): the same data as a folded constant when fold (x is a
+ * constant with the same number of elements and no tensor), else a reshape statement. */
+static enum kiln_status
+set_reshaped(struct onnx_imp *m, struct onnx_value *x, uint32_t n, const int64_t *sh, bool fold)
+{
+    if (fold) {
+        struct frontend_const c = x->c;
+        c.ndim = n;
+        memcpy(c.shape, sh, sizeof(int64_t) * n);
+        return onnx_set_const(m, 0, &c);
+    }
+    return onnx_set_output(m, 0, onnx_reshape(m, onnx_out0(m), onnx_tensor(m, x), n, sh));
+}
+
 enum kiln_status
 onnx_op_reshape(struct onnx_imp *m)
 {
@@ -43,14 +57,9 @@ onnx_op_reshape(struct onnx_imp *m)
         }
         if (unknown >= 0 && numel > 0 && x->c.numel % numel == 0)
             sh[unknown] = x->c.numel / numel, numel = x->c.numel;
-        if (numel == x->c.numel) {
-            struct frontend_const c = x->c;
-            c.ndim = n;
-            memcpy(c.shape, sh, sizeof(int64_t) * n);
-            return onnx_set_const(m, 0, &c);
-        }
+        return set_reshaped(m, x, n, sh, numel == x->c.numel);
     }
-    return onnx_set_output(m, 0, onnx_reshape(m, onnx_out0(m), onnx_tensor(m, x), n, sh));
+    return set_reshaped(m, x, n, sh, false);
 }
 
 enum kiln_status
@@ -293,13 +302,7 @@ squeeze(struct onnx_imp *m, bool unsqueeze)
         else if (has ? !sel[i] : s[i] != 1)
             sh[n++] = s[i];
     }
-    if (x->is_const && x->tensor == KILN_NONE) {
-        struct frontend_const c = x->c;
-        c.ndim = n;
-        memcpy(c.shape, sh, sizeof(int64_t) * n);
-        return onnx_set_const(m, 0, &c);
-    }
-    return onnx_set_output(m, 0, onnx_reshape(m, onnx_out0(m), onnx_tensor(m, x), n, sh));
+    return set_reshaped(m, x, n, sh, x->is_const && x->tensor == KILN_NONE);
 }
 
 enum kiln_status
