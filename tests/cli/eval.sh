@@ -84,6 +84,13 @@ expect 0 out '^y ' -- "$KILN" eval "$T/g.kg" --seed 7 --out "$T/o/deep" --save-i
 for f in y z a b n; do
     [ -s "$T/o/deep/$f.npy" ] || fail "--out/--save-inputs did not write $f.npy"
 done
+# each written beside its name and renamed into place: nothing else is left, and the mode is
+# what the umask gives a new file
+left=$(find "$T/o/deep" -type f ! -name '*.npy')
+[ -z "$left" ] || fail "--out left temporary files: $left"
+want=$(printf '%o' $((0666 & ~$(umask))))
+got=$(stat -c %a "$T/o/deep/y.npy")
+[ "$got" = "$want" ] || fail "y.npy has mode $got, want $want"
 expect 0 out '^y ' -- "$KILN" eval "$T/g.kg" --inputs "$T/o/deep" --out "$T/o2"
 sed 1d "$T/out" >"$T/replay"
 sed 1d "$T/s7a" >"$T/orig"
