@@ -485,6 +485,8 @@ kas_design_eval(const struct kas_design *d, const int64_t *vals, int64_t H, int6
         const struct kas_run r = {nd,    &t[nd->in[0]], nd->nin == 2 ? &t[nd->in[1]] : NULL,
                                   &t[i], wbuf[i],       wdims};
         ok = kas_prims[nd->prim].run(&r);
+        for (int64_t k = 0; ok && k < t[i].n; k++) /* an f32 tensor in the emitted graph */
+            t[i].v[k] = kiln_scalar_held(t[i].v[k], KILN_DTYPE_F32);
     }
     if (ok)
         memcpy(out, t[d->nnode - 1].v, sizeof(double) * (size_t)t[d->nnode - 1].n);
