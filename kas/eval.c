@@ -9,7 +9,9 @@
  * designs that differ only in the order of independent steps draw the same weights.
  *
  * Tensors are row-major [d0, .., d(r-1)] followed by [h, w] for maps. The semantics are those
- * of the emitted kiln graph and PyTorch module (kas/emit.c); tests/kas checks all three agree. */
+ * of the emitted kiln graph and PyTorch module (kas/emit.c); tests/kas checks all three agree.
+ * Like the graph interpreter, a value beyond the f32 range becomes inf after each node, as the
+ * emitted graph's f32 tensors hold it (kiln_scalar_held). */
 #include "kas.h"
 
 #include <math.h>
