@@ -435,7 +435,8 @@ def start_child(ctx, spec):
 
 
 def recv(ch, timeout_s=3600):
-    label = "%s (%d thread%s)" % (ch["spec"]["engine"], ch["spec"]["threads"],
+    label = "%s (%d thread%s)" % (ch["spec"].get("label", ch["spec"]["engine"]),
+                                 ch["spec"]["threads"],
                                  "" if ch["spec"]["threads"] == 1 else "s")
     if not ch["conn"].poll(timeout_s):
         raise BenchError("%s: no answer from its process in %d s" % (label, timeout_s))

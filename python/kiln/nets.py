@@ -8,8 +8,8 @@ torchvision and ONNX; nothing is downloaded).
     mod = kiln.load("r.so")
     y = mod(*kiln.nets.module_args(mod, x.numpy(), "W"))
 
-Used by tests/py/test_onnx_nets.py and benchmarks/bench_e2e.py, so both see the same networks
-and the same export.
+Used by tests/py/test_onnx_nets.py, benchmarks/bench_e2e.py and benchmarks/bench_models.py,
+so all see the same networks and the same export.
 """
 
 import os
@@ -17,8 +17,25 @@ import os
 from .errors import Error
 from .module import aligned
 
-# name -> torchvision constructor name
-NETS = {"resnet18": "resnet18", "mobilenet_v2": "mobilenet_v2"}
+# name -> (torchvision constructor name, its keyword arguments besides weights=None)
+NETS = {
+    "resnet18": ("resnet18", {}),
+    "mobilenet_v2": ("mobilenet_v2", {}),
+    "squeezenet1_1": ("squeezenet1_1", {}),
+    "resnet34": ("resnet34", {}),
+    "mnasnet1_0": ("mnasnet1_0", {}),  # found by neural architecture search (MnasNet)
+    # Inception-style; without the auxiliary classifiers, which eval mode does not run
+    "googlenet": ("googlenet", {"aux_logits": False, "init_weights": True}),
+    "densenet121": ("densenet121", {}),
+    "efficientnet_b0": ("efficientnet_b0", {}),
+    "regnet_x_400mf": ("regnet_x_400mf", {}),
+    "shufflenet_v2_x1_0": ("shufflenet_v2_x1_0", {}),
+    "resnext50_32x4d": ("resnext50_32x4d", {}),
+}
+
+# networks whose tasks are in the shipped cost model's training corpus: none, the corpus is
+# workloads of synthetic shapes (convolutions, matmuls, pooling, ...), no whole network
+CORPUS = frozenset()
 
 
 def build(name, seed):
@@ -29,8 +46,9 @@ def build(name, seed):
 
     if name not in NETS:
         raise Error("unknown network %r; known: %s" % (name, ", ".join(sorted(NETS))))
+    ctor, kwargs = NETS[name]
     torch.manual_seed(seed)
-    return getattr(torchvision.models, NETS[name])(weights=None).eval()
+    return getattr(torchvision.models, ctor)(weights=None, **kwargs).eval()
 
 
 def export(net, x, path, opset=13, keep_bn=False):
