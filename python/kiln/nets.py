@@ -31,14 +31,14 @@ NETS = {
     "densenet121": ("densenet121", {}),
     "efficientnet_b0": ("efficientnet_b0", {}),
     "regnet_x_400mf": ("regnet_x_400mf", {}),
-    "shufflenet_v2_x1_0": ("shufflenet_v2_x1_0", {}),
+    "shufflenet_v2_x1_0": ("shufflenet_v2_x1_0", {}),  # output the bias too: KAIMING
     "resnext50_32x4d": ("resnext50_32x4d", {}),
 }
 
 # networks whose weights are redrawn He-normal (fan in, gain for ReLU: variance kept from layer
 # to layer), so that their output depends on the input and a comparison of outputs means
 # something
-KAIMING = frozenset({"googlenet"})
+KAIMING = frozenset({"googlenet", "shufflenet_v2_x1_0"})
 
 # networks whose tasks are in the shipped cost model's training corpus: none, the corpus is
 # workloads of synthetic shapes (convolutions, matmuls, pooling, ...), no whole network
