@@ -746,6 +746,111 @@ emit_phased(struct cg *cg, const struct kiln_stmt *s)
     LLVMPositionBuilderAtEnd(cg->b, skip);
 }
 
+/* ---- parts ----
+ *
+ * LLVM's optimiser is superlinear in the size of one function (dominator trees, SCEV's guard
+ * search, the vectoriser's register pressure), and kiln_body inlined into kiln_kernel holds
+ * every loop nest of the graph: a chain of 1,000 statements took 4.6 s and 2,000 took 26 s.
+ * So when the root has more than PART_ROOTS statements, every PART_ROOTS of them go into a
+ * function of their own, `kiln_body.partN(params..., workspace[, phase, prepared])`, never
+ * inlined, called in order by kiln_body, whose status it checks. A part rebuilds the views of
+ * the planned buffers from its own workspace (and prepared area) parameter; it cannot reach a
+ * root temporary of another kind (a heap or stack allocation of kiln_body's: memory planning
+ * off), so such functions stay whole. Graphs of up to PART_ROOTS root statements (every tuned
+ * kernel) are emitted exactly as before. */
+#define PART_ROOTS 32
+
+/* Whether every buffer of the ALLOC chain above the root lives in the workspace or in the
+ * prepared area, so that a part can rebuild its pointer. */
+static bool
+parts_possible(const struct cg *cg, const struct kiln_stmt *s)
+{
+    if (s != cg->root || s->kind != KILN_STMT_SEQ || s->u.seq.n <= PART_ROOTS || !cg->fn.ws)
+        return false;
+    for (uint32_t b = 0; b < cg->f->nbuf; b++)
+        if (cg->top[b] && cg->f->buf[b].ws_offset < 0 && cg->f->buf[b].prep_offset < 0)
+            return false;
+    return true;
+}
+
+static void
+emit_parts(struct cg *cg, const struct kiln_stmt *s)
+{
+    const struct kiln_func *f = cg->f;
+    bool                    phased = cg->fn.prep != NULL;
+    uint32_t                np = f->nparam + 1 + (phased ? 2 : 0);
+    LLVMTypeRef            *pt = kiln_arena_alloc(cg->ctx, sizeof(LLVMTypeRef) * np);
+    LLVMValueRef           *args = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * np);
+    if (!pt || !args) {
+        cg->failed = true;
+        return;
+    }
+    for (uint32_t i = 0; i < np; i++)
+        pt[i] = cg->t_ptr;
+    for (uint32_t i = 0; i < f->nparam; i++)
+        args[i] = cg->fn.bufptr[f->param[i]];
+    args[f->nparam] = cg->fn.ws;
+    if (phased) {
+        pt[f->nparam + 1] = cg->t_i32;
+        args[f->nparam + 1] = cg->fn.phase;
+        args[f->nparam + 2] = cg->fn.prep;
+    }
+    LLVMTypeRef  ty = LLVMFunctionType(cg->t_i32, pt, np, 0);
+    struct cg_fn body = cg->fn;
+    for (uint32_t first = 0; first < s->u.seq.n && !cg->failed; first += PART_ROOTS) {
+        char name[48];
+        snprintf(name, sizeof name, "kiln_body.part%u", first / PART_ROOTS);
+        LLVMValueRef fn = LLVMAddFunction(cg->mod, name, ty);
+        LLVMSetLinkage(fn, LLVMInternalLinkage);
+        fn_attrs(cg, fn, false);
+        enum_attr(cg, fn, LLVMAttributeFunctionIndex, "noinline", 0);
+        for (uint32_t i = 0; i < f->nparam; i++)
+            ptr_param_attrs(cg, fn, i + 1, f->param[i]);
+        unsigned at = f->nparam + 1;
+        enum_attr(cg, fn, at, "noalias", 0);
+        enum_attr(cg, fn, at, "nonnull", 0);
+        enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
+        enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->ws_bytes);
+        if (phased) {
+            at = f->nparam + 3;
+            enum_attr(cg, fn, at, "noalias", 0);
+            enum_attr(cg, fn, at, "nonnull", 0);
+            enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
+            enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->prep_bytes);
+        }
+        LLVMBasicBlockRef resume = LLVMGetInsertBlock(cg->b);
+        if (!begin_fn(cg, fn))
+            return;
+        for (uint32_t i = 0; i < f->nparam; i++)
+            cg->fn.bufptr[f->param[i]] = LLVMGetParam(fn, i);
+        cg->fn.ws = LLVMGetParam(fn, f->nparam);
+        if (phased) {
+            cg->fn.phase = LLVMGetParam(fn, f->nparam + 1);
+            cg->fn.prep = LLVMGetParam(fn, f->nparam + 2);
+        }
+        for (uint32_t b = 0; b < f->nbuf; b++) {
+            if (!cg->top[b])
+                continue;
+            const struct kiln_buffer *bf = &f->buf[b];
+            bool                      ws = bf->ws_offset >= 0;
+            LLVMValueRef              off = cg_const_i64(cg, ws ? bf->ws_offset : bf->prep_offset);
+            cg->fn.bufptr[b] =
+                LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, ws ? cg->fn.ws : cg->fn.prep, &off, 1, "");
+            cg->view[b] = cg->fn.bufptr[b];
+        }
+        for (uint32_t k = first; k < s->u.seq.n && k < first + PART_ROOTS && !cg->failed; k++)
+            emit_phased(cg, s->u.seq.item[k]);
+        if (cg->failed)
+            return;
+        LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
+        cg->fn = body;
+        LLVMPositionBuilderAtEnd(cg->b, resume);
+        LLVMValueRef st = LLVMBuildCall2(cg->b, ty, fn, args, np, "");
+        error_exit_if(cg, LLVMBuildICmp(cg->b, LLVMIntNE, st, LLVMConstInt(cg->t_i32, 0, 0), ""),
+                      st);
+    }
+}
+
 /* ---- other statements ---- */
 
 static void
@@ -929,6 +1034,10 @@ cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
         emit_store(cg, s);
         return;
     case KILN_STMT_SEQ:
+        if (parts_possible(cg, s)) {
+            emit_parts(cg, s);
+            return;
+        }
         if (s == cg->root && (cg->fn.ws || cg->fn.prep)) {
             for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
                 emit_phased(cg, s->u.seq.item[i]);
