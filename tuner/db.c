@@ -453,10 +453,11 @@ dup_or_null(kiln_ctx *ctx, const char *s)
 
 /* a schedule's time is the mean of its measurements, and one that ever failed is out; the
  * schedules a final selection re-measured rank before those it did not (one measured once may
- * be a lucky time the final rounds never tested) */
+ * be a lucky time the final rounds never tested), in a database the records cache's were copied
+ * into as well (tuner/tune.c) */
 static const char ranked_sql[] =
     "SELECT " SELECT_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
-    "AVG(time_s) AS mt, MAX(strategy='final') AS fin FROM records "
+    "AVG(time_s) AS mt, MAX(strategy IN ('final', 'cached:final')) AS fin FROM records "
     "WHERE workload=?1 AND target=?2 GROUP BY schedule "
     "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
     "ORDER BY fin DESC, mt, fid";
