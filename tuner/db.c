@@ -187,8 +187,19 @@ check_schema(struct kiln_db *d)
                          d->path, (long long)version, KILN_VERSION, KILN_DB_SCHEMA_VERSION);
     if (d->readonly)
         return KILN_OK;
-    /* WAL cannot be entered inside a transaction; another process holding the file makes this
-     * wait (busy timeout), and a file already in WAL mode stays there */
+    /* WAL cannot be entered inside a transaction, and a file already in WAL mode stays there.
+     * The switch takes an exclusive lock from the shared one it reads with; when another
+     * connection holds the write lock (creating the schema), SQLite refuses at once without
+     * the busy handler (waiting could deadlock), so this waits in steps, as long as the busy
+     * timeout would (6 processes creating one file failed 4 rounds in 10 under load) */
+    for (int tries = 0; tries < 200; tries++) {
+        int wal = sqlite3_exec(d->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+        if (wal == SQLITE_OK)
+            return KILN_OK;
+        if ((wal & 0xff) != SQLITE_BUSY && (wal & 0xff) != SQLITE_LOCKED)
+            break;
+        sqlite3_sleep(50);
+    }
     return exec(d, "PRAGMA journal_mode=WAL");
 }
 
