@@ -559,14 +559,49 @@ emit_parallel(struct cg *cg, const struct kiln_stmt *s)
  * nothing is claimed between accesses of different statements, where bytes are reused (an
  * access with no scope in a domain is not separated by that domain). */
 
+static uint32_t
+view_slot(LLVMValueRef p, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 40) & (cap - 1);
+}
+
+/* Records p as a view of buffer b (a hash by pointer: a scan of every buffer per access made
+ * code generation quadratic in the graph). */
+static void
+set_view(struct cg *cg, uint32_t b, LLVMValueRef p)
+{
+    if (2 * (cg->nview + 1) > cg->vcap) {
+        uint32_t        cap = cg->vcap ? 2 * cg->vcap : 64;
+        struct cg_view *tab = kiln_arena_alloc(cg->ctx, sizeof *tab * cap); /* zeroed */
+        if (!tab) {
+            cg->failed = true;
+            return;
+        }
+        for (uint32_t i = 0; i < cg->vcap; i++)
+            if (cg->vtab[i].p) {
+                uint32_t h = view_slot(cg->vtab[i].p, cap);
+                while (tab[h].p)
+                    h = (h + 1) & (cap - 1);
+                tab[h] = cg->vtab[i];
+            }
+        cg->vtab = tab;
+        cg->vcap = cap;
+    }
+    uint32_t h = view_slot(p, cg->vcap);
+    while (cg->vtab[h].p && cg->vtab[h].p != p)
+        h = (h + 1) & (cg->vcap - 1);
+    cg->nview += !cg->vtab[h].p;
+    cg->vtab[h] = (struct cg_view){p, b};
+}
+
 /* The planned buffer whose view p is derived from by GEPs, or KILN_NONE. */
 static uint32_t
 view_of(const struct cg *cg, LLVMValueRef p)
 {
-    for (int depth = 0; p && depth < 8; depth++) {
-        for (uint32_t b = 0; b < cg->f->nbuf; b++)
-            if (cg->view[b] == p)
-                return b;
+    for (int depth = 0; p && cg->vcap && depth < 8; depth++) {
+        for (uint32_t h = view_slot(p, cg->vcap); cg->vtab[h].p; h = (h + 1) & (cg->vcap - 1))
+            if (cg->vtab[h].p == p)
+                return cg->vtab[h].b;
         if (!LLVMIsAGetElementPtrInst(p))
             return KILN_NONE;
         p = LLVMGetOperand(p, 0);
@@ -667,19 +702,18 @@ emit_root(struct cg *cg, const struct kiln_stmt *s)
     char nm[32];
     snprintf(nm, sizeof nm, "kiln.ws.%u", cg->nroot);
     LLVMMetadataRef dom_id = LLVMMDStringInContext2(cg->lc, nm, strlen(nm));
-    struct scopes   S = {.domain = LLVMMDNodeInContext2(cg->lc, &dom_id, 1),
-                         .scope =
-                             kiln_arena_alloc(cg->ctx, sizeof(LLVMMetadataRef) * (cg->f->nbuf + 1)),
-                         .used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (cg->f->nbuf + 1)),
-                         .k_scope = LLVMGetMDKindIDInContext(cg->lc, "alias.scope", 11),
-                         .k_noalias = LLVMGetMDKindIDInContext(cg->lc, "noalias", 7)};
-    if (!S.scope || !S.used) {
-        cg->failed = true;
-        return;
-    }
+    /* the per-buffer arrays are cg's, cleared after use: one pair per root statement made
+     * memory quadratic in the graph (20,000 statements took 7 GB) */
+    struct scopes S = {.domain = LLVMMDNodeInContext2(cg->lc, &dom_id, 1),
+                       .scope = cg->scope,
+                       .used = cg->scope_used,
+                       .k_scope = LLVMGetMDKindIDInContext(cg->lc, "alias.scope", 11),
+                       .k_noalias = LLVMGetMDKindIDInContext(cg->lc, "noalias", 7)};
     each_inst_since(cg, m, collect_access, &S);
     if (S.nused > 1) /* one buffer alone needs no scope */
         each_inst_since(cg, m, tag_access, &S);
+    for (uint32_t i = 0; i < S.nused; i++)
+        S.scope[S.used[i]] = NULL;
     cg->nroot++;
 }
 
@@ -836,7 +870,7 @@ emit_parts(struct cg *cg, const struct kiln_stmt *s)
             LLVMValueRef              off = cg_const_i64(cg, ws ? bf->ws_offset : bf->prep_offset);
             cg->fn.bufptr[b] =
                 LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, ws ? cg->fn.ws : cg->fn.prep, &off, 1, "");
-            cg->view[b] = cg->fn.bufptr[b];
+            set_view(cg, b, cg->fn.bufptr[b]);
         }
         for (uint32_t k = first; k < s->u.seq.n && k < first + PART_ROOTS && !cg->failed; k++)
             emit_phased(cg, s->u.seq.item[k]);
@@ -878,7 +912,7 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         }
         LLVMValueRef off = cg_const_i64(cg, bf->prep_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.prep, &off, 1, "");
-        cg->view[b] = cg->fn.bufptr[b];
+        set_view(cg, b, cg->fn.bufptr[b]);
         cg_emit_stmt(cg, s->u.alloc.body);
         cg->fn.bufptr[b] = NULL;
         return;
@@ -891,7 +925,7 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         }
         LLVMValueRef off = cg_const_i64(cg, bf->ws_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.ws, &off, 1, "");
-        cg->view[b] = cg->fn.bufptr[b];
+        set_view(cg, b, cg->fn.bufptr[b]);
         cg_emit_stmt(cg, s->u.alloc.body);
         cg->fn.bufptr[b] = NULL;
         return;
@@ -1247,8 +1281,9 @@ emit_functions(struct cg *cg)
             cg->top[cg->root->u.alloc.buf] = true;
         cg->root = cg->root->u.alloc.body;
     }
-    cg->view = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nbuf + 1));
-    if (!cg->view) {
+    cg->scope = kiln_arena_alloc(cg->ctx, sizeof(LLVMMetadataRef) * (f->nbuf + 1));
+    cg->scope_used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    if (!cg->scope || !cg->scope_used) {
         cg->failed = true;
         return;
     }
