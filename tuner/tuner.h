@@ -288,7 +288,7 @@ struct kiln_predict_opts {
     uint64_t seed;
 };
 #define KILN_PREDICT_POPULATION  128
-#define KILN_PREDICT_GENERATIONS 3
+#define KILN_PREDICT_GENERATIONS 1
 /* Builds the sketches of task graph g, evolves programs (kiln_evolve) ranked by the trained
  * model cm, and appends the best-scored program's schedule to *out (names of g). *found = false,
  * *out untouched, when no candidate lowered. Deterministic for a given seed, g and model.
