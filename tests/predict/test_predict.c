@@ -4,8 +4,8 @@
  * compiles; records come first, across several databases; KILN_UNTUNED_SERIAL is exactly the
  * old default schedule; a missing or damaged cost model falls back to the serial default with
  * one warning naming the file; and, with a model trained on measured programs of a task, the
- * programs it ranks high are measured faster than those it ranks low, and its prediction is
- * not slower than the median random program. The cost models of the first tests are trained
+ * held-out programs it ranks high are measured faster than those it ranks low (three splits),
+ * and its prediction is measured correct. The cost models of the first tests are trained
  * here on synthetic labels: what they rank does not matter to those properties. */
 #include "../../tuner/tuner.h"
 #include "../harness.h"
@@ -472,68 +472,75 @@ test_model_ranks_measured(void)
     }
     CHECK_EQ_INT(NTRAIN + NTEST, n);
     measure_progs(ctx, m, &sp, q, n);
-    /* trained on the first NTRAIN (normalised throughput, as the tuner trains) */
-    double best = INFINITY;
-    for (uint32_t i = 0; i < NTRAIN; i++)
-        if (q[i].time_s > 0)
-            best = fmin(best, q[i].time_s);
-    struct kiln_feat        f[NTRAIN];
-    double                  y[NTRAIN], sc[NTEST];
-    struct kiln_cost_model *cm = kiln_cm_new(ctx, opt_seed());
-    for (uint32_t i = 0; i < NTRAIN; i++) {
-        f[i] = q[i].f;
-        y[i] = q[i].time_s > 0 ? best / q[i].time_s : 0;
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_cm_train(cm, f, y, NTRAIN));
-    /* ranks the other NTEST: its top quarter is measured faster than its bottom quarter */
-    struct kiln_feat ft[NTEST];
-    uint32_t         idx[NTEST];
-    for (uint32_t i = 0; i < NTEST; i++) {
-        ft[i] = q[NTRAIN + i].f;
-        idx[i] = i;
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_cm_predict(cm, ft, NTEST, sc));
-    for (uint32_t i = 1; i < NTEST; i++) /* by score, highest first */
-        for (uint32_t j = i; j > 0 && sc[idx[j]] > sc[idx[j - 1]]; j--) {
-            uint32_t x = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = x;
+    /* ROUNDS splits of the same measured programs: a model trained on NTRAIN of them
+     * (normalised throughput, as the tuner trains) ranks the other NTEST, and its top quarter
+     * is measured faster (geometric mean) than its bottom quarter */
+    struct kiln_cost_model *cm = NULL;
+    for (uint32_t r = 0; r < ROUNDS; r++) {
+        struct kiln_feat f[NTRAIN], ft[NTEST];
+        double           y[NTRAIN], sc[NTEST], best = INFINITY;
+        uint32_t         tr[NTRAIN], te[NTEST], ntr = 0, nte = 0, idx[NTEST];
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t i = (k + r * 19) % n;
+            if (nte < NTEST)
+                te[nte++] = i;
+            else
+                tr[ntr++] = i;
         }
-    double top = 0, bottom = 0;
-    for (uint32_t i = 0; i < NTEST / 4; i++) {
-        /* a failed program counts as 1 s: slower than any of them */
-        double a = q[NTRAIN + idx[i]].time_s, b = q[NTRAIN + idx[NTEST - 1 - i]].time_s;
-        top += a > 0 ? log(a) : log(1.0);
-        bottom += b > 0 ? log(b) : log(1.0);
+        for (uint32_t k = 0; k < NTRAIN; k++)
+            if (q[tr[k]].time_s > 0)
+                best = fmin(best, q[tr[k]].time_s);
+        for (uint32_t k = 0; k < NTRAIN; k++) {
+            f[k] = q[tr[k]].f;
+            y[k] = q[tr[k]].time_s > 0 ? best / q[tr[k]].time_s : 0;
+        }
+        kiln_cm_free(cm);
+        cm = kiln_cm_new(ctx, opt_seed() + r);
+        CHECK_EQ_INT(KILN_OK, kiln_cm_train(cm, f, y, NTRAIN));
+        for (uint32_t k = 0; k < NTEST; k++) {
+            ft[k] = q[te[k]].f;
+            idx[k] = k;
+        }
+        CHECK_EQ_INT(KILN_OK, kiln_cm_predict(cm, ft, NTEST, sc));
+        for (uint32_t i = 1; i < NTEST; i++) /* by score, highest first */
+            for (uint32_t j = i; j > 0 && sc[idx[j]] > sc[idx[j - 1]]; j--) {
+                uint32_t x = idx[j];
+                idx[j] = idx[j - 1];
+                idx[j - 1] = x;
+            }
+        double top = 0, bottom = 0;
+        for (uint32_t i = 0; i < NTEST / 4; i++) {
+            /* a failed program counts as 1 s: slower than any of them */
+            double a = q[te[idx[i]]].time_s, b = q[te[idx[NTEST - 1 - i]]].time_s;
+            top += a > 0 ? log(a) : log(1.0);
+            bottom += b > 0 ? log(b) : log(1.0);
+        }
+        printf("  split %u: held-out programs, the model's top quarter %.1f us, bottom quarter "
+               "%.1f us (geometric means)\n",
+               r, exp(top / (NTEST / 4)) * 1e6, exp(bottom / (NTEST / 4)) * 1e6);
+        CHECK(top < bottom);
     }
-    printf("  held-out programs: model's top quarter %.1f us, bottom quarter %.1f us (geomean)\n",
-           exp(top / (NTEST / 4)) * 1e6, exp(bottom / (NTEST / 4)) * 1e6);
-    CHECK(top < bottom);
-    /* the prediction (measured ROUNDS times, the lowest taken) is not slower than the median
-     * random program */
+    /* the last model's prediction computes the right outputs (the measurer checks them); its
+     * time against the random programs' is reported, not asserted: a model of 32 programs
+     * is trusted by the search where it extrapolates (see tuner/README.md, Prediction) */
     double   times[NTRAIN + NTEST];
     uint32_t nt = 0;
     for (uint32_t i = 0; i < n; i++)
         times[nt++] = q[i].time_s > 0 ? q[i].time_s : INFINITY;
     qsort(times, nt, sizeof *times, cmp_double);
-    double                   median = times[nt / 2];
     struct kiln_predict_opts po = {.seed = opt_seed()};
     struct kiln_schedule     s = {0};
     bool                     found = false;
     CHECK_EQ_INT(KILN_OK, kiln_predict_task(ctx, g, &hw, cm, &po, &s, &found, NULL));
     CHECK(found);
-    double pred = INFINITY;
-    for (int r = 0; r < ROUNDS && found; r++) {
+    if (found) {
         struct kiln_measure_input  in = {.schedule_json = schedule_json(ctx, &s), .check = true};
         struct kiln_measure_result res;
         CHECK_EQ_INT(KILN_OK, kiln_measure(m, &in, 1, &res));
         CHECK_EQ_INT(KILN_MEASURE_OK, res.error);
-        if (res.error == KILN_MEASURE_OK)
-            pred = fmin(pred, res.time_s);
+        printf("  predicted program %.1f us; random programs: best %.1f, median %.1f us\n",
+               res.time_s * 1e6, times[0] * 1e6, times[nt / 2] * 1e6);
     }
-    printf("  predicted program %.1f us; random programs: best %.1f, median %.1f us\n", pred * 1e6,
-           times[0] * 1e6, median * 1e6);
-    CHECK(pred <= median);
     kiln_cm_free(cm);
 out:
     for (uint32_t i = 0; q && i < NTRAIN + NTEST; i++)
