@@ -63,6 +63,7 @@ int cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_pa
  * `--no-cache` (none), `--cache PATH`; without either, the environment's KILN_CACHE ("off" or
  * empty: none; else the path), else $XDG_CACHE_HOME/kiln/records.db, else
  * $HOME/.cache/kiln/records.db. The tests run with KILN_CACHE=off (CMakeLists.txt). */
+#define CLI_MAX_DB 16 /* --db files one command reads */
 struct cli_cache_opt {
     bool        off;  /* --no-cache */
     const char *path; /* --cache PATH, or NULL */

@@ -1,19 +1,23 @@
 /* cli/cmd_compile.c -- `kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db
- * FILE.db] [--target T] [--print-loops] [--print-flat] [--no-simplify] [--no-memplan] ...`:
- * parses the graph (or imports an ONNX model and runs the graph pipeline on it), reads the schedule
- * (or takes the best tuning records), and writes a shared object (or an object file when OUT ends
- * in .o) through the public compile API; --save-weights writes an ONNX model's weights as .npy
- * files. */
+ * FILE.db ...] [--untuned predict|serial] [--cost-model FILE] [--seed N] [--target T]
+ * [--print-loops] [--print-flat] [--no-simplify] [--no-memplan] ...`: parses the graph (or
+ * imports an ONNX model and runs the graph pipeline on it), reads the schedule (or makes one:
+ * the best tuning records, then schedules predicted by the cost model, kiln_graph_schedule),
+ * and writes a shared object (or an object file when OUT ends in .o) through the public compile
+ * API; --save-weights writes an ONNX model's weights as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db |\n"
-    "                    --no-db] [--target T] [--name NAME] [--print-loops | --print-flat]\n"
+    "usage: kiln compile FILE.kg|MODEL.onnx -o OUT.so [--schedule S.json | --db FILE.db... |\n"
+    "                    --no-db] [--cache PATH | --no-cache] [--untuned predict|serial]\n"
+    "                    [--cost-model FILE] [--seed N] [--target T] [--name NAME]\n"
+    "                    [--print-loops | --print-flat]\n"
     "                    [--save-weights DIR] [--no-simplify] [--no-channels-last]\n"
     "                    [--no-winograd] [--dump-after PASS] [--no-memplan]\n"
     "\n"
@@ -27,9 +31,15 @@ static const char usage[] =
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
     "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
     "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"
-    "Without --schedule, the best record of every task in the tuning records database is\n"
-    "applied (--db FILE.db; default kiln.db when it exists; --no-db ignores it); tasks without\n"
-    "a record keep the default schedule.\n"
+    "Without --schedule, every task takes its best record from the tuning records databases\n"
+    "(--db FILE.db, repeatable; default kiln.db when it exists; --no-db ignores it) and the\n"
+    "per-user records cache (see kiln tune; --no-cache ignores it); a task without a record\n"
+    "gets a schedule predicted by the cost model (--untuned predict, the default: sketches\n"
+    "sampled and evolved, ranked by the model, nothing measured; --seed N, default 1, picks\n"
+    "the draws), from --cost-model FILE (kiln costmodel) or the model shipped with kiln.\n"
+    "--untuned serial keeps the serial default schedule for them (loops in definition order).\n"
+    "A model that cannot be read is reported and its tasks keep the serial default. One line\n"
+    "on stderr says how many tasks came from records, were predicted, or are serial.\n"
     "An ONNX model goes through the graph pipeline first (kiln_graph_optimize; one line on\n"
     "stderr says what changed): simplify (constants and batch norms folded, dead and identity\n"
     "statements removed), channels-last (its activations go NHWC), winograd (3x3 stride-1\n"
@@ -41,6 +51,14 @@ static const char usage[] =
     "Intermediates computed at root share one workspace by live range (memory planning);\n"
     "--no-memplan gives each its own allocation (for A/B checks). After compiling, a line on\n"
     "stderr reports the memory of one call: weights, activations planned (and unplanned), peak.\n";
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* Writes each weight with known values to DIR/NAME.npy. */
 static int
@@ -69,9 +87,13 @@ int
 cmd_compile(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *sched_path = NULL, *target = NULL, *name = NULL,
-               *wdir = NULL, *db = NULL;
-    int               print = 0, no_db = 0, no_memplan = 0;
-    struct cli_passes passes = {0, -1};
+               *wdir = NULL, *cost_model = NULL;
+    const char          *db[CLI_MAX_DB + 2]; /* --db files, then kiln.db or the cache */
+    uint32_t             ndb = 0;
+    int                  print = 0, no_db = 0, no_memplan = 0, untuned = KILN_UNTUNED_PREDICT;
+    uint64_t             seed = 1;
+    struct cli_passes    passes = {0, -1};
+    struct cli_cache_opt cache = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -79,13 +101,18 @@ cmd_compile(int argc, char **argv)
             return 0;
         }
         if ((!strcmp(a, "-o") || !strcmp(a, "--schedule") || !strcmp(a, "--target")
-             || !strcmp(a, "--name") || !strcmp(a, "--save-weights") || !strcmp(a, "--db"))
+             || !strcmp(a, "--name") || !strcmp(a, "--save-weights") || !strcmp(a, "--db")
+             || !strcmp(a, "--untuned") || !strcmp(a, "--cost-model") || !strcmp(a, "--seed"))
             && i + 1 >= argc) {
             fprintf(stderr, "kiln compile: %s needs a value\n%s", a, usage);
             return 2;
         }
         int pr = cli_passes_arg("compile", argc, argv, &i, &passes);
         if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
+        if ((pr = cli_cache_arg("compile", argc, argv, &i, &cache)) < 0)
             return -pr;
         if (pr)
             continue;
@@ -97,9 +124,29 @@ cmd_compile(int argc, char **argv)
             target = argv[++i];
         else if (!strcmp(a, "--name"))
             name = argv[++i];
-        else if (!strcmp(a, "--db"))
-            db = argv[++i];
-        else if (!strcmp(a, "--no-db"))
+        else if (!strcmp(a, "--db")) {
+            if (ndb == CLI_MAX_DB) {
+                fprintf(stderr, "kiln compile: at most %d --db files\n", CLI_MAX_DB);
+                return 2;
+            }
+            db[ndb++] = argv[++i];
+        } else if (!strcmp(a, "--cost-model"))
+            cost_model = argv[++i];
+        else if (!strcmp(a, "--untuned")) {
+            const char *v = argv[++i];
+            if (strcmp(v, "predict") && strcmp(v, "serial")) {
+                fprintf(stderr, "kiln compile: --untuned is predict or serial, not '%s'\n%s", v,
+                        usage);
+                return 2;
+            }
+            untuned = strcmp(v, "serial") ? KILN_UNTUNED_PREDICT : KILN_UNTUNED_SERIAL;
+        } else if (!strcmp(a, "--seed")) {
+            if (!cli_parse_u64(argv[++i], &seed)) {
+                fprintf(stderr, "kiln compile: --seed needs a non-negative integer, not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--no-db"))
             no_db = 1;
         else if (!strcmp(a, "--no-memplan"))
             no_memplan = 1;
@@ -123,16 +170,19 @@ cmd_compile(int argc, char **argv)
         fprintf(stderr, "kiln compile: %s\n%s", in ? "missing -o OUT" : "missing FILE.kg", usage);
         return 2;
     }
-    if (sched_path && db) {
+    if (sched_path && ndb) {
         fprintf(stderr, "kiln compile: --schedule and --db are exclusive\n%s", usage);
         return 2;
     }
-    if (!db && !sched_path && !no_db && access("kiln.db", R_OK) == 0) {
-        db = "kiln.db";
+    if (no_db)
+        ndb = 0;
+    if (!ndb && !sched_path && !no_db && access("kiln.db", R_OK) == 0) {
+        db[ndb++] = "kiln.db";
         fprintf(stderr, "kiln compile: using the records in ./kiln.db (--no-db ignores them)\n");
     }
-    if (no_db)
-        db = NULL;
+    const char *cache_path = cli_records_cache(&cache);
+    if (!sched_path && cache_path && access(cache_path, R_OK) == 0)
+        db[ndb++] = cache_path;
     size_t len, slen = 0;
     char  *text = cli_read_file(in, &len);
     if (!text) {
@@ -145,15 +195,16 @@ cmd_compile(int argc, char **argv)
         free(text);
         return 1;
     }
-    kiln_ctx                     *ctx = cli_ctx_new();
-    struct kiln_graph            *g;
-    int                           rc = 0;
-    struct kiln_compile_options   opt = {target, sched, slen, name};
-    uint32_t                      ntuned = 0, ntasks = 0;
-    const struct kiln_tuned_task *tuned = NULL;
-    const char                   *loops;
-    const double *const          *weights = NULL;
-    struct kiln_memory_report     mr = {0};
+    kiln_ctx                   *ctx = cli_ctx_new();
+    struct kiln_graph          *g;
+    int                         rc = 0;
+    struct kiln_compile_options opt = {target, sched, slen, name};
+    struct kiln_schedule_params sp = {target, db, ndb, untuned, cost_model, seed};
+    struct kiln_schedule_report srep = {0};
+    double                      sched_t0 = 0, sched_s = 0;
+    const char                 *loops;
+    const double *const        *weights = NULL;
+    struct kiln_memory_report   mr = {0};
     if (ctx)
         kiln_ctx_set_memplan(ctx, !no_memplan);
     if (!ctx) {
@@ -165,14 +216,15 @@ cmd_compile(int argc, char **argv)
     } else if (!cli_optimize(ctx, "compile", in, &passes, &g, &weights, true)) {
         rc = 1;
     } else if (wdir && (rc = save_weights(g, weights, wdir)) != 0) {
-    } else if (db && !sched_path
-               && (kiln_graph_tuned_tasks(ctx, g, db, target, &opt.schedule_json, &tuned, &ntasks)
-                   != KILN_OK)) {
+    } else if (!sched_path && (sched_t0 = now_s()) > 0
+               && kiln_graph_schedule(ctx, g, &sp, &opt.schedule_json, &srep) != KILN_OK) {
         rc = cli_report(ctx);
     } else {
-        for (uint32_t i = 0; db && !sched_path && i < ntasks; i++) {
-            const struct kiln_tuned_task *t = &tuned[i];
-            ntuned += t->tuned != 0;
+        sched_s = sched_path ? 0 : now_s() - sched_t0;
+        if (srep.warning)
+            fprintf(stderr, "kiln compile: warning: %s\n", srep.warning);
+        for (uint32_t i = 0; !sched_path && i < srep.ntasks; i++) {
+            const struct kiln_tuned_task *t = &srep.tasks[i];
             if (!t->skipped)
                 continue;
             fprintf(stderr, "kiln compile: task %s: %u better record%s skipped (%s); ", t->key,
@@ -181,9 +233,9 @@ cmd_compile(int argc, char **argv)
                 fprintf(stderr, "using record %lld (%.2f us)%s\n", (long long)t->record,
                         t->time_s * 1e6, t->tuned ? "" : " where it fits");
             else
-                fprintf(stderr, "none fits: default schedule\n");
+                fprintf(stderr, "none fits\n");
         }
-        if (db && !sched_path)
+        if (!sched_path)
             opt.schedule_len = strlen(opt.schedule_json);
         if (print) {
             if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops, NULL) != KILN_OK)
@@ -200,9 +252,13 @@ cmd_compile(int argc, char **argv)
             }
         }
     }
-    if (!rc && db && !print)
-        fprintf(stderr, "kiln compile: %u of %u tasks tuned (records from %s)\n", ntuned, ntasks,
-                db);
+    if (!rc && !sched_path && !print) {
+        fprintf(stderr, "kiln compile: %u of %u tasks tuned (", srep.from_records, srep.ntasks);
+        for (uint32_t i = 0; i < ndb; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "records from ", db[i]);
+        fprintf(stderr, "%s), %u predicted (cost model: %s), %u serial default; %.1f s\n",
+                ndb ? "" : "no records", srep.predicted, srep.model, srep.serial, sched_s);
+    }
     if (!rc && !print) {
         char act[96];
         if (no_memplan)

@@ -304,7 +304,9 @@ KILN_API enum kiln_status kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph
                                           const struct kiln_tune_params *params);
 /* Compiles g like kiln_graph_compile with, for every task, the schedule of its best record in
  * db_path for the target (opt->schedule_json is ignored). *ntuned (if not NULL) receives the
- * number of tasks that had a record; the others keep the default schedule. */
+ * number of tasks that had a record; the others keep the serial default schedule (no cost
+ * model is involved: for what `kiln compile` does, predicted schedules for tasks without a
+ * record, use kiln_graph_schedule below, then kiln_graph_compile). */
 KILN_API enum kiln_status kiln_graph_compile_tuned(kiln_ctx *ctx, const struct kiln_graph *g,
                                                    const struct kiln_compile_options *opt,
                                                    const char *db_path, const char *path,
@@ -334,6 +336,59 @@ KILN_API enum kiln_status kiln_graph_tuned_tasks(kiln_ctx *ctx, const struct kil
                                                  const char                   **json,
                                                  const struct kiln_tuned_task **tasks,
                                                  uint32_t                      *ntasks);
+
+/* ---- schedules without tuning (tuner/predict.c) ----
+ * The schedule `kiln compile` uses: every task of the graph takes its best record from the
+ * records databases (db_paths, each opened read-only and required to exist; a task takes the
+ * fastest record that applies at every occurrence across them, the first database's on equal
+ * times); a task with no record gets a predicted schedule: its sketches' programs are sampled
+ * and evolved, ranked by a trained cost model only (nothing is measured, a few seconds per
+ * task), and the best-ranked one is used; KILN_UNTUNED_SERIAL instead leaves such tasks the
+ * serial default schedule (loops in definition order, the one kiln_graph_compile uses without
+ * a schedule). The result is deterministic for a given seed. A cost model that is missing,
+ * damaged or of another feature count never fails the call: the untuned tasks keep the
+ * serial default, and report->warning (one line naming the file, or the shipped model) says
+ * why.
+ *
+ *     const char *db[] = {"resnet18.db"};
+ *     struct kiln_schedule_params p = {.db_paths = db, .ndb = 1};
+ *     struct kiln_schedule_report r;
+ *     const char *js;
+ *     if (kiln_graph_schedule(ctx, g, &p, &js, &r) != KILN_OK) ...
+ *     if (r.warning) fprintf(stderr, "%s\n", r.warning);
+ *     struct kiln_compile_options o = {.schedule_json = js, .schedule_len = strlen(js)};
+ *     kiln_graph_compile(ctx, g, &o, "net.so", NULL);
+ */
+enum kiln_untuned {
+    KILN_UNTUNED_PREDICT, /* ranked by the cost model (default) */
+    KILN_UNTUNED_SERIAL,  /* the serial default schedule */
+};
+struct kiln_schedule_params {
+    const char        *target;   /* NULL = host */
+    const char *const *db_paths; /* records databases, read in order */
+    uint32_t           ndb;
+    int                untuned;    /* enum kiln_untuned */
+    const char        *cost_model; /* a model file (kiln costmodel); NULL = the one shipped in
+                                    * the library */
+    uint64_t seed;                 /* 0 = 1 */
+};
+struct kiln_schedule_report {
+    uint32_t    ntasks;                  /* tasks of the graph (identical subgraphs are one task) */
+    uint32_t    from_records;            /* tasks whose record applied at every occurrence */
+    uint32_t    predicted;               /* tasks given a predicted schedule */
+    uint32_t    serial;                  /* the rest: serial default (or a record where it fits) */
+    const char *model;                   /* the model used (its file, "the shipped cost model"), or
+                                          * "none" (ctx-owned) */
+    const char *warning;                 /* NULL, or why the model could not be used: one line
+                                          * (ctx-owned) */
+    const struct kiln_tuned_task *tasks; /* ntasks entries in task order: which record each
+                                          * task got (record 0: predicted or serial; ctx-owned) */
+};
+/* *json (ctx-owned) receives the whole-graph schedule JSON; report may be NULL. */
+KILN_API enum kiln_status kiln_graph_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
+                                              const struct kiln_schedule_params *params,
+                                              const char                       **json,
+                                              struct kiln_schedule_report       *report);
 
 /* One workload/target pair of a records database: its best valid record and counts. */
 struct kiln_record_summary {

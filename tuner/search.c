@@ -25,14 +25,14 @@
 #define MAX_NEIGHBOURS 256
 
 bool
-kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
+kiln_space_features(const struct kiln_space *S, const struct kiln_prog *p, struct kiln_feat *out)
 {
-    kiln_ctx            *ctx = T->ctx;
+    kiln_ctx            *ctx = S->ctx;
     struct kiln_scratch  sc = kiln_scratch_begin(ctx);
     struct kiln_schedule s = {0};
     memset(out, 0, sizeof *out);
-    bool ok = kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
-              && kiln_features_lower(ctx, T->t->g, &s, T->hw, out) == KILN_OK;
+    bool ok = kiln_prog_schedule(ctx, S->g, &S->sk[p->sketch], p, &s) == KILN_OK
+              && kiln_features_lower(ctx, S->g, &s, S->hw, out) == KILN_OK;
     if (!ok)
         kiln_feat_free(out);
     kiln_ctx_error_clear(ctx);
@@ -40,21 +40,42 @@ kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat
     return ok;
 }
 
-/* The schedule JSON program p of T makes, into *js (malloc'ed copy) and/or *h (its hash);
- * false when it does not emit. */
-static bool
-schedule_of(struct ttask *T, const struct kiln_prog *p, char **js, uint64_t *h)
+static struct kiln_space
+space_of(const struct ttask *T)
 {
-    kiln_ctx            *ctx = T->ctx;
+    return (struct kiln_space){T->ctx, T->t->g, T->hw, T->sk, T->nsk};
+}
+
+bool
+kiln_ttask_features(struct ttask *T, const struct kiln_prog *p, struct kiln_feat *out)
+{
+    struct kiln_space S = space_of(T);
+    return kiln_space_features(&S, p, out);
+}
+
+/* The schedule JSON program p makes, into *js (malloc'ed copy) and/or *h (its hash), and, when
+ * feat is not NULL, its features; false when it does not emit (or, with feat, does not lower:
+ * *feat is then empty). */
+static bool
+schedule_of(const struct kiln_space *S, const struct kiln_prog *p, char **js, uint64_t *h,
+            struct kiln_feat *feat)
+{
+    kiln_ctx            *ctx = S->ctx;
     struct kiln_scratch  sc = kiln_scratch_begin(ctx);
     struct kiln_schedule s = {0};
     struct kiln_buf      b = {0};
-    bool                 ok = kiln_prog_schedule(ctx, T->t->g, &T->sk[p->sketch], p, &s) == KILN_OK
+    if (feat)
+        memset(feat, 0, sizeof *feat);
+    bool ok = kiln_prog_schedule(ctx, S->g, &S->sk[p->sketch], p, &s) == KILN_OK
               && kiln_sched_to_json(ctx, &s, &b) == KILN_OK;
     if (ok && h)
         *h = kiln_sched_hash(b.data);
     if (ok && js)
         ok = (*js = strdup(b.data)) != NULL;
+    if (ok && feat && kiln_features_lower(ctx, S->g, &s, S->hw, feat) != KILN_OK) {
+        kiln_feat_free(feat);
+        ok = false;
+    }
     kiln_ctx_error_clear(ctx);
     kiln_scratch_end(ctx, sc);
     return ok;
@@ -63,8 +84,9 @@ schedule_of(struct ttask *T, const struct kiln_prog *p, char **js, uint64_t *h)
 char *
 kiln_ttask_schedule_json(struct ttask *T, const struct kiln_prog *p)
 {
-    char *js = NULL;
-    return schedule_of(T, p, &js, NULL) ? js : NULL;
+    struct kiln_space S = space_of(T);
+    char             *js = NULL;
+    return schedule_of(&S, p, &js, NULL, NULL) ? js : NULL;
 }
 
 uint64_t
@@ -74,24 +96,25 @@ kiln_sched_hash(const char *schedule_json)
 }
 
 uint64_t
-kiln_ttask_hash(struct ttask *T, const struct kiln_prog *p)
+kiln_space_hash(const struct kiln_space *S, const struct kiln_prog *p)
 {
     uint64_t h;
     /* one that does not emit (a bug the measurement reports) keeps its knob values apart */
-    return schedule_of(T, p, NULL, &h) ? h : ~kiln_prog_hash(&T->sk[p->sketch], p);
+    return schedule_of(S, p, NULL, &h, NULL) ? h : ~kiln_prog_hash(&S->sk[p->sketch], p);
+}
+
+uint64_t
+kiln_ttask_hash(struct ttask *T, const struct kiln_prog *p)
+{
+    struct kiln_space S = space_of(T);
+    return kiln_space_hash(&S, p);
 }
 
 /* ---- candidates ---- */
 
-struct cand {
-    struct kiln_prog p;
-    uint64_t         h;
-    double           score;
-};
-
-struct pool { /* the best unmeasured candidates seen, unique by hash */
-    struct cand *c;
-    uint32_t     n, cap;
+struct pool { /* the best candidates seen, unique by hash */
+    struct kiln_evo_cand *c;
+    uint32_t              n, cap;
 };
 
 static bool
@@ -104,9 +127,9 @@ pool_has(const struct pool *P, uint64_t h)
 }
 
 static void
-pool_offer(struct pool *P, const struct cand *c)
+pool_offer(struct pool *P, const struct kiln_evo_cand *c)
 {
-    if (pool_has(P, c->h))
+    if (!P->cap || pool_has(P, c->h))
         return;
     if (P->n < P->cap) {
         P->c[P->n++] = *c;
@@ -123,23 +146,27 @@ pool_offer(struct pool *P, const struct cand *c)
 static int
 cand_cmp_desc(const void *a, const void *b)
 {
-    const struct cand *x = a, *y = b;
-    return (x->score < y->score) - (x->score > y->score);
+    const struct kiln_evo_cand *x = a, *y = b;
+    if (x->score != y->score)
+        return (x->score < y->score) - (x->score > y->score);
+    return (x->h > y->h) - (x->h < y->h); /* equal scores: an order that does not depend on
+                                           * qsort's */
 }
 
 static void
-random_prog(struct ttask *T, struct kiln_prog *p)
+random_prog(const struct kiln_space *S, struct kiln_rng *rng, struct kiln_prog *p)
 {
-    uint32_t sk = (uint32_t)kiln_rng_below(&T->rng, T->nsk);
-    kiln_prog_sample(&T->sk[sk], &T->rng, p);
+    uint32_t sk = (uint32_t)kiln_rng_below(rng, S->nsk);
+    kiln_prog_sample(&S->sk[sk], rng, p);
     p->sketch = sk;
 }
 
-/* Scores n candidates with the cost model; candidates that do not lower score -inf. */
+/* Scores n candidates with the cost model, and gives each its identity (kiln_space_hash, from
+ * the same schedule the features are lowered from); candidates that do not lower score -inf. */
 static enum kiln_status
-score(struct ttask *T, struct cand *c, uint32_t n)
+score(const struct kiln_space *S, struct kiln_cost_model *cm, struct kiln_evo_cand *c, uint32_t n)
 {
-    kiln_ctx         *ctx = T->ctx;
+    kiln_ctx         *ctx = S->ctx;
     struct kiln_feat *f = calloc(n ? n : 1, sizeof *f);
     double           *sc = calloc(n ? n : 1, sizeof *sc);
     bool             *ok = calloc(n ? n : 1, sizeof *ok);
@@ -149,10 +176,10 @@ score(struct ttask *T, struct cand *c, uint32_t n)
         goto out;
     }
     for (uint32_t i = 0; i < n; i++)
-        ok[i] = kiln_ttask_features(T, &c[i].p, &f[i]);
-    st = kiln_cm_predict(T->cm, f, n, sc);
+        ok[i] = schedule_of(S, &c[i].p, NULL, &c[i].h, &f[i]);
+    st = kiln_cm_predict(cm, f, n, sc);
     for (uint32_t i = 0; i < n; i++)
-        c[i].score = ok[i] && st == KILN_OK ? sc[i] : -INFINITY;
+        c[i].score = ok[i] && st == KILN_OK && isfinite(sc[i]) ? sc[i] : -INFINITY;
 out:
     for (uint32_t i = 0; f && i < n; i++)
         kiln_feat_free(&f[i]);
@@ -164,9 +191,10 @@ out:
 
 /* Roulette-wheel selection over scores shifted to be positive. */
 static uint32_t
-select_parent(struct ttask *T, const struct cand *c, uint32_t n, double lo, double total)
+select_parent(struct kiln_rng *rng, const struct kiln_evo_cand *c, uint32_t n, double lo,
+              double total)
 {
-    double x = kiln_rng_uniform(&T->rng) * total;
+    double x = kiln_rng_uniform(rng) * total;
     for (uint32_t i = 0; i < n; i++) {
         if (!isfinite(c[i].score))
             continue;
@@ -174,7 +202,71 @@ select_parent(struct ttask *T, const struct cand *c, uint32_t n, double lo, doub
         if (x <= 0)
             return i;
     }
-    return (uint32_t)kiln_rng_below(&T->rng, n);
+    return (uint32_t)kiln_rng_below(rng, n);
+}
+
+enum kiln_status
+kiln_evolve(const struct kiln_space *S, struct kiln_cost_model *cm, struct kiln_rng *rng,
+            const struct kiln_evo_opts *o, struct kiln_evo_cand *best, uint32_t cap, uint32_t *n)
+{
+    uint32_t              popn = o->population ? o->population : 256;
+    uint32_t              gens = o->generations;
+    struct kiln_evo_cand *pop = calloc(popn, sizeof *pop);
+    struct kiln_evo_cand *next = calloc(popn, sizeof *next);
+    struct pool           P = {best, 0, cap};
+    enum kiln_status      st = KILN_OK;
+    *n = 0;
+    if (!pop || !next) {
+        st = KILN_FAIL(S->ctx, KILN_ERR_NOMEM, "tune", "out of memory in the evolutionary search");
+        goto out;
+    }
+    /* initial population: the programs given, then random samples */
+    for (uint32_t i = 0; i < popn; i++) {
+        if (i < o->ninit)
+            pop[i].p = o->init[i];
+        else
+            random_prog(S, rng, &pop[i].p);
+    }
+    for (uint32_t gen = 0; gen <= gens; gen++) {
+        if ((st = score(S, cm, pop, popn)) != KILN_OK)
+            goto out;
+        double lo = INFINITY, total = 0;
+        for (uint32_t i = 0; i < popn; i++) {
+            if (!isfinite(pop[i].score))
+                continue;
+            lo = fmin(lo, pop[i].score);
+            if (!o->exclude || !o->exclude(o->ud, pop[i].h))
+                pool_offer(&P, &pop[i]);
+        }
+        if (gen == gens || !isfinite(lo))
+            break;
+        for (uint32_t i = 0; i < popn; i++)
+            if (isfinite(pop[i].score))
+                total += pop[i].score - lo + 1e-9;
+        for (uint32_t i = 0; i < popn; i++) {
+            const struct kiln_evo_cand *a = &pop[select_parent(rng, pop, popn, lo, total)];
+            next[i].p = a->p;
+            const struct kiln_sketch *sk = &S->sk[a->p.sketch];
+            if (kiln_rng_uniform(rng) < MUTATE_P) {
+                kiln_prog_mutate(sk, rng, &next[i].p);
+            } else {
+                const struct kiln_evo_cand *b = &pop[select_parent(rng, pop, popn, lo, total)];
+                if (b->p.sketch == a->p.sketch)
+                    kiln_prog_crossover(sk, rng, &a->p, &b->p, &next[i].p);
+                else
+                    kiln_prog_mutate(sk, rng, &next[i].p);
+            }
+        }
+        struct kiln_evo_cand *tmp = pop;
+        pop = next;
+        next = tmp;
+    }
+    qsort(P.c, P.n, sizeof *P.c, cand_cmp_desc);
+    *n = P.n;
+out:
+    free(pop);
+    free(next);
+    return st;
 }
 
 static int
@@ -275,6 +367,12 @@ batch_has(const uint64_t *bh, uint32_t nb, uint64_t h)
     return false;
 }
 
+static bool
+measured(void *ud, uint64_t h)
+{
+    return kiln_ttask_seen(ud, h);
+}
+
 enum kiln_status
 kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_t *done)
 {
@@ -283,14 +381,13 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
     uint32_t                     popn = o->population ? o->population : 256;
     struct kiln_prog            *batch = calloc(n + 1, sizeof *batch);
     uint64_t                    *bh = calloc(n + 1, sizeof *bh);
-    struct cand                 *pop = calloc(popn, sizeof *pop);
-    struct cand                 *next = calloc(popn, sizeof *next);
     uint32_t                    *idx = calloc(T->nm + 1, sizeof *idx);
-    struct pool                  P = {calloc(n * 2 + 1, sizeof(struct cand)), 0, n * 2};
-    uint32_t                     nb = 0;
+    struct kiln_prog            *init = calloc(popn, sizeof *init);
+    struct kiln_evo_cand        *pool = calloc(n * 2 + 1, sizeof *pool);
+    uint32_t                     nb = 0, npool = 0;
     enum kiln_status             st = KILN_OK;
     *done = 0;
-    if (!batch || !bh || !pop || !next || !idx || !P.c) {
+    if (!batch || !bh || !idx || !init || !pool) {
         st = KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory in the evolutionary search");
         goto out;
     }
@@ -301,64 +398,33 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
     if (kiln_cm_trained(T->cm)) {
         /* initial population: the best measured, then random samples */
         uint32_t np = best_measured(T, idx, (uint32_t)(popn * REINJECT_SHARE));
-        for (uint32_t i = 0; i < popn; i++) {
-            if (i < np)
-                pop[i].p = T->m[idx[i]].p;
-            else
-                random_prog(T, &pop[i].p);
-        }
-        uint32_t gens = o->generations ? o->generations : 4;
-        for (uint32_t gen = 0; gen <= gens; gen++) {
-            if ((st = score(T, pop, popn)) != KILN_OK)
-                goto out;
-            double lo = INFINITY, total = 0;
-            for (uint32_t i = 0; i < popn; i++) {
-                if (!isfinite(pop[i].score))
-                    continue;
-                lo = fmin(lo, pop[i].score);
-                pop[i].h = kiln_ttask_hash(T, &pop[i].p); /* (only a pool candidate needs it) */
-                if (!kiln_ttask_seen(T, pop[i].h))
-                    pool_offer(&P, &pop[i]);
-            }
-            if (gen == gens || !isfinite(lo))
-                break;
-            for (uint32_t i = 0; i < popn; i++)
-                if (isfinite(pop[i].score))
-                    total += pop[i].score - lo + 1e-9;
-            for (uint32_t i = 0; i < popn; i++) {
-                const struct cand *a = &pop[select_parent(T, pop, popn, lo, total)];
-                next[i].p = a->p;
-                const struct kiln_sketch *sk = &T->sk[a->p.sketch];
-                if (kiln_rng_uniform(&T->rng) < MUTATE_P) {
-                    kiln_prog_mutate(sk, &T->rng, &next[i].p);
-                } else {
-                    const struct cand *b = &pop[select_parent(T, pop, popn, lo, total)];
-                    if (b->p.sketch == a->p.sketch)
-                        kiln_prog_crossover(sk, &T->rng, &a->p, &b->p, &next[i].p);
-                    else
-                        kiln_prog_mutate(sk, &T->rng, &next[i].p);
-                }
-            }
-            struct cand *tmp = pop;
-            pop = next;
-            next = tmp;
-        }
-        qsort(P.c, P.n, sizeof *P.c, cand_cmp_desc);
-        for (uint32_t i = 0; i < P.n && nb + neps < n; i++) {
-            if (batch_has(bh, nb, P.c[i].h))
+        for (uint32_t i = 0; i < np; i++)
+            init[i] = T->m[idx[i]].p;
+        struct kiln_space    sp = space_of(T);
+        struct kiln_evo_opts eo = {.population = popn,
+                                   .generations = o->generations ? o->generations : 4,
+                                   .init = init,
+                                   .ninit = np,
+                                   .exclude = measured,
+                                   .ud = T};
+        if ((st = kiln_evolve(&sp, T->cm, &T->rng, &eo, pool, n * 2, &npool)) != KILN_OK)
+            goto out;
+        for (uint32_t i = 0; i < npool && nb + neps < n; i++) {
+            if (batch_has(bh, nb, pool[i].h))
                 continue;
-            batch[nb] = P.c[i].p;
-            bh[nb++] = P.c[i].h;
+            batch[nb] = pool[i].p;
+            bh[nb++] = pool[i].h;
         }
     }
     /* fill up with random programs (all of the batch before the model has data); at least
      * 1024 tries however small the batch: with 64 per program, the last round of a budget
      * (one program) found only programs measured before in a small space and ended the task
      * as exhausted a trial early */
-    uint32_t max_tries = 64 * (n > 16 ? n : 16);
+    uint32_t          max_tries = 64 * (n > 16 ? n : 16);
+    struct kiln_space sp = space_of(T);
     for (uint32_t tries = 0; nb < n && tries < max_tries; tries++) {
         struct kiln_prog p;
-        random_prog(T, &p);
+        random_prog(&sp, &T->rng, &p);
         uint64_t h = kiln_ttask_hash(T, &p);
         if (kiln_ttask_seen(T, h) || batch_has(bh, nb, h))
             continue;
@@ -369,10 +435,9 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
 out:
     free(batch);
     free(bh);
-    free(pop);
-    free(next);
     free(idx);
-    free(P.c);
+    free(init);
+    free(pool);
     return st;
 }
 

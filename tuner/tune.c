@@ -1306,6 +1306,32 @@ apply_one(void *ud, const struct kiln_record *r, const char *bad)
 }
 
 enum kiln_status
+kiln_tuned_task_apply(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
+                      const char *target, const struct kiln_task *t,
+                      const struct kiln_schedule *base, struct kiln_schedule *out,
+                      struct kiln_tuned_task *info)
+{
+    memset(info, 0, sizeof *info);
+    info->key = t->key;
+    info->occurrences = t->ninst;
+    struct apply A = {.ctx = ctx, .g = g, .t = t, .base = base, .info = info};
+    KILN_TRY(kiln_db_each_ranked(db, t->key, target, apply_one, &A));
+    KILN_TRY(A.st);
+    if (info->tuned) {
+        *out = A.full;
+    } else if (A.partial_id) {
+        /* no record fits every occurrence: the best that fits some is kept for those, the
+         * others keep the default schedule */
+        *out = A.partial;
+        info->record = A.partial_id;
+        info->time_s = A.partial_time;
+    } else if (out != base) {
+        *out = *base;
+    }
+    return KILN_OK;
+}
+
+enum kiln_status
 kiln_tuned_schedule_tasks(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
                           const char *target, struct kiln_schedule *out, uint32_t *ntuned,
                           struct kiln_tuned_task **info, uint32_t *ntasks)
@@ -1318,22 +1344,8 @@ kiln_tuned_schedule_tasks(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln
     if (!ti)
         return ctx->err.status;
     for (uint32_t i = 0; i < tasks.n; i++) {
-        struct kiln_task *t = &tasks.task[i];
-        ti[i].key = t->key;
-        ti[i].occurrences = t->ninst;
-        struct apply A = {.ctx = ctx, .g = g, .t = t, .base = out, .info = &ti[i]};
-        KILN_TRY(kiln_db_each_ranked(db, t->key, target, apply_one, &A));
-        KILN_TRY(A.st);
-        if (ti[i].tuned) {
-            *out = A.full;
-            (*ntuned)++;
-        } else if (A.partial_id) {
-            /* no record fits every occurrence: the best that fits some is kept for those, the
-             * others keep the default schedule */
-            *out = A.partial;
-            ti[i].record = A.partial_id;
-            ti[i].time_s = A.partial_time;
-        }
+        KILN_TRY(kiln_tuned_task_apply(ctx, g, db, target, &tasks.task[i], out, out, &ti[i]));
+        *ntuned += ti[i].tuned != 0;
     }
     if (info)
         *info = ti;

@@ -242,6 +242,62 @@ enum kiln_status kiln_cm_load_file(struct kiln_cost_model *m, const char *path);
  * the build had none. */
 const unsigned char *kiln_cm_shipped(size_t *len);
 
+/* ---- evolutionary search by the cost model (tuner/search.c) ----
+ * Shared by the tuner's rounds (which measure what it finds) and by prediction (tuner/predict.c,
+ * which measures nothing). The space of one task graph: */
+struct kiln_space {
+    kiln_ctx                 *ctx;
+    const struct kiln_graph  *g;
+    const struct kiln_hw     *hw;
+    const struct kiln_sketch *sk;
+    uint32_t                  nsk;
+};
+struct kiln_evo_cand {
+    struct kiln_prog p;
+    uint64_t         h;     /* kiln_space_hash: a program's identity is the schedule it makes */
+    double           score; /* the cost model's; -inf: it does not lower */
+};
+struct kiln_evo_opts {
+    uint32_t                population;    /* 0 = 256 */
+    uint32_t                generations;   /* scored generations after the first (0: sampling) */
+    const struct kiln_prog *init;          /* the first ninit programs of the initial population */
+    uint32_t                ninit;         /* (at most population); the rest random samples */
+    bool (*exclude)(void *ud, uint64_t h); /* true: not offered (measured already); NULL: none */
+    void *ud;
+};
+/* Ansor's evolutionary search: the population is scored by cm (every candidate lowered and its
+ * features extracted inside a scratch scope); for `generations` generations parents are drawn
+ * in proportion to their score and mutated (p 0.85) or crossed over with a parent of the same
+ * sketch. best[0..cap) receives the best distinct candidates seen in any generation (by
+ * schedule), best first (equal scores by hash), *n of them. Deterministic for a given rng
+ * state and model. */
+enum kiln_status kiln_evolve(const struct kiln_space *S, struct kiln_cost_model *cm,
+                             struct kiln_rng *rng, const struct kiln_evo_opts *o,
+                             struct kiln_evo_cand *best, uint32_t cap, uint32_t *n);
+/* Features of program p (rows malloc'ed); false, with *out empty, when it does not lower. */
+bool kiln_space_features(const struct kiln_space *S, const struct kiln_prog *p,
+                         struct kiln_feat *out);
+/* The hash of the schedule JSON p makes (kiln_sched_hash, tuner/search.h). */
+uint64_t kiln_space_hash(const struct kiln_space *S, const struct kiln_prog *p);
+
+/* ---- prediction (tuner/predict.c) ----
+ * A task's schedule chosen by the cost model alone: nothing is measured. */
+struct kiln_predict_opts {
+    uint32_t population;  /* 0 = KILN_PREDICT_POPULATION */
+    uint32_t generations; /* 0 = KILN_PREDICT_GENERATIONS */
+    uint64_t seed;
+};
+#define KILN_PREDICT_POPULATION  128
+#define KILN_PREDICT_GENERATIONS 1
+/* Builds the sketches of task graph g, evolves programs (kiln_evolve) ranked by the trained
+ * model cm, and appends the best-scored program's schedule to *out (names of g). *found = false,
+ * *out untouched, when no candidate lowered. Deterministic for a given seed, g and model.
+ * *ncand (may be NULL) receives the number of candidates scored. */
+enum kiln_status kiln_predict_task(kiln_ctx *ctx, const struct kiln_graph *g,
+                                   const struct kiln_hw *hw, struct kiln_cost_model *cm,
+                                   const struct kiln_predict_opts *o, struct kiln_schedule *out,
+                                   bool *found, uint32_t *ncand);
+
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
  * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
@@ -479,8 +535,28 @@ enum kiln_status kiln_tuned_schedule_tasks(kiln_ctx *ctx, const struct kiln_grap
                                            struct kiln_db *db, const char *target,
                                            struct kiln_schedule *out, uint32_t *ntuned,
                                            struct kiln_tuned_task **info, uint32_t *ntasks);
+/* One task of kiln_tuned_schedule_tasks: *out = base plus the steps of t's best applicable
+ * record of db at its occurrences (base itself when none applies; out may be base). *info says
+ * which record (info->record 0: none). */
+enum kiln_status kiln_tuned_task_apply(kiln_ctx *ctx, const struct kiln_graph *g,
+                                       struct kiln_db *db, const char *target,
+                                       const struct kiln_task *t, const struct kiln_schedule *base,
+                                       struct kiln_schedule *out, struct kiln_tuned_task *info);
 enum kiln_status kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_db *db,
                                      const char *target, struct kiln_schedule *out,
                                      uint32_t *ntuned);
+
+/* The whole-graph schedule of kiln_graph_schedule (tuner/predict.c) from open databases and a
+ * loaded model: each task takes the fastest record applying at every occurrence across db[0..ndb)
+ * (the first database's on equal times), else the first record applying at some occurrences
+ * (the others keep the default schedule); a task with no record is predicted with cm (NULL:
+ * none is) when the prediction lowers at every occurrence, else keeps the serial default. *rep
+ * counts them (its model and warning untouched). *info (may be NULL, ctx-owned, rep->ntasks
+ * entries) says which record each task got. */
+enum kiln_status kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *target,
+                                     struct kiln_db *const *db, uint32_t ndb,
+                                     struct kiln_cost_model *cm, uint64_t seed,
+                                     struct kiln_schedule *out, struct kiln_schedule_report *rep,
+                                     struct kiln_tuned_task **info);
 
 #endif /* KILN_TUNER_H */

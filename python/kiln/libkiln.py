@@ -38,6 +38,32 @@ class _CallInfo(ctypes.Structure):
     ]
 
 
+class _ScheduleParams(ctypes.Structure):
+    _fields_ = [
+        ("target", ctypes.c_char_p),
+        ("db_paths", ctypes.POINTER(ctypes.c_char_p)),
+        ("ndb", ctypes.c_uint32),
+        ("untuned", ctypes.c_int),
+        ("cost_model", ctypes.c_char_p),
+        ("seed", ctypes.c_uint64),
+    ]
+
+
+class _ScheduleReport(ctypes.Structure):
+    _fields_ = [
+        ("ntasks", ctypes.c_uint32),
+        ("from_records", ctypes.c_uint32),
+        ("predicted", ctypes.c_uint32),
+        ("serial", ctypes.c_uint32),
+        ("model", ctypes.c_char_p),
+        ("warning", ctypes.c_char_p),
+        ("tasks", ctypes.c_void_p),
+    ]
+
+
+_UNTUNED = {"predict": 0, "serial": 1}
+
+
 class _CompileOptions(ctypes.Structure):
     _fields_ = [
         ("target", ctypes.c_char_p),
@@ -108,6 +134,9 @@ def lib():
     if hasattr(so, "kiln_graph_compile"):
         _proto(so, "kiln_graph_compile", st, P, P, ctypes.POINTER(_CompileOptions),
                ctypes.c_char_p, P)
+    if hasattr(so, "kiln_graph_schedule"):
+        _proto(so, "kiln_graph_schedule", st, P, P, ctypes.POINTER(_ScheduleParams),
+               ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_ScheduleReport))
     if hasattr(so, "kiln_graph_optimize"):
         W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
         _proto(so, "kiln_graph_import_onnx", st, P, ctypes.c_char_p, ctypes.c_size_t,
@@ -246,11 +275,46 @@ class Graph:
         return res[0] if len(res) == 1 else tuple(res)
 
     # ---- compile: kiln_graph_compile, then load the shared object ----
-    def compile(self, path, target=None, schedule=None, name=None):
+    def schedule(self, target=None, db=(), untuned="predict", cost_model=None, seed=1):
+        """The schedule ``kiln compile`` makes (kiln_graph_schedule) as JSON text: each task's
+        best record from the databases ``db`` (paths, read in order), a schedule predicted by
+        the cost model for the others (``untuned="predict"``; ``"serial"``: the serial default
+        schedule), from ``cost_model`` (a model file) or the one shipped in libkiln; ``seed``
+        picks the draws. ``self.schedule_report`` says how many tasks got which; a model that
+        cannot be used is a ``UserWarning`` (its tasks keep the serial default)."""
+        L = self._ctx.lib
+        if untuned not in _UNTUNED:
+            raise Error("untuned is 'predict' or 'serial', not %r" % (untuned,))
+        if isinstance(db, (str, os.PathLike)):
+            db = [db]
+        paths = [os.fspath(d).encode() for d in db]
+        arr = (ctypes.c_char_p * max(1, len(paths)))(*paths)
+        p = _ScheduleParams(target.encode() if target else None, arr, len(paths),
+                            _UNTUNED[untuned],
+                            os.fspath(cost_model).encode() if cost_model else None, seed)
+        js, r = ctypes.c_char_p(), _ScheduleReport()
+        st = L.kiln_graph_schedule(self._ctx.ptr, self._g, ctypes.byref(p), ctypes.byref(js),
+                                   ctypes.byref(r))
+        if st != 0:
+            raise self._ctx.error(st)
+        self.schedule_report = {"tasks": r.ntasks, "from_records": r.from_records,
+                                "predicted": r.predicted, "serial": r.serial,
+                                "model": r.model.decode() if r.model else None,
+                                "warning": r.warning.decode() if r.warning else None}
+        if r.warning:
+            import warnings
+            warnings.warn("kiln: " + r.warning.decode(), stacklevel=2)
+        return js.value.decode()
+
+    def compile(self, path, target=None, schedule=None, name=None, db=(), untuned="predict",
+                cost_model=None, seed=1):
         """Compiles the graph into a shared object at path and loads it (``kiln.Module``).
 
         target: "llvm" (this machine, the default), "llvm -mcpu=...", "llvm -mattr=...".
-        schedule: JSON text, or the same as Python data ({"steps": [...]}; docs/schedule.md)."""
+        schedule: JSON text, or the same as Python data ({"steps": [...]}; docs/schedule.md).
+        Without one, the schedule is ``self.schedule(target, db, untuned, cost_model, seed)``,
+        as ``kiln compile`` makes it (records, then predicted, then serial); ``untuned=
+        "serial"`` without ``db`` is the serial default schedule."""
         if schedule is not None and not isinstance(schedule, (str, bytes)):
             import json
             schedule = json.dumps(schedule)
@@ -258,6 +322,8 @@ class Graph:
         L = self._ctx.lib
         if not hasattr(L, "kiln_graph_compile"):
             raise Error("this libkiln cannot compile (no kiln_graph_compile)")
+        if schedule is None and (db or untuned != "serial"):
+            schedule = self.schedule(target, db, untuned, cost_model, seed)
         sched = schedule.encode() if isinstance(schedule, str) else schedule
         opt = _CompileOptions(target.encode() if target else None, sched,
                               len(sched) if sched else 0, name.encode() if name else None)
@@ -347,9 +413,10 @@ def eval(text, *inputs):  # noqa: A001 - the package's name for the interpreter
     return Graph(text).eval(*inputs)
 
 
-def compile(text, path, target=None, schedule=None, name=None):  # noqa: A001
-    """Compiles .kg text into a shared object at path and loads it (see Graph.compile)."""
-    return Graph(text).compile(path, target=target, schedule=schedule, name=name)
+def compile(text, path, target=None, schedule=None, name=None, **kw):  # noqa: A001
+    """Compiles .kg text into a shared object at path and loads it (see Graph.compile; ``kw``:
+    db, untuned, cost_model, seed)."""
+    return Graph(text).compile(path, target=target, schedule=schedule, name=name, **kw)
 
 
 # ---- kernel architecture search: kiln_kas_sampler_* (include/kiln.h, kas/README.md) ----
