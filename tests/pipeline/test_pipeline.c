@@ -3,10 +3,10 @@
  * - resnet18: torchvision's ResNet-18 (batch norms kept, as `kiln.nets.export(keep_bn=True)`
  *   writes it; random weights; 1x3x224x224), built here as an ONNX model with the generated
  *   protobuf-c code, is compiled through the public C API alone (kiln_graph_import_onnx,
- *   kiln_graph_optimize, kiln_graph_compile) and by `kiln compile` from the same file: the two
- *   shared objects must be the same bytes. Every pass changes the network (20 batch norms and
- *   the classifier's bias add folded, channels-last statements, 10 Winograd convolutions).
- *   Skipped when the kiln command is not built.
+ *   kiln_graph_optimize, kiln_graph_schedule, kiln_graph_compile) and by `kiln compile` from the
+ * same file: the two shared objects must be the same bytes. Every pass changes the network (20
+ * batch norms and the classifier's bias add folded, channels-last statements, 10 Winograd
+ * convolutions). Skipped when the kiln command is not built.
  * - options: passes switched off leave the graph as it was (all off: g itself), the dump hook
  *   sees each pass that ran, in order, and the names of kiln_graph_pass_name. */
 #include "../harness.h"
