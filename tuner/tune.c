@@ -507,6 +507,7 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     struct resume R = {S, T, KILN_OK};
     KILN_TRY(kiln_db_each(S->db, task->key, S->target, resume_one, &R));
     KILN_TRY(R.st);
+    KILN_TRY(kiln_db_add_task_graph(S->db, task, S->target)); /* to featurise records later */
     if (S->o->curve_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/task%u_%s.csv", S->o->curve_dir, index, task->key);

@@ -29,7 +29,8 @@
  * deduplicated: one task, weight = number of occurrences. */
 struct kiln_task {
     struct kiln_graph *g;        /* the subgraph (ctx-owned) */
-    uint64_t           hash;     /* structural, names excluded */
+    uint64_t           hash;     /* kiln_task_hash */
+    uint64_t           kind;     /* kiln_task_kind */
     char               key[17];  /* hash as 16 hex digits: the workload key with the target */
     double             flops;    /* of one occurrence */
     uint32_t           weight;   /* occurrences in the whole graph */
@@ -45,6 +46,13 @@ struct kiln_tasks {
 
 enum kiln_status kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g,
                                     struct kiln_tasks *out);
+/* A task graph's workload hash: the structural hash (kiln_graph_hash: tensor names excluded)
+ * plus the display names of its variables, which schedules name iterators by. */
+uint64_t kiln_task_hash(const struct kiln_graph *sub);
+/* Its shape-free kind: the same with every extent and literal value left out (tensor ranks,
+ * dtypes, reduction kinds and the bodies' structure stay), so the same operator at other shapes,
+ * strides or paddings that keep the body's form has the same kind. */
+uint64_t kiln_task_kind(const struct kiln_graph *sub);
 /* Ansor's "needs multi-level tiling": op is a reduction and some input lacks an output axis of
  * extent > 1 among its indices (so it is reused across that axis). */
 bool kiln_op_has_reuse(const struct kiln_graph *g, uint32_t op);
@@ -326,7 +334,7 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
  * SQLite: one row per measured program, committed as soon as it is measured (WAL journal,
  * synchronous NORMAL: a killed tuner loses at most the record in flight). The schema and the
  * JSON-lines format are described in tuner/README.md. */
-#define KILN_DB_SCHEMA_VERSION 1
+#define KILN_DB_SCHEMA_VERSION 2 /* 2: the graphs table */
 
 struct kiln_record {
     int64_t     id;       /* row id (read only; ignored on add) */
@@ -387,17 +395,37 @@ enum kiln_status kiln_db_each_task(struct kiln_db *db,
                                    bool (*fn)(void *ud, const struct kiln_db_task *t), void *ud);
 /* workload == NULL / target == NULL: all. */
 uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
-/* One JSON object per line, in insertion order (format: tuner/README.md). */
+/* Workload graphs (schema 2): each workload's task graph as .kg text (kiln_graph_print), keyed
+ * by workload and target, with its shape-free kind (kiln_task_kind), as 16 hex digits. */
+struct kiln_db_graph {
+    const char *workload, *target, *kind, *graph;
+};
+/* Stores task t's graph for target unless one is stored; a graph whose text does not parse back
+ * to the task's workload key and kind is not stored (nothing could use it). */
+enum kiln_status kiln_db_add_task_graph(struct kiln_db *db, const struct kiln_task *t,
+                                        const char *target);
+/* Stores g unless a graph of its workload/target is stored. It is checked as an import is: keys
+ * of 16 hex digits, a target, text that parses to a graph of that workload key and kind
+ * (KILN_ERR_INVALID naming the file otherwise). */
+enum kiln_status kiln_db_add_graph(struct kiln_db *db, const struct kiln_db_graph *g);
+/* False for a version 1 file opened read-only (it has no graphs table) and an empty one. */
+bool kiln_db_has_graphs(const struct kiln_db *db);
+/* Every stored graph of target (NULL = any), in the order they were stored; a damaged row is
+ * KILN_ERR_INVALID naming the file. Strings are valid during the call only. */
+enum kiln_status kiln_db_each_graph(struct kiln_db *db, const char *target,
+                                    bool (*fn)(void *ud, const struct kiln_db_graph *g), void *ud);
+/* One JSON object per line: the graph lines, then the records in insertion order (format:
+ * tuner/README.md). */
 enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
 /* Imports the lines of text (read from file, for messages) in one transaction, in time linear in
- * the lines; lines already present (same workload, target, schedule, time, timestamp) are
- * skipped. Every line is checked (strict JSON: no trailing text, duplicate or unknown key, NUL
- * or \u0000; the fields' types; a task key; a known error kind; finite non-negative numbers, a
- * positive time for a record without error; a schedule that parses). A bad line is not
- * imported, bad(ud, line, why) is called for it (bad may be NULL), and the good lines are
- * imported nonetheless: the call then returns KILN_ERR_INVALID naming the first bad line (the
- * error's location is file:line). *added (may be NULL) receives the number of records added. A
- * database error rolls everything back. */
+ * the lines; graph lines are checked as kiln_db_add_graph checks them; lines already present (same
+ * workload, target, schedule, time, timestamp) are skipped. Every line is checked (strict JSON: no
+ * trailing text, duplicate or unknown key, NUL or \u0000; the fields' types; a task key; a known
+ * error kind; finite non-negative numbers, a positive time for a record without error; a schedule
+ * that parses). A bad line is not imported, bad(ud, line, why) is called for it (bad may be NULL),
+ * and the good lines are imported nonetheless: the call then returns KILN_ERR_INVALID naming the
+ * first bad line (the error's location is file:line). *added (may be NULL) receives the number of
+ * records added. A database error rolls everything back. */
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *file, const char *text,
                                       size_t len,
                                       void (*bad)(void *ud, uint32_t line, const char *why),
