@@ -236,6 +236,67 @@ bool             kiln_cm_trained(const struct kiln_cost_model *m);
 /* Boosting rounds the last training kept (after early stopping); 0 before training. */
 uint32_t kiln_cm_rounds(const struct kiln_cost_model *m);
 
+/* ---- training and evaluating cost models on records (tuner/costmodel.c) ----
+ * Both read the workload graphs of records databases (schema 2), lower every record's schedule
+ * on its graph and featurise it for the record's target (struct kiln_hw from the target string,
+ * not this machine). Databases are opened read-only; a workload in several databases is one
+ * workload with all their records. */
+struct kiln_costmodel_opts {
+    const char *target;   /* only records of this target (canonicalised); NULL: every CPU one */
+    uint32_t    holdout;  /* percent of workloads held out (by a hash of the key); 0: none */
+    bool        held_out; /* take the held-out workloads (eval) instead of the others (train) */
+    uint64_t    seed;     /* the model's (train); default 1 */
+};
+void kiln_costmodel_opts_default(struct kiln_costmodel_opts *o);
+/* Whether workload key is among the pct% held out (pct 0: never). */
+bool kiln_costmodel_held_out(const char *workload, uint32_t pct);
+
+struct kiln_costmodel_train_report {
+    uint32_t workloads, programs, rows;
+    uint32_t errors;  /* failed records among the programs (labelled 0) */
+    uint32_t skipped; /* records whose schedule does not lower on its graph */
+    uint32_t rounds;  /* boosting rounds kept */
+    double   loss;    /* training loss: RMSE of the summed score against y, weighted by y */
+};
+/* Trains a pack-sum model on every record of every workload with a graph and a successful
+ * record: y = best time of the workload / time, 0 for a failed record. *out is the model (free
+ * with kiln_cm_free). Errors name the file: one that is not a records database, one without
+ * graphs, nothing to train on. */
+enum kiln_status kiln_costmodel_train(kiln_ctx *ctx, const char *const *dbs, uint32_t ndb,
+                                      const struct kiln_costmodel_opts   *o,
+                                      struct kiln_cost_model            **out,
+                                      struct kiln_costmodel_train_report *rep);
+
+struct kiln_costmodel_eval_one {
+    char     workload[17], kind[17];
+    uint32_t programs;      /* valid schedules (mean time of each) */
+    double   pair_acc;      /* pairs of different times the model orders right (ties: 1/2) */
+    double   regret;        /* time of the model's top pick / best time (1 = it found the best) */
+    double   regret5;       /* best time of the model's top 5 / best time */
+    double   random_regret; /* a random pick's expected time / best time */
+};
+struct kiln_costmodel_eval_report {
+    uint32_t                        workloads, programs, skipped;
+    double                          pair_acc;                       /* mean over workloads */
+    double                          regret, regret5, random_regret; /* geometric means */
+    struct kiln_costmodel_eval_one *w;                              /* per workload (ctx-owned) */
+};
+/* How well m ranks the measured programs of each workload (at least two valid schedules) of
+ * the databases. */
+enum kiln_status kiln_costmodel_eval(kiln_ctx *ctx, struct kiln_cost_model *m,
+                                     const char *const *dbs, uint32_t ndb,
+                                     const struct kiln_costmodel_opts  *o,
+                                     struct kiln_costmodel_eval_report *rep);
+
+/* Writes m (kiln_cm_save) to path through a temporary file renamed into place; errors name the
+ * file. */
+enum kiln_status kiln_costmodel_save_file(kiln_ctx *ctx, const struct kiln_cost_model *m,
+                                          const char *path);
+/* A new model loaded from path (kiln_cm_load_file: a file that is not a model, of another
+ * feature count or damaged is KILN_ERR_INVALID naming it); free with kiln_cm_free. */
+enum kiln_status kiln_costmodel_load_file(kiln_ctx *ctx, const char *path,
+                                          struct kiln_cost_model **out);
+
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
  * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
