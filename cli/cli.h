@@ -59,6 +59,23 @@ struct cli_passes {
  * 0 when it is not one; after a usage error (message on stderr, naming the valid passes for an
  * unknown PASS) -2, the command's exit status negated. */
 int cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_passes *p);
+
+/* ---- the per-user records cache (cli/cache.c) ----
+ * `--no-cache` (none), `--cache PATH`; without either, the environment's KILN_CACHE ("off" or
+ * empty: none; else the path), else $XDG_CACHE_HOME/kiln/records.db, else
+ * $HOME/.cache/kiln/records.db. The tests run with KILN_CACHE=off (CMakeLists.txt). */
+struct cli_cache_opt {
+    bool        off;  /* --no-cache */
+    const char *path; /* --cache PATH, or NULL */
+};
+/* Takes argv[*i] (and its value) when it is --cache or --no-cache, as cli_passes_arg does. */
+int cli_cache_arg(const char *cmd, int argc, char **argv, int *i, struct cli_cache_opt *o);
+/* The cache's path by the rules above (o may be NULL), or NULL when there is none. The result
+ * may point at a static buffer, overwritten by the next call. */
+const char *cli_records_cache(const struct cli_cache_opt *o);
+/* Creates the missing directories above path (mode 0700) before the cache is first written;
+ * false with errno set. */
+bool cli_records_cache_mkdir(const char *path);
 /* The graph pipeline (kiln_graph_optimize) on an ONNX model: replaces *g and *weights by its
  * result when path is an .onnx file (a .kg file is left alone: its weights have no values).
  * When report is true prints one line on stderr, "kiln CMD: simplify: folded ...;
@@ -76,8 +93,10 @@ const char *cli_bytes(char *buf, size_t size, double bytes);
 const char *cli_count(char *buf, size_t size, double n);
 /* Prints s as a JSON string literal (quotes and escapes included). */
 void cli_json_string(FILE *f, const char *s);
-/* Creates directory path and its missing parents (mode 0777 & ~umask); false with errno set. */
+/* Creates directory path and its missing parents (mode & ~umask; cli_mkdirs: 0777); false
+ * with errno set. */
 bool cli_mkdirs(const char *path);
+bool cli_mkdirs_mode(const char *path, unsigned mode);
 
 /* ---- .npy files (cli/npy.c) ----
  * Reads format versions 1.0, 2.0 and 3.0 in C order with dtypes <f2 <f4 <f8 |i1 (<i1) <i4 <i8

@@ -314,6 +314,12 @@ cli_json_string(FILE *f, const char *s)
 bool
 cli_mkdirs(const char *path)
 {
+    return cli_mkdirs_mode(path, 0777);
+}
+
+bool
+cli_mkdirs_mode(const char *path, unsigned mode)
+{
     size_t n = strlen(path);
     char  *p = malloc(n + 1);
     if (!p) {
@@ -328,7 +334,8 @@ cli_mkdirs(const char *path)
         char c = p[i];
         p[i] = 0;
         struct stat st;
-        if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+        if (mkdir(p, (mode_t)mode) != 0
+            && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
             if (errno == EEXIST)
                 errno = ENOTDIR;
             ok = false;

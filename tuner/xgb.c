@@ -22,9 +22,12 @@
 
 #include <xgboost/c_api.h>
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A boosting round improves the training loss when it lowers it by this share: the last 1%
  * takes hundreds of rounds of overfitting (gamma 0) and most of the training time. */
@@ -372,4 +375,127 @@ out:
     free(prog);
     free(x);
     return st;
+}
+
+/* ---- model files ----
+ * A header line, then the booster in XGBoost's UBJSON (the trees prediction uses, sliced):
+ *     kiln-cost-model 1 feat_dim=182 objective=0 rounds=57\n<ubjson>
+ * The feature count is checked on load: a model trained on other features ranks nonsense. */
+#define CM_MAGIC "kiln-cost-model 1 "
+
+enum kiln_status
+kiln_cm_save(const struct kiln_cost_model *m, struct kiln_buf *out)
+{
+    kiln_ctx *ctx = m->ctx;
+    if (!m->bst || m->rounds == 0)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "the cost model is not trained");
+    enum kiln_status st = KILN_OK;
+    BoosterHandle    sl = NULL;
+    bst_ulong        len = 0;
+    const char      *data = NULL;
+    XGB(ctx, XGBoosterSlice(m->bst, 0, (int)m->rounds, 1, &sl));
+    XGB(ctx, XGBoosterSaveModelToBuffer(sl, "{\"format\": \"ubj\"}", &len, &data));
+    if (!kiln_buf_printf(ctx, out, CM_MAGIC "feat_dim=%d objective=%d rounds=%u\n", KILN_FEAT_DIM,
+                         (int)m->objective, m->rounds)
+        || !kiln_buf_put(ctx, out, data, (size_t)len))
+        st = KILN_ERR_NOMEM;
+out:
+    if (sl)
+        XGBoosterFree(sl);
+    return st;
+}
+
+enum kiln_status
+kiln_cm_load(struct kiln_cost_model *m, const void *data, size_t len, const char *what)
+{
+    kiln_ctx   *ctx = m->ctx;
+    const char *s = data, *nl = data ? memchr(s, '\n', len < 256 ? len : 256) : NULL;
+    int         dim = 0, obj = -1, used = 0;
+    unsigned    rounds = 0;
+    char        head[256];
+    if (!nl || len < sizeof CM_MAGIC || memcmp(s, CM_MAGIC, sizeof CM_MAGIC - 1))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
+                         "%s: not a kiln cost model (no \"" CM_MAGIC "...\" header line)", what);
+    memcpy(head, s, (size_t)(nl - s));
+    head[nl - s] = 0;
+    if (sscanf(head + sizeof CM_MAGIC - 1, "feat_dim=%d objective=%d rounds=%u%n", &dim, &obj,
+               &rounds, &used)
+            != 3
+        || head[sizeof CM_MAGIC - 1 + used] != 0 || obj < 0 || obj > KILN_CM_RANK || rounds == 0
+        || rounds > 100000)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "%s: damaged header line \"%s\"", what,
+                         head);
+    if (dim != KILN_FEAT_DIM)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
+                         "%s: trained on %d features; this kiln extracts %d (retrain it: kiln "
+                         "costmodel train)",
+                         what, dim, KILN_FEAT_DIM);
+    size_t           off = (size_t)(nl - s) + 1;
+    enum kiln_status st = KILN_OK;
+    BoosterHandle    b = NULL;
+    XGB(ctx, XGBoosterCreate(NULL, 0, &b));
+    if (XGBoosterLoadModelFromBuffer(b, s + off, (bst_ulong)(len - off)) != 0) {
+        const char *msg = XGBGetLastError();
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "%s: damaged model: %.200s", what,
+                       msg && *msg ? msg : "(no message)");
+        goto out;
+    }
+    bst_ulong nfeat = 0;
+    XGB(ctx, XGBoosterGetNumFeature(b, &nfeat));
+    if (nfeat != (bst_ulong)KILN_FEAT_DIM) {
+        st = KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
+                       "%s: the booster reads %llu features; its header says %d", what,
+                       (unsigned long long)nfeat, dim);
+        goto out;
+    }
+    if (m->bst)
+        XGBoosterFree(m->bst);
+    m->bst = b;
+    m->objective = (uint8_t)obj;
+    m->rounds = rounds;
+    b = NULL;
+out:
+    if (b)
+        XGBoosterFree(b);
+    return st;
+}
+
+enum kiln_status
+kiln_cm_load_file(struct kiln_cost_model *m, const char *path)
+{
+    kiln_ctx *ctx = m->ctx;
+    FILE     *f = fopen(path, "rb");
+    if (!f)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "cannot open cost model %s: %s", path,
+                         strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || sb.st_size > KILN_CM_MAX_BYTES) {
+        fclose(f);
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
+                         "%s: not a regular file of at most %d MiB", path, KILN_CM_MAX_BYTES >> 20);
+    }
+    size_t len = (size_t)sb.st_size;
+    char  *buf = malloc(len ? len : 1);
+    if (!buf) {
+        fclose(f);
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "xgboost", "out of memory reading %s", path);
+    }
+    size_t got = fread(buf, 1, len, f);
+    fclose(f);
+    enum kiln_status st =
+        got == len ? kiln_cm_load(m, buf, len, path)
+                   : KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "cannot read cost model %s", path);
+    free(buf);
+    return st;
+}
+
+/* cm_shipped.c, generated from tuner/model/cpu.kcm by cmake/embed.cmake */
+extern const unsigned char kiln_cm_shipped_bytes[];
+extern const size_t        kiln_cm_shipped_bytes_len;
+
+const unsigned char *
+kiln_cm_shipped(size_t *len)
+{
+    *len = kiln_cm_shipped_bytes_len;
+    return kiln_cm_shipped_bytes_len ? kiln_cm_shipped_bytes : NULL;
 }

@@ -139,18 +139,24 @@ kiln_vec_reserve(kiln_ctx *ctx, void **data, uint32_t *cap, size_t elem, uint32_
 }
 
 bool
-kiln_buf_puts(kiln_ctx *ctx, struct kiln_buf *b, const char *s)
+kiln_buf_put(kiln_ctx *ctx, struct kiln_buf *b, const void *data, size_t n)
 {
-    size_t n = strlen(s);
     if (n > UINT32_MAX - 2 - b->len) {
         KILN_FAIL(ctx, KILN_ERR_NOMEM, "arena", "text buffer too large");
         return false;
     }
     if (!kiln_vec_reserve(ctx, (void **)&b->data, &b->cap, 1, b->len + (uint32_t)n + 1))
         return false;
-    memcpy(b->data + b->len, s, n + 1);
+    memcpy(b->data + b->len, data, n);
     b->len += (uint32_t)n;
+    b->data[b->len] = 0;
     return true;
+}
+
+bool
+kiln_buf_puts(kiln_ctx *ctx, struct kiln_buf *b, const char *s)
+{
+    return kiln_buf_put(ctx, b, s, strlen(s));
 }
 
 bool

@@ -85,6 +85,8 @@ struct kiln_buf {
     uint32_t len, cap;
 };
 bool kiln_buf_puts(kiln_ctx *ctx, struct kiln_buf *b, const char *s);
+/* n bytes (any bytes, NUL included); the buffer stays NUL-terminated after them. */
+bool kiln_buf_put(kiln_ctx *ctx, struct kiln_buf *b, const void *data, size_t n);
 bool kiln_buf_printf(kiln_ctx *ctx, struct kiln_buf *b, const char *fmt, ...) KILN_PRINTF(3, 4);
 
 /* ---- errors ---- */

@@ -1018,6 +1018,100 @@ test_cm_deterministic(void)
         kiln_feat_free(&F[i]);
 }
 
+/* A saved model loads into a fresh one that predicts exactly the same scores (the file keeps
+ * only the trees prediction uses); files that are not models, are cut short, are damaged or were
+ * trained on another feature count are refused with the name given, leaving the model as it
+ * was; an untrained model cannot be saved. The shipped model, when the build has one, loads. */
+static void
+test_cm_save_load(void)
+{
+    struct kiln_rng  r = kiln_rng_new(opt_seed() ^ 0x73617665ull);
+    uint32_t         n = 120;
+    struct kiln_feat F[120];
+    double           y[120], s1[120], s2[120];
+    synthetic(&r, n, F, y);
+    kiln_ctx               *ctx = kiln_ctx_new(NULL);
+    struct kiln_cost_model *a = kiln_cm_new(ctx, 3), *b = kiln_cm_new(ctx, 9);
+    struct kiln_buf         file = {0};
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cm_save(a, &file));
+    kiln_ctx_error_clear(ctx);
+    CHECK_EQ_INT(KILN_OK, kiln_cm_train(a, F, y, n));
+    CHECK_EQ_INT(KILN_OK, kiln_cm_save(a, &file));
+    CHECK(file.len > 40 && !memcmp(file.data, "kiln-cost-model 1 feat_dim=", 27));
+    CHECK_EQ_INT(KILN_OK, kiln_cm_load(b, file.data, file.len, "m.kcm"));
+    CHECK_EQ_INT(kiln_cm_rounds(a), kiln_cm_rounds(b));
+    CHECK_EQ_INT(KILN_OK, kiln_cm_predict(a, F, n, s1));
+    CHECK_EQ_INT(KILN_OK, kiln_cm_predict(b, F, n, s2));
+    uint32_t same = 0;
+    for (uint32_t i = 0; i < n; i++)
+        same += s1[i] == s2[i];
+    CHECK_EQ_INT(n, same);
+
+    /* bad files: b keeps its model */
+    struct kiln_cost_model *c = kiln_cm_new(ctx, 1);
+    char                   *bad = malloc(file.len + 64);
+    const char             *nl = memchr(file.data, '\n', file.len);
+    size_t                  head = (size_t)(nl - file.data) + 1;
+    struct {
+        const char *what, *text;
+        size_t      len;
+    } cases[] = {
+        {"not a model", "not a kiln cost model", 0},
+        {"cut short", "damaged model", head + (file.len - head) / 2},
+        {"damaged body", "damaged model", file.len},
+        {"other feature count", "trained on 999 features", 0},
+        {"damaged header", "damaged header", 0},
+    };
+    for (size_t k = 0; k < KILN_COUNTOF(cases); k++) {
+        size_t len = cases[k].len;
+        memcpy(bad, file.data, file.len);
+        if (k == 0) {
+            len = (size_t)snprintf(bad, 64, "PK\x03\x04 something else\n");
+        } else if (k == 2) {
+            for (size_t j = head; j < len; j += 7)
+                bad[j] = (char)0xff;
+        } else if (k == 3) {
+            len =
+                (size_t)snprintf(bad, 64, "kiln-cost-model 1 feat_dim=999 objective=0 rounds=5\n");
+            memcpy(bad + len, file.data + head, file.len - head);
+            len += file.len - head;
+        } else if (k == 4) {
+            len = (size_t)snprintf(bad, 64, "kiln-cost-model 1 feat_dim=%d objective=0 rounds=x\n",
+                                   KILN_FEAT_DIM);
+        }
+        enum kiln_status         st = kiln_cm_load(b, bad, len, "bad.kcm");
+        const struct kiln_error *e = kiln_ctx_error(ctx);
+        if (st != KILN_ERR_INVALID || !e || !strstr(e->msg, cases[k].text)
+            || !strstr(e->msg, "bad.kcm"))
+            harness_fail(__FILE__, __LINE__, "%s: status %d, message '%s'", cases[k].what, (int)st,
+                         e ? e->msg : "(none)");
+        kiln_ctx_error_clear(ctx);
+        CHECK_EQ_INT(KILN_OK, kiln_cm_predict(b, F, n, s2));
+        CHECK(s2[0] == s1[0]);
+    }
+    CHECK_EQ_INT(KILN_ERR_INVALID, kiln_cm_load_file(c, "/nonexistent/m.kcm"));
+    CHECK(strstr(kiln_ctx_error(ctx)->msg, "/nonexistent/m.kcm") != NULL);
+    kiln_ctx_error_clear(ctx);
+    CHECK(!kiln_cm_trained(c));
+
+    size_t               slen = 0;
+    const unsigned char *shipped = kiln_cm_shipped(&slen);
+    printf("shipped cost model: %zu bytes\n", slen);
+    if (shipped) {
+        CHECK_EQ_INT(KILN_OK, kiln_cm_load(c, shipped, slen, "the shipped cost model"));
+        CHECK(kiln_cm_trained(c));
+    } else {
+        CHECK_EQ_INT(0, (int)slen);
+    }
+    free(bad);
+    kiln_cm_free(a);
+    kiln_cm_free(b);
+    kiln_cm_free(c);
+    kiln_ctx_free(ctx);
+    for (uint32_t i = 0; i < n; i++)
+        kiln_feat_free(&F[i]);
+}
+
 /* Programs of 20-22 rows each, as lowered convolutions have (one row per store, boundary
  * partitions included), whose rows share the program's knobs (the first columns, which set the
  * throughput) and differ in the rest. Pack-sum training once diverged on such programs: a leaf
@@ -1694,6 +1788,7 @@ main(int argc, char **argv)
         {"feat_gpu_distinct", test_feat_gpu_distinct},
         {"cm_errors", test_cm_errors},
         {"cm_deterministic", test_cm_deterministic},
+        {"cm_save_load", test_cm_save_load},
         {"cm_many_rows", test_cm_many_rows},
         {"cm_rank_correlation", test_cm_rank_correlation},
         {"cm_train_time", test_cm_train_time},
