@@ -38,8 +38,10 @@ struct cm_set {
     const struct kiln_costmodel_opts *o;
     struct cm_workload               *w;
     uint32_t                          n, cap;
-    uint32_t    skipped; /* records whose schedule did not lower on the graph */
-    const char *want;    /* canonical target wanted, or NULL */
+    uint32_t           skipped;  /* records whose schedule did not lower on the graph */
+    const char        *want;     /* canonical target wanted, or NULL */
+    const char        *host_str; /* this machine's canonical target */
+    struct kiln_target host;
 };
 
 static void
@@ -122,7 +124,9 @@ add_graph(void *ud, const struct kiln_db_graph *g)
                            gw->db, w->key, why);
         return false;
     }
-    kiln_hw_from_target(&tgt, &w->hw);
+    /* a target string does not carry the cache sizes (nor the cores) that a tuner on the host
+     * featurised with: records of this machine get its own, as its tuner saw them */
+    kiln_hw_from_target(!strcmp(w->target, s->host_str) ? &s->host : &tgt, &w->hw);
     s->n++;
     return true;
 }
@@ -208,6 +212,9 @@ collect(kiln_ctx *ctx, const char *const *dbs, uint32_t ndb, const struct kiln_c
     s->o = o;
     if (!ndb)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "costmodel", "no records database given");
+    KILN_TRY(kiln_cg_target_parse(ctx, "llvm", &s->host));
+    if (!(s->host_str = kiln_cg_target_str(ctx, &s->host)))
+        return ctx->err.status;
     if (o->target) {
         struct kiln_target tgt;
         KILN_TRY(kiln_cg_target_parse(ctx, o->target, &tgt));
