@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- the data: workloads and their programs ---- */
@@ -482,6 +483,7 @@ kiln_costmodel_save_file(kiln_ctx *ctx, const struct kiln_cost_model *m, const c
     if (fd < 0)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "costmodel", "cannot write %s: %s", path,
                          strerror(errno));
+    (void)fchmod(fd, 0644); /* mkstemp makes it 0600; a model is no secret */
     FILE *f = fdopen(fd, "wb");
     bool  ok = f && fwrite(buf.data, 1, buf.len, f) == buf.len;
     int   err = errno;
