@@ -279,13 +279,13 @@ def run_tool(cmd, what, timeout_s=None):
     Returns (stdout, stopped by the time limit, the last progress line of kiln tune)."""
     log("$ " + " ".join(cmd))
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    last = [""]
+    last = ["", ""]  # the last progress line, the last other line
 
     def pump():
         for line in p.stderr:
             sys.stderr.write(line)
-            if line.startswith("trials "):
-                last[0] = line.strip()
+            if line.strip():
+                last[0 if line.startswith("trials ") else 1] = line.strip()
     th = threading.Thread(target=pump, daemon=True)
     th.start()
     stopped = False
@@ -301,7 +301,8 @@ def run_tool(cmd, what, timeout_s=None):
     p.stdout.close()
     p.stderr.close()
     if p.returncode != 0 and not stopped:
-        raise BenchError("%s failed (exit %d): %s" % (what, p.returncode, " ".join(cmd)))
+        raise BenchError("%s failed (exit %d): %s: %s" % (what, p.returncode, " ".join(cmd),
+                                                          last[1]))
     return out, stopped, last[0]
 
 
@@ -435,7 +436,8 @@ def start_child(ctx, spec):
 
 
 def recv(ch, timeout_s=3600):
-    label = "%s (%d thread%s)" % (ch["spec"]["engine"], ch["spec"]["threads"],
+    label = "%s (%d thread%s)" % (ch["spec"].get("label", ch["spec"]["engine"]),
+                                 ch["spec"]["threads"],
                                  "" if ch["spec"]["threads"] == 1 else "s")
     if not ch["conn"].poll(timeout_s):
         raise BenchError("%s: no answer from its process in %d s" % (label, timeout_s))

@@ -114,6 +114,8 @@ bool npy_read(const char *path, struct npy_array *out, char *err, size_t errsize
 /* Parses an in-memory .npy image (npy_read's work after reading the file). */
 bool npy_parse(const unsigned char *buf, size_t len, struct npy_array *out, char *err,
                size_t errsize);
+/* Writes a little-endian f64 .npy file: to a temporary file beside path, renamed into place, so
+ * path is either the old file or the whole new one. */
 bool npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *data, char *err,
                    size_t errsize);
 

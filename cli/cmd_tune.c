@@ -1,9 +1,11 @@
 /* cli/cmd_tune.c -- `kiln tune FILE.kg --trials N --db FILE.db [--target T] [--strategy S] ...`:
  * tunes every task of the graph through the public API (kiln_graph_tune), printing a live
  * progress line; Ctrl-C (SIGINT/SIGTERM/SIGHUP) stops after the measurement in flight, and a later
- * run with the same database continues where it stopped. */
+ * run with the same database continues where it stopped. The per-user records cache
+ * (cli/cache.c) is read and written unless switched off; --time bounds the run in time. */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -16,19 +18,26 @@ static const char usage[] =
     "                 [--batch N] [--population N] [--seed S] [--repeat N] [--min-repeat-ms MS]\n"
     "                 [--timeout S] [--threads N] [--flush-cache | --flush-weights]\n"
     "                 [--build-workers N] [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
+    "                 [--time DURATION] [--cache PATH | --no-cache]\n"
     "                 [--no-simplify] [--no-channels-last] [--no-winograd] [--dump-after PASS]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
     "XGBoost cost model, then Droplet coordinate descent) and stores every measured program in\n"
     "the records database (default kiln.db). --trials (default 1000) counts the records already\n"
-    "in the database, so an interrupted run resumes where it stopped. --strategy picks the\n"
+    "in the database, so an interrupted run resumes where it stopped. --time DURATION (90s,\n"
+    "10m, 1h or seconds) stops starting rounds when the time is spent, the measurement in\n"
+    "flight finishing; with --trials too, whichever comes first; --time alone sets no trial\n"
+    "limit. The task scheduler gives each round to the task whose tuning most reduces the\n"
+    "estimated latency of the whole model, and a run ends early when every task has\n"
+    "converged. --strategy picks the\n"
     "search: Ansor then Droplet after --droplet-after programs of a task (default 300), Ansor\n"
     "alone, or Droplet alone. Candidates are measured in worker processes: --repeat timed\n"
     "repeats (median) of at least --min-repeat-ms each, killed after --timeout seconds,\n"
     "outputs checked against the reference; --flush-weights evicts each candidate's weights\n"
     "(and the buffers prepared from them) from the caches before every timed call, as they are\n"
     "when a whole network runs, --flush-cache evicts everything. --log streams one JSON line\n"
-    "per measurement; --curves writes a CSV tuning curve per task and curves.svg. `kiln\n"
+    "per measurement; --curves writes a CSV tuning curve per task and curves.svg, and the\n"
+    "whole model's estimated latency against time in model.csv and model.svg. `kiln\n"
     "compile FILE.kg --db FILE.db` then applies the best records. FILE may be an ONNX model:\n"
     "it goes through the graph pipeline first, as `kiln compile` does (--no-simplify: tune it\n"
     "as imported; --no-channels-last, --no-winograd: that pass off; compile it the same way;\n"
@@ -39,7 +48,14 @@ static const char usage[] =
     "memory) timed on CUDA device 0 with CUDA events; -arch defaults to the device's. It needs\n"
     "a CUDA driver and device: without them kiln tune fails before it opens the database.\n"
     "Records are stored under the target, so `kiln compile --target cuda --db FILE.db`\n"
-    "applies them.\n";
+    "applies them.\n"
+    "\n"
+    "Records cache: every record is also stored in the per-user records cache, which any\n"
+    "model's tuning and compiling read: a task already tuned in another model starts from\n"
+    "its cached records (copied into --db, not counted in --trials). --cache PATH moves it,\n"
+    "--no-cache switches it off; else $KILN_CACHE (\"off\" or empty: none), else\n"
+    "$XDG_CACHE_HOME/kiln/records.db, else ~/.cache/kiln/records.db. A cache that cannot be\n"
+    "used is one warning; tuning goes on with --db alone.\n";
 
 static volatile int          stop_flag;
 static volatile sig_atomic_t stop_signal; /* the signal that stopped the run, for the exit code */
@@ -77,8 +93,12 @@ progress(void *ud, const struct kiln_tune_progress *p)
         snprintf(lat, sizeof lat, "%.3f ms", p->est_latency_s * 1e3);
     else
         snprintf(lat, sizeof lat, "%.1f us", p->est_latency_s * 1e6);
-    fprintf(stderr, "%strials %u/%u  latency %s  elapsed %s  ETA %s  |", ui->tty ? "\r\033[K" : "",
-            p->trials_done, p->trials_total, lat, el, eta);
+    if (p->trials_total == UINT32_MAX) /* --time alone */
+        fprintf(stderr, "%strials %u  latency %s  elapsed %s  left %s  |",
+                ui->tty ? "\r\033[K" : "", p->trials_done, lat, el, eta);
+    else
+        fprintf(stderr, "%strials %u/%u  latency %s  elapsed %s  ETA %s  |",
+                ui->tty ? "\r\033[K" : "", p->trials_done, p->trials_total, lat, el, eta);
     for (uint32_t i = 0; i < p->ntask && i < 8; i++) {
         const struct kiln_tune_task_status *t = &p->task[i];
         fprintf(stderr, " t%u %.1f GFLOP/s %s", i,
@@ -88,6 +108,33 @@ progress(void *ud, const struct kiln_tune_progress *p)
         fprintf(stderr, " ... (%u tasks)", p->ntask);
     fputs(ui->tty ? "" : "\n", stderr);
     fflush(stderr);
+}
+
+/* The library's warnings (an unusable records cache), one line each. */
+static void
+warning(void *ud, const char *msg)
+{
+    struct prog_ui *ui = ud;
+    fprintf(stderr, "%skiln tune: warning: %s\n", ui->tty && !ui->quiet ? "\r\033[K" : "", msg);
+}
+
+/* A duration: seconds, or a number followed by s, m or h (90s, 10m, 1.5h); positive. */
+static bool
+duration(const char *v, double *out)
+{
+    char *end;
+    if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.')) /* no sign, space, inf or nan */
+        return false;
+    *out = strtod(v, &end);
+    if (end == v || (end[0] && end[1]))
+        return false;
+    if (*end == 'm')
+        *out *= 60;
+    else if (*end == 'h')
+        *out *= 3600;
+    else if (*end && *end != 's')
+        return false;
+    return *out > 0 && *out < 1e9;
 }
 
 static bool
@@ -118,12 +165,13 @@ cmd_tune(int argc, char **argv)
     struct kiln_tune_params p = {0};
     struct prog_ui          ui = {false, isatty(2) != 0};
     struct cli_passes       passes = {0, -1};
+    struct cli_cache_opt    cache = {0};
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
     static const char *const valued[] = {
-        "--trials",  "--db",         "--target",        "--strategy", "--droplet-after",
-        "--batch",   "--population", "--seed",          "--repeat",   "--min-repeat-ms",
-        "--timeout", "--threads",    "--build-workers", "--log",      "--curves"};
+        "--trials",        "--db",   "--target", "--strategy",      "--droplet-after", "--batch",
+        "--population",    "--seed", "--repeat", "--min-repeat-ms", "--timeout",       "--threads",
+        "--build-workers", "--log",  "--curves", "--time"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         uint64_t    v = 0;
@@ -134,6 +182,10 @@ cmd_tune(int argc, char **argv)
         }
         int pr = cli_passes_arg("tune", argc, argv, &i, &passes);
         if (pr < 0)
+            return -pr;
+        if (pr)
+            continue;
+        if ((pr = cli_cache_arg("tune", argc, argv, &i, &cache)) < 0)
             return -pr;
         if (pr)
             continue;
@@ -188,6 +240,12 @@ cmd_tune(int argc, char **argv)
             if (!real("tune", a, val, &d))
                 return 2;
             p.run_timeout_s = d;
+        } else if (!strcmp(a, "--time")) {
+            if (!duration(val, &p.time_budget_s))
+                return cli_usage_error("tune",
+                                       "--time needs a duration such as 90s, 10m, 1h or plain "
+                                       "seconds, got '%s'",
+                                       val);
         } else if (!strcmp(a, "--log")) {
             log_path = val;
         } else if (!strcmp(a, "--curves")) {
@@ -232,6 +290,15 @@ cmd_tune(int argc, char **argv)
     p.log = log;
     p.progress = progress;
     p.progress_ud = &ui;
+    p.warning = warning;
+    p.cache_path = cli_records_cache(&cache);
+    if (p.cache_path && !cli_records_cache_mkdir(p.cache_path)) {
+        fprintf(stderr,
+                "kiln tune: warning: records cache %s: cannot create its directory: %s; "
+                "tuning goes on with the records database only\n",
+                p.cache_path, strerror(errno));
+        p.cache_path = NULL;
+    }
     p.stop = &stop_flag;
     /* SIGHUP too: a closed terminal must not kill the run mid-measurement, leaving its
      * temporary directories behind */

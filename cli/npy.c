@@ -22,6 +22,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_NUMEL ((int64_t)1 << 40)
 
@@ -357,9 +359,27 @@ npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *da
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++)
         numel *= shape[i];
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return fail(err, errsize, "%s", strerror(errno));
+    /* written to a temporary file beside path and renamed into place: an interrupted or
+     * failed write never leaves a truncated array under the name */
+    size_t plen = strlen(path);
+    char  *tmp = malloc(plen + 8);
+    if (!tmp)
+        return fail(err, errsize, "%s", strerror(ENOMEM));
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".XXXXXX", 8);
+    int    fd = mkstemp(tmp);
+    mode_t um = umask(0);
+    umask(um);
+    FILE *f = fd >= 0 && fchmod(fd, 0666 & ~um) == 0 ? fdopen(fd, "wb") : NULL; /* as fopen's */
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return fail(err, errsize, "%s", strerror(e));
+    }
     unsigned char pre[10] = {
         0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(n & 0xff), (unsigned char)(n >> 8)};
     bool          ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, n, f) == n;
@@ -379,6 +399,13 @@ npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *da
         ok = false;
         saved = errno;
     }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok)
+        unlink(tmp);
+    free(tmp);
     if (!ok)
         return fail(err, errsize, "write failed: %s", strerror(saved));
     return true;

@@ -559,14 +559,49 @@ emit_parallel(struct cg *cg, const struct kiln_stmt *s)
  * nothing is claimed between accesses of different statements, where bytes are reused (an
  * access with no scope in a domain is not separated by that domain). */
 
+static uint32_t
+view_slot(LLVMValueRef p, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 40) & (cap - 1);
+}
+
+/* Records p as a view of buffer b (a hash by pointer: a scan of every buffer per access made
+ * code generation quadratic in the graph). */
+static void
+set_view(struct cg *cg, uint32_t b, LLVMValueRef p)
+{
+    if (2 * (cg->nview + 1) > cg->vcap) {
+        uint32_t        cap = cg->vcap ? 2 * cg->vcap : 64;
+        struct cg_view *tab = kiln_arena_alloc(cg->ctx, sizeof *tab * cap); /* zeroed */
+        if (!tab) {
+            cg->failed = true;
+            return;
+        }
+        for (uint32_t i = 0; i < cg->vcap; i++)
+            if (cg->vtab[i].p) {
+                uint32_t h = view_slot(cg->vtab[i].p, cap);
+                while (tab[h].p)
+                    h = (h + 1) & (cap - 1);
+                tab[h] = cg->vtab[i];
+            }
+        cg->vtab = tab;
+        cg->vcap = cap;
+    }
+    uint32_t h = view_slot(p, cg->vcap);
+    while (cg->vtab[h].p && cg->vtab[h].p != p)
+        h = (h + 1) & (cg->vcap - 1);
+    cg->nview += !cg->vtab[h].p;
+    cg->vtab[h] = (struct cg_view){p, b};
+}
+
 /* The planned buffer whose view p is derived from by GEPs, or KILN_NONE. */
 static uint32_t
 view_of(const struct cg *cg, LLVMValueRef p)
 {
-    for (int depth = 0; p && depth < 8; depth++) {
-        for (uint32_t b = 0; b < cg->f->nbuf; b++)
-            if (cg->view[b] == p)
-                return b;
+    for (int depth = 0; p && cg->vcap && depth < 8; depth++) {
+        for (uint32_t h = view_slot(p, cg->vcap); cg->vtab[h].p; h = (h + 1) & (cg->vcap - 1))
+            if (cg->vtab[h].p == p)
+                return cg->vtab[h].b;
         if (!LLVMIsAGetElementPtrInst(p))
             return KILN_NONE;
         p = LLVMGetOperand(p, 0);
@@ -667,19 +702,18 @@ emit_root(struct cg *cg, const struct kiln_stmt *s)
     char nm[32];
     snprintf(nm, sizeof nm, "kiln.ws.%u", cg->nroot);
     LLVMMetadataRef dom_id = LLVMMDStringInContext2(cg->lc, nm, strlen(nm));
-    struct scopes   S = {.domain = LLVMMDNodeInContext2(cg->lc, &dom_id, 1),
-                         .scope =
-                             kiln_arena_alloc(cg->ctx, sizeof(LLVMMetadataRef) * (cg->f->nbuf + 1)),
-                         .used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (cg->f->nbuf + 1)),
-                         .k_scope = LLVMGetMDKindIDInContext(cg->lc, "alias.scope", 11),
-                         .k_noalias = LLVMGetMDKindIDInContext(cg->lc, "noalias", 7)};
-    if (!S.scope || !S.used) {
-        cg->failed = true;
-        return;
-    }
+    /* the per-buffer arrays are cg's, cleared after use: one pair per root statement made
+     * memory quadratic in the graph (20,000 statements took 7 GB) */
+    struct scopes S = {.domain = LLVMMDNodeInContext2(cg->lc, &dom_id, 1),
+                       .scope = cg->scope,
+                       .used = cg->scope_used,
+                       .k_scope = LLVMGetMDKindIDInContext(cg->lc, "alias.scope", 11),
+                       .k_noalias = LLVMGetMDKindIDInContext(cg->lc, "noalias", 7)};
     each_inst_since(cg, m, collect_access, &S);
     if (S.nused > 1) /* one buffer alone needs no scope */
         each_inst_since(cg, m, tag_access, &S);
+    for (uint32_t i = 0; i < S.nused; i++)
+        S.scope[S.used[i]] = NULL;
     cg->nroot++;
 }
 
@@ -746,6 +780,111 @@ emit_phased(struct cg *cg, const struct kiln_stmt *s)
     LLVMPositionBuilderAtEnd(cg->b, skip);
 }
 
+/* ---- parts ----
+ *
+ * LLVM's optimiser is superlinear in the size of one function (dominator trees, SCEV's guard
+ * search, the vectoriser's register pressure), and kiln_body inlined into kiln_kernel holds
+ * every loop nest of the graph: a chain of 1,000 statements took 4.6 s and 2,000 took 26 s.
+ * So when the root has more than PART_ROOTS statements, every PART_ROOTS of them go into a
+ * function of their own, `kiln_body.partN(params..., workspace[, phase, prepared])`, never
+ * inlined, called in order by kiln_body, whose status it checks. A part rebuilds the views of
+ * the planned buffers from its own workspace (and prepared area) parameter; it cannot reach a
+ * root temporary of another kind (a heap or stack allocation of kiln_body's: memory planning
+ * off), so such functions stay whole. Graphs of up to PART_ROOTS root statements (every tuned
+ * kernel) are emitted exactly as before. */
+#define PART_ROOTS 32
+
+/* Whether every buffer of the ALLOC chain above the root lives in the workspace or in the
+ * prepared area, so that a part can rebuild its pointer. */
+static bool
+parts_possible(const struct cg *cg, const struct kiln_stmt *s)
+{
+    if (s != cg->root || s->kind != KILN_STMT_SEQ || s->u.seq.n <= PART_ROOTS || !cg->fn.ws)
+        return false;
+    for (uint32_t b = 0; b < cg->f->nbuf; b++)
+        if (cg->top[b] && cg->f->buf[b].ws_offset < 0 && cg->f->buf[b].prep_offset < 0)
+            return false;
+    return true;
+}
+
+static void
+emit_parts(struct cg *cg, const struct kiln_stmt *s)
+{
+    const struct kiln_func *f = cg->f;
+    bool                    phased = cg->fn.prep != NULL;
+    uint32_t                np = f->nparam + 1 + (phased ? 2 : 0);
+    LLVMTypeRef            *pt = kiln_arena_alloc(cg->ctx, sizeof(LLVMTypeRef) * np);
+    LLVMValueRef           *args = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * np);
+    if (!pt || !args) {
+        cg->failed = true;
+        return;
+    }
+    for (uint32_t i = 0; i < np; i++)
+        pt[i] = cg->t_ptr;
+    for (uint32_t i = 0; i < f->nparam; i++)
+        args[i] = cg->fn.bufptr[f->param[i]];
+    args[f->nparam] = cg->fn.ws;
+    if (phased) {
+        pt[f->nparam + 1] = cg->t_i32;
+        args[f->nparam + 1] = cg->fn.phase;
+        args[f->nparam + 2] = cg->fn.prep;
+    }
+    LLVMTypeRef  ty = LLVMFunctionType(cg->t_i32, pt, np, 0);
+    struct cg_fn body = cg->fn;
+    for (uint32_t first = 0; first < s->u.seq.n && !cg->failed; first += PART_ROOTS) {
+        char name[48];
+        snprintf(name, sizeof name, "kiln_body.part%u", first / PART_ROOTS);
+        LLVMValueRef fn = LLVMAddFunction(cg->mod, name, ty);
+        LLVMSetLinkage(fn, LLVMInternalLinkage);
+        fn_attrs(cg, fn, false);
+        enum_attr(cg, fn, LLVMAttributeFunctionIndex, "noinline", 0);
+        for (uint32_t i = 0; i < f->nparam; i++)
+            ptr_param_attrs(cg, fn, i + 1, f->param[i]);
+        unsigned at = f->nparam + 1;
+        enum_attr(cg, fn, at, "noalias", 0);
+        enum_attr(cg, fn, at, "nonnull", 0);
+        enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
+        enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->ws_bytes);
+        if (phased) {
+            at = f->nparam + 3;
+            enum_attr(cg, fn, at, "noalias", 0);
+            enum_attr(cg, fn, at, "nonnull", 0);
+            enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
+            enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->prep_bytes);
+        }
+        LLVMBasicBlockRef resume = LLVMGetInsertBlock(cg->b);
+        if (!begin_fn(cg, fn))
+            return;
+        for (uint32_t i = 0; i < f->nparam; i++)
+            cg->fn.bufptr[f->param[i]] = LLVMGetParam(fn, i);
+        cg->fn.ws = LLVMGetParam(fn, f->nparam);
+        if (phased) {
+            cg->fn.phase = LLVMGetParam(fn, f->nparam + 1);
+            cg->fn.prep = LLVMGetParam(fn, f->nparam + 2);
+        }
+        for (uint32_t b = 0; b < f->nbuf; b++) {
+            if (!cg->top[b])
+                continue;
+            const struct kiln_buffer *bf = &f->buf[b];
+            bool                      ws = bf->ws_offset >= 0;
+            LLVMValueRef              off = cg_const_i64(cg, ws ? bf->ws_offset : bf->prep_offset);
+            cg->fn.bufptr[b] =
+                LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, ws ? cg->fn.ws : cg->fn.prep, &off, 1, "");
+            set_view(cg, b, cg->fn.bufptr[b]);
+        }
+        for (uint32_t k = first; k < s->u.seq.n && k < first + PART_ROOTS && !cg->failed; k++)
+            emit_phased(cg, s->u.seq.item[k]);
+        if (cg->failed)
+            return;
+        LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
+        cg->fn = body;
+        LLVMPositionBuilderAtEnd(cg->b, resume);
+        LLVMValueRef st = LLVMBuildCall2(cg->b, ty, fn, args, np, "");
+        error_exit_if(cg, LLVMBuildICmp(cg->b, LLVMIntNE, st, LLVMConstInt(cg->t_i32, 0, 0), ""),
+                      st);
+    }
+}
+
 /* ---- other statements ---- */
 
 static void
@@ -773,7 +912,7 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         }
         LLVMValueRef off = cg_const_i64(cg, bf->prep_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.prep, &off, 1, "");
-        cg->view[b] = cg->fn.bufptr[b];
+        set_view(cg, b, cg->fn.bufptr[b]);
         cg_emit_stmt(cg, s->u.alloc.body);
         cg->fn.bufptr[b] = NULL;
         return;
@@ -786,7 +925,7 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
         }
         LLVMValueRef off = cg_const_i64(cg, bf->ws_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.ws, &off, 1, "");
-        cg->view[b] = cg->fn.bufptr[b];
+        set_view(cg, b, cg->fn.bufptr[b]);
         cg_emit_stmt(cg, s->u.alloc.body);
         cg->fn.bufptr[b] = NULL;
         return;
@@ -929,6 +1068,10 @@ cg_emit_stmt(struct cg *cg, const struct kiln_stmt *s)
         emit_store(cg, s);
         return;
     case KILN_STMT_SEQ:
+        if (parts_possible(cg, s)) {
+            emit_parts(cg, s);
+            return;
+        }
         if (s == cg->root && (cg->fn.ws || cg->fn.prep)) {
             for (uint32_t i = 0; i < s->u.seq.n && !cg->failed; i++)
                 emit_phased(cg, s->u.seq.item[i]);
@@ -1138,8 +1281,9 @@ emit_functions(struct cg *cg)
             cg->top[cg->root->u.alloc.buf] = true;
         cg->root = cg->root->u.alloc.body;
     }
-    cg->view = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nbuf + 1));
-    if (!cg->view) {
+    cg->scope = kiln_arena_alloc(cg->ctx, sizeof(LLVMMetadataRef) * (f->nbuf + 1));
+    cg->scope_used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    if (!cg->scope || !cg->scope_used) {
         cg->failed = true;
         return;
     }

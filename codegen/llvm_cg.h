@@ -54,6 +54,12 @@ struct cg_fn {
     LLVMValueRef      phase; /* i32 KILN_ABI_PHASE_* bits (with prep) */
 };
 
+/* A view of a planned (workspace or prepared) buffer: the pointer its ALLOC bound. */
+struct cg_view {
+    LLVMValueRef p; /* NULL = empty slot */
+    uint32_t     b;
+};
+
 struct cg {
     kiln_ctx                    *ctx;
     const struct kiln_func      *f;
@@ -70,10 +76,13 @@ struct cg {
     uint32_t                     lanes; /* 0 = scalar code, else inside a SIMD loop */
     LLVMValueRef                 mask;  /* <lanes x i1> of active lanes; NULL = all */
     uint32_t                     nparallel;
-    const struct kiln_stmt      *root;  /* the root statements (below the ALLOC chain) */
-    LLVMValueRef                *view;  /* per buffer: its workspace view in kiln_body, or NULL */
-    uint32_t                     nroot; /* root statements tagged so far */
-    bool                        *top;   /* per buffer: allocated in the ALLOC chain above root */
+    const struct kiln_stmt      *root; /* the root statements (below the ALLOC chain) */
+    struct cg_view              *vtab; /* views of planned buffers by pointer (open addressing) */
+    uint32_t                     vcap, nview;
+    LLVMMetadataRef             *scope; /* per buffer: its scope in the root statement, or NULL */
+    uint32_t                    *scope_used; /* the buffers with a scope there */
+    uint32_t                     nroot;      /* root statements tagged so far */
+    bool                        *top;      /* per buffer: allocated in the ALLOC chain above root */
     bool                         in_phase; /* emitting the root statement itself (emit_phased) */
     bool                         failed;
 };

@@ -271,7 +271,10 @@ onnx_op_variadic(struct onnx_imp *m)
         return onnx_set_output(
             m, 0, onnx_reshape(m, onnx_out0(m), t, onnx_vrank(m, a), onnx_vshape(m, a)));
     for (uint32_t i = 1; i < m->nin; i++) {
-        const char *nm = i + 1 == m->nin ? onnx_out0(m) : onnx_suffixed(m, onnx_out0(m), "part");
+        /* a name of its own per part: one suffix for all made every part probe the
+         * names taken by the earlier ones (quadratic in the inputs) */
+        const char *nm = i + 1 == m->nin ? onnx_out0(m)
+                                         : kiln_arena_printf(m->ctx, "%s_part%u", onnx_out0(m), i);
         t = onnx_lib2(m, m->op->kop, nm, t, onnx_tensor(m, m->in[i]));
     }
     return onnx_set_output(m, 0, t);

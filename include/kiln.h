@@ -268,7 +268,9 @@ struct kiln_tune_params {      /* zero fields take the defaults given */
                                 * driver or device: KILN_ERR_UNSUPPORTED "no CUDA driver (...)"
                                 * or "no CUDA device (...)", the database untouched */
     const char *db_path;       /* required; created if absent */
-    uint32_t    trials;        /* measured programs over all tasks, database included: 1000 */
+    uint32_t    trials;        /* measured programs over all tasks, database included (records
+                                * taken from the cache excepted): 1000; with time_budget_s and
+                                * no trials, unbounded */
     const char *strategy;      /* "ansor+droplet" (default), "ansor", "droplet" */
     uint32_t    droplet_after; /* programs of a task measured before Droplet starts: 300 */
     uint32_t    batch;         /* programs measured per round: 16 */
@@ -284,7 +286,16 @@ struct kiln_tune_params {      /* zero fields take the defaults given */
                                 * staying warm: how a kernel runs inside a whole network */
     uint32_t    build_workers; /* candidates compiled in parallel: 0 = cores */
     FILE       *log;           /* a JSON line per measurement, or NULL */
-    const char *curve_dir;     /* tuning curves (CSV per task, curves.svg), or NULL */
+    const char *curve_dir;     /* tuning curves (CSV per task, curves.svg; the whole model's
+                                * estimated latency vs time: model.csv, model.svg), or NULL */
+    const char *cache_path;    /* records cache shared by tuning runs of any model, or NULL:
+                                * every record stored in db_path is stored here too, and a task
+                                * whose workload key has records here for the target starts from
+                                * them (copied into db_path; they do not count in trials). An
+                                * unusable cache is one warning and tuning goes on without it */
+    double time_budget_s;      /* > 0: no round starts once this many seconds have passed (the
+                                * round in flight finishes); with trials, whichever comes first */
+    void (*warning)(void *ud, const char *msg); /* called with progress_ud; NULL = stderr */
     void (*progress)(void *ud, const struct kiln_tune_progress *p);
     void         *progress_ud;
     volatile int *stop; /* set nonzero (e.g. from a signal handler) to stop early */

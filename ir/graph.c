@@ -107,6 +107,41 @@ kiln_tensor_numel(const struct kiln_tensor *t)
 
 #define MAX_NUMEL ((int64_t)1 << 40)
 
+/* ---- tensors by name: linear probing over a power-of-two table at most half full ---- */
+
+static uint32_t
+byname_hash(uint32_t sym, uint32_t cap)
+{
+    return (uint32_t)(((uint64_t)sym * 0x9E3779B97F4A7C15ull) >> 40) & (cap - 1);
+}
+
+static void
+byname_put(uint32_t *tab, uint32_t cap, uint32_t sym, uint32_t id)
+{
+    uint32_t h = byname_hash(sym, cap);
+    while (tab[h])
+        h = (h + 1) & (cap - 1);
+    tab[h] = id + 1;
+}
+
+/* Indexes tensor id (already in g->tensor), growing the table first when needed. */
+static bool
+byname_add(struct kiln_graph *g, uint32_t id)
+{
+    if (2 * (uint64_t)g->ntensor > g->capbyname) {
+        uint32_t  cap = g->capbyname ? 2 * g->capbyname : 64;
+        uint32_t *tab = kiln_arena_alloc(g->ctx, sizeof(uint32_t) * cap); /* zeroed */
+        if (!tab)
+            return false;
+        for (uint32_t i = 0; i < id; i++)
+            byname_put(tab, cap, g->tensor[i].name, i);
+        g->byname = tab; /* the old table is abandoned to the arena, as vectors are */
+        g->capbyname = cap;
+    }
+    byname_put(g->byname, g->capbyname, g->tensor[id].name, id);
+    return true;
+}
+
 uint32_t
 kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt, uint32_t ndim,
                       const int64_t *shape, enum kiln_tensor_kind kind)
@@ -155,7 +190,7 @@ kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt
     if (!kiln_ok(ctx))
         return KILN_NONE;
     uint32_t id = g->ntensor;
-    if (!KILN_VEC_PUSH(ctx, g->tensor, g->ntensor, g->captensor, t))
+    if (!KILN_VEC_PUSH(ctx, g->tensor, g->ntensor, g->captensor, t) || !byname_add(g, id))
         return KILN_NONE;
     if (kind != KILN_TENSOR_OP && !KILN_VEC_PUSH(ctx, g->arg, g->narg, g->caparg, id))
         return KILN_NONE;
@@ -167,10 +202,15 @@ kiln_graph_find(const struct kiln_graph *g, const char *name)
 {
     /* compare interned ids, not strings (interning an unknown name is harmless) */
     uint32_t sym = kiln_sym_cstr(g->ctx, name);
-    for (uint32_t i = 0; sym && i < g->ntensor; i++)
-        if (g->tensor[i].name == sym)
-            return i;
-    return KILN_NONE;
+    if (!sym || !g->capbyname)
+        return KILN_NONE;
+    for (uint32_t h = byname_hash(sym, g->capbyname);; h = (h + 1) & (g->capbyname - 1)) {
+        uint32_t t = g->byname[h];
+        if (!t)
+            return KILN_NONE;
+        if (g->tensor[t - 1].name == sym)
+            return t - 1;
+    }
 }
 
 const char *

@@ -15,16 +15,17 @@
  *
  * Semantics (operators and casts are ir/scalar.h's, shared with the loop-nest interpreter and
  * the builders' folding). Floats (f16, bf16, f32, f64) are computed in double with no rounding
- * to their dtype. Integers (i8, i32, i64) and bool are computed in int64 and wrapped to the
- * node's dtype after every operation, on cast and on store (as generated code does; for + - * this
- * equals wrapping once at the end). floordiv/floormod round toward -inf; a zero divisor is an
- * error. Comparisons give 0/1; min and max propagate NaN. Casts: float -> int truncates toward zero
- * and saturates to the target's range (NaN gives 0), like LLVM's fptosi.sat; int -> int wraps;
- * any -> bool is `!= 0`. Integer and bool tensors hold integral doubles; a load converts with
- * the same truncating cast. Reductions start from 0 (sum), -inf (max) or +inf (min) and
- * combine in the order of the reduction points (row-major). Every load is bounds-checked
- * against the tensor's shape; a violation is KILN_ERR_INVALID naming the op's output, the
- * tensor, the index and the shape. */
+ * to their dtype, except that a value an f32 tensor stores beyond the f32 range becomes +-inf,
+ * as in compiled code (so a correct f32 overflow checks against this oracle). Integers (i8, i32,
+ * i64) and bool are computed in int64 and wrapped to the node's dtype after every operation, on
+ * cast and on store (as generated code does; for + - * this equals wrapping once at the end).
+ * floordiv/floormod round toward -inf; a zero divisor is an error. Comparisons give 0/1; min and
+ * max propagate NaN. Casts: float -> int truncates toward zero and saturates to the target's range
+ * (NaN gives 0), like LLVM's fptosi.sat; int -> int wraps; any -> bool is `!= 0`. Integer and bool
+ * tensors hold integral doubles; a load converts with the same truncating cast. Reductions start
+ * from 0 (sum), -inf (max) or +inf (min) and combine in the order of the reduction points
+ * (row-major). Every load is bounds-checked against the tensor's shape; a violation is
+ * KILN_ERR_INVALID naming the op's output, the tensor, the index and the shape. */
 #include "ir.h"
 
 #include <math.h>
@@ -556,7 +557,8 @@ eval_op(struct interp *in, uint32_t opi)
         } while (red != KILN_REDUCE_NONE && next_point(in->rv, op->rext, op->nred));
         if (!ok)
             break;
-        out[flat++] = kiln_dtype_is_float(dt) ? acc.f : (double)kiln_scalar_wrap(acc.i, dt);
+        out[flat++] = kiln_dtype_is_float(dt) ? kiln_scalar_held(acc.f, dt)
+                                              : (double)kiln_scalar_wrap(acc.i, dt);
         if (!next_point(in->ax, t->shape, t->ndim))
             break;
     }

@@ -344,15 +344,18 @@ struct kiln_graph {
     uint32_t            narg, caparg;
     uint32_t           *output;
     uint32_t            noutput, capoutput;
+    uint32_t           *byname; /* open addressing by name symbol: tensor id + 1, 0 = empty */
+    uint32_t            capbyname;
 };
 
 struct kiln_graph *kiln_graph_new(kiln_ctx *ctx); /* NULL on OOM (error recorded) */
 /* Adds a tensor; inputs and weights also become arguments. Fails on a duplicate name, a bad
  * dtype, more than KILN_MAX_DIMS dimensions, a non-positive extent or more than 2^40 elements.
  * Returns the tensor index, or KILN_NONE. */
-uint32_t    kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt,
-                                  uint32_t ndim, const int64_t *shape, enum kiln_tensor_kind kind);
-uint32_t    kiln_graph_find(const struct kiln_graph *g, const char *name); /* KILN_NONE if absent */
+uint32_t kiln_graph_add_tensor(struct kiln_graph *g, const char *name, enum kiln_dtype dt,
+                               uint32_t ndim, const int64_t *shape, enum kiln_tensor_kind kind);
+/* KILN_NONE if absent; constant time (a hash of the tensors by name, kept by add_tensor) */
+uint32_t    kiln_graph_find(const struct kiln_graph *g, const char *name);
 const char *kiln_graph_tensor_name(const struct kiln_graph *g, uint32_t t);
 /* Appends a compute definition of tensor out (kind KILN_TENSOR_OP, not yet defined). The body
  * dtype must equal the tensor's; reductions need a numeric dtype. names may be NULL. */

@@ -1294,7 +1294,8 @@ find_loadloc(const struct parser *p, uint32_t id)
     return NULL;
 }
 
-/* Every load outside a branch of select must stay inside its tensor. */
+/* Every load must stay inside its tensor; in a branch of select, under what the condition says
+ * about its indices (kiln_ir_find_oob). */
 static enum kiln_status
 check_bounds(struct parser *p, const struct stmt *s, const struct kiln_opdef *names, kiln_expr body,
              const int64_t *ext)
@@ -1316,7 +1317,7 @@ check_bounds(struct parser *p, const struct stmt *s, const struct kiln_opdef *na
     if (!oob.known)
         return perr(p, line, col,
                     "index %s of %s (dimension %u) has no static bound: clamp it with min/max or "
-                    "guard the load with select",
+                    "guard the load with select(0 <= index && index < extent, ...)",
                     text.data, name, oob.dim);
     return perr(p, line, col,
                 "index %s of %s (dimension %u) ranges over [%lld, %lld], outside [0, %lld]",

@@ -89,9 +89,11 @@ struct kiln_ir_range {
 void kiln_ir_infer_ranges(const struct kiln_graph *g, kiln_expr body, uint32_t nax, uint32_t nred,
                           struct kiln_ir_range *out);
 
-/* The first load of body outside a branch of select whose index dim may leave [0, extent)
- * when every variable k ranges over [0, ext[k]) (axes first, then reductions); the interval
- * is [lo, hi] when known. Returns false when every such load is in bounds. */
+/* The first load of body whose index dim may leave [0, extent) when every variable k ranges
+ * over [0, ext[k]) (axes first, then reductions), inside a branch of select as far as the
+ * select's condition does not bound it (comparisons of the index, or of a part of it, with
+ * constants); the interval is [lo, hi] when known. Returns false when every load is in
+ * bounds. */
 struct kiln_ir_oob {
     kiln_expr load;
     uint32_t  dim;

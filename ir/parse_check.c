@@ -8,10 +8,12 @@
  * give the range back. The bounds check walks the body as a tree, so a load shared between a
  * guarded and an unguarded place is checked; bodies built by the parser are trees in size (the
  * builders never duplicate), so the walk is linear in the text. Intervals are kiln_ival_exact's
- * (ir/arith.c): exact for + - * and for // and % by constants, conservative elsewhere;
- * anything that may overflow int64 is unknown, and an unknown index outside select is
- * reported. The statement sort is
- * here too: Kahn's algorithm with a min-heap, so text in dependency order keeps its order. */
+ * (ir/arith.c): exact for + - * and for // and % by constants, conservative elsewhere, and
+ * narrowed inside a branch of select by what its condition says about the index (below);
+ * anything that may overflow int64 is unknown, and an unknown index is reported, in a branch of
+ * select as anywhere else: a load the compiled code may execute out of range is an error,
+ * never garbage or a fault. The statement sort is here too: Kahn's algorithm with a min-heap,
+ * so text in dependency order keeps its order. */
 #include "parse.h"
 
 #include <string.h>
@@ -67,13 +69,41 @@ kiln_ir_infer_ranges(const struct kiln_graph *g, kiln_expr body, uint32_t nax, u
     kiln_expr_visit_loads(g->ctx, body, infer_load, &in);
 }
 
+/* What the conditions of the enclosing selects say about index expressions: in the first branch
+ * of select(c, a, b) c holds, in the second !c does, and each comparison of an expression with
+ * a constant in such a condition (through && in the first branch, || in the second, and !)
+ * bounds that expression -- the same node wherever it occurs, as expressions are hash-consed.
+ * Padding reads x[h + kh - 1] under 0 <= h + kh - 1 && h + kh - 1 < H this way. A stack: a
+ * branch pushes its facts and pops them when done. */
+#define OOB_MAX_FACTS 256
+
+struct oob_fact {
+    uint32_t         id;
+    struct kiln_ival iv;
+};
+
 /* Exact intervals (kiln_ival_exact, ir/arith.c) with axis k ranging over [0, ext[k]) and
- * reduction variable k over [0, ext[nax + k]); named variables have none. */
+ * reduction variable k over [0, ext[nax + k]), narrowed by the facts; named variables have
+ * none. */
 struct oob_env {
     struct kiln_ival_exact_env env;
     const int64_t             *ext;
     uint32_t                   nax, depth;
+    struct oob_fact           *fact;
+    uint32_t                   nfact;
 };
+
+static void
+oob_narrow(const struct oob_env *o, kiln_expr e, struct kiln_ival *iv)
+{
+    for (uint32_t i = 0; i < o->nfact; i++)
+        if (o->fact[i].id == e.id) {
+            if (o->fact[i].iv.lo > iv->lo)
+                iv->lo = o->fact[i].iv.lo;
+            if (o->fact[i].iv.hi < iv->hi)
+                iv->hi = o->fact[i].iv.hi;
+        }
+}
 
 static bool
 oob_var(void *ud, kiln_expr v, struct kiln_ival *out)
@@ -102,24 +132,85 @@ oob_sub(void *ud, kiln_expr e, struct kiln_ival *out)
     o->depth++;
     bool known = kiln_ival_exact(&o->env, e, out);
     o->depth--;
-    return known;
+    if (!known) /* a value without an interval (a load: a gather's index) bounded by a guard */
+        *out = KILN_IVAL_FULL;
+    oob_narrow(o, e, out);
+    return known || (out->lo > INT64_MIN && out->hi < INT64_MAX);
 }
 
 static bool
-find_oob(const struct kiln_graph *g, kiln_expr e, const int64_t *ext, uint32_t nax, bool guarded,
-         uint32_t depth, struct kiln_ir_oob *out)
+int_const(const kiln_ctx *ctx, kiln_expr e, int64_t *v)
+{
+    const struct kiln_node *n = kiln_node_get(ctx, e);
+    if (n->op != KILN_OP_INT)
+        return false;
+    *v = n->imm;
+    return true;
+}
+
+static void
+push_fact(struct oob_env *o, kiln_expr e, int64_t lo, int64_t hi)
+{
+    if (o->nfact < OOB_MAX_FACTS) /* past that, fewer facts: a load may be reported, never missed */
+        o->fact[o->nfact++] = (struct oob_fact){e.id, {lo, hi}};
+}
+
+/* Pushes what `cond` (holds = true) or `!cond` (holds = false) says about expressions. */
+static void
+push_facts(struct oob_env *o, kiln_expr cond, bool holds, uint32_t depth)
+{
+    const kiln_ctx         *ctx = o->env.ctx;
+    const struct kiln_node *n = kiln_node_get(ctx, cond);
+    kiln_expr               a = {n->kid[0]}, b = {n->kid[1]};
+    int64_t                 k;
+    if (depth > KILN_KG_MAX_DEPTH)
+        return;
+    switch (n->op) {
+    case KILN_OP_NOT:
+        push_facts(o, a, !holds, depth + 1);
+        return;
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+        if ((n->op == KILN_OP_AND) == holds) { /* both sides hold (or both fail) */
+            push_facts(o, a, holds, depth + 1);
+            push_facts(o, b, holds, depth + 1);
+        }
+        return;
+    case KILN_OP_EQ:
+        if (holds && int_const(ctx, b, &k))
+            push_fact(o, a, k, k);
+        else if (holds && int_const(ctx, a, &k))
+            push_fact(o, b, k, k);
+        return;
+    case KILN_OP_LT:
+    case KILN_OP_LE: {
+        /* lo <= hi - strict: a < b or a <= b when it holds, b <= a or b < a when it fails */
+        int64_t   strict = (n->op == KILN_OP_LT) == holds;
+        kiln_expr lo = holds ? a : b, hi = holds ? b : a;
+        if (int_const(ctx, hi, &k) && k >= INT64_MIN + strict)
+            push_fact(o, lo, INT64_MIN, k - strict);
+        else if (int_const(ctx, lo, &k) && k <= INT64_MAX - strict)
+            push_fact(o, hi, k + strict, INT64_MAX);
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static bool
+find_oob(const struct kiln_graph *g, kiln_expr e, struct oob_env *o, uint32_t depth,
+         struct kiln_ir_oob *out)
 {
     const kiln_ctx  *ctx = g->ctx;
     struct kiln_node n = *kiln_node_get(ctx, e);
     if (depth > 4 * KILN_KG_MAX_DEPTH)
         return false;
-    if (n.op == KILN_OP_LOAD && !guarded && (uint64_t)n.imm < g->ntensor) {
+    if (n.op == KILN_OP_LOAD && (uint64_t)n.imm < g->ntensor) {
         const struct kiln_tensor *tt = &g->tensor[n.imm];
         for (uint32_t d = 0; d < tt->ndim; d++) {
-            struct oob_env   o = {{ctx, oob_var, oob_sub, NULL}, ext, nax, 0};
             struct kiln_ival iv = {INT64_MIN, INT64_MAX};
-            o.env.ud = &o;
-            bool known = oob_sub(&o, kiln_load_idx(ctx, e, d), &iv);
+            bool             known = oob_sub(o, kiln_load_idx(ctx, e, d), &iv);
             if (known && iv.lo >= 0 && iv.hi < tt->shape[d])
                 continue;
             if (!known)
@@ -129,8 +220,14 @@ find_oob(const struct kiln_graph *g, kiln_expr e, const int64_t *ext, uint32_t n
         }
     }
     for (int i = 0; i < kiln_op_arity[n.op]; i++) {
-        bool gi = guarded || (n.op == KILN_OP_SELECT && i > 0);
-        if (n.kid[i] && find_oob(g, (kiln_expr){n.kid[i]}, ext, nax, gi, depth + 1, out))
+        if (!n.kid[i])
+            continue;
+        uint32_t mark = o->nfact;
+        if (n.op == KILN_OP_SELECT && i > 0)
+            push_facts(o, (kiln_expr){n.kid[0]}, i == 1, 0);
+        bool found = find_oob(g, (kiln_expr){n.kid[i]}, o, depth + 1, out);
+        o->nfact = mark;
+        if (found)
             return true;
     }
     return false;
@@ -140,7 +237,10 @@ bool
 kiln_ir_find_oob(const struct kiln_graph *g, kiln_expr body, const int64_t *ext, uint32_t nax,
                  struct kiln_ir_oob *out)
 {
-    return find_oob(g, body, ext, nax, false, 0, out);
+    struct oob_fact fact[OOB_MAX_FACTS];
+    struct oob_env  o = {{g->ctx, oob_var, oob_sub, NULL}, ext, nax, 0, fact, 0};
+    o.env.ud = &o;
+    return find_oob(g, body, &o, 0, out);
 }
 
 /* ---- statement order ---- */

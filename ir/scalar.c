@@ -3,6 +3,7 @@
  * path). */
 #include "ir.h"
 
+#include <math.h>
 #include <string.h>
 
 /* v rounded to `mant` explicit mantissa bits with exponents down to emin (below that the
@@ -22,6 +23,15 @@ round_to(double v, int mant, int emin, double max)
     if (fabs(r) > max)
         return v > 0 ? INFINITY : -INFINITY;
     return r;
+}
+
+double
+kiln_scalar_held(double v, enum kiln_dtype dt)
+{
+    if (dt != KILN_DTYPE_F32 || isinf(v) || isnan(v))
+        return v;
+    double r = kiln_scalar_round(v, dt);
+    return isinf(r) ? r : v;
 }
 
 double

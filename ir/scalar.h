@@ -54,6 +54,11 @@ kiln_scalar_wrap(int64_t v, enum kiln_dtype dt)
 /* v rounded to the nearest value of float dtype dt (ties to even; f16/bf16 overflow to inf);
  * other dtypes: v. (scalar.c) */
 double kiln_scalar_round(double v, enum kiln_dtype dt);
+/* What the double-precision oracles store for v in a tensor of dtype dt: +-inf when dt is f32
+ * and v is beyond the f32 range (compiled code overflows there), else v unrounded (the oracles
+ * stay exact for rewrites that change f32 rounding). Used by the graph interpreter (ir/interp.c)
+ * and the kernel search's evaluator (kas/eval.c), which must agree. (scalar.c) */
+double kiln_scalar_held(double v, enum kiln_dtype dt);
 
 /* Element i of an array of dtype dt at data (native byte order), as a double (i64 rounds to
  * the nearest double; bool is 0 or 1). (scalar.c) */

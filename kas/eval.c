@@ -9,7 +9,9 @@
  * designs that differ only in the order of independent steps draw the same weights.
  *
  * Tensors are row-major [d0, .., d(r-1)] followed by [h, w] for maps. The semantics are those
- * of the emitted kiln graph and PyTorch module (kas/emit.c); tests/kas checks all three agree. */
+ * of the emitted kiln graph and PyTorch module (kas/emit.c); tests/kas checks all three agree.
+ * Like the graph interpreter, a value beyond the f32 range becomes inf after each node, as the
+ * emitted graph's f32 tensors hold it (kiln_scalar_held). */
 #include "kas.h"
 
 #include <math.h>
@@ -485,6 +487,8 @@ kas_design_eval(const struct kas_design *d, const int64_t *vals, int64_t H, int6
         const struct kas_run r = {nd,    &t[nd->in[0]], nd->nin == 2 ? &t[nd->in[1]] : NULL,
                                   &t[i], wbuf[i],       wdims};
         ok = kas_prims[nd->prim].run(&r);
+        for (int64_t k = 0; ok && k < t[i].n; k++) /* an f32 tensor in the emitted graph */
+            t[i].v[k] = kiln_scalar_held(t[i].v[k], KILN_DTYPE_F32);
     }
     if (ok)
         memcpy(out, t[d->nnode - 1].v, sizeof(double) * (size_t)t[d->nnode - 1].n);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,8 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
     o.db_path = p->db_path;
     if (p->trials)
         o.trials = p->trials;
+    else if (p->time_budget_s > 0)
+        o.trials = UINT32_MAX; /* the time budget alone bounds the run */
     if (p->strategy) {
         int k = -1;
         for (int i = 0; i < 3; i++)
@@ -55,6 +58,14 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
         o.measure.build_workers = p->build_workers;
     o.log = p->log;
     o.curve_dir = p->curve_dir;
+    o.cache_path = p->cache_path;
+    if (!(p->time_budget_s >= 0) || !isfinite(p->time_budget_s))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune",
+                         "time budget %g s is not a finite "
+                         "non-negative number",
+                         p->time_budget_s);
+    o.time_budget_s = p->time_budget_s;
+    o.warning = p->warning;
     o.progress = p->progress;
     o.progress_ud = p->progress_ud;
     o.stop = p->stop;

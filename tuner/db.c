@@ -216,8 +216,19 @@ check_schema(struct kiln_db *d)
         return KILN_OK;
     if (!d->graphs)
         KILN_TRY(migrate_v1(d));
-    /* WAL cannot be entered inside a transaction; another process holding the file makes this
-     * wait (busy timeout), and a file already in WAL mode stays there */
+    /* WAL cannot be entered inside a transaction, and a file already in WAL mode stays there.
+     * The switch takes an exclusive lock from the shared one it reads with; when another
+     * connection holds the write lock (creating the schema), SQLite refuses at once without
+     * the busy handler (waiting could deadlock), so this waits in steps, as long as the busy
+     * timeout would (6 processes creating one file failed 4 rounds in 10 under load) */
+    for (int tries = 0; tries < 200; tries++) {
+        int wal = sqlite3_exec(d->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+        if (wal == SQLITE_OK)
+            return KILN_OK;
+        if ((wal & 0xff) != SQLITE_BUSY && (wal & 0xff) != SQLITE_LOCKED)
+            break;
+        sqlite3_sleep(50);
+    }
     return exec(d, "PRAGMA journal_mode=WAL");
 }
 
@@ -482,10 +493,11 @@ dup_or_null(kiln_ctx *ctx, const char *s)
 
 /* a schedule's time is the mean of its measurements, and one that ever failed is out; the
  * schedules a final selection re-measured rank before those it did not (one measured once may
- * be a lucky time the final rounds never tested) */
+ * be a lucky time the final rounds never tested), in a database the records cache's were copied
+ * into as well (tuner/tune.c) */
 static const char ranked_sql[] =
     "SELECT " SELECT_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
-    "AVG(time_s) AS mt, MAX(strategy='final') AS fin FROM records "
+    "AVG(time_s) AS mt, MAX(strategy IN ('final', 'cached:final')) AS fin FROM records "
     "WHERE workload=?1 AND target=?2 GROUP BY schedule "
     "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
     "ORDER BY fin DESC, mt, fid";

@@ -52,6 +52,13 @@ struct ttask {
     double                       default_s;      /* the default schedule's time, 0 = unknown */
     double                      *hist;           /* best time after each round (task scheduler) */
     uint32_t                     nhist, caphist;
+    uint32_t                     cached;      /* of trials: records taken from the records cache */
+    double                       spent_s;     /* wall time of this session's rounds of the task */
+    uint32_t                     spent_n;     /* trials those rounds measured */
+    double                       conv_ref;    /* best time at the last gain of >= 1% */
+    uint32_t                     conv_trials; /* trials then */
+    bool                         stalled;     /* no such gain for CONVERGE_TRIALS trials */
+    double                       curve_best;  /* least best time so far (model curve), 0 = none */
     struct kiln_rng              rng;
     struct kiln_tune_task_status status;
     FILE                        *curve; /* CSV, or NULL */
@@ -70,6 +77,11 @@ struct tsession {
     struct ttask                *tasks; /* every task of the session (the cost model's data) */
     uint32_t                     ntasks;
     uint64_t                     nrecorded; /* programs recorded in any task */
+    struct kiln_db              *cache;     /* the records cache, NULL = none (or given up) */
+    const char                  *cache_path;
+    FILE                        *model_csv;           /* curve_dir/model.csv, or NULL */
+    double                      *model_t, *model_lat; /* the whole model's curve so far */
+    uint32_t                     nmodel, capmodel;
 };
 
 /* Adds a measured program to the task (features computed here when prog is given), updating

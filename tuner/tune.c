@@ -1,15 +1,33 @@
 /* tuner/tune.c -- the tuning driver: tasks, resuming from the records database, the task
  * scheduler, progress, logs and tuning curves; and applying the best records to a graph.
  *
- * Task scheduler (Ansor's gradient-based allocation): after one warm-up round per task, each
+ * Task scheduler (Ansor's gradient-based allocation): after one warm-up round per task that
+ * has nothing measured (a task resumed from the database or the cache has its history), each
  * round goes to the task whose expected reduction of the end-to-end latency estimate
  * (sum over tasks of weight x best time) per trial is largest:
  *     gain_i = w_i * (alpha * backward_i + (1 - alpha) * forward_i)
  * with backward_i the best time's drop per round over the last `window` rounds and forward_i
  * = best_i / trials_i, the optimistic guess that the next trials improve as much as the past
- * ones did on average. Under ansor+droplet, a task whose Droplet search has converged goes
- * back to the evolutionary search, and Droplet starts again from any new best it finds; under
- * droplet alone such a task is done.
+ * ones did on average. Under a time budget the gain is per second instead: divided by the
+ * task's wall time per trial in this session. A task converges when CONVERGE_TRIALS of its
+ * trials have not made its best 1% faster: under ansor+droplet Droplet then starts from the best
+ * (if it has not converged there already), and the task is done once Droplet has converged at
+ * its best; under ansor alone it is done at once. A run ends early when every task is done.
+ * Under ansor+droplet, a task whose Droplet search has converged goes back to the evolutionary
+ * search, and Droplet starts again from any new best it finds; under droplet alone such a task
+ * is done.
+ *
+ * The records cache (opts cache_path): every record stored in the database is stored in the
+ * cache too, as it is made. A task whose workload key has records in the cache for the target,
+ * that the database does not hold (same schedule, time and timestamp), starts from them: they
+ * are copied into the database with strategy "cached:" + theirs, so the database alone makes
+ * the same compile, and count as the task's programs (its cost model, population, best and
+ * final selection) but not in the trial budget, in this run or a resumed one. A cache that
+ * cannot be opened, read or written is one warning naming it, and the run goes on without it.
+ *
+ * Time budget (opts time_budget_s): no round starts once the time, less the estimated time of
+ * the final selections due, is spent; a round is cut to the trials that fit in the time left
+ * at the task's pace; the final selections stop at the budget.
  *
  * The cuda target: candidates are timed on the GPU by runner processes (tuner/measure.c), and
  * the search runs over the GPU sketches (tuner/sketch_gpu.c) with GPU features. Before anything
@@ -21,6 +39,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +48,12 @@
 #define SCHED_ALPHA  0.2
 #define SCHED_WINDOW 3
 #define CONFIRM_MAX  4
+/* a task has converged when this many of its trials have not made its best CONVERGE_GAIN
+ * faster */
+#define CONVERGE_TRIALS 128
+#define CONVERGE_GAIN   0.01
+/* the strategy of a record copied from the records cache: this prefix, then its own */
+#define CACHED_PREFIX "cached:"
 /* The least run limit of a candidate: starting its runner and loading its inputs; on the GPU
  * also creating the CUDA context and JIT-compiling the module's PTX (a few hundred ms) */
 #define RUN_FLOOR_CPU_S 0.5
@@ -61,6 +86,45 @@ now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void warn(const struct tsession *S, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+static void
+warn(const struct tsession *S, const char *fmt, ...)
+{
+    char    msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (S->o->warning)
+        S->o->warning(S->o->progress_ud, msg);
+    else
+        fprintf(stderr, "kiln: warning: %s\n", msg);
+}
+
+/* The strategy a record was made by: a record copied from the cache keeps it after the
+ * prefix. */
+static const char *
+strategy_base(const char *s)
+{
+    if (!s)
+        return "";
+    return strncmp(s, CACHED_PREFIX, strlen(CACHED_PREFIX)) ? s : s + strlen(CACHED_PREFIX);
+}
+
+/* The cache is given up after its first failure (one warning); the context's error, which the
+ * failure set, is cleared. */
+static void
+drop_cache(struct tsession *S, const char *doing)
+{
+    const struct kiln_error *e = kiln_ctx_error(S->ctx);
+    warn(S, "records cache %s: %s: %s; tuning goes on with the records database only",
+         S->cache_path, doing, e ? e->msg : "failed");
+    kiln_ctx_error_clear(S->ctx);
+    kiln_db_close(S->cache);
+    S->cache = NULL;
 }
 
 /* ---- the measured set of a task ---- */
@@ -184,6 +248,8 @@ emit(struct tsession *S, struct ttask *T, const struct kiln_prog *p, const char 
                                   .strategy = strategy};
         KILN_TRY(kiln_db_add(S->db, &rec));
         S->trials_done++;
+        if (S->cache && kiln_db_add(S->cache, &rec) != KILN_OK)
+            drop_cache(S, "writing a record");
     }
     double best = T->best >= 0 ? T->m[T->best].time_s : 0;
     if (store && S->o->log) {
@@ -243,7 +309,7 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
 {
     kiln_ctx *ctx = T->ctx;
     uint64_t  h = kiln_sched_hash(schedule_json);
-    T->finalized = strategy && !strcmp(strategy, "final");
+    T->finalized = !strcmp(strategy_base(strategy), "final");
     int32_t i = find_prog(T, h);
     if (i >= 0)
         return merge(S, T, i, schedule_json, r, strategy, store);
@@ -290,12 +356,39 @@ struct resume {
     struct tsession *S;
     struct ttask    *T;
     enum kiln_status st;
+    uint64_t        *keys; /* rec_key of every record of the task in the database (malloc'ed) */
+    uint32_t         nkeys, capkeys;
 };
 
-static bool
-resume_one(void *ud, const struct kiln_record *rec)
+/* What tells two records apart (kiln_db_import_jsonl's duplicate test): the schedule, the time
+ * and the timestamp; a record copied from the cache keeps all three. */
+static uint64_t
+rec_key(const struct kiln_record *r)
 {
-    struct resume             *R = ud;
+    uint64_t t;
+    memcpy(&t, &r->time_s, sizeof t);
+    uint64_t h = kiln_sched_hash(r->schedule) ^ (t * 0x9e3779b97f4a7c15ull);
+    return h ^ ((uint64_t)r->timestamp * 0xc2b2ae3d27d4eb4full);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether the database holds the record of key k (R->keys sorted). */
+static bool
+key_known(const struct resume *R, uint64_t k)
+{
+    return R->nkeys && bsearch(&k, R->keys, R->nkeys, sizeof k, cmp_u64);
+}
+
+/* Adds the record to the task, as measured before (nothing is written). */
+static bool
+take_record(struct resume *R, const struct kiln_record *rec, const char *strategy)
+{
     struct ttask              *T = R->T;
     struct kiln_prog           p;
     bool                       has = false;
@@ -304,11 +397,46 @@ resume_one(void *ud, const struct kiln_record *rec)
     if (rec->prog && kiln_prog_from_json(T->ctx, T->sk, T->nsk, rec->prog, &p) == KILN_OK)
         has = true;
     kiln_ctx_error_clear(T->ctx);
-    if (rec->strategy && !strcmp(rec->strategy, "default") && rec->error == KILN_MEASURE_OK)
+    if (!strcmp(strategy_base(strategy), "default") && rec->error == KILN_MEASURE_OK)
         T->default_s = rec->time_s;
-    R->st = kiln_ttask_record(R->S, T, has ? &p : NULL, rec->schedule, &r,
-                              rec->strategy ? rec->strategy : "", false);
+    if (strategy != strategy_base(strategy))
+        T->cached++;
+    R->st = kiln_ttask_record(R->S, T, has ? &p : NULL, rec->schedule, &r, strategy, false);
     return R->st == KILN_OK;
+}
+
+static bool
+resume_one(void *ud, const struct kiln_record *rec)
+{
+    struct resume *R = ud;
+    if (R->nkeys == R->capkeys) {
+        uint32_t  ncap = R->capkeys ? R->capkeys * 2 : 64;
+        uint64_t *nk = realloc(R->keys, sizeof *nk * ncap);
+        if (!nk) {
+            R->st = KILN_FAIL(R->T->ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+            return false;
+        }
+        R->keys = nk;
+        R->capkeys = ncap;
+    }
+    R->keys[R->nkeys++] = rec_key(rec);
+    return take_record(R, rec, rec->strategy ? rec->strategy : "");
+}
+
+/* A record of the cache: one the database lacks is copied into it, then taken as resumed. */
+static bool
+cache_one(void *ud, const struct kiln_record *rec)
+{
+    struct resume *R = ud;
+    if (key_known(R, rec_key(rec)))
+        return true;
+    char strategy[128];
+    snprintf(strategy, sizeof strategy, "%s%.100s", CACHED_PREFIX, strategy_base(rec->strategy));
+    struct kiln_record copy = *rec;
+    copy.strategy = strategy;
+    if ((R->st = kiln_db_add(R->S->db, &copy)) != KILN_OK)
+        return false;
+    return take_record(R, rec, strategy);
 }
 
 /* ---- the session ---- */
@@ -359,9 +487,26 @@ push_hist(struct ttask *T)
     T->hist[T->nhist++] = task_best(T);
 }
 
-/* The task scheduler: index of the task to tune next, or -1 when all are done. */
+/* Seconds a trial of task T takes in this session (its rounds' wall time, or the session's
+ * mean before it had one); 0 when nothing was measured yet. */
+static double
+secs_per_trial(const struct tsession *S, const struct ttask *T)
+{
+    if (T->spent_n)
+        return T->spent_s / T->spent_n;
+    double   s = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < S->ntasks; i++) {
+        s += S->tasks[i].spent_s;
+        n += S->tasks[i].spent_n;
+    }
+    return n ? s / n : 0;
+}
+
+/* The task scheduler: index of the task to tune next, or -1 when all are done. Under a time
+ * budget the gain is per second of the task's trials, not per trial. */
 static int32_t
-pick_task(struct ttask *T, uint32_t n)
+pick_task(const struct tsession *S, struct ttask *T, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) /* warm-up: one round each */
         if (T[i].phase != TPHASE_DONE && T[i].nhist == 0)
@@ -380,12 +525,36 @@ pick_task(struct ttask *T, uint32_t n)
         if (!(cur > 0))
             fwd = 1e9; /* nothing valid yet: explore it */
         double g = T[i].t->weight * (SCHED_ALPHA * back + (1 - SCHED_ALPHA) * fwd);
+        double spt = S->o->time_budget_s > 0 ? secs_per_trial(S, &T[i]) : 0;
+        if (spt > 0)
+            g /= spt;
         if (g > bg) {
             bg = g;
             best = (int32_t)i;
         }
     }
     return best;
+}
+
+/* After a round of T: whether its best has gained CONVERGE_GAIN within its last
+ * CONVERGE_TRIALS trials; if not, it has converged (see the top of the file). */
+static void
+check_converged(const struct tsession *S, struct ttask *T)
+{
+    double cur = task_best(T);
+    if (cur > 0 && (!(T->conv_ref > 0) || cur < T->conv_ref * (1 - CONVERGE_GAIN))) {
+        T->conv_ref = cur;
+        T->conv_trials = T->trials;
+        T->stalled = false;
+        return;
+    }
+    if (T->phase != TPHASE_ANSOR || T->trials - T->conv_trials < CONVERGE_TRIALS)
+        return;
+    if (S->o->strategy == KILN_STRATEGY_ANSOR_DROPLET && T->best >= 0
+        && T->best != T->converged_best)
+        T->stalled = true; /* Droplet from the best first (droplet_due) */
+    else
+        T->phase = TPHASE_DONE;
 }
 
 static void
@@ -405,29 +574,44 @@ report(struct tsession *S, struct ttask *T, uint32_t n, uint32_t done_at_start)
     uint32_t total = S->o->trials;
     uint32_t done = 0;
     for (uint32_t i = 0; i < n; i++)
-        done += T[i].trials;
+        done += T[i].trials - T[i].cached;
     double   elapsed = now_s() - S->t0, eta = 0;
     uint32_t now_done = S->trials_done > done_at_start ? S->trials_done - done_at_start : 0;
     if (now_done && done < total)
         eta = elapsed / now_done * (total - done);
+    if (S->o->time_budget_s > 0 && (total == UINT32_MAX || eta > S->o->time_budget_s - elapsed))
+        eta = fmax(0, S->o->time_budget_s - elapsed);
     struct kiln_tune_progress p = {done, total, n, st, est, elapsed, eta};
     S->o->progress(S->o->progress_ud, &p);
     free(st);
 }
 
-/* One SVG with every task's curve (best time relative to its first valid time vs trials). */
+/* One curve of a plot: n points (x[i], y[i]), x ascending. */
+struct series {
+    char          label[64];
+    const double *x, *y;
+    uint32_t      n;
+};
+
+/* A line plot of the series into path (an SVG file): both axes from 0 to the largest value
+ * (y: 1 at least when yunit_max), tick labels at both ends. Failing to write is not an error
+ * of the run: the records are what matters. */
 static void
-write_plot(const char *dir, struct ttask *T, uint32_t n)
+write_svg(const char *path, const char *xlabel, const char *ylabel, const struct series *s,
+          uint32_t ns, bool yunit_max)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/curves.svg", dir);
     FILE *f = fopen(path, "w");
     if (!f)
         return;
     const int W = 720, H = 420, L = 60, B = 40;
-    uint32_t  maxt = 1;
-    for (uint32_t i = 0; i < n; i++)
-        maxt = T[i].nm > maxt ? T[i].nm : maxt;
+    double    xmax = 0, ymax = yunit_max ? 1 : 0;
+    for (uint32_t i = 0; i < ns; i++)
+        for (uint32_t k = 0; k < s[i].n; k++) {
+            xmax = fmax(xmax, s[i].x[k]);
+            ymax = fmax(ymax, s[i].y[k]);
+        }
+    xmax = xmax > 0 ? xmax : 1;
+    ymax = ymax > 0 ? ymax : 1;
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
@@ -436,32 +620,144 @@ write_plot(const char *dir, struct ttask *T, uint32_t n)
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, H - B,
             W - 10, H - B);
     fprintf(f, "<line x1=\"%d\" y1=\"10\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", L, L, H - B);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">trials (max %u)</text>\n", W / 2 - 40, H - 8, maxt);
-    fprintf(f,
-            "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\">best time / first time"
-            "</text>\n",
-            H / 2 + 40, H / 2 + 40);
+    fprintf(f, "<text x=\"%d\" y=\"%d\">%s (max %.4g)</text>\n", W / 2 - 60, H - 8, xlabel, xmax);
+    fprintf(f, "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\">%s</text>\n", H / 2 + 60,
+            H / 2 + 60, ylabel);
     const char *col[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-    for (uint32_t i = 0; i < n; i++) {
-        double first = 0, best = INFINITY;
+    for (uint32_t i = 0; i < ns; i++) {
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                 col[i % 6]);
+        for (uint32_t k = 0; k < s[i].n; k++)
+            fprintf(f, "%.1f,%.1f ", L + (W - L - 10) * s[i].x[k] / xmax,
+                    10 + (H - B - 10) * (1 - s[i].y[k] / ymax));
+        fprintf(f, "\"/>\n<text x=\"%d\" y=\"%u\" fill=\"%s\">%s</text>\n", W - 220, 24 + 16 * i,
+                col[i % 6], s[i].label);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\">0</text><text x=\"%d\" y=\"%d\">%.3g</text>\n</svg>\n",
+            L - 28, H - B, L - 28, 16, ymax);
+    fclose(f);
+}
+
+/* curves.svg: every task's curve (best time relative to its first valid time vs trials). */
+static void
+write_plot(const char *dir, struct ttask *T, uint32_t n)
+{
+    char           path[4096];
+    struct series *s = calloc(n + 1, sizeof *s);
+    double        *xy = NULL;
+    uint32_t       total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += T[i].nm;
+    if (!s || !(xy = malloc(sizeof *xy * 2 * (total + 1)))) {
+        free(s);
+        return;
+    }
+    double *at = xy;
+    for (uint32_t i = 0; i < n; i++) {
+        double first = 0, best = INFINITY;
+        snprintf(s[i].label, sizeof s[i].label, "task %s (x%u)", T[i].t->key, T[i].t->weight);
+        s[i].x = at;
+        s[i].y = at + T[i].nm;
         for (uint32_t k = 0; k < T[i].nm; k++) {
             double t = T[i].m[k].error == KILN_MEASURE_OK ? T[i].m[k].time_s : 0;
             if (t > 0 && first == 0)
                 first = t;
             if (t > 0)
                 best = fmin(best, t);
-            if (first > 0)
-                fprintf(f, "%.1f,%.1f ", L + (double)(W - L - 10) * (k + 1) / maxt,
-                        10 + (double)(H - B - 10) * (1 - best / first));
+            if (first > 0) {
+                at[s[i].n] = k + 1;
+                at[T[i].nm + s[i].n++] = best / first;
+            }
         }
-        fprintf(f, "\"/>\n<text x=\"%d\" y=\"%u\" fill=\"%s\">task %s (x%u)</text>\n", W - 220,
-                24 + 16 * i, col[i % 6], T[i].t->key, T[i].t->weight);
+        at += 2 * T[i].nm;
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\">1.0</text><text x=\"%d\" y=\"%d\">0.0</text>\n</svg>\n",
-            L - 28, H - B, L - 28, 16);
-    fclose(f);
+    snprintf(path, sizeof path, "%s/curves.svg", dir);
+    write_svg(path, "trials", "best time / first time", s, n, true);
+    free(xy);
+    free(s);
+}
+
+/* ---- the whole model's tuning curve ---- */
+
+static bool
+same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev
+           && sa.st_ino == sb.st_ino;
+}
+
+static enum kiln_status
+model_curve_open(struct tsession *S)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.csv", S->o->curve_dir);
+    if (!(S->model_csv = fopen(path, "w")))
+        return KILN_FAIL(S->ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
+                         strerror(errno));
+    fprintf(S->model_csv, "elapsed_s,trials,latency_s\n");
+    fflush(S->model_csv);
+    return KILN_OK;
+}
+
+/* A point of the whole model's curve: the estimated latency, sum over tasks of weight x the
+ * least best time the task has had so far (its default schedule's time before it has another),
+ * once every task has a time. Least so far, as Ansor's curves are: the mean of a re-measured
+ * best may rise, and the curve does not. trials: this run's. */
+static void
+model_point(struct tsession *S, uint32_t done_at_start)
+{
+    double lat = 0;
+    for (uint32_t i = 0; i < S->ntasks; i++) {
+        struct ttask *T = &S->tasks[i];
+        double        b = task_best(T);
+        if (b > 0 && (!(T->curve_best > 0) || b < T->curve_best))
+            T->curve_best = b;
+        if (!(T->curve_best > 0))
+            return;
+        lat += T->t->weight * T->curve_best;
+    }
+    if (!S->model_csv || !S->ntasks)
+        return;
+    double el = now_s() - S->t0;
+    fprintf(S->model_csv, "%.3f,%u,%.9g\n", el, S->trials_done - done_at_start, lat);
+    fflush(S->model_csv);
+    if (S->nmodel == S->capmodel) {
+        uint32_t ncap = S->capmodel ? S->capmodel * 2 : 64;
+        double  *nt = realloc(S->model_t, sizeof *nt * ncap);
+        if (nt)
+            S->model_t = nt;
+        double *nl = realloc(S->model_lat, sizeof *nl * ncap);
+        if (nl)
+            S->model_lat = nl;
+        if (!nt || !nl)
+            return; /* the SVG then ends here; the CSV goes on */
+        S->capmodel = ncap;
+    }
+    S->model_t[S->nmodel] = el / 60;
+    S->model_lat[S->nmodel++] = lat * 1e3;
+}
+
+/* model.svg: the estimated latency (ms) vs minutes. */
+static void
+write_model_plot(const struct tsession *S)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.svg", S->o->curve_dir);
+    struct series s = {"estimated latency of the whole model", S->model_t, S->model_lat, S->nmodel};
+    write_svg(path, "minutes", "latency (ms)", &s, 1, false);
+}
+
+/* After a round (or a final selection) of T: its time and trials for its pace, its history
+ * for the scheduler, the progress report and the model's curve. */
+static void
+end_round(struct tsession *S, struct ttask *T, double t0, uint32_t trials0, uint32_t done_at_start)
+{
+    T->spent_s += now_s() - t0;
+    T->spent_n += S->trials_done - trials0;
+    push_hist(T);
+    report(S, S->tasks, S->ntasks, done_at_start);
+    model_point(S, done_at_start);
 }
 
 static void
@@ -504,10 +800,22 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     T->cm = kiln_cm_new(ctx, S->o->seed + index);
     if (!T->cm)
         return ctx->err.status ? ctx->err.status : KILN_ERR_NOMEM;
-    struct resume R = {S, T, KILN_OK};
-    KILN_TRY(kiln_db_each(S->db, task->key, S->target, resume_one, &R));
-    KILN_TRY(R.st);
+    struct resume    R = {.S = S, .T = T, .st = KILN_OK};
+    enum kiln_status st = kiln_db_each(S->db, task->key, S->target, resume_one, &R);
+    if (st == KILN_OK)
+        st = R.st;
+    if (st == KILN_OK && S->cache) {
+        qsort(R.keys, R.nkeys, sizeof *R.keys, cmp_u64);
+        if (kiln_db_each(S->cache, task->key, S->target, cache_one, &R) != KILN_OK
+            && R.st == KILN_OK)
+            drop_cache(S, "reading records");
+        st = R.st;
+    }
+    free(R.keys);
+    KILN_TRY(st);
     KILN_TRY(kiln_db_add_task_graph(S->db, task, S->target)); /* to featurise records later */
+    if (T->trials)
+        push_hist(T); /* its history: no warm-up round */
     if (S->o->curve_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/task%u_%s.csv", S->o->curve_dir, index, task->key);
@@ -605,6 +913,32 @@ search_left(const struct tsession *S)
     return left > r ? left - r : 0;
 }
 
+/* Seconds left in the time budget (INFINITY without one). */
+static double
+time_left(const struct tsession *S)
+{
+    return S->o->time_budget_s > 0 ? S->o->time_budget_s - (now_s() - S->t0) : INFINITY;
+}
+
+/* Seconds left to the search: the time budget less the final selections' estimated time. */
+static double
+search_time_left(const struct tsession *S)
+{
+    double left = time_left(S);
+    if (!isfinite(left))
+        return left;
+    for (uint32_t i = 0; i < S->ntasks; i++) {
+        const struct ttask *T = &S->tasks[i];
+        if (!final_due(S, T))
+            continue;
+        uint32_t ok = 0;
+        for (uint32_t k = 0; k < T->nm && ok < S->o->final_top; k++)
+            ok += remeasurable(&T->m[k]);
+        left -= ok * S->o->final_rounds * secs_per_trial(S, T);
+    }
+    return left;
+}
+
 /* A new best is measured once more before it is trusted, and its time becomes the mean of the
  * two: the lowest of hundreds of noisy times is biased low (a matmul's best, 185 GFLOP/s as
  * its tuning run timed it, ran at 137-162 when timed again), and a program whose fast time
@@ -637,13 +971,15 @@ confirm_best(struct tsession *S, struct ttask *T)
     return KILN_OK;
 }
 
-/* ansor+droplet: Droplet starts once droplet_after programs are measured, and again whenever
- * the evolutionary search has found a new best since Droplet last converged. */
+/* ansor+droplet: Droplet starts once droplet_after programs are measured (or the task has
+ * stalled before that), and again whenever the evolutionary search has found a new best since
+ * Droplet last converged. */
 static bool
 droplet_due(const struct kiln_tune_opts *o, const struct ttask *T)
 {
     return o->strategy == KILN_STRATEGY_ANSOR_DROPLET && T->phase == TPHASE_ANSOR
-           && T->trials >= o->droplet_after && T->best >= 0 && T->best != T->converged_best;
+           && (T->trials >= o->droplet_after || T->stalled) && T->best >= 0
+           && T->best != T->converged_best;
 }
 
 /* The default schedule is every task's first trial: the baseline tuning must beat. */
@@ -697,7 +1033,7 @@ final_select(struct tsession *S, struct ttask *T)
             struct kiln_measure_result res;
             KILN_TRY(measure_schedule(S, T, q->sched, "final", &res));
         }
-        if (!budget_left(S) || (S->o->stop && *S->o->stop))
+        if (!budget_left(S) || (S->o->stop && *S->o->stop) || time_left(S) <= 0)
             break;
     }
     /* the pick, as kiln_db_best makes it: the fastest of these by the mean of all its times */
@@ -771,6 +1107,11 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
                          .gpu = hw.gpu,
                          .t0 = now_s()};
     KILN_TRY(kiln_db_open(ctx, o->db_path, &S.db));
+    if (o->cache_path && *o->cache_path && !same_file(o->db_path, o->cache_path)) {
+        S.cache_path = o->cache_path;
+        if (kiln_db_open(ctx, o->cache_path, &S.cache) != KILN_OK)
+            drop_cache(&S, "cannot use it");
+    }
     struct ttask    *T = calloc(tasks.n + 1, sizeof *T);
     enum kiln_status st = T ? KILN_OK : KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
     uint32_t         nt = 0;
@@ -779,25 +1120,35 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
         st = setup_task(&S, &T[i], &tasks.task[i], i, &hw);
     uint32_t done_at_start = 0;
     for (uint32_t i = 0; i < nt; i++)
-        done_at_start += T[i].trials;
+        done_at_start += T[i].trials - T[i].cached;
     S.trials_done = done_at_start;
     uint32_t start = done_at_start;
+    if (st == KILN_OK && o->curve_dir)
+        st = model_curve_open(&S);
     report(&S, T, nt, start);
+    model_point(&S, start);
     uint32_t left;
-    while (st == KILN_OK && (left = search_left(&S)) && !(o->stop && *o->stop)) {
-        int32_t i = pick_task(T, nt);
+    while (st == KILN_OK && (left = search_left(&S)) && !(o->stop && *o->stop)
+           && search_time_left(&S) > 0) {
+        int32_t i = pick_task(&S, T, nt);
         if (i < 0)
             break; /* every task converged */
         struct ttask *t = &T[i];
         if ((st = ensure_measurer(&S, t, &tgt)) != KILN_OK)
             break;
-        uint32_t n = o->batch ? o->batch : 16, done = 0;
+        uint32_t n = o->batch ? o->batch : 16, done = 0, trials0 = S.trials_done;
+        double   t0 = now_s(), spt = secs_per_trial(&S, t);
         n = n < left ? n : left;
+        if (spt > 0 && isfinite(search_time_left(&S))) {
+            /* as many trials as fit in the time left at the task's pace */
+            double fit = ceil(search_time_left(&S) / spt);
+            n = fit < n ? (uint32_t)fmax(fit, 1) : n;
+        }
         if (t->default_s == 0 && t->trials == 0) {
             st = measure_default(&S, t);
             n = n > 1 ? n - 1 : 0;
             if (st != KILN_OK || !n) {
-                push_hist(t);
+                end_round(&S, t, t0, trials0, start);
                 continue;
             }
         }
@@ -829,19 +1180,28 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
         }
         if (st == KILN_OK)
             st = confirm_best(&S, t);
-        push_hist(t);
-        report(&S, T, nt, start);
+        end_round(&S, t, t0, trials0, start);
+        check_converged(&S, t);
     }
-    for (uint32_t i = 0; i < nt && st == KILN_OK && !(o->stop && *o->stop); i++)
+    for (uint32_t i = 0; i < nt && st == KILN_OK && !(o->stop && *o->stop) && time_left(&S) > 0;
+         i++)
         if (final_due(&S, &T[i]) && (st = ensure_measurer(&S, &T[i], &tgt)) == KILN_OK) {
+            double   t0 = now_s();
+            uint32_t trials0 = S.trials_done;
             st = final_select(&S, &T[i]);
-            push_hist(&T[i]);
-            report(&S, T, nt, start);
+            end_round(&S, &T[i], t0, trials0, start);
         }
     report(&S, T, nt, start);
-    if (o->curve_dir)
+    if (o->curve_dir) {
         write_plot(o->curve_dir, T, nt);
+        write_model_plot(&S);
+    }
+    if (S.model_csv)
+        fclose(S.model_csv);
+    free(S.model_t);
+    free(S.model_lat);
     free_tasks(T, nt);
+    kiln_db_close(S.cache);
     kiln_db_close(S.db);
     return st;
 }

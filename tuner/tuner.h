@@ -540,8 +540,11 @@ struct kiln_tune_opts {
     uint64_t                 seed;
     enum kiln_strategy       strategy;
     struct kiln_measure_opts measure;
-    FILE                    *log;       /* a JSON line per measurement, or NULL */
-    const char              *curve_dir; /* per-task tuning curves (CSV), or NULL */
+    FILE                    *log;           /* a JSON line per measurement, or NULL */
+    const char              *curve_dir;     /* per-task and whole-model tuning curves, or NULL */
+    const char              *cache_path;    /* records cache (kiln_tune_params), or NULL */
+    double                   time_budget_s; /* > 0: no round starts after this many seconds */
+    void (*warning)(void *ud, const char *msg); /* called with progress_ud; NULL = stderr */
     void (*progress)(void *ud, const struct kiln_tune_progress *p);
     void         *progress_ud;
     volatile int *stop; /* nonzero: stop after the measurement in flight */

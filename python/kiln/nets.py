@@ -8,8 +8,8 @@ torchvision and ONNX; nothing is downloaded).
     mod = kiln.load("r.so")
     y = mod(*kiln.nets.module_args(mod, x.numpy(), "W"))
 
-Used by tests/py/test_onnx_nets.py and benchmarks/bench_e2e.py, so both see the same networks
-and the same export.
+Used by tests/py/test_onnx_nets.py, benchmarks/bench_e2e.py and benchmarks/bench_models.py,
+so all see the same networks and the same export.
 """
 
 import os
@@ -17,20 +17,50 @@ import os
 from .errors import Error
 from .module import aligned
 
-# name -> torchvision constructor name
-NETS = {"resnet18": "resnet18", "mobilenet_v2": "mobilenet_v2"}
+# name -> (torchvision constructor name, its keyword arguments besides weights=None)
+NETS = {
+    "resnet18": ("resnet18", {}),
+    "mobilenet_v2": ("mobilenet_v2", {}),
+    "squeezenet1_1": ("squeezenet1_1", {}),
+    "resnet34": ("resnet34", {}),
+    "mnasnet1_0": ("mnasnet1_0", {}),  # found by neural architecture search (MnasNet)
+    # Inception-style; without the auxiliary classifiers, which eval mode does not run; its
+    # own initialisation (and PyTorch's default) shrink the activations layer by layer until
+    # the output is the classifier's bias whatever the input, so it is reinitialised (KAIMING)
+    "googlenet": ("googlenet", {"aux_logits": False, "init_weights": False}),
+    "densenet121": ("densenet121", {}),
+    "efficientnet_b0": ("efficientnet_b0", {}),
+    "regnet_x_400mf": ("regnet_x_400mf", {}),
+    "shufflenet_v2_x1_0": ("shufflenet_v2_x1_0", {}),  # output the bias too: KAIMING
+    "resnext50_32x4d": ("resnext50_32x4d", {}),
+}
+
+# networks whose weights are redrawn He-normal (fan in, gain for ReLU: variance kept from layer
+# to layer), so that their output depends on the input and a comparison of outputs means
+# something
+KAIMING = frozenset({"googlenet", "shufflenet_v2_x1_0"})
+
+# networks whose tasks are in the shipped cost model's training corpus: none, the corpus is
+# workloads of synthetic shapes (convolutions, matmuls, pooling, ...), no whole network
+CORPUS = frozenset()
 
 
 def build(name, seed):
     """torchvision's ``name`` (a key of ``NETS``) with random weights drawn after
-    ``torch.manual_seed(seed)``, in eval mode."""
+    ``torch.manual_seed(seed)`` (redrawn for the networks of ``KAIMING``), in eval mode."""
     import torch
     import torchvision
 
     if name not in NETS:
         raise Error("unknown network %r; known: %s" % (name, ", ".join(sorted(NETS))))
+    ctor, kwargs = NETS[name]
     torch.manual_seed(seed)
-    return getattr(torchvision.models, NETS[name])(weights=None).eval()
+    net = getattr(torchvision.models, ctor)(weights=None, **kwargs).eval()
+    if name in KAIMING:
+        for m in net.modules():
+            if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+                torch.nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+    return net
 
 
 def export(net, x, path, opset=13, keep_bn=False):

@@ -84,6 +84,13 @@ expect 0 out '^y ' -- "$KILN" eval "$T/g.kg" --seed 7 --out "$T/o/deep" --save-i
 for f in y z a b n; do
     [ -s "$T/o/deep/$f.npy" ] || fail "--out/--save-inputs did not write $f.npy"
 done
+# each written beside its name and renamed into place: nothing else is left, and the mode is
+# what the umask gives a new file
+left=$(find "$T/o/deep" -type f ! -name '*.npy')
+[ -z "$left" ] || fail "--out left temporary files: $left"
+want=$(printf '%o' $((0666 & ~$(umask))))
+got=$(stat -c %a "$T/o/deep/y.npy")
+[ "$got" = "$want" ] || fail "y.npy has mode $got, want $want"
 expect 0 out '^y ' -- "$KILN" eval "$T/g.kg" --inputs "$T/o/deep" --out "$T/o2"
 sed 1d "$T/out" >"$T/replay"
 sed 1d "$T/s7a" >"$T/orig"
@@ -182,14 +189,22 @@ expect 1 err "n.npy: boolean element 1 holds the byte 2, not 0 or 1" -- \
 : >"$T/file"
 expect 1 err "^kiln: cannot create $T/file" -- "$KILN" eval "$T/g.kg" --out "$T/file"
 
-# a load out of bounds at run time: data-dependent index, guarded only against negatives
+# a load that can leave its tensor inside select: rejected before anything runs, by eval and
+# by compile alike (compiled code would read past the tensor); bounded by the guard, accepted
 cat >"$T/gather.kg" <<'KG'
 input x: f32[3]
 input idx: i32[5]
 y[i] = select(idx[i] >= 0, x[i64(idx[i])], 0.0)
 KG
-expect 1 err "^kiln: $T/gather.kg:3:1: error: y: index \[[34]\] of x is out of bounds for shape \[3\]$" \
-    -- "$KILN" eval "$T/gather.kg" --seed 5
+for cmd in "eval $T/gather.kg --seed 5" "compile $T/gather.kg -o $T/gather.so"; do
+  # shellcheck disable=SC2086
+  expect 1 err "^kiln: $T/gather.kg:3:28: error: index idx\[i\] of x \(dimension 0\) ranges over \[0, 2147483647\], outside \[0, 2\]$" \
+      -- "$KILN" $cmd
+done
+[ ! -e "$T/gather.so" ] || fail "compile wrote $T/gather.so for a rejected graph"
+sed -i 's/idx\[i\] >= 0,/idx[i] >= 0 \&\& idx[i] < 3,/' "$T/gather.kg"
+expect 0 out '^y +f32\[5\]' -- "$KILN" eval "$T/gather.kg" --seed 5
+expect 0 err '^memory: ' -- "$KILN" compile "$T/gather.kg" -o "$T/gather.so"
 
 # inspect: exact statistics of a matmul in JSON, and the text table
 cat >"$T/mm.kg" <<'KG'

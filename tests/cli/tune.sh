@@ -3,7 +3,9 @@
 # a JSON-lines log and tuning curves, the listing, export to JSON lines and import into a fresh
 # database (the same listing comes back), compile --db applying the records (checked against
 # the reference interpreter by kiln run --check), SIGINT stopping a run without losing records
-# and a second run resuming to the requested total, and clear errors for bad flags and files.
+# and a second run resuming to the requested total, the records cache (--cache, KILN_CACHE,
+# --no-cache, a damaged cache), --time with the whole model's curve, and clear errors for bad
+# flags and files.
 #   bash tests/cli/tune.sh PATH_TO_KILN
 set -u
 KILN=${1:?usage: tune.sh PATH_TO_KILN}
@@ -92,7 +94,61 @@ grep -q 'stopped; every finished measurement' "$T/err" || fail "no stop message 
 left=$(ls -A "$T/tmpd" | grep '^kiln-')
 [ -z "$left" ] || fail "SIGHUP left temporary files behind: $left"
 
+# the records cache: --cache receives every record; the environment names it when no flag
+# does; --no-cache wins over the environment; a damaged cache is one warning naming it
+count() { "$KILN" records "$1" 2>/dev/null | awk 'NR > 1 {n += $2} END {print n + 0}'; }
+"$KILN" tune "$T/mm.kg" --trials 6 --db "$T/k.db" --cache "$T/cache/sub/records.db" $Q \
+    2>"$T/err" || fail "tune --cache: $(cat "$T/err")"
+[ "$(count "$T/cache/sub/records.db")" = 6 ] || fail "cache has $(count "$T/cache/sub/records.db") records, want 6"
+KILN_CACHE="$T/env.db" "$KILN" tune "$T/mm.kg" --trials 3 --db "$T/e.db" $Q 2>"$T/err" ||
+    fail "tune with KILN_CACHE: $(cat "$T/err")"
+[ "$(count "$T/env.db")" = 3 ] || fail "KILN_CACHE cache has $(count "$T/env.db") records"
+KILN_CACHE="$T/env2.db" "$KILN" tune "$T/mm.kg" --trials 3 --db "$T/e2.db" --no-cache $Q 2>"$T/err" ||
+    fail "tune --no-cache: $(cat "$T/err")"
+[ ! -e "$T/env2.db" ] || fail "--no-cache wrote the cache"
+# a new database starts from the cached records of its task: they are copied, nothing measured
+"$KILN" tune "$T/mm.kg" --trials 2 --db "$T/k2.db" --cache "$T/cache/sub/records.db" $Q 2>"$T/err" ||
+    fail "tune from the cache: $(cat "$T/err")"
+[ "$(count "$T/k2.db")" = 8 ] || fail "database from the cache has $(count "$T/k2.db") records, want 6 + 2"
+echo "not a database, but long enough for a header" >"$T/badcache.db"
+"$KILN" tune "$T/mm.kg" --trials 3 --db "$T/m.db" --cache "$T/badcache.db" $Q 2>"$T/err" ||
+    fail "tune with a damaged cache failed: $(cat "$T/err")"
+[ "$(grep -c 'warning: records cache .*badcache.db' "$T/err")" = 1 ] || fail "damaged cache: $(cat "$T/err")"
+[ "$(count "$T/m.db")" = 3 ] || fail "tuning with a damaged cache stored $(count "$T/m.db") records"
+
+# --time stops the run (no trial limit); every record readable; the whole model's curve
+"$KILN" tune "$T/mm.kg" --time 2s --db "$T/t.db" --curves "$T/tc" $Q 2>"$T/err" &
+pid=$!
+for _ in $(seq 1 600); do # a generous bound: 120 s
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.2
+done
+if kill -0 $pid 2>/dev/null; then
+    fail "--time 2s still running after 120 s"
+    kill -INT $pid
+fi
+wait $pid || fail "tune --time 2s exited $?: $(cat "$T/err")"
+n=$(count "$T/t.db")
+[ "$n" -ge 1 ] || fail "tune --time 2s stored $n records"
+"$KILN" records "$T/t.db" --export "$T/t.jsonl" || fail "records of a --time run unreadable"
+[ "$(grep -vc '^{"graph":' "$T/t.jsonl")" = "$n" ] || fail "export of the --time run"
+python3 - "$T/tc/model.csv" <<'PY' || fail "model.csv: $(cat "$T/tc/model.csv")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows, "no rows"
+lat = [float(r["latency_s"]) for r in rows]
+assert all(b <= a for a, b in zip(lat, lat[1:])), lat
+assert all(float(b["elapsed_s"]) >= float(a["elapsed_s"]) for a, b in zip(rows, rows[1:]))
+PY
+[ -s "$T/tc/model.svg" ] || fail "no model.svg"
+
 # errors
+for bad in 0 abc 5x -3 1e999 '' 10mm; do
+    "$KILN" tune "$T/mm.kg" --time "$bad" --db "$T/x.db" >/dev/null 2>"$T/err"
+    [ $? = 2 ] && grep -q -- "--time needs a duration" "$T/err" || fail "--time '$bad': $(cat "$T/err")"
+done
+"$KILN" tune "$T/mm.kg" --time >/dev/null 2>"$T/err"
+[ $? = 2 ] && grep -q -- "--time needs a value" "$T/err" || fail "--time without a value"
 "$KILN" tune "$T/mm.kg" --trials 0 --db "$T/x.db" >/dev/null 2>"$T/err"
 [ $? = 2 ] && grep -q 'at least 1' "$T/err" || fail "--trials 0: $(cat "$T/err")"
 "$KILN" tune "$T/mm.kg" --strategy greedy >/dev/null 2>"$T/err"

@@ -293,6 +293,36 @@ test_lazy_select_guards_load(void)
     kiln_ctx_free(ctx);
 }
 
+/* A value an f32 tensor stores beyond the f32 range is inf, as in compiled code: exp(100) * 1e30
+ * (2.7e73 in double) is inf, and so is its negation. Finite values keep the double: exp(100)
+ * alone (2.7e43) would overflow f32 but stays inside the body, so exp(100) * 1e-30 is finite,
+ * and 0.1 is not rounded to f32. */
+static void
+test_f32_store_overflow(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = kiln_graph_new(ctx);
+    uint32_t           x = tensor(g, "x", F32, 1, (int64_t[]){3}, KILN_TENSOR_INPUT);
+    kiln_expr          e = kiln_unary(ctx, KILN_OP_EXP, ld1(ctx, g, x, ax(ctx, 0)));
+    define(g, "big", F32, 1, (int64_t[]){3}, KILN_REDUCE_NONE, 0, NULL,
+           kiln_mul(ctx, e, kiln_float(ctx, 1e30, F32)), true);
+    define(g, "neg", F32, 1, (int64_t[]){3}, KILN_REDUCE_NONE, 0, NULL,
+           kiln_mul(ctx, e, kiln_float(ctx, -1e30, F32)), true);
+    define(g, "small", F32, 1, (int64_t[]){3}, KILN_REDUCE_NONE, 0, NULL,
+           kiln_mul(ctx, e, kiln_float(ctx, 1e-30, F32)), true);
+    double        X[3] = {100, 0, -1}, big[3], neg[3], small[3];
+    const double *args[] = {X};
+    double       *outs[] = {big, neg, small};
+    if (eval(ctx, g, args, outs) != KILN_OK)
+        report(ctx, "f32 overflow");
+    CHECK(isinf(big[0]) && big[0] > 0);
+    CHECK(isinf(neg[0]) && neg[0] < 0);
+    CHECK(big[1] == 1e30 && neg[1] == -1e30);
+    CHECK(big[2] == exp(-1.0) * 1e30);
+    CHECK(small[0] == exp(100.0) * 1e-30);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_nan_propagation(void)
 {
@@ -1005,6 +1035,7 @@ main(int argc, char **argv)
         {"floordiv_floormod", test_floordiv_floormod},
         {"casts_and_wrapping", test_casts_and_wrapping},
         {"lazy_select_guards_load", test_lazy_select_guards_load},
+        {"f32_store_overflow", test_f32_store_overflow},
         {"nan_propagation", test_nan_propagation},
         {"out_of_bounds_error", test_out_of_bounds_error},
         {"division_by_zero_error", test_division_by_zero_error},

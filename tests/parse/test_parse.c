@@ -529,6 +529,7 @@ struct gen {
     struct gvar     v[8];
     int             nv;
     bool            all_where; /* write a where for every variable */
+    struct sbuf    *guards;    /* the select being written: bounds of its guarded indices */
 };
 
 static uint64_t
@@ -616,9 +617,14 @@ gen_load(struct gen *g, struct sbuf *b, const struct gtensor *t, bool guarded)
     for (int d = 0; d < t->ndim; d++) {
         if (d)
             sb_printf(b, ", ");
-        if (guarded && below(g, 2))
-            gen_int(g, b);
-        else
+        if (guarded && g->guards && below(g, 2)) {
+            /* any index, bounded by the select's condition */
+            struct sbuf e = {0};
+            gen_int(g, &e);
+            sb_printf(b, "%s", e.p);
+            sb_printf(g->guards, " && 0 <= %s && %s < %lld", e.p, e.p, (long long)t->shape[d]);
+            free(e.p);
+        } else
             gen_index(g, b, t->shape[d], 0);
     }
     sb_printf(b, "]");
@@ -745,15 +751,23 @@ gen_value(struct gen *g, struct sbuf *b, enum kiln_dtype dt, int depth, bool typ
             sb_printf(b, ")");
         }
         return;
-    default:
-        sb_printf(b, "select(");
+    default: {
+        /* select(c && the bounds of the first branch's guarded indices, a, b) */
+        struct sbuf a = {0}, guards = {0}, *outer = g->guards;
+        const char *sep = below(g, 4) ? " " : "\n        ";
+        g->guards = &guards;
+        sb_printf(&guards, "%s", "");
+        gen_value(g, &a, dt, depth + 1, left_typed, true);
+        g->guards = outer;
+        sb_printf(b, "select(%s", guards.n ? "(" : "");
         gen_cond(g, b, depth);
-        sb_printf(b, ",%s", below(g, 4) ? " " : "\n        ");
-        gen_value(g, b, dt, depth + 1, left_typed, true);
-        sb_printf(b, ", ");
-        gen_value(g, b, dt, depth + 1, !left_typed, true);
+        sb_printf(b, "%s%s,%s%s, ", guards.n ? ")" : "", guards.p, sep, a.p);
+        gen_value(g, b, dt, depth + 1, !left_typed, false);
         sb_printf(b, ")");
+        free(a.p);
+        free(guards.p);
         return;
+    }
     }
 }
 

@@ -483,6 +483,34 @@ test_conv_tuner_schedule(void)
     CHECK(check_case(text, sched, 1, opt_seed()));
 }
 
+/* More root statements than one LLVM function takes (codegen/llvm.c's parts): the packed
+ * convolution, then a chain of 40 elementwise statements, so the prepare phase, the parallel
+ * convolution and the planned intermediates are spread over several functions. */
+static void
+test_many_roots(void)
+{
+    char  *text = NULL;
+    size_t len = 0;
+    FILE  *f = open_memstream(&text, &len);
+    fputs("input x: f32[1, 8, 10, 10]\nweight W: f32[16, 8, 3, 3]\n"
+          "y[n, k, h, w] += x[n, c, h + r, w + s] * W[k, c, r, s] where h < 8, w < 8\n",
+          f);
+    const char *prev = "y";
+    char        name[16];
+    for (int i = 0; i < 40; i++) {
+        fprintf(f, "z%d[n, k, h, w] = %s[n, k, h, w] * 0.5 + %d.0\n", i, prev, i % 3);
+        snprintf(name, sizeof name, "z%d", i);
+        prev = name;
+    }
+    fprintf(f, "output %s\noutput y\n", prev);
+    fclose(f);
+    const char *sched = "{\"steps\": [{\"op\": \"pack\", \"stage\": \"W\", \"dim\": 0, "
+                        "\"factor\": 8, \"outer\": 0}, "
+                        "{\"op\": \"parallel\", \"stage\": \"y\", \"iter\": \"k\"}]}";
+    CHECK(check_case(text, sched, 1, opt_seed()));
+    free(text);
+}
+
 /* The packed tensor depends on an input: not prepared, and right when the input changes. */
 static void
 test_input_pack(void)
@@ -552,6 +580,7 @@ static const struct test tests[] = {
     {"conv_pack", test_conv_pack},
     {"conv_tuner_schedule", test_conv_tuner_schedule},
     {"input_pack", test_input_pack},
+    {"many_roots", test_many_roots},
     {"misuse", test_misuse},
 };
 

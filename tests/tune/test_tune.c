@@ -1107,6 +1107,361 @@ test_tune_gpu_device(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- the records cache, the time budget and the whole model's curve ---- */
+
+/* Two graphs sharing their matmul+relu task (X); their softmaxes differ (A's task W, B's Z). */
+static const char cache_a_kg[] = "input a: f32[16, 32]\nweight b: f32[32, 24]\n"
+                                 "c[i, j] += a[i, k] * b[k, j]\ny = relu(c)\n"
+                                 "z = softmax(y, axis=1)\noutput z\n";
+static const char cache_b_kg[] = "input a: f32[16, 32]\nweight b: f32[32, 24]\n"
+                                 "c[i, j] += a[i, k] * b[k, j]\ny = relu(c)\n"
+                                 "z = softmax(y, axis=0)\noutput z\n";
+
+/* Records of a database, by workload (NULL: all): how many, and how many were copied from the
+ * cache (strategy "cached:..."). */
+struct count_ud {
+    uint32_t n, cached;
+};
+
+static bool
+count_cb(void *ud, const struct kiln_record *r)
+{
+    struct count_ud *c = ud;
+    c->n++;
+    c->cached += r->strategy && !strncmp(r->strategy, "cached:", 7);
+    return true;
+}
+
+static struct count_ud
+count_records(const char *path, const char *workload)
+{
+    struct count_ud c = {0};
+    kiln_ctx       *ctx = kiln_ctx_new(NULL);
+    struct kiln_db *d;
+    if (kiln_db_open_readonly(ctx, path, &d) == KILN_OK) {
+        if (kiln_db_each(d, workload, NULL, count_cb, &c) != KILN_OK)
+            harness_fail(__FILE__, __LINE__, "reading %s: %s", path, kiln_ctx_error(ctx)->msg);
+        kiln_db_close(d);
+    } else {
+        harness_fail(__FILE__, __LINE__, "opening %s: %s", path, kiln_ctx_error(ctx)->msg);
+    }
+    kiln_ctx_free(ctx);
+    return c;
+}
+
+static void
+unlink_db(const char *path)
+{
+    char side[300];
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    unlink(path);
+}
+
+struct warn_ud {
+    uint32_t n;
+    char     first[512];
+};
+
+static void
+warn_cb(void *ud, const char *msg)
+{
+    struct warn_ud *w = ud;
+    if (!w->n++)
+        snprintf(w->first, sizeof w->first, "%s", msg);
+}
+
+/* The task keys of g into key[0..n) (ctx-owned); false if g is not n tasks. */
+static bool
+task_keys(kiln_ctx *ctx, struct kiln_graph *g, uint32_t n, const char **key)
+{
+    struct kiln_tasks T;
+    if (!g || kiln_tasks_extract(ctx, g, &T) != KILN_OK || T.n != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        key[i] = T.task[i].key;
+    return true;
+}
+
+/* The key of g's task that is not `other`. */
+static const char *
+other_key(const char *const *key, const char *other)
+{
+    return strcmp(key[0], other) ? key[0] : key[1];
+}
+
+/* Every record a run stores lands in the cache as well; a graph sharing a task with the first
+ * then starts that task from the cache: it measures nothing for it in a budget of one round
+ * (the new task takes its warm-up round; the cached task has its history), its database gets
+ * every cached record of the task, copied, and alone makes a whole-graph schedule that tunes
+ * both tasks and computes what the interpreter does. The copies do not count in the budget: a
+ * resumed run with the same budget measures nothing and copies nothing twice. */
+static void
+test_cache_shared_task(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *ga = PARSE(ctx, cache_a_kg), *gb = PARSE(ctx, cache_b_kg);
+    char       *cache = tmp_path("cache.db"), *dba = tmp_path("a.db"), *dbb = tmp_path("b.db");
+    const char *ka[2], *kb[2];
+    if (!task_keys(ctx, ga, 2, ka) || !task_keys(ctx, gb, 2, kb)) {
+        harness_fail(__FILE__, __LINE__, "the graphs are not two tasks each");
+        goto out;
+    }
+    /* X: the key both graphs have */
+    const char *x = !strcmp(ka[0], kb[0]) || !strcmp(ka[0], kb[1]) ? ka[0] : ka[1];
+    if (strcmp(x, kb[0]) && strcmp(x, kb[1])) {
+        harness_fail(__FILE__, __LINE__, "the graphs share no task (%s %s / %s %s)", ka[0], ka[1],
+                     kb[0], kb[1]);
+        goto out;
+    }
+    const char *w = other_key(ka, x), *z = other_key(kb, x);
+    CHECK(strcmp(w, z) != 0);
+    struct kiln_tune_opts o;
+    struct warn_ud        wu = {0};
+    quick_opts(&o, dba, 16);
+    o.batch = 4;
+    o.cache_path = cache;
+    o.warning = warn_cb;
+    o.progress_ud = &wu;
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, ga, &o));
+    struct count_ud a = count_records(dba, NULL), ca = count_records(cache, NULL),
+                    ax = count_records(cache, x);
+    printf("  graph A: %u records, the cache %u (%u of the shared task)\n", a.n, ca.n, ax.n);
+    CHECK_EQ_INT(16, a.n);
+    CHECK_EQ_INT(0, a.cached);
+    CHECK_EQ_INT(a.n, ca.n);
+    CHECK_EQ_INT(count_records(dba, x).n, ax.n);
+    CHECK_EQ_INT(count_records(dba, w).n, count_records(cache, w).n);
+    CHECK(ax.n > 0);
+
+    /* graph B, one round's budget */
+    o.db_path = dbb;
+    o.trials = o.batch;
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, gb, &o));
+    struct count_ud bx = count_records(dbb, x), bz = count_records(dbb, z),
+                    cb = count_records(cache, NULL);
+    printf("  graph B: shared task %u records (%u from the cache), new task %u; the cache %u\n",
+           bx.n, bx.cached, bz.n, cb.n);
+    CHECK_EQ_INT(ax.n, bx.n);      /* every cached record of X, copied */
+    CHECK_EQ_INT(ax.n, bx.cached); /* and no measurement of X */
+    CHECK_EQ_INT(o.batch, bz.n);
+    CHECK_EQ_INT(0, bz.cached);
+    CHECK_EQ_INT(ca.n + o.batch, cb.n); /* B's measurements; not the copies */
+    CHECK_EQ_INT(0, wu.n);
+
+    /* the database alone makes the compile: both tasks tuned, the right answer */
+    struct kiln_db      *d;
+    struct kiln_schedule s = {0};
+    uint32_t             ntuned = 0;
+    struct kiln_target   t;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &t));
+    CHECK_EQ_INT(KILN_OK, kiln_db_open_readonly(ctx, dbb, &d));
+    CHECK_EQ_INT(KILN_OK,
+                 kiln_tuned_schedule(ctx, gb, d, kiln_cg_target_str(ctx, &t), &s, &ntuned));
+    kiln_db_close(d);
+    CHECK_EQ_INT(2, ntuned);
+    CHECK(check_schedule(ctx, gb, &s, opt_seed()) < 1e-5);
+
+    /* resumed with the same budget: nothing measured, nothing copied again */
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, gb, &o));
+    CHECK_EQ_INT(bx.n + bz.n, count_records(dbb, NULL).n);
+    CHECK_EQ_INT(cb.n, count_records(cache, NULL).n);
+    CHECK_EQ_INT(0, wu.n);
+out:
+    unlink_db(cache);
+    unlink_db(dba);
+    unlink_db(dbb);
+    free(cache);
+    free(dba);
+    free(dbb);
+    kiln_ctx_free(ctx);
+}
+
+/* Two processes tuning into one cache at once lose no record: the cache ends with every record
+ * either measured (those it copied from the cache are not stored there again). */
+static void
+test_cache_concurrent_writers(void)
+{
+    char *cache = tmp_path("shared_cache.db"), *db[2] = {tmp_path("w0.db"), tmp_path("w1.db")};
+    const char *kg[2] = {cache_a_kg, cache_b_kg};
+    pid_t       pid[2];
+    fflush(NULL);
+    for (int k = 0; k < 2; k++) {
+        if ((pid[k] = fork()) == 0) {
+            kiln_ctx          *ctx = kiln_ctx_new(NULL);
+            struct kiln_graph *g;
+            if (kiln_graph_parse(ctx, kg[k], strlen(kg[k]), "writer", &g) != KILN_OK)
+                _exit(3);
+            struct kiln_tune_opts o;
+            struct warn_ud        wu = {0};
+            quick_opts(&o, db[k], 24);
+            o.batch = 2; /* many small rounds: the two interleave */
+            o.cache_path = cache;
+            o.warning = warn_cb;
+            o.progress_ud = &wu;
+            enum kiln_status st = kiln_tune(ctx, g, &o);
+            if (wu.n)
+                fprintf(stderr, "writer %d: warning: %s\n", k, wu.first);
+            _exit(st != KILN_OK ? 1 : wu.n ? 2 : 0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int status = 0;
+        waitpid(pid[k], &status, 0);
+        CHECK(WIFEXITED(status));
+        CHECK_EQ_INT(0, WEXITSTATUS(status));
+    }
+    struct count_ud d0 = count_records(db[0], NULL), d1 = count_records(db[1], NULL),
+                    c = count_records(cache, NULL);
+    printf("  writer 0: %u records (%u from the cache), writer 1: %u (%u); the cache: %u\n", d0.n,
+           d0.cached, d1.n, d1.cached, c.n);
+    CHECK_EQ_INT(24, d0.n - d0.cached);
+    CHECK_EQ_INT(24, d1.n - d1.cached);
+    CHECK_EQ_INT(48, c.n);
+    CHECK_EQ_INT(0, c.cached);
+    for (int k = 0; k < 2; k++) {
+        unlink_db(db[k]);
+        free(db[k]);
+    }
+    unlink_db(cache);
+    free(cache);
+}
+
+/* A cache that is not a database, or cannot be created: one warning naming the file, the run
+ * goes on with its database, and the file is left as it was. */
+static void
+test_cache_damaged(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[8, 16]\nweight b: f32[16, 8]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *cache = tmp_path("garbage_cache.db"), *db = tmp_path("dmg.db");
+    char               nodir[300];
+    snprintf(nodir, sizeof nodir, "%s.missing/records.db", cache);
+    const char *paths[2] = {cache, nodir};
+    for (int k = 0; g && k < 2; k++) {
+        FILE *f = fopen(cache, "w");
+        fputs("this is not an SQLite database, it is long enough to have a header though\n", f);
+        fclose(f);
+        struct kiln_tune_opts o;
+        struct warn_ud        wu = {0};
+        quick_opts(&o, db, 6);
+        o.cache_path = paths[k];
+        o.warning = warn_cb;
+        o.progress_ud = &wu;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        printf("  warning: %s\n", wu.first);
+        CHECK_EQ_INT(1, wu.n);
+        CHECK(strstr(wu.first, paths[k]) != NULL);
+        CHECK_EQ_INT(6, count_records(db, NULL).n);
+        char  head[32] = "";
+        FILE *r = fopen(cache, "r");
+        CHECK(r && fread(head, 1, 21, r) == 21 && !strcmp(head, "this is not an SQLite"));
+        if (r)
+            fclose(r);
+        unlink_db(db);
+    }
+    unlink(cache);
+    free(cache);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
+/* The whole model's curve (model.csv): rows once every task has a time, elapsed and trials
+ * not decreasing, the estimated latency never rising, and between the sum of weight x the
+ * fastest record of each task (the estimate is a mean of measurements, so never below) and the
+ * sum of weight x the default schedule's time; model.svg is written beside it. A time budget
+ * (no trial limit) ends the run: it returns, with every record readable. */
+struct min_ud {
+    double min, dflt;
+};
+
+static bool
+min_cb(void *ud, const struct kiln_record *r)
+{
+    struct min_ud *m = ud;
+    if (r->error == KILN_MEASURE_OK && r->time_s > 0 && (m->min == 0 || r->time_s < m->min))
+        m->min = r->time_s;
+    if (r->error == KILN_MEASURE_OK && r->strategy && !strcmp(r->strategy, "default"))
+        m->dflt = r->time_s;
+    return true;
+}
+
+static void
+test_model_curve_time_budget(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, cache_a_kg);
+    char              *db = tmp_path("curve.db"), *dir = tmp_path("curves");
+    struct kiln_tasks  T;
+    if (!g || kiln_tasks_extract(ctx, g, &T) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "setup");
+        goto out;
+    }
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, UINT32_MAX);
+    o.batch = 4;
+    o.time_budget_s = 3;
+    o.curve_dir = dir;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    struct count_ud c = count_records(db, NULL);
+    printf("  a 3 s budget: %u records, returned after %.1f s\n", c.n, took);
+    CHECK(c.n >= 2);   /* the default schedules at least */
+    CHECK(took < 120); /* it stops (a generous bound: measurements in flight finish) */
+    /* the oracle: the records themselves */
+    double             lo = 0, hi = 0;
+    struct kiln_target tg;
+    struct kiln_db    *d;
+    CHECK_EQ_INT(KILN_OK, kiln_cg_target_parse(ctx, "llvm", &tg));
+    CHECK_EQ_INT(KILN_OK, kiln_db_open_readonly(ctx, db, &d));
+    for (uint32_t i = 0; i < T.n; i++) {
+        struct min_ud m = {0};
+        CHECK_EQ_INT(KILN_OK,
+                     kiln_db_each(d, T.task[i].key, kiln_cg_target_str(ctx, &tg), min_cb, &m));
+        lo += T.task[i].weight * m.min;
+        hi += T.task[i].weight * m.dflt;
+    }
+    kiln_db_close(d);
+    char path[400];
+    snprintf(path, sizeof path, "%s/model.csv", dir);
+    FILE *f = fopen(path, "r");
+    char  line[256];
+    CHECK(f && fgets(line, sizeof line, f) && !strcmp(line, "elapsed_s,trials,latency_s\n"));
+    double   pe = -1, pl = INFINITY, last = 0;
+    uint32_t pt = 0, rows = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        double   e, l;
+        unsigned t;
+        CHECK_EQ_INT(3, sscanf(line, "%lf,%u,%lf", &e, &t, &l));
+        CHECK(e >= pe && t >= pt && l <= pl && l > 0);
+        pe = e, pt = t, pl = l, last = l;
+        rows++;
+    }
+    if (f)
+        fclose(f);
+    printf("  model.csv: %u rows, last %.2f us; fastest records %.2f us, defaults %.2f us\n", rows,
+           last * 1e6, lo * 1e6, hi * 1e6);
+    CHECK(rows >= 1);
+    CHECK(last >= lo * (1 - 1e-6) && last <= hi * (1 + 1e-6)); /* (CSV: 9 digits) */
+    snprintf(path, sizeof path, "%s/model.svg", dir);
+    CHECK(access(path, R_OK) == 0);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", dir);
+out:
+    unlink_db(db);
+    free(db);
+    free(dir);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_welch(void)
 {
@@ -1134,6 +1489,10 @@ static const struct test tests[] = {
     {"tune_final_selection", test_tune_final_selection},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
+    {"cache_shared_task", test_cache_shared_task},
+    {"cache_concurrent_writers", test_cache_concurrent_writers},
+    {"cache_damaged", test_cache_damaged},
+    {"model_curve_time_budget", test_model_curve_time_budget},
     {"tune_gpu_no_device", test_tune_gpu_no_device},
     {"tune_gpu_emulated", test_tune_gpu_emulated},
     {"tune_gpu_device", test_tune_gpu_device},
