@@ -22,6 +22,7 @@ int cmd_compile(int argc, char **argv);   /* cli/cmd_compile.c */
 int cmd_run(int argc, char **argv);       /* cli/cmd_run.c */
 int cmd_tune(int argc, char **argv);      /* cli/cmd_tune.c */
 int cmd_records(int argc, char **argv);   /* cli/cmd_records.c */
+int cmd_costmodel(int argc, char **argv); /* cli/cmd_costmodel.c */
 int cmd_onnx_test(int argc, char **argv); /* cli/cmd_onnx_test.c */
 int cmd_sample(int argc, char **argv);    /* cli/cmd_sample.c */
 int cmd_search(int argc, char **argv);    /* cli/cmd_search.c (runs python -m kiln.search) */

@@ -19,6 +19,8 @@ static const struct command commands[] = {
     {"run", cmd_run, "call a compiled module on random inputs, check and time it"},
     {"tune", cmd_tune, "search fast schedules and store them in a records database"},
     {"records", cmd_records, "list, export or import tuning records"},
+    {"costmodel", cmd_costmodel,
+     "train a cost model on records, or measure how well one ranks them"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
     {"sample", cmd_sample, "sample new kernels to replace a convolution (.kg and PyTorch)"},
     {"search", cmd_search, "search kernels faster than a convolution at its accuracy (PyTorch)"},

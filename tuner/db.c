@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -33,8 +34,15 @@ struct kiln_db {
     const char   *path;
     const char   *machine;
     bool          readonly;
-    bool          empty; /* read-only open of an SQLite file without tables: no records */
+    bool          empty;  /* read-only open of an SQLite file without tables: no records */
+    bool          graphs; /* the graphs table exists (schema 2; a version 1 file read-only: no) */
 };
+
+/* schema version 2: each workload's task graph, so records can be featurised again later */
+#define GRAPHS_SQL                                                                            \
+    "CREATE TABLE IF NOT EXISTS graphs("                                                      \
+    " workload TEXT NOT NULL, target TEXT NOT NULL, kind TEXT NOT NULL, graph TEXT NOT NULL," \
+    " PRIMARY KEY(workload, target));"
 
 static const char schema_sql[] =
     "CREATE TABLE kiln_schema(version INTEGER NOT NULL);"
@@ -44,7 +52,7 @@ static const char schema_sql[] =
     " time_s REAL NOT NULL, stddev_s REAL NOT NULL, error INTEGER NOT NULL, error_msg TEXT,"
     " version TEXT NOT NULL, machine TEXT NOT NULL, timestamp INTEGER NOT NULL,"
     " flops REAL NOT NULL, strategy TEXT NOT NULL);"
-    "CREATE INDEX records_task ON records(workload, target, error, time_s);";
+    "CREATE INDEX records_task ON records(workload, target, error, time_s);" GRAPHS_SQL;
 
 #define RECORD_COLS                                                                            \
     "workload, target, schedule, prog, time_s, stddev_s, error, error_msg, version, machine, " \
@@ -154,6 +162,24 @@ create_schema(struct kiln_db *d)
     return st;
 }
 
+/* Version 1 -> 2: adds the graphs table. One IMMEDIATE transaction, so of several processes
+ * opening the same old file one migrates and the others find it done. */
+static enum kiln_status
+migrate_v1(struct kiln_db *d)
+{
+    KILN_TRY(exec(d, "BEGIN IMMEDIATE"));
+    enum kiln_status st = exec(d, GRAPHS_SQL "INSERT INTO kiln_schema SELECT 2 WHERE "
+                                             "(SELECT max(version) FROM kiln_schema) < 2;");
+    if (st == KILN_OK)
+        st = exec(d, "COMMIT");
+    if (st != KILN_OK) {
+        sqlite3_exec(d->db, "ROLLBACK", NULL, NULL, NULL);
+        return st;
+    }
+    d->graphs = true;
+    return KILN_OK;
+}
+
 /* Checks the file's identity, creating the schema in a new one (unless read-only). */
 static enum kiln_status
 check_schema(struct kiln_db *d)
@@ -185,8 +211,11 @@ check_schema(struct kiln_db *d)
                          "%s has records schema version %lld; this kiln (%s) reads version %d: "
                          "use a newer kiln",
                          d->path, (long long)version, KILN_VERSION, KILN_DB_SCHEMA_VERSION);
+    d->graphs = version >= 2;
     if (d->readonly)
         return KILN_OK;
+    if (!d->graphs)
+        KILN_TRY(migrate_v1(d));
     /* WAL cannot be entered inside a transaction, and a file already in WAL mode stays there.
      * The switch takes an exclusive lock from the shared one it reads with; when another
      * connection holds the write lock (creating the schema), SQLite refuses at once without
@@ -643,6 +672,175 @@ kiln_db_count(struct kiln_db *d, const char *workload, const char *target)
     return n;
 }
 
+/* ---- workload graphs (schema 2) ---- */
+
+static bool
+is_key(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == 16;
+}
+
+/* Checks a graph row: keys of 16 hex digits, a target, and .kg text that parses to a task graph
+ * with that workload key and kind. False with the reason in why. */
+static bool
+check_graph(kiln_ctx *ctx, const struct kiln_db_graph *g, char *why, size_t nwhy)
+{
+    why[0] = 0;
+    if (!is_key(g->workload))
+        snprintf(why, nwhy, "workload \"%.40s\" is not a task key (16 hex digits)", g->workload);
+    else if (!*g->target)
+        snprintf(why, nwhy, "empty target");
+    else if (!is_key(g->kind))
+        snprintf(why, nwhy, "kind \"%.40s\" is not a task key (16 hex digits)", g->kind);
+    if (why[0])
+        return false;
+    struct kiln_scratch sc = kiln_scratch_begin(ctx);
+    struct kiln_graph  *parsed = NULL;
+    if (kiln_graph_parse(ctx, g->graph, strlen(g->graph), "graph", &parsed) != KILN_OK) {
+        snprintf(why, nwhy, "the graph does not parse: %.200s", kiln_ctx_error(ctx)->msg);
+        kiln_ctx_error_clear(ctx);
+    } else {
+        char key[17], kind[17];
+        snprintf(key, sizeof key, "%016" PRIx64, kiln_task_hash(parsed));
+        snprintf(kind, sizeof kind, "%016" PRIx64, kiln_task_kind(parsed));
+        if (strcmp(key, g->workload))
+            snprintf(why, nwhy, "the graph's workload key is %s, not %s", key, g->workload);
+        else if (strcmp(kind, g->kind))
+            snprintf(why, nwhy, "the graph's kind is %s, not %s", kind, g->kind);
+    }
+    kiln_scratch_end(ctx, sc);
+    return !why[0];
+}
+
+static enum kiln_status
+graph_insert(struct kiln_db *d, const struct kiln_db_graph *g)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(d->db,
+                           "INSERT OR IGNORE INTO graphs(workload, target, kind, graph) "
+                           "VALUES(?,?,?,?)",
+                           -1, &s, NULL)
+        != SQLITE_OK)
+        return sql_fail(d, "adding a graph");
+    bind_text(s, 1, g->workload);
+    bind_text(s, 2, g->target);
+    bind_text(s, 3, g->kind);
+    bind_text(s, 4, g->graph);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? KILN_OK : sql_fail(d, "adding a graph");
+}
+
+static enum kiln_status
+writable(struct kiln_db *d)
+{
+    if (d->readonly)
+        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "records database %s: opened read-only",
+                         d->path);
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_db_add_graph(struct kiln_db *d, const struct kiln_db_graph *g)
+{
+    if (!d || !g || !g->workload || !g->target || !g->kind || !g->graph)
+        return KILN_ERR_INVALID;
+    KILN_TRY(writable(d));
+    char why[300];
+    if (!check_graph(d->ctx, g, why, sizeof why))
+        return KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db", "records database %s: graph of %s: %s",
+                         d->path, g->workload, why);
+    return graph_insert(d, g);
+}
+
+bool
+kiln_db_has_graphs(const struct kiln_db *d)
+{
+    return d && d->graphs && !d->empty;
+}
+
+enum kiln_status
+kiln_db_add_task_graph(struct kiln_db *d, const struct kiln_task *t, const char *target)
+{
+    if (!d || !t || !target)
+        return KILN_ERR_INVALID;
+    KILN_TRY(writable(d));
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(d->db, "SELECT 1 FROM graphs WHERE workload=? AND target=?", -1, &s,
+                           NULL)
+        != SQLITE_OK)
+        return sql_fail(d, "looking up a graph");
+    bind_text(s, 1, t->key);
+    bind_text(s, 2, target);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return KILN_OK; /* stored once */
+    if (rc != SQLITE_DONE)
+        return sql_fail(d, "looking up a graph");
+    kiln_ctx           *ctx = d->ctx;
+    struct kiln_scratch sc = kiln_scratch_begin(ctx);
+    const char         *text = NULL;
+    enum kiln_status    st = kiln_graph_print(ctx, t->g, 0, &text);
+    char                kind[17], why[300];
+    snprintf(kind, sizeof kind, "%016" PRIx64, t->kind);
+    struct kiln_db_graph g = {t->key, target, kind, text};
+    /* a graph whose text does not give the task back is of no use later: not stored */
+    if (st == KILN_OK && check_graph(ctx, &g, why, sizeof why))
+        st = graph_insert(d, &g);
+    kiln_scratch_end(ctx, sc);
+    return st;
+}
+
+enum kiln_status
+kiln_db_each_graph(struct kiln_db *d, const char                             *target,
+                   bool (*fn)(void *ud, const struct kiln_db_graph *g), void *ud)
+{
+    if (!d || !fn)
+        return KILN_ERR_INVALID;
+    if (!kiln_db_has_graphs(d))
+        return KILN_OK;
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(d->db,
+                           "SELECT workload, target, kind, graph, rowid FROM graphs "
+                           "WHERE ?1 IS NULL OR target=?1 ORDER BY rowid",
+                           -1, &s, NULL)
+        != SQLITE_OK)
+        return sql_fail(d, "reading graphs");
+    bind_text(s, 1, target);
+    int              rc;
+    enum kiln_status st = KILN_OK;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct kiln_db_graph g;
+        const char          *col = NULL;
+        if (!col_text(s, 0, false, &g.workload))
+            col = "workload";
+        else if (!col_text(s, 1, false, &g.target))
+            col = "target";
+        else if (!col_text(s, 2, false, &g.kind))
+            col = "kind";
+        else if (!col_text(s, 3, false, &g.graph))
+            col = "graph";
+        if (col) {
+            st = KILN_FAIL(d->ctx, KILN_ERR_INVALID, "db",
+                           "records database %s: graph row %lld is damaged: column %s is missing "
+                           "or of the wrong type",
+                           d->path, (long long)sqlite3_column_int64(s, 4), col);
+            break;
+        }
+        if (!fn(ud, &g))
+            break;
+    }
+    sqlite3_finalize(s);
+    if (st == KILN_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        st = sql_fail(d, "reading graphs");
+    return st;
+}
+
 /* ---- JSON lines ---- */
 
 struct export_state {
@@ -667,6 +865,8 @@ add_num(cJSON *o, const char *key, double v)
     return cJSON_AddRawToObject(o, key, buf) != NULL;
 }
 
+static bool write_line(struct export_state *e, cJSON *o, bool ok);
+
 static bool
 export_one(void *ud, const struct kiln_record *r)
 {
@@ -686,6 +886,12 @@ export_one(void *ud, const struct kiln_record *r)
     ok = ok && add_num(o, "timestamp", (double)r->timestamp);
     ok = ok && add_num(o, "flops", r->flops);
     ok = ok && cJSON_AddItemToObject(o, "strategy", str_or_null(r->strategy));
+    return write_line(e, o, ok);
+}
+
+static bool
+write_line(struct export_state *e, cJSON *o, bool ok)
+{
     char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (!line) {
@@ -702,12 +908,27 @@ export_one(void *ud, const struct kiln_record *r)
     return true;
 }
 
+/* a graph line: {"graph": .kg text, "workload", "target", "kind"} */
+static bool
+export_graph(void *ud, const struct kiln_db_graph *g)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool   ok = o != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "graph", g->graph);
+    ok = ok && cJSON_AddStringToObject(o, "workload", g->workload);
+    ok = ok && cJSON_AddStringToObject(o, "target", g->target);
+    ok = ok && cJSON_AddStringToObject(o, "kind", g->kind);
+    return write_line(ud, o, ok);
+}
+
 enum kiln_status
 kiln_db_export_jsonl(struct kiln_db *d, FILE *out)
 {
     if (!d || !out)
         return KILN_ERR_INVALID;
     struct export_state e = {d, out, KILN_OK};
+    KILN_TRY(kiln_db_each_graph(d, NULL, export_graph, &e));
+    KILN_TRY(e.st);
     KILN_TRY(kiln_db_each(d, NULL, NULL, export_one, &e));
     if (e.st == KILN_OK && fflush(out) != 0)
         return KILN_FAIL(d->ctx, KILN_ERR_BACKEND, "db", "writing exported records: %s",
@@ -740,23 +961,43 @@ static const char *const field_name[F_COUNT] = {
 #define F_NULLABLE ((1u << F_PROG) | (1u << F_ERROR_MSG))
 #define F_NUMBER   ((1u << F_TIME) | (1u << F_STDDEV) | (1u << F_TIMESTAMP) | (1u << F_FLOPS))
 
+/* A graph line's fields into *g (strings point into o); false with the reason in why. */
 static bool
-is_key(const char *s)
+parse_graph_line(struct kiln_db *d, const cJSON *o, struct kiln_db_graph *g, char *why, size_t nwhy)
 {
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+    static const char *const name[4] = {"graph", "workload", "target", "kind"};
+    const char             **field[4] = {&g->graph, &g->workload, &g->target, &g->kind};
+    memset(g, 0, sizeof *g);
+    for (const cJSON *v = o->child; v; v = v->next) {
+        int k = 0;
+        while (k < 4 && strcmp(v->string, name[k]))
+            k++;
+        if (k == 4) {
+            snprintf(why, nwhy, "unknown field \"%.60s\" in a graph line", v->string);
             return false;
-    return n == 16;
+        }
+        if (!cJSON_IsString(v)) {
+            snprintf(why, nwhy, "field \"%s\" is not a string", name[k]);
+            return false;
+        }
+        *field[k] = v->valuestring;
+    }
+    for (int k = 0; k < 4; k++)
+        if (!*field[k]) {
+            snprintf(why, nwhy, "missing field \"%s\" in a graph line", name[k]);
+            return false;
+        }
+    return check_graph(d->ctx, g, why, nwhy);
 }
 
-/* Parses and checks one line into r (strings point into *json, which the caller deletes). On a
- * bad line returns false with the reason in why. */
+/* Parses and checks one line into r, or a graph line into *g (*is_graph set; strings point
+ * into *json, which the caller deletes). On a bad line returns false with the reason in why. */
 static bool
 parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct kiln_record *r,
-           char *why, size_t nwhy)
+           struct kiln_db_graph *g, bool *is_graph, char *why, size_t nwhy)
 {
     memset(r, 0, sizeof *r);
+    *is_graph = false;
     /* strict JSON (passes/sched.c): nothing after the object, no key twice, no NUL byte or
      * \u0000 (cJSON would cut the string there, and the record would not be what the line
      * says) */
@@ -771,6 +1012,10 @@ parse_line(struct kiln_db *d, const char *text, size_t len, cJSON **json, struct
     if (!cJSON_IsObject(o)) {
         snprintf(why, nwhy, "not a JSON object");
         return false;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(o, "graph")) {
+        *is_graph = true;
+        return parse_graph_line(d, o, g, why, nwhy);
     }
     const cJSON *f[F_COUNT] = {0};
     for (const cJSON *v = o->child; v; v = v->next) {
@@ -894,10 +1139,12 @@ kiln_db_import_jsonl(struct kiln_db *d, const char *file, const char *text, size
         i = end + 1;
         if (b == e)
             continue; /* a blank line */
-        cJSON             *json = NULL;
-        struct kiln_record r;
-        char               why[256];
-        if (!parse_line(d, text + b, e - b, &json, &r, why, sizeof why)) {
+        cJSON               *json = NULL;
+        struct kiln_record   r;
+        struct kiln_db_graph g;
+        bool                 is_graph;
+        char                 why[256];
+        if (!parse_line(d, text + b, e - b, &json, &r, &g, &is_graph, why, sizeof why)) {
             cJSON_Delete(json);
             if (!nbad++) {
                 first_bad = line;
@@ -905,6 +1152,11 @@ kiln_db_import_jsonl(struct kiln_db *d, const char *file, const char *text, size
             }
             if (bad)
                 bad(ud, line, why);
+            continue;
+        }
+        if (is_graph) {
+            st = graph_insert(d, &g); /* a graph already stored stays */
+            cJSON_Delete(json);
             continue;
         }
         sqlite3_reset(exists);

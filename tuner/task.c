@@ -297,12 +297,80 @@ extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **
 }
 
 /* Structural hash plus the variable display names (schedules name iterators by them). */
-static uint64_t
-task_hash(const struct kiln_graph *sub)
+uint64_t
+kiln_task_hash(const struct kiln_graph *sub)
 {
     uint64_t h = kiln_graph_hash(sub);
     for (uint32_t o = 0; o < sub->nop; o++) {
         const struct kiln_opdef *d = &sub->op[o];
+        for (uint32_t k = 0; k < sub->tensor[d->out].ndim; k++)
+            h = kiln_hash_str(h, kiln_sym_str(sub->ctx, d->axname[k]));
+        for (uint32_t k = 0; k < d->nred; k++)
+            h = kiln_hash_str(h, kiln_sym_str(sub->ctx, d->rname[k]));
+    }
+    return h;
+}
+
+/* A tensor as the kind sees it: dtype, role and rank, not its shape or its index (the order in
+ * which a task's tensors are numbered follows operand orders that depend on the extents). */
+static uint64_t
+tensor_kind(const struct kiln_graph *g, uint32_t t)
+{
+    const struct kiln_tensor *tt = &g->tensor[t];
+    return kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)tt->dtype << 24) | ((uint64_t)tt->kind << 16)
+                                             | ((uint64_t)tt->ndim << 8) | tt->is_output);
+}
+
+/* An expression's structure with the values of its literals left out: extents, strides, paddings
+ * and constants are all literals in a body. A select's condition is left out too: a padded
+ * window's bounds checks are there, and which of them the simplifier can drop depends on the
+ * extents (a stride-2 window over an even width never crosses its right edge). A load names
+ * its tensor by tensor_kind. The operands of a commutative op are combined in an order of their
+ * own hashes, since the builders order them by a hash that sees the values. */
+static uint64_t
+expr_kind(const struct kiln_graph *g, kiln_expr e)
+{
+    const struct kiln_node *n = kiln_node_get(g->ctx, e);
+    uint64_t                imm = (uint64_t)n->imm;
+    if (n->op == KILN_OP_INT || n->op == KILN_OP_FLOAT)
+        imm = 0;
+    else if (n->op == KILN_OP_LOAD)
+        imm = n->imm >= 0 && (uint64_t)n->imm < g->ntensor ? tensor_kind(g, (uint32_t)n->imm) : 0;
+    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)n->op << 8) | n->dtype);
+    h = kiln_hash_u64(h, imm);
+    uint32_t kid[3] = {n->kid[0], n->kid[1], n->kid[2]}; /* n moves when nodes are interned */
+    bool     comm = kiln_op_flags[n->op] & KILN_OPF_COMM, sel = n->op == KILN_OP_SELECT;
+    uint64_t k[3];
+    for (int i = 0; i < 3; i++)
+        k[i] = kid[i] && !(sel && i == 0) ? expr_kind(g, (kiln_expr){kid[i]}) : 0;
+    if (comm && k[0] > k[1]) {
+        uint64_t t = k[0];
+        k[0] = k[1];
+        k[1] = t;
+    }
+    for (int i = 0; i < 3; i++)
+        h = kiln_hash_u64(h, k[i]);
+    return h;
+}
+
+uint64_t
+kiln_task_kind(const struct kiln_graph *sub)
+{
+    /* tensors, arguments and outputs as multisets (sums): their numbering is not structure */
+    uint64_t all = 0, args = 0, outs = 0;
+    for (uint32_t t = 0; t < sub->ntensor; t++)
+        all += tensor_kind(sub, t);
+    for (uint32_t i = 0; i < sub->narg; i++)
+        args += tensor_kind(sub, sub->arg[i]);
+    for (uint32_t i = 0; i < sub->noutput; i++)
+        outs += tensor_kind(sub, sub->output[i]);
+    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, sub->ntensor);
+    h = kiln_hash_u64(kiln_hash_u64(kiln_hash_u64(h, all), args), outs);
+    for (uint32_t o = 0; o < sub->nop; o++) {
+        const struct kiln_opdef *d = &sub->op[o];
+        h = kiln_hash_u64(h, tensor_kind(sub, d->out));
+        h = kiln_hash_u64(h, ((uint64_t)d->reduce << 8) | d->nred);
+        h = kiln_hash_u64(h, expr_kind(sub, d->body));
         for (uint32_t k = 0; k < sub->tensor[d->out].ndim; k++)
             h = kiln_hash_str(h, kiln_sym_str(sub->ctx, d->axname[k]));
         for (uint32_t k = 0; k < d->nred; k++)
@@ -333,7 +401,7 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
         struct kiln_graph *sub = NULL;
         uint32_t          *tens = NULL;
         KILN_TRY(extract(&P, ops, nops, &sub, &tens));
-        uint64_t  h = task_hash(sub);
+        uint64_t  h = kiln_task_hash(sub);
         uint32_t *inst = kiln_arena_alloc(ctx, sizeof(uint32_t) * nops);
         if (!inst)
             return ctx->err.status;
@@ -347,6 +415,7 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
             memset(t, 0, sizeof *t);
             t->g = sub;
             t->hash = h;
+            t->kind = kiln_task_kind(sub);
             snprintf(t->key, sizeof t->key, "%016" PRIx64, h);
             for (uint32_t o = 0; o < sub->nop; o++) {
                 struct kiln_stats st;

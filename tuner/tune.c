@@ -813,6 +813,7 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     }
     free(R.keys);
     KILN_TRY(st);
+    KILN_TRY(kiln_db_add_task_graph(S->db, task, S->target)); /* to featurise records later */
     if (T->trials)
         push_hist(T); /* its history: no warm-up round */
     if (S->o->curve_dir) {

@@ -29,7 +29,8 @@
  * deduplicated: one task, weight = number of occurrences. */
 struct kiln_task {
     struct kiln_graph *g;        /* the subgraph (ctx-owned) */
-    uint64_t           hash;     /* structural, names excluded */
+    uint64_t           hash;     /* kiln_task_hash */
+    uint64_t           kind;     /* kiln_task_kind */
     char               key[17];  /* hash as 16 hex digits: the workload key with the target */
     double             flops;    /* of one occurrence */
     uint32_t           weight;   /* occurrences in the whole graph */
@@ -45,6 +46,13 @@ struct kiln_tasks {
 
 enum kiln_status kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g,
                                     struct kiln_tasks *out);
+/* A task graph's workload hash: the structural hash (kiln_graph_hash: tensor names excluded)
+ * plus the display names of its variables, which schedules name iterators by. */
+uint64_t kiln_task_hash(const struct kiln_graph *sub);
+/* Its shape-free kind: the same with every extent and literal value left out (tensor ranks,
+ * dtypes, reduction kinds and the bodies' structure stay), so the same operator at other shapes,
+ * strides or paddings that keep the body's form has the same kind. */
+uint64_t kiln_task_kind(const struct kiln_graph *sub);
 /* Ansor's "needs multi-level tiling": op is a reduction and some input lacks an output axis of
  * extent > 1 among its indices (so it is reused across that axis). */
 bool kiln_op_has_reuse(const struct kiln_graph *g, uint32_t op);
@@ -298,6 +306,67 @@ enum kiln_status kiln_predict_task(kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_predict_opts *o, struct kiln_schedule *out,
                                    bool *found, uint32_t *ncand);
 
+/* ---- training and evaluating cost models on records (tuner/costmodel.c) ----
+ * Both read the workload graphs of records databases (schema 2), lower every record's schedule
+ * on its graph and featurise it for the record's target (struct kiln_hw from the target string,
+ * not this machine). Databases are opened read-only; a workload in several databases is one
+ * workload with all their records. */
+struct kiln_costmodel_opts {
+    const char *target;   /* only records of this target (canonicalised); NULL: every CPU one */
+    uint32_t    holdout;  /* percent of workloads held out (by a hash of the key); 0: none */
+    bool        held_out; /* take the held-out workloads (eval) instead of the others (train) */
+    uint64_t    seed;     /* the model's (train); default 1 */
+};
+void kiln_costmodel_opts_default(struct kiln_costmodel_opts *o);
+/* Whether workload key is among the pct% held out (pct 0: never). */
+bool kiln_costmodel_held_out(const char *workload, uint32_t pct);
+
+struct kiln_costmodel_train_report {
+    uint32_t workloads, programs, rows;
+    uint32_t errors;  /* failed records among the programs (labelled 0) */
+    uint32_t skipped; /* records whose schedule does not lower on its graph */
+    uint32_t rounds;  /* boosting rounds kept */
+    double   loss;    /* training loss: RMSE of the summed score against y, weighted by y */
+};
+/* Trains a pack-sum model on every record of every workload with a graph and a successful
+ * record: y = best time of the workload / time, 0 for a failed record. *out is the model (free
+ * with kiln_cm_free). Errors name the file: one that is not a records database, one without
+ * graphs, nothing to train on. */
+enum kiln_status kiln_costmodel_train(kiln_ctx *ctx, const char *const *dbs, uint32_t ndb,
+                                      const struct kiln_costmodel_opts   *o,
+                                      struct kiln_cost_model            **out,
+                                      struct kiln_costmodel_train_report *rep);
+
+struct kiln_costmodel_eval_one {
+    char     workload[17], kind[17];
+    uint32_t programs;      /* valid schedules (mean time of each) */
+    double   pair_acc;      /* pairs of different times the model orders right (ties: 1/2) */
+    double   regret;        /* time of the model's top pick / best time (1 = it found the best) */
+    double   regret5;       /* best time of the model's top 5 / best time */
+    double   random_regret; /* a random pick's expected time / best time */
+};
+struct kiln_costmodel_eval_report {
+    uint32_t                        workloads, programs, skipped;
+    double                          pair_acc;                       /* mean over workloads */
+    double                          regret, regret5, random_regret; /* geometric means */
+    struct kiln_costmodel_eval_one *w;                              /* per workload (ctx-owned) */
+};
+/* How well m ranks the measured programs of each workload (at least two valid schedules) of
+ * the databases. */
+enum kiln_status kiln_costmodel_eval(kiln_ctx *ctx, struct kiln_cost_model *m,
+                                     const char *const *dbs, uint32_t ndb,
+                                     const struct kiln_costmodel_opts  *o,
+                                     struct kiln_costmodel_eval_report *rep);
+
+/* Writes m (kiln_cm_save) to path through a temporary file renamed into place; errors name the
+ * file. */
+enum kiln_status kiln_costmodel_save_file(kiln_ctx *ctx, const struct kiln_cost_model *m,
+                                          const char *path);
+/* A new model loaded from path (kiln_cm_load_file: a file that is not a model, of another
+ * feature count or damaged is KILN_ERR_INVALID naming it); free with kiln_cm_free. */
+enum kiln_status kiln_costmodel_load_file(kiln_ctx *ctx, const char *path,
+                                          struct kiln_cost_model **out);
+
 /* ---- measurement (tuner/measure.c) ----
  * Builds and runs candidates in worker processes so a candidate that crashes, hangs or computes
  * a wrong answer is recorded as an error and never harms the tuner. Build workers are forked
@@ -396,7 +465,7 @@ enum kiln_status kiln_measure(struct kiln_measurer *m, const struct kiln_measure
  * SQLite: one row per measured program, committed as soon as it is measured (WAL journal,
  * synchronous NORMAL: a killed tuner loses at most the record in flight). The schema and the
  * JSON-lines format are described in tuner/README.md. */
-#define KILN_DB_SCHEMA_VERSION 1
+#define KILN_DB_SCHEMA_VERSION 2 /* 2: the graphs table */
 
 struct kiln_record {
     int64_t     id;       /* row id (read only; ignored on add) */
@@ -457,17 +526,37 @@ enum kiln_status kiln_db_each_task(struct kiln_db *db,
                                    bool (*fn)(void *ud, const struct kiln_db_task *t), void *ud);
 /* workload == NULL / target == NULL: all. */
 uint32_t kiln_db_count(struct kiln_db *db, const char *workload, const char *target);
-/* One JSON object per line, in insertion order (format: tuner/README.md). */
+/* Workload graphs (schema 2): each workload's task graph as .kg text (kiln_graph_print), keyed
+ * by workload and target, with its shape-free kind (kiln_task_kind), as 16 hex digits. */
+struct kiln_db_graph {
+    const char *workload, *target, *kind, *graph;
+};
+/* Stores task t's graph for target unless one is stored; a graph whose text does not parse back
+ * to the task's workload key and kind is not stored (nothing could use it). */
+enum kiln_status kiln_db_add_task_graph(struct kiln_db *db, const struct kiln_task *t,
+                                        const char *target);
+/* Stores g unless a graph of its workload/target is stored. It is checked as an import is: keys
+ * of 16 hex digits, a target, text that parses to a graph of that workload key and kind
+ * (KILN_ERR_INVALID naming the file otherwise). */
+enum kiln_status kiln_db_add_graph(struct kiln_db *db, const struct kiln_db_graph *g);
+/* False for a version 1 file opened read-only (it has no graphs table) and an empty one. */
+bool kiln_db_has_graphs(const struct kiln_db *db);
+/* Every stored graph of target (NULL = any), in the order they were stored; a damaged row is
+ * KILN_ERR_INVALID naming the file. Strings are valid during the call only. */
+enum kiln_status kiln_db_each_graph(struct kiln_db *db, const char *target,
+                                    bool (*fn)(void *ud, const struct kiln_db_graph *g), void *ud);
+/* One JSON object per line: the graph lines, then the records in insertion order (format:
+ * tuner/README.md). */
 enum kiln_status kiln_db_export_jsonl(struct kiln_db *db, FILE *out);
 /* Imports the lines of text (read from file, for messages) in one transaction, in time linear in
- * the lines; lines already present (same workload, target, schedule, time, timestamp) are
- * skipped. Every line is checked (strict JSON: no trailing text, duplicate or unknown key, NUL
- * or \u0000; the fields' types; a task key; a known error kind; finite non-negative numbers, a
- * positive time for a record without error; a schedule that parses). A bad line is not
- * imported, bad(ud, line, why) is called for it (bad may be NULL), and the good lines are
- * imported nonetheless: the call then returns KILN_ERR_INVALID naming the first bad line (the
- * error's location is file:line). *added (may be NULL) receives the number of records added. A
- * database error rolls everything back. */
+ * the lines; graph lines are checked as kiln_db_add_graph checks them; lines already present (same
+ * workload, target, schedule, time, timestamp) are skipped. Every line is checked (strict JSON: no
+ * trailing text, duplicate or unknown key, NUL or \u0000; the fields' types; a task key; a known
+ * error kind; finite non-negative numbers, a positive time for a record without error; a schedule
+ * that parses). A bad line is not imported, bad(ud, line, why) is called for it (bad may be NULL),
+ * and the good lines are imported nonetheless: the call then returns KILN_ERR_INVALID naming the
+ * first bad line (the error's location is file:line). *added (may be NULL) receives the number of
+ * records added. A database error rolls everything back. */
 enum kiln_status kiln_db_import_jsonl(struct kiln_db *db, const char *file, const char *text,
                                       size_t len,
                                       void (*bad)(void *ud, uint32_t line, const char *why),

@@ -30,7 +30,10 @@ count() { "$KILN" records "$1" 2>/dev/null | awk 'NR == 2 {print $2}'; }
 "$KILN" tune "$T/mm.kg" --trials 1 --db "$T/t.db" --repeat 1 --min-repeat-ms 1 --quiet \
     2>"$T/err" || fail "tune: $(cat "$T/err")"
 "$KILN" records "$T/t.db" --export "$T/t.jsonl" || fail "export"
-[ "$(wc -l <"$T/t.jsonl")" = 1 ] || fail "export has $(wc -l <"$T/t.jsonl") lines"
+# the task's graph (a line of its own, first), then the record
+[ "$(grep -c '^{"graph":' "$T/t.jsonl")" = 1 ] || fail "export has no graph line: $(cat "$T/t.jsonl")"
+grep -v '^{"graph":' "$T/t.jsonl" >"$T/rec.jsonl"
+[ "$(wc -l <"$T/rec.jsonl")" = 1 ] || fail "export has $(wc -l <"$T/rec.jsonl") record lines"
 
 # 1. export onto its own database, under any name, or onto another SQLite file
 cp "$T/t.db" "$T/other.db"
@@ -46,7 +49,7 @@ done
 [ "$(count "$T/t.db")" = 1 ] || fail "export onto itself (relative) lost records"
 
 # 3. import checks every line, reports the bad ones by file:line, imports the good ones
-python3 - "$T/t.jsonl" "$T/mixed.jsonl" "$T/next.jsonl" <<'PY'
+python3 - "$T/rec.jsonl" "$T/mixed.jsonl" "$T/next.jsonl" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read())
 def line(**kw):
@@ -100,7 +103,7 @@ grep -q 'task [0-9a-f]\{16\}: 2 better records skipped (record 5: .*); using rec
 "$KILN" run "$T/mm.so" --check >"$T/out" 2>&1 || fail "run --check: $(cat "$T/out")"
 
 # 4. a large import: linear (20,000 lines; the time is printed, not asserted)
-python3 - "$T/t.jsonl" "$T/big.jsonl" <<'PY'
+python3 - "$T/rec.jsonl" "$T/big.jsonl" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read())
 with open(sys.argv[2], "w") as f:
