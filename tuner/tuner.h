@@ -235,12 +235,13 @@ enum kiln_status kiln_cm_predict(struct kiln_cost_model *m, const struct kiln_fe
 bool             kiln_cm_trained(const struct kiln_cost_model *m);
 /* Boosting rounds the last training kept (after early stopping); 0 before training. */
 uint32_t kiln_cm_rounds(const struct kiln_cost_model *m);
-/* Model files: a header line "kiln-cost-model 1 feat_dim=N objective=O rounds=R\n", then the
- * trees prediction uses in XGBoost's UBJSON. kiln_cm_save appends a trained model's file to
- * *out (KILN_ERR_INVALID when untrained). kiln_cm_load replaces m's model with the one in
- * data (`what` names it in errors: a path, "the shipped cost model"); a file that is not a
- * model, is damaged, or was trained on another feature count (KILN_FEAT_DIM) is
- * KILN_ERR_INVALID and leaves m as it was. Files larger than KILN_CM_MAX_BYTES are refused. */
+/* Model files: a header line "kiln-cost-model 1 feat_dim=N objective=O rounds=R bytes=B
+ * hash=H\n", then the trees prediction uses in XGBoost's UBJSON (B bytes, kiln_hash_bytes H).
+ * kiln_cm_save appends a trained model's file to *out (KILN_ERR_INVALID when untrained).
+ * kiln_cm_load replaces m's model with the one in data (`what` names it in errors: a path, "the
+ * shipped cost model"); a file that is not a model, is damaged, or was trained on another feature
+ * count (KILN_FEAT_DIM) is KILN_ERR_INVALID and leaves m as it was. Files larger than
+ * KILN_CM_MAX_BYTES are refused. */
 #define KILN_CM_MAX_BYTES (64 << 20)
 enum kiln_status kiln_cm_save(const struct kiln_cost_model *m, struct kiln_buf *out);
 enum kiln_status kiln_cm_load(struct kiln_cost_model *m, const void *data, size_t len,

@@ -379,8 +379,10 @@ out:
 
 /* ---- model files ----
  * A header line, then the booster in XGBoost's UBJSON (the trees prediction uses, sliced):
- *     kiln-cost-model 1 feat_dim=182 objective=0 rounds=57\n<ubjson>
- * The feature count is checked on load: a model trained on other features ranks nonsense. */
+ *     kiln-cost-model 1 feat_dim=182 objective=0 rounds=57 bytes=N hash=16HEX\n<ubjson>
+ * The feature count is checked on load: a model trained on other features ranks nonsense. The
+ * body's length and hash (kiln_hash_bytes) are checked before XGBoost sees it: its UBJSON
+ * reader trusts lengths inside the data, and a damaged body crashed it. */
 #define CM_MAGIC "kiln-cost-model 1 "
 
 enum kiln_status
@@ -395,8 +397,10 @@ kiln_cm_save(const struct kiln_cost_model *m, struct kiln_buf *out)
     const char      *data = NULL;
     XGB(ctx, XGBoosterSlice(m->bst, 0, (int)m->rounds, 1, &sl));
     XGB(ctx, XGBoosterSaveModelToBuffer(sl, "{\"format\": \"ubj\"}", &len, &data));
-    if (!kiln_buf_printf(ctx, out, CM_MAGIC "feat_dim=%d objective=%d rounds=%u\n", KILN_FEAT_DIM,
-                         (int)m->objective, m->rounds)
+    if (!kiln_buf_printf(ctx, out,
+                         CM_MAGIC "feat_dim=%d objective=%d rounds=%u bytes=%llu hash=%016llx\n",
+                         KILN_FEAT_DIM, (int)m->objective, m->rounds, (unsigned long long)len,
+                         (unsigned long long)kiln_hash_bytes(0, data, (size_t)len))
         || !kiln_buf_put(ctx, out, data, (size_t)len))
         st = KILN_ERR_NOMEM;
 out:
@@ -408,29 +412,36 @@ out:
 enum kiln_status
 kiln_cm_load(struct kiln_cost_model *m, const void *data, size_t len, const char *what)
 {
-    kiln_ctx   *ctx = m->ctx;
-    const char *s = data, *nl = data ? memchr(s, '\n', len < 256 ? len : 256) : NULL;
-    int         dim = 0, obj = -1, used = 0;
-    unsigned    rounds = 0;
-    char        head[256];
+    kiln_ctx          *ctx = m->ctx;
+    const char        *s = data, *nl = data ? memchr(s, '\n', len < 256 ? len : 256) : NULL;
+    int                dim = 0, obj = -1, used = 0;
+    unsigned           rounds = 0;
+    unsigned long long bytes = 0, hash = 0;
+    char               head[256];
     if (!nl || len < sizeof CM_MAGIC || memcmp(s, CM_MAGIC, sizeof CM_MAGIC - 1))
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
                          "%s: not a kiln cost model (no \"" CM_MAGIC "...\" header line)", what);
     memcpy(head, s, (size_t)(nl - s));
     head[nl - s] = 0;
-    if (sscanf(head + sizeof CM_MAGIC - 1, "feat_dim=%d objective=%d rounds=%u%n", &dim, &obj,
-               &rounds, &used)
-            != 3
-        || head[sizeof CM_MAGIC - 1 + used] != 0 || obj < 0 || obj > KILN_CM_RANK || rounds == 0
-        || rounds > 100000)
-        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "%s: damaged header line \"%s\"", what,
-                         head);
-    if (dim != KILN_FEAT_DIM)
+    if (sscanf(head + sizeof CM_MAGIC - 1, "feat_dim=%d", &dim) == 1 && dim != KILN_FEAT_DIM)
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
                          "%s: trained on %d features; this kiln extracts %d (retrain it: kiln "
                          "costmodel train)",
                          what, dim, KILN_FEAT_DIM);
-    size_t           off = (size_t)(nl - s) + 1;
+    if (sscanf(head + sizeof CM_MAGIC - 1,
+               "feat_dim=%d objective=%d rounds=%u bytes=%llu hash=%16llx%n", &dim, &obj, &rounds,
+               &bytes, &hash, &used)
+            != 5
+        || head[sizeof CM_MAGIC - 1 + used] != 0 || obj < 0 || obj > KILN_CM_RANK || rounds == 0
+        || rounds > 100000)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost", "%s: damaged header line \"%s\"", what,
+                         head);
+    size_t off = (size_t)(nl - s) + 1;
+    if (len - off != bytes || kiln_hash_bytes(0, s + off, len - off) != hash)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "xgboost",
+                         "%s: damaged model: %zu bytes after the header line, whose length (%llu) "
+                         "and hash do not match them",
+                         what, len - off, bytes);
     enum kiln_status st = KILN_OK;
     BoosterHandle    b = NULL;
     XGB(ctx, XGBoosterCreate(NULL, 0, &b));
