@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/example.sh -- README's first command: sets up a fresh machine, builds kiln, and runs
 # its main job on a bundled example (default: the ResNet basic block): inspect the graph,
-# evaluate it with the reference interpreter, compile it with the default schedule and run it
+# evaluate it with the reference interpreter, compile it untuned (each task's schedule predicted
+# by the cost model shipped in the library, nothing measured) and run it
 # (checked against the interpreter, timed), then autotune it with a small budget
 # (KILN_EXAMPLE_TRIALS, default 48), list the records, and compile and run the tuned version.
 set -euo pipefail
