@@ -28,6 +28,7 @@
  * malformed model KILN_ERR_INVALID; both worded "node 'NAME' (OP, opset N): what". */
 #include "onnx_impl.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -198,8 +199,15 @@ onnx_const_ints(struct onnx_imp *m, struct onnx_value *v, uint32_t i, const char
         UNSUP(m, "input %u (%s) has %lld values; at most %u", i, what, (long long)v->c.numel, cap);
         return false;
     }
-    for (int64_t k = 0; k < v->c.numel; k++)
-        out[k] = (int64_t)v->c.data[k];
+    for (int64_t k = 0; k < v->c.numel; k++) {
+        double d = v->c.data[k]; /* a double: anything outside int64 (or NaN) has no cast */
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != floor(d)) {
+            BAD(m, "input %u (%s): value %lld is %g, not an integer of int64's range", i, what,
+                (long long)k, d);
+            return false;
+        }
+        out[k] = (int64_t)d;
+    }
     *n = (uint32_t)v->c.numel;
     return true;
 }
