@@ -15,7 +15,7 @@ db=${TMPDIR:-/tmp}/kiln_example_$$.db
 trap 'rm -f "$out" "$db" "$db-wal" "$db-shm"' EXIT
 ./build/kiln inspect "$ex"
 ./build/kiln eval "$ex" --seed 1
-echo "== default schedule"
+echo "== untuned (schedules predicted by the shipped cost model)"
 ./build/kiln compile "$ex" --no-db -o "$out"
 ./build/kiln run "$out" --check --bench
 echo "== autotuning"
