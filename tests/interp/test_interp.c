@@ -876,6 +876,8 @@ random_definition(uint64_t seed)
             }
             if (isint && red != KILN_REDUCE_NONE)
                 acc = (double)wrapi(iacc, I32);
+            if (!isint) /* y is f32: beyond its range the stored value is inf */
+                acc = kiln_scalar_held(acc, F32);
             double got = Y[axv[0] * RN + axv[1]];
             if (rf.bad || !same(acc, got)) {
                 harness_fail(__FILE__, __LINE__,
