@@ -805,7 +805,8 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
     if (st == KILN_OK)
         st = R.st;
     if (st == KILN_OK && S->cache) {
-        qsort(R.keys, R.nkeys, sizeof *R.keys, cmp_u64);
+        if (R.nkeys) /* qsort and bsearch take no NULL array, even of 0 elements */
+            qsort(R.keys, R.nkeys, sizeof *R.keys, cmp_u64);
         if (kiln_db_each(S->cache, task->key, S->target, cache_one, &R) != KILN_OK
             && R.st == KILN_OK)
             drop_cache(S, "reading records");
