@@ -1,6 +1,9 @@
 /* tests/harness.c -- see harness.h. */
 #include "harness.h"
 
+#include "../passes/passes.h"
+
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,4 +158,53 @@ harness_main(int argc, char **argv, const struct test *tests, size_t ntests)
     if (failed_tests)
         return 1;
     return run && nskipped == run ? 77 : 0;
+}
+
+double
+harness_schedule_error(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s,
+                       uint64_t rng_seed)
+{
+    struct kiln_func *f;
+    if (kiln_lower(ctx, g, s, &f) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "lower: %s", kiln_ctx_error(ctx)->msg);
+        return INFINITY;
+    }
+    struct kiln_rng rng = kiln_rng_new(rng_seed);
+    double        **vals = calloc(g->ntensor, sizeof *vals);
+    double        **bufs = calloc(f->nparam, sizeof *bufs);
+    for (uint32_t t = 0; t < g->ntensor; t++) {
+        int64_t n = kiln_tensor_numel(&g->tensor[t]);
+        vals[t] = calloc((size_t)n, sizeof(double));
+        if (g->tensor[t].kind != KILN_TENSOR_OP)
+            for (int64_t i = 0; i < n; i++)
+                vals[t][i] = (double)(float)(kiln_rng_uniform(&rng) * 2 - 1);
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_ir_eval(ctx, g, vals));
+    for (uint32_t p = 0; p < f->nparam; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        int64_t                   n = kiln_tensor_numel(&g->tensor[b->tensor]);
+        bufs[p] = calloc((size_t)n, sizeof(double));
+        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
+            memcpy(bufs[p], vals[b->tensor], sizeof(double) * (size_t)n);
+    }
+    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, true, bufs));
+    double err = 0;
+    for (uint32_t p = 0; p < f->nparam; p++) {
+        const struct kiln_buffer *b = &f->buf[f->param[p]];
+        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
+            continue;
+        int64_t n = kiln_tensor_numel(&g->tensor[b->tensor]);
+        double  scale = 1e-30;
+        for (int64_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs(vals[b->tensor][i]));
+        for (int64_t i = 0; i < n; i++)
+            err = fmax(err, fabs(bufs[p][i] - vals[b->tensor][i]) / scale);
+    }
+    for (uint32_t t = 0; t < g->ntensor; t++)
+        free(vals[t]);
+    for (uint32_t p = 0; p < f->nparam; p++)
+        free(bufs[p]);
+    free(vals);
+    free(bufs);
+    return err;
 }

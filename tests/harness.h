@@ -26,6 +26,12 @@ void     harness_skip(const char *why);
 char *read_file(const char *path, size_t *len);
 /* Parses text or fails the test with the formatted error; returns NULL on failure. */
 struct kiln_graph *parse_or_fail(kiln_ctx *ctx, const char *text, const char *file, int line);
+/* Max relative error of g lowered under s (kiln_lower, then the loop-nest interpreter) against
+ * the reference interpreter (kiln_ir_eval) on random inputs drawn from rng_seed; lowering failures
+ * are reported (harness_fail) and give INFINITY. */
+struct kiln_schedule;
+double harness_schedule_error(kiln_ctx *ctx, const struct kiln_graph *g,
+                              const struct kiln_schedule *s, uint64_t rng_seed);
 #define PARSE(ctx, text) parse_or_fail(ctx, text, __FILE__, __LINE__)
 extern int harness_failures;
 

@@ -103,57 +103,6 @@ schedule_json(kiln_ctx *ctx, const struct kiln_schedule *s)
     return b.data;
 }
 
-/* max relative error of g under s (lowered loop nest, interpreted) against the reference
- * interpreter on random inputs */
-static double
-check_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s,
-               uint64_t seed)
-{
-    struct kiln_func *f;
-    if (kiln_lower(ctx, g, s, &f) != KILN_OK) {
-        harness_fail(__FILE__, __LINE__, "lower: %s", kiln_ctx_error(ctx)->msg);
-        return INFINITY;
-    }
-    struct kiln_rng rng = kiln_rng_new(seed);
-    double        **vals = calloc(g->ntensor, sizeof *vals);
-    double        **bufs = calloc(f->nparam, sizeof *bufs);
-    for (uint32_t t = 0; t < g->ntensor; t++) {
-        int64_t n = kiln_tensor_numel(&g->tensor[t]);
-        vals[t] = calloc((size_t)n, sizeof(double));
-        if (g->tensor[t].kind != KILN_TENSOR_OP)
-            for (int64_t i = 0; i < n; i++)
-                vals[t][i] = (double)(float)(kiln_rng_uniform(&rng) * 2 - 1);
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_ir_eval(ctx, g, vals));
-    for (uint32_t p = 0; p < f->nparam; p++) {
-        const struct kiln_buffer *b = &f->buf[f->param[p]];
-        int64_t                   n = kiln_tensor_numel(&g->tensor[b->tensor]);
-        bufs[p] = calloc((size_t)n, sizeof(double));
-        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
-            memcpy(bufs[p], vals[b->tensor], sizeof(double) * (size_t)n);
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, true, bufs));
-    double err = 0;
-    for (uint32_t p = 0; p < f->nparam; p++) {
-        const struct kiln_buffer *b = &f->buf[f->param[p]];
-        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
-            continue;
-        int64_t n = kiln_tensor_numel(&g->tensor[b->tensor]);
-        double  scale = 1e-30;
-        for (int64_t i = 0; i < n; i++)
-            scale = fmax(scale, fabs(vals[b->tensor][i]));
-        for (int64_t i = 0; i < n; i++)
-            err = fmax(err, fabs(bufs[p][i] - vals[b->tensor][i]) / scale);
-    }
-    for (uint32_t t = 0; t < g->ntensor; t++)
-        free(vals[t]);
-    for (uint32_t p = 0; p < f->nparam; p++)
-        free(bufs[p]);
-    free(vals);
-    free(bufs);
-    return err;
-}
-
 /* Same seed, same model: byte-identical JSON, also from a fresh context. */
 static void
 test_deterministic(void)
@@ -212,7 +161,7 @@ test_predicted_correct(void)
         kiln_cm_free(cm);
         CHECK(rep.predicted >= 2);
         CHECK(s.nstep > 0);
-        double err = check_schedule(ctx, g, &s, opt_seed() + r);
+        double err = harness_schedule_error(ctx, g, &s, opt_seed() + r);
         printf("  model %llu: %u tasks predicted, %u steps, max rel err %.2e\n",
                (unsigned long long)(opt_seed() + r), rep.predicted, s.nstep, err);
         CHECK(err < 1e-5);
@@ -293,7 +242,7 @@ test_bad_model_falls_back(void)
         CHECK_EQ_STR(schedule_json(ctx, &empty), js);
         struct kiln_schedule s = {0};
         CHECK_EQ_INT(KILN_OK, kiln_sched_from_json(ctx, js, strlen(js), &s));
-        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+        CHECK(harness_schedule_error(ctx, g, &s, opt_seed()) < 1e-5);
     }
     /* the shipped model: used when the build has one, else the same fallback, naming it */
     struct kiln_schedule_params p = {.seed = opt_seed()};
@@ -373,7 +322,7 @@ test_records_then_predicted(void)
     CHECK(rep.predicted >= 1);
     CHECK(info[0].tuned);
     CHECK_NEAR(1e-4, info[0].time_s, 1e-9); /* the faster, from the second database */
-    CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+    CHECK(harness_schedule_error(ctx, g, &s, opt_seed()) < 1e-5);
     /* the same through the public API, with the records only (serial for the rest) */
     const char                 *paths[2] = {dbp[0], dbp[1]};
     struct kiln_schedule_params p = {.db_paths = paths, .ndb = 2, .untuned = KILN_UNTUNED_SERIAL};

@@ -132,56 +132,6 @@ test_task_rename(void)
     kiln_ctx_free(ctx);
 }
 
-/* max relative error of f(g under s) against the reference interpreter on random inputs */
-static double
-check_schedule(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedule *s,
-               uint64_t seed)
-{
-    struct kiln_func *f;
-    if (kiln_lower(ctx, g, s, &f) != KILN_OK) {
-        harness_fail(__FILE__, __LINE__, "lower: %s", kiln_ctx_error(ctx)->msg);
-        return INFINITY;
-    }
-    struct kiln_rng rng = kiln_rng_new(seed);
-    double        **vals = calloc(g->ntensor, sizeof *vals);
-    double        **bufs = calloc(f->nparam, sizeof *bufs);
-    for (uint32_t t = 0; t < g->ntensor; t++) {
-        int64_t n = kiln_tensor_numel(&g->tensor[t]);
-        vals[t] = calloc((size_t)n, sizeof(double));
-        if (g->tensor[t].kind != KILN_TENSOR_OP)
-            for (int64_t i = 0; i < n; i++)
-                vals[t][i] = (double)(float)(kiln_rng_uniform(&rng) * 2 - 1);
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_ir_eval(ctx, g, vals));
-    for (uint32_t p = 0; p < f->nparam; p++) {
-        const struct kiln_buffer *b = &f->buf[f->param[p]];
-        int64_t                   n = kiln_tensor_numel(&g->tensor[b->tensor]);
-        bufs[p] = calloc((size_t)n, sizeof(double));
-        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
-            memcpy(bufs[p], vals[b->tensor], sizeof(double) * (size_t)n);
-    }
-    CHECK_EQ_INT(KILN_OK, kiln_func_eval(f, true, bufs));
-    double err = 0;
-    for (uint32_t p = 0; p < f->nparam; p++) {
-        const struct kiln_buffer *b = &f->buf[f->param[p]];
-        if (g->tensor[b->tensor].kind != KILN_TENSOR_OP)
-            continue;
-        int64_t n = kiln_tensor_numel(&g->tensor[b->tensor]);
-        double  scale = 1e-30;
-        for (int64_t i = 0; i < n; i++)
-            scale = fmax(scale, fabs(vals[b->tensor][i]));
-        for (int64_t i = 0; i < n; i++)
-            err = fmax(err, fabs(bufs[p][i] - vals[b->tensor][i]) / scale);
-    }
-    for (uint32_t t = 0; t < g->ntensor; t++)
-        free(vals[t]);
-    for (uint32_t p = 0; p < f->nparam; p++)
-        free(bufs[p]);
-    free(vals);
-    free(bufs);
-    return err;
-}
-
 static uint32_t
 db_count(const char *path)
 {
@@ -235,7 +185,7 @@ test_tuned_schedule_whole_graph(void)
     kiln_db_close(d);
     CHECK_EQ_INT(3, ntuned);
     CHECK(s.nstep > 0);
-    double err = check_schedule(ctx, g, &s, opt_seed());
+    double err = harness_schedule_error(ctx, g, &s, opt_seed());
     printf("  whole-graph tuned schedule: %u steps, max rel err %.2e\n", s.nstep, err);
     CHECK(err < 1e-5);
 out:
@@ -809,7 +759,7 @@ test_planted_faults_never_chosen(void)
         CHECK_EQ_INT(KILN_OK, kiln_tuned_schedule(ctx, g, d, tgt, &s, &ntuned));
         kiln_db_close(d);
         CHECK_EQ_INT(1, ntuned);
-        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+        CHECK(harness_schedule_error(ctx, g, &s, opt_seed()) < 1e-5);
     }
     kiln_ctx_free(ctx);
     char cmd[128];
@@ -968,7 +918,7 @@ test_tune_gpu_emulated(void)
         CHECK_EQ_INT(1, ntuned);
         CHECK_EQ_INT(KILN_OK, kiln_sched_to_json(ctx, &s, &js));
         CHECK(js.data && strstr(js.data, "threadIdx"));
-        CHECK(check_schedule(ctx, g, &s, opt_seed()) < 1e-5);
+        CHECK(harness_schedule_error(ctx, g, &s, opt_seed()) < 1e-5);
     }
     kiln_ctx_free(ctx);
     kiln_test_emu_use_fake_driver(false);
@@ -1262,7 +1212,7 @@ test_cache_shared_task(void)
                  kiln_tuned_schedule(ctx, gb, d, kiln_cg_target_str(ctx, &t), &s, &ntuned));
     kiln_db_close(d);
     CHECK_EQ_INT(2, ntuned);
-    CHECK(check_schedule(ctx, gb, &s, opt_seed()) < 1e-5);
+    CHECK(harness_schedule_error(ctx, gb, &s, opt_seed()) < 1e-5);
 
     /* resumed with the same budget: nothing measured, nothing copied again */
     CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, gb, &o));
