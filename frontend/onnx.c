@@ -500,6 +500,119 @@ check_outputs(struct onnx_imp *m)
     return KILN_OK;
 }
 
+/* ---- constant folding at import ---- */
+
+/* A node whose inputs are all import-time constants is computed at import: its handler builds
+ * the node's library calls into a scratch graph whose weights are those constants, the
+ * reference interpreter evaluates it, and the outputs become constants too. So shape
+ * computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, ConstantOfShape / Range /
+ * Expand chains) reach the ops that need their values as constants, whatever ops they are
+ * made of: any op kiln imports folds the same way, with the interpreter's semantics, which the
+ * compiled code shares. The inputs and each output hold at most FOLD_MAX_ELEMS elements;
+ * a node past that is imported as it is (its constant inputs become weights). */
+enum { FOLD_MAX_ELEMS = 1 << 20 };
+
+static bool
+foldable(struct onnx_value *const *in, uint32_t nin)
+{
+    int64_t  n = 0;
+    uint32_t nconst = 0;
+    for (uint32_t i = 0; i < nin; i++) {
+        if (!in[i])
+            continue;
+        if (!in[i]->is_const)
+            return false;
+        n += in[i]->c.numel;
+        nconst++;
+    }
+    return nconst > 0 && n <= FOLD_MAX_ELEMS;
+}
+
+/* Runs the handler on constant copies of the inputs, into a scratch graph, and evaluates it.
+ * *folded is false (nothing changed) when an output would be larger than FOLD_MAX_ELEMS. */
+static enum kiln_status
+fold_node(struct onnx_imp *m, bool *folded)
+{
+    kiln_ctx *ctx = m->ctx;
+    *folded = false;
+    struct onnx_value **in = kiln_arena_alloc(ctx, sizeof *in * (m->nin ? m->nin : 1)),
+                      **orig = m->in;
+    struct onnx_value *copy = kiln_arena_alloc(ctx, sizeof *copy * (m->nin ? m->nin : 1));
+    struct kiln_graph *g = m->g, *sg = kiln_graph_new(ctx);
+    if (!in || !copy || !sg)
+        return ctx->err.status;
+    for (uint32_t i = 0; i < m->nin; i++) {
+        in[i] = NULL;
+        if (orig[i]) {
+            copy[i] = *orig[i];
+            copy[i].tensor = KILN_NONE; /* a weight of the scratch graph when read as data */
+            in[i] = &copy[i];
+        }
+    }
+    double **wdata = m->wdata;
+    uint32_t capw = m->capw, nval = m->nval;
+    m->g = sg;
+    m->wdata = NULL;
+    m->capw = 0;
+    m->in = in;
+    enum kiln_status st = m->op->fn(m);
+    double         **sw = m->wdata;
+    uint32_t         scapw = m->capw;
+    m->g = g;
+    m->wdata = wdata;
+    m->capw = capw;
+    m->in = orig;
+    if (st != KILN_OK)
+        return st;
+    /* the outputs the handler bound to scratch tensors */
+    uint32_t nout = 0, *outs = kiln_arena_alloc(ctx, sizeof *outs * (m->nval - nval + 1));
+    if (!outs)
+        return ctx->err.status;
+    for (uint32_t k = nval; k < m->nval; k++) {
+        uint32_t t = m->val[k].tensor;
+        if (t == KILN_NONE)
+            continue;
+        if (kiln_tensor_numel(&sg->tensor[t]) > FOLD_MAX_ELEMS) {
+            m->nval = nval; /* undo: the node is imported as it is */
+            return KILN_OK;
+        }
+        outs[nout++] = t;
+        KILN_TRY(kiln_graph_mark_output(sg, t));
+    }
+    *folded = true;
+    if (!nout)
+        return KILN_OK;
+    KILN_TRY(kiln_graph_verify(sg));
+    const double **args = kiln_arena_alloc(ctx, sizeof *args * (sg->narg ? sg->narg : 1));
+    double       **vals = kiln_arena_alloc(ctx, sizeof *vals * nout);
+    if (!args || !vals)
+        return ctx->err.status;
+    for (uint32_t a = 0; a < sg->narg; a++) {
+        args[a] = sg->arg[a] < scapw ? sw[sg->arg[a]] : NULL;
+        if (!args[a]) /* every argument of the scratch graph is a constant input */
+            return BAD(m, "constant folding: argument %u has no value", a);
+    }
+    for (uint32_t i = 0; i < nout; i++)
+        if (!(vals[i] = kiln_arena_alloc(
+                  ctx, sizeof(double) * (size_t)kiln_tensor_numel(&sg->tensor[outs[i]]))))
+            return ctx->err.status;
+    KILN_TRY(kiln_graph_eval(ctx, sg, args, vals));
+    for (uint32_t k = nval, i = 0; k < m->nval; k++) {
+        struct onnx_value *v = &m->val[k];
+        if (v->tensor == KILN_NONE)
+            continue;
+        const struct kiln_tensor *t = &sg->tensor[v->tensor];
+        v->is_const = true;
+        v->c = (struct frontend_const){.dtype = (enum kiln_dtype)t->dtype,
+                                       .ndim = t->ndim,
+                                       .numel = kiln_tensor_numel(t),
+                                       .data = vals[i++]};
+        memcpy(v->c.shape, t->shape, sizeof(int64_t) * t->ndim);
+        v->tensor = KILN_NONE;
+    }
+    return KILN_OK;
+}
+
 /* Imports m->node by its row of the table: what every handler shares is done here -- the
  * attributes checked against the row, the inputs looked up into m->in[] (onnx.def says which
  * are required), and after the handler, every output it was to define. */
@@ -538,7 +651,11 @@ import_node(struct onnx_imp *m)
     m->op = op;
     m->in = in;
     m->nin = nin;
-    KILN_TRY(op->fn(m));
+    bool folded = false;
+    if (foldable(in, nin))
+        KILN_TRY(fold_node(m, &folded));
+    if (!folded)
+        KILN_TRY(op->fn(m));
     for (size_t k = 0; k < n->n_output; k++) {
         const char *o = n->output[k];
         if (o && *o && (k >= op->max_out || !find_value(m, o)))

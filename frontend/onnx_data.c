@@ -377,3 +377,173 @@ onnx_op_shape(struct onnx_imp *m)
         c.data[i - st] = (double)onnx_vshape(m, x)[i];
     return onnx_set_const(m, 0, &c);
 }
+
+/* A constant of dtype dt and shape [shape..ndim), its data allocated (unset). */
+static enum kiln_status
+new_const(struct onnx_imp *m, enum kiln_dtype dt, uint32_t ndim, const int64_t *shape,
+          struct frontend_const *c)
+{
+    *c = (struct frontend_const){.dtype = dt, .ndim = ndim, .numel = 1};
+    for (uint32_t i = 0; i < ndim; i++) {
+        if (shape[i] < 1)
+            return UNSUP(m, "dimension %u of the output is %lld; kiln has no empty tensors", i,
+                         (long long)shape[i]);
+        if (c->numel > ONNX_CONST_MAX_ELEMS / shape[i])
+            return UNSUP(m, "the output has more than %lld elements",
+                         (long long)ONNX_CONST_MAX_ELEMS);
+        c->shape[i] = shape[i];
+        c->numel *= shape[i];
+    }
+    c->data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)c->numel);
+    return c->data ? KILN_OK : m->ctx->err.status;
+}
+
+/* ConstantOfShape: a constant of the (constant) shape filled with `value` (default f32 0). */
+enum kiln_status
+onnx_op_constant_of_shape(struct onnx_imp *m)
+{
+    int64_t  shape[KILN_MAX_DIMS];
+    uint32_t n;
+    if (!onnx_const_ints(m, m->in[0], 0, "shape", shape, &n, KILN_MAX_DIMS))
+        return m->ctx->err.status;
+    struct frontend_const       v = {.dtype = KILN_DTYPE_F32, .numel = 1};
+    double                      zero = 0;
+    const Onnx__AttributeProto *a = onnx_attr(m, "value");
+    v.data = &zero;
+    if (a) {
+        if (!a->t)
+            return BAD(m, "attribute 'value' holds no tensor");
+        char what[300];
+        snprintf(what, sizeof what, "node %u '%s' (ConstantOfShape, opset %lld): value", m->nodeno,
+                 onnx_node_name(m), (long long)m->opset);
+        if (frontend_tensor_decode(m->ctx, a->t, what, &v) != KILN_OK)
+            return m->ctx->err.status;
+        if (v.numel != 1)
+            return BAD(m, "attribute 'value' has %lld elements; it must have one",
+                       (long long)v.numel);
+    }
+    struct frontend_const c;
+    KILN_TRY(new_const(m, v.dtype, n, shape, &c));
+    for (int64_t i = 0; i < c.numel; i++)
+        c.data[i] = v.data[0];
+    return onnx_set_const(m, 0, &c);
+}
+
+/* Range: start, limit and delta are constant scalars; the output is a constant of
+ * max(ceil((limit - start) / delta), 0) elements start + i·delta, in start's dtype. */
+enum kiln_status
+onnx_op_range(struct onnx_imp *m)
+{
+    static const char *const what[] = {"start", "limit", "delta"};
+    double                   v[3];
+    enum kiln_dtype          dt = onnx_vdtype(m, m->in[0]);
+    for (uint32_t i = 0; i < 3; i++) {
+        struct onnx_value *p = m->in[i];
+        if (!p->is_const)
+            return UNSUP(m,
+                         "dynamic shape: input %u (%s, '%s') must be a constant initializer or "
+                         "Constant output",
+                         i, what[i], p->name);
+        if (p->c.numel != 1)
+            return BAD(m, "input %u (%s) has %lld elements; it must be a scalar", i, what[i],
+                       (long long)p->c.numel);
+        if (onnx_vdtype(m, p) != dt)
+            return BAD(m, "input %u (%s) has another dtype than start", i, what[i]);
+        v[i] = p->c.data[0];
+    }
+    if (v[2] == 0 || !isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
+        return BAD(m, "delta must be finite and nonzero, start and limit finite");
+    double n = ceil((v[1] - v[0]) / v[2]);
+    if (!(n >= 1))
+        return UNSUP(m, "the range is empty; kiln has no empty tensors");
+    if (n > (double)ONNX_CONST_MAX_ELEMS)
+        return UNSUP(m, "the range has more than %lld elements", (long long)ONNX_CONST_MAX_ELEMS);
+    int64_t               len = (int64_t)n;
+    struct frontend_const c;
+    KILN_TRY(new_const(m, dt, 1, &len, &c));
+    for (int64_t i = 0; i < len; i++) /* integers: exact; floats: rounded to dt when stored */
+        c.data[i] = v[0] + (double)i * v[2];
+    return onnx_set_const(m, 0, &c);
+}
+
+/* Size: the element count, an int64 scalar. */
+enum kiln_status
+onnx_op_size(struct onnx_imp *m)
+{
+    struct frontend_const c;
+    KILN_TRY(new_const(m, KILN_DTYPE_I64, 0, NULL, &c));
+    c.data[0] = (double)kiln_shape_numel(onnx_vshape(m, m->in[0]), (int)onnx_vrank(m, m->in[0]));
+    return onnx_set_const(m, 0, &c);
+}
+
+/* Split: one slice per output along axis. The sizes come from the `split` attribute (opset <
+ * 13) or the constant second input (opset 1 and >= 13), else from `num_outputs` (opset 18: parts
+ * of ceil(dim / n), the last smaller), else equal parts, one per output. */
+enum kiln_status
+onnx_op_split(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0];
+    uint32_t           rank = onnx_vrank(m, x), nout = (uint32_t)m->node->n_output;
+    int64_t            axis = onnx_norm_axis(onnx_attr_int(m, "axis", 0), rank);
+    if (axis < 0 || axis >= (int64_t)rank)
+        return BAD(m, "axis %lld is out of range for rank %u",
+                   (long long)onnx_attr_int(m, "axis", 0), rank);
+    int64_t  dim = onnx_vshape(m, x)[axis];
+    int64_t *len = kiln_arena_alloc(m->ctx, sizeof(int64_t) * (nout ? nout : 1));
+    uint32_t n = 0;
+    bool     given = false;
+    if (!len)
+        return m->ctx->err.status;
+    if (m->nin > 1 && m->in[1]) {
+        if (!onnx_const_ints(m, m->in[1], 1, "split", len, &n, nout))
+            return m->ctx->err.status;
+        given = true;
+    } else if (onnx_attr(m, "split")) {
+        bool present;
+        if (!onnx_attr_ints(m, "split", len, &n, nout, &present))
+            return m->ctx->err.status;
+        given = true;
+    }
+    if (given && n != nout)
+        return BAD(m, "split has %u sizes for %u outputs", n, nout);
+    if (!given) {
+        int64_t parts = onnx_attr_int(m, "num_outputs", (int64_t)nout);
+        if (parts != (int64_t)nout || !nout)
+            return BAD(m, "num_outputs is %lld but the node has %u outputs", (long long)parts,
+                       nout);
+        bool    uneven = onnx_attr(m, "num_outputs") != NULL;
+        int64_t each = uneven ? (dim + parts - 1) / parts : dim / parts;
+        if (!uneven && dim % parts)
+            return BAD(m, "dimension %lld of axis %lld does not split into %u equal parts",
+                       (long long)dim, (long long)axis, nout);
+        for (uint32_t i = 0; i < nout; i++)
+            len[i] = i + 1 < nout ? each : dim - each * (int64_t)(nout - 1);
+    }
+    int64_t off = 0;
+    for (uint32_t i = 0; i < nout; i++) {
+        if (len[i] < 0 || len[i] > dim - off)
+            return BAD(m, "the split sizes do not add up to dimension %lld of axis %lld",
+                       (long long)dim, (long long)axis);
+        off += len[i];
+    }
+    if (off != dim)
+        return BAD(m, "the split sizes add up to %lld, not to dimension %lld of axis %lld",
+                   (long long)off, (long long)dim, (long long)axis);
+    uint32_t t = onnx_tensor(m, x);
+    off = 0;
+    for (uint32_t i = 0; i < nout; i++) {
+        const char *o = m->node->output[i];
+        int64_t     st = off, en = off + len[i];
+        off = en;
+        if (!o || !*o)
+            continue;
+        if (!len[i])
+            return UNSUP(m, "output %u is empty; kiln has no empty tensors", i);
+        struct onnx_attrs as = {0};
+        onnx_at_ints(m, &as, "starts", &st, 1);
+        onnx_at_ints(m, &as, "ends", &en, 1);
+        onnx_at_ints(m, &as, "axes", &axis, 1);
+        KILN_TRY(onnx_set_output(m, i, onnx_lib1(m, "slice", o, t, &as)));
+    }
+    return KILN_OK;
+}

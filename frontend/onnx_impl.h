@@ -36,6 +36,9 @@ typedef enum kiln_status onnx_handler(struct onnx_imp *m);
  * checks). */
 #define ONNX_OPSET_MAX 21
 
+/* The most elements a constant made at import (ConstantOfShape, Range) may have. */
+#define ONNX_CONST_MAX_ELEMS ((int64_t)1 << 24)
+
 /* Marks "no upper bound" in the opset_hi and max_inputs columns of onnx.def. */
 #define ONNX_ANY 0x7fff
 

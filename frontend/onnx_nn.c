@@ -507,6 +507,96 @@ onnx_op_batch_norm(struct onnx_imp *m)
     return onnx_set_output(m, 0, onnx_lib(m, "batch_norm", onnx_out0(m), 5, in, &as));
 }
 
+/* LayerNormalization's Mean and InvStdDev outputs: x as [lead, tail], the row mean and
+ * 1/sqrt(biased variance + eps) by einsum, reshaped to x's rank with size-1 normalised
+ * dimensions. Only computed when the node asks for them. */
+static enum kiln_status
+layer_norm_stats(struct onnx_imp *m, uint32_t tx, uint32_t axis, double eps)
+{
+    const Onnx__NodeProto *n = m->node;
+    struct onnx_value     *x = m->in[0];
+    uint32_t               rank = onnx_vrank(m, x);
+    const int64_t         *sh = onnx_vshape(m, x);
+    enum kiln_dtype        dt = onnx_vdtype(m, x);
+    bool                   want[3] = {false};
+    for (uint32_t k = 1; k < 3; k++)
+        want[k] = k < n->n_output && n->output[k] && *n->output[k];
+    if (!want[1] && !want[2])
+        return KILN_OK;
+    const char *base = n->output[want[1] ? 1 : 2];
+    int64_t     flat[2] = {1, 1}, kd[KILN_MAX_DIMS];
+    for (uint32_t i = 0; i < rank; i++) {
+        flat[i >= axis] *= sh[i];
+        kd[i] = i < axis ? sh[i] : 1;
+    }
+    struct onnx_attrs as = {0};
+    onnx_at_str(m, &as, "eq", "ab->a");
+    uint32_t xf = onnx_reshape(m, onnx_suffixed(m, base, "rows"), tx, 2, flat);
+    uint32_t inv = onnx_scalar(m, onnx_suffixed(m, base, "inv_n"), 1.0 / (double)flat[1], dt);
+    uint32_t mean = onnx_lib2(m, "mul", onnx_suffixed(m, base, "mean"),
+                              onnx_lib1(m, "einsum", onnx_suffixed(m, base, "sum"), xf, &as), inv);
+    int64_t  col[2] = {flat[0], 1};
+    uint32_t d = onnx_lib2(m, "sub", onnx_suffixed(m, base, "dev"), xf,
+                           onnx_reshape(m, onnx_suffixed(m, base, "mean_col"), mean, 2, col));
+    struct onnx_attrs as2 = {0};
+    onnx_at_str(m, &as2, "eq", "ab,ab->a");
+    uint32_t dd[2] = {d, d};
+    uint32_t var = onnx_lib2(m, "mul", onnx_suffixed(m, base, "var"),
+                             onnx_lib(m, "einsum", onnx_suffixed(m, base, "ss"), 2, dd, &as2), inv);
+    uint32_t rs = onnx_lib1(m, "rsqrt", onnx_suffixed(m, base, "inv_std"),
+                            onnx_lib2(m, "add", onnx_suffixed(m, base, "var_eps"), var,
+                                      onnx_scalar(m, onnx_suffixed(m, base, "eps"), eps, dt)),
+                            NULL);
+    if (want[1])
+        KILN_TRY(onnx_set_output(m, 1, onnx_reshape(m, n->output[1], mean, rank, kd)));
+    if (want[2])
+        KILN_TRY(onnx_set_output(m, 2, onnx_reshape(m, n->output[2], rs, rank, kd)));
+    return KILN_OK;
+}
+
+/* LayerNormalization (opset 17): layer_norm over the dimensions axis..; a Scale or B of the
+ * normalised shape goes into the op, one that only broadcasts to it is applied after (mul,
+ * add). stash_type only names the precision of the statistics, which kiln computes in the
+ * input's dtype. */
+enum kiln_status
+onnx_op_layer_norm(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0];
+    uint32_t           rank = onnx_vrank(m, x);
+    int64_t            axis = onnx_norm_axis(onnx_attr_int(m, "axis", -1), rank);
+    if (axis < 0 || axis >= (int64_t)rank)
+        return BAD(m, "axis %lld is out of range for rank %u",
+                   (long long)onnx_attr_int(m, "axis", -1), rank);
+    uint32_t       nt = rank - (uint32_t)axis;
+    const int64_t *tail = onnx_vshape(m, x) + axis;
+    uint32_t       in[3] = {onnx_tensor(m, x)}, nin = 1, post[2] = {KILN_NONE, KILN_NONE};
+    for (uint32_t i = 1; i < 3; i++) {
+        struct onnx_value *p = m->in[i];
+        if (!p)
+            continue;
+        bool exact =
+            onnx_vrank(m, p) == nt && !memcmp(onnx_vshape(m, p), tail, sizeof(int64_t) * nt);
+        if (exact && nin == i)
+            in[nin++] = onnx_tensor(m, p);
+        else
+            post[i - 1] = onnx_tensor(m, p);
+    }
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", axis);
+    onnx_at_float(m, &as, "eps", onnx_attr_float(m, "epsilon", 1e-5));
+    bool        last = post[0] == KILN_NONE && post[1] == KILN_NONE;
+    const char *base = onnx_out0(m);
+    uint32_t    t =
+        onnx_lib(m, "layer_norm", last ? base : onnx_suffixed(m, base, "norm"), nin, in, &as);
+    if (post[0] != KILN_NONE)
+        t = onnx_lib2(m, "mul", post[1] == KILN_NONE ? base : onnx_suffixed(m, base, "scaled"), t,
+                      post[0]);
+    if (post[1] != KILN_NONE)
+        t = onnx_lib2(m, "add", base, t, post[1]);
+    KILN_TRY(onnx_set_output(m, 0, t));
+    return layer_norm_stats(m, in[0], (uint32_t)axis, onnx_attr_float(m, "epsilon", 1e-5));
+}
+
 /* Softmax, LogSoftmax: the library op of the row. */
 enum kiln_status
 onnx_op_softmax(struct onnx_imp *m)

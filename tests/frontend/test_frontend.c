@@ -6,9 +6,10 @@
  *   ONNX's runner); a model the import refuses must be refused as unsupported (never as
  *   invalid, never a crash), and the number of imported models must not drop below a floor.
  * - Models built here with the generated protobuf-c code: Gemm with alpha/beta/transA/transB,
- *   Clip, legacy broadcasting, Constant/Shape/Reshape folding on random data against a naive
- *   computation; the error messages of an unsupported op and attribute, a dynamic shape, a
- *   missing input; initializers returned as weights; names made valid.
+ *   Clip, legacy broadcasting, Constant/Shape/Reshape folding, import-time constant folding of
+ *   a Shape/Slice/Mul/Range chain, LayerNormalization with its statistics outputs and Split, on
+ *   random data against a naive computation; the error messages of an unsupported op and attribute,
+ * a dynamic shape, a missing input; initializers returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from opset 1,
  *   the lookup by opset, and the dispatcher's shared checks (attributes by opset row, a missing
  *   or undefined input, an output past the row's).
@@ -39,7 +40,7 @@ struct mb {
     Onnx__OperatorSetIdProto          opset, *opsets[1];
     Onnx__NodeProto                   node[8], *nodes[8];
     Onnx__AttributeProto              attr[16], *attrs[8][8];
-    Onnx__ValueInfoProto              vi[8], *ins[4], *outs[4];
+    Onnx__ValueInfoProto              vi[8], *ins[4], *outs[8];
     Onnx__TypeProto                   tp[8];
     Onnx__TypeProto__Tensor           tt[8];
     Onnx__TensorShapeProto            sp[8];
@@ -362,6 +363,126 @@ test_folding_clip_legacy(void)
         for (int i = 0; i < 24; i++)
             CHECK_NEAR(x[i] + bias[(i / 4) % 3], y[i], 1e-7);
         CHECK(w[1] != NULL && w[1][2] == (double)bias[2]); /* the initializer as a weight */
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* Import-time folding: y = Reshape(x, Shape(x)[1:3] * [2, 1]) + Reshape(Range(0, 24, 1), [6,
+ * 4]); every node but the Reshape of x and the Add has constant inputs, so the shape reaches
+ * Reshape as a constant and the range becomes one f32 weight. */
+static void
+test_fold_shapes(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4}, s1[1] = {1}, s2[1] = {2};
+    int64_t         st[1] = {1}, en[1] = {3}, mul[2] = {2, 1}, rs[2] = {6, 4};
+    float           f0 = 0, f24 = 24, f1 = 1;
+    struct mb       b;
+    mb_init(&b, 13);
+    char *n0i[] = {"x"}, *n0o[] = {"shp"}, *n1i[] = {"shp", "st", "en"}, *n1o[] = {"hw"},
+         *n2i[] = {"hw", "mul"}, *n2o[] = {"ns"}, *n3i[] = {"x", "ns"}, *n3o[] = {"xr"},
+         *n4i[] = {"start", "limit", "delta"}, *n4o[] = {"ramp"}, *n5i[] = {"ramp", "rs"},
+         *n5o[] = {"ramp2"}, *n6i[] = {"xr", "ramp2"}, *n6o[] = {"y"};
+    mb_input(&b, "x", 3, sx);
+    mb_init_tensor(&b, "st", 1, s1, NULL, st, 1);
+    mb_init_tensor(&b, "en", 1, s1, NULL, en, 1);
+    mb_init_tensor(&b, "mul", 1, s2, NULL, mul, 2);
+    mb_init_tensor(&b, "rs", 1, s2, NULL, rs, 2);
+    mb_init_tensor(&b, "start", 0, s1, &f0, NULL, 1);
+    mb_init_tensor(&b, "limit", 0, s1, &f24, NULL, 1);
+    mb_init_tensor(&b, "delta", 0, s1, &f1, NULL, 1);
+    mb_node(&b, "Shape", "shape", 1, n0i, n0o);
+    mb_node(&b, "Slice", "slice", 3, n1i, n1o);
+    mb_node(&b, "Mul", "mul", 2, n2i, n2o);
+    mb_node(&b, "Reshape", "reshape", 2, n3i, n3o);
+    mb_node(&b, "Range", "range", 3, n4i, n4o);
+    mb_node(&b, "Reshape", "reshape_ramp", 2, n5i, n5o);
+    mb_node(&b, "Add", "add", 2, n6i, n6o);
+    mb_output(&b, "y");
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g;
+    const double *const *w;
+    double               x[24], y[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = 2 * kiln_rng_uniform(&r) - 1;
+    const double *ins[] = {x};
+    double       *outs[] = {y};
+    if (mb_import(ctx, &b, &g, &w) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "import: %s", errmsg(ctx));
+    } else {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, kiln_graph_output(g, 0), &ti);
+        CHECK_EQ_INT(2, ti.ndim);
+        CHECK_EQ_INT(6, ti.shape[0]);
+        CHECK_EQ_INT(4, ti.shape[1]);
+        CHECK_EQ_INT(2, kiln_graph_nargs(g)); /* x and the folded ramp */
+        kiln_graph_tensor(g, kiln_graph_arg(g, 1), &ti);
+        CHECK(ti.dtype == KILN_DTYPE_F32 && ti.ndim == 2 && ti.shape[0] == 6);
+        if (eval(ctx, g, w, ins, outs))
+            for (int i = 0; i < 24; i++)
+                CHECK_NEAR(x[i] + i, y[i], 1e-12);
+    }
+    kiln_ctx_free(ctx);
+}
+
+/* LayerNormalization (with its Mean and InvStdDev outputs) and Split against naive loops. */
+static void
+test_layer_norm_split(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4}, s4[1] = {4}, s2[1] = {2}, sp[2] = {1, 3};
+    float           gam[4], bet[4];
+    for (int i = 0; i < 4; i++) {
+        gam[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+        bet[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+    }
+    struct mb b;
+    mb_init(&b, 17);
+    char *n0i[] = {"x", "gamma", "beta"}, *n0o[] = {"y", "mean", "istd"}, *n1i[] = {"x", "sp"},
+         *n1o[] = {"a", "c"};
+    mb_input(&b, "x", 3, sx);
+    mb_init_tensor(&b, "gamma", 1, s4, gam, NULL, 4);
+    mb_init_tensor(&b, "beta", 1, s4, bet, NULL, 4);
+    mb_init_tensor(&b, "sp", 1, s2, NULL, sp, 2);
+    Onnx__NodeProto *ln = mb_node(&b, "LayerNormalization", "ln", 3, n0i, n0o);
+    ln->n_output = 3;
+    mb_attr_f(&b, ln, "epsilon", 0.01f);
+    Onnx__NodeProto *sn = mb_node(&b, "Split", "split", 2, n1i, n1o);
+    sn->n_output = 2;
+    mb_attr_i(&b, sn, "axis", 2);
+    mb_output(&b, "y");
+    mb_output(&b, "mean");
+    mb_output(&b, "istd");
+    mb_output(&b, "a");
+    mb_output(&b, "c");
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g;
+    const double *const *w;
+    double               x[24], y[24], mean[6], istd[6], a[6], c[18];
+    for (int i = 0; i < 24; i++)
+        x[i] = 4 * kiln_rng_uniform(&r) - 2;
+    const double *ins[] = {x};
+    double       *outs[] = {y, mean, istd, a, c};
+    if (mb_import(ctx, &b, &g, &w) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "import: %s", errmsg(ctx));
+    } else if (eval(ctx, g, w, ins, outs)) {
+        for (int row = 0; row < 6; row++) {
+            double m = 0, v = 0;
+            for (int k = 0; k < 4; k++)
+                m += x[row * 4 + k] / 4;
+            for (int k = 0; k < 4; k++)
+                v += (x[row * 4 + k] - m) * (x[row * 4 + k] - m) / 4;
+            double is = 1 / sqrt(v + (double)0.01f);
+            CHECK_NEAR(m, mean[row], 1e-9);
+            CHECK_NEAR(is, istd[row], 1e-6);
+            for (int k = 0; k < 4; k++) {
+                CHECK_NEAR((x[row * 4 + k] - m) * is * gam[k] + bet[k], y[row * 4 + k], 1e-6);
+                if (k == 0)
+                    CHECK_NEAR(x[row * 4], a[row], 0);
+                else
+                    CHECK_NEAR(x[row * 4 + k], c[row * 3 + k - 1], 0);
+            }
+        }
     }
     kiln_ctx_free(ctx);
 }
@@ -1123,6 +1244,8 @@ test_backend_pytorch_operator(void)
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
+    {"fold_shapes", test_fold_shapes},
+    {"layer_norm_split", test_layer_norm_split},
     {"names", test_names},
     {"errors", test_errors},
     {"table", test_table},
