@@ -43,17 +43,30 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 bool cli_is_help(const char *a);
 /* Reads a whole file (NUL-terminated, malloc'ed); NULL with errno set on failure. */
 char *cli_read_file(const char *path, size_t *len);
+struct cli_passes;
 /* Reads and parses a .kg file, or imports an ONNX model (a path ending in .onnx), into ctx,
  * also giving an ONNX model's weights (kiln_graph_import_onnx: one pointer per argument, NULL
  * for inputs; *weights is NULL for a .kg file); on failure prints the error and returns NULL. */
-struct kiln_graph *cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights);
-bool               cli_is_onnx(const char *path); /* path ends in .onnx */
+struct kiln_graph *cli_load_model(kiln_ctx *ctx, const char *path, const struct cli_passes *p,
+                                  const double *const **weights);
+/* The bytes of a .kg file or an ONNX model (path ending in .onnx, imported with p's shapes)
+ * into *g; the status (the error is in ctx). */
+enum kiln_status cli_import(kiln_ctx *ctx, const char *text, size_t len, const char *path,
+                            const struct cli_passes *p, struct kiln_graph **g,
+                            const double *const **weights);
+bool             cli_is_onnx(const char *path); /* path ends in .onnx */
 /* The graph pipeline options of compile, tune, inspect and eval: --no-simplify (no graph pass:
  * the model as imported), --no-channels-last, --no-winograd (that pass off), --dump-after PASS
  * (the graph after PASS on stderr, in .kg text). Zero-initialise, then set dump_after = -1. */
+#define CLI_MAX_SHAPES 16 /* --input-shape options one command takes */
 struct cli_passes {
     unsigned skip;       /* kiln_optimize_options.skip */
     int      dump_after; /* enum kiln_graph_pass, -1 for none */
+    /* --input-shape NAME=AxBxC (an ONNX model's input or symbolic dimension) */
+    struct kiln_onnx_shape shapes[CLI_MAX_SHAPES];
+    int64_t                extents[CLI_MAX_SHAPES][KILN_MAX_DIMS];
+    char                   names[CLI_MAX_SHAPES][256];
+    uint32_t               nshapes;
 };
 /* Takes argv[*i] (and its value, advancing *i) when it is one of those options: returns 1;
  * 0 when it is not one; after a usage error (message on stderr, naming the valid passes for an

@@ -92,7 +92,7 @@ cmd_compile(int argc, char **argv)
     uint32_t             ndb = 0;
     int                  print = 0, no_db = 0, no_memplan = 0, untuned = KILN_UNTUNED_PREDICT;
     uint64_t             seed = 1;
-    struct cli_passes    passes = {0, -1};
+    struct cli_passes    passes = {.dump_after = -1};
     struct cli_cache_opt cache = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -210,8 +210,7 @@ cmd_compile(int argc, char **argv)
     if (!ctx) {
         fprintf(stderr, "kiln: out of memory\n");
         rc = 1;
-    } else if (cli_is_onnx(in) ? kiln_graph_import_onnx(ctx, text, len, in, &g, &weights) != KILN_OK
-                               : kiln_graph_parse(ctx, text, len, in, &g) != KILN_OK) {
+    } else if (cli_import(ctx, text, len, in, &passes, &g, &weights) != KILN_OK) {
         rc = cli_report(ctx);
     } else if (!cli_optimize(ctx, "compile", in, &passes, &g, &weights, true)) {
         rc = 1;

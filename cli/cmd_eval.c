@@ -319,7 +319,7 @@ cmd_eval(int argc, char **argv)
         return 1;
     }
     const double *const *weights = NULL;
-    struct kiln_graph   *g = cli_load_model(ctx, o.path, &weights);
+    struct kiln_graph   *g = cli_load_model(ctx, o.path, &o.passes, &weights);
     if (g && !cli_optimize(ctx, "eval", o.path, &o.passes, &g, &weights, o.verbose))
         g = NULL;
     if (!g) {

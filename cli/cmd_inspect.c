@@ -228,7 +228,7 @@ cmd_inspect(int argc, char **argv)
 {
     const char       *path = NULL;
     bool              json = false;
-    struct cli_passes passes = {0, -1};
+    struct cli_passes passes = {.dump_after = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -258,7 +258,7 @@ cmd_inspect(int argc, char **argv)
         return 1;
     }
     const double *const *weights = NULL;
-    struct kiln_graph   *g = cli_load_model(ctx, path, &weights);
+    struct kiln_graph   *g = cli_load_model(ctx, path, &passes, &weights);
     if (g && !cli_optimize(ctx, "inspect", path, &passes, &g, &weights, true))
         g = NULL;
     if (!g) {

@@ -164,7 +164,7 @@ cmd_tune(int argc, char **argv)
 {
     struct kiln_tune_params p = {0};
     struct prog_ui          ui = {false, isatty(2) != 0};
-    struct cli_passes       passes = {0, -1};
+    struct cli_passes       passes = {.dump_after = -1};
     struct cli_cache_opt    cache = {0};
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
@@ -274,7 +274,7 @@ cmd_tune(int argc, char **argv)
         return 1;
     }
     const double *const *weights = NULL;
-    struct kiln_graph   *g = cli_load_model(ctx, in, &weights);
+    struct kiln_graph   *g = cli_load_model(ctx, in, &passes, &weights);
     if (g && !cli_optimize(ctx, "tune", in, &passes, &g, &weights, !ui.quiet))
         g = NULL;
     if (!g) {

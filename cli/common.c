@@ -102,8 +102,19 @@ cli_is_onnx(const char *path)
     return n >= 5 && !strcmp(path + n - 5, ".onnx");
 }
 
+enum kiln_status
+cli_import(kiln_ctx *ctx, const char *text, size_t len, const char *path,
+           const struct cli_passes *p, struct kiln_graph **g, const double *const **weights)
+{
+    if (!cli_is_onnx(path))
+        return kiln_graph_parse(ctx, text, len, path, g);
+    struct kiln_onnx_options o = {.shapes = p ? p->shapes : NULL, .nshapes = p ? p->nshapes : 0};
+    return kiln_graph_import_onnx_opts(ctx, text, len, path, &o, g, weights);
+}
+
 struct kiln_graph *
-cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
+cli_load_model(kiln_ctx *ctx, const char *path, const struct cli_passes *p,
+               const double *const **weights)
 {
     if (weights)
         *weights = NULL;
@@ -114,9 +125,7 @@ cli_load_model(kiln_ctx *ctx, const char *path, const double *const **weights)
         return NULL;
     }
     struct kiln_graph *g = NULL;
-    enum kiln_status   st = cli_is_onnx(path)
-                                ? kiln_graph_import_onnx(ctx, text, len, path, &g, weights)
-                                : kiln_graph_parse(ctx, text, len, path, &g);
+    enum kiln_status   st = cli_import(ctx, text, len, path, p, &g, weights);
     if (st != KILN_OK) {
         cli_report(ctx);
         g = NULL;
@@ -139,6 +148,52 @@ cli_passes_arg(const char *cmd, int argc, char **argv, int *i, struct cli_passes
             p->skip |= 1u << k;
             return 1;
         }
+    }
+    if (!strcmp(a, "--input-shape")) {
+        if (*i + 1 >= argc)
+            return -cli_usage_error(cmd, "--input-shape needs NAME=SHAPE (e.g. input_ids=1x128)");
+        const char *v = argv[++*i], *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+            return -cli_usage_error(cmd,
+                                    "--input-shape '%s': expected NAME=SHAPE, e.g. "
+                                    "input_ids=1x128 or batch=1",
+                                    v);
+        if (p->nshapes >= CLI_MAX_SHAPES)
+            return -cli_usage_error(cmd, "at most %d --input-shape options", CLI_MAX_SHAPES);
+        struct kiln_onnx_shape *s = &p->shapes[p->nshapes];
+        int64_t                *ext = p->extents[p->nshapes];
+        uint32_t                n = 0;
+        for (const char *q = eq + 1;;) {
+            char        num[24];
+            const char *x = strchr(q, 'x');
+            size_t      k = x ? (size_t)(x - q) : strlen(q);
+            uint64_t    e;
+            if (k == 0 || k >= sizeof num || n >= KILN_MAX_DIMS)
+                return -cli_usage_error(cmd,
+                                        "--input-shape '%s': a shape is 1 to %d extents "
+                                        "joined by 'x'",
+                                        v, KILN_MAX_DIMS);
+            memcpy(num, q, k);
+            num[k] = 0;
+            if (!cli_parse_u64(num, &e) || e < 1 || e > ((uint64_t)1 << 40))
+                return -cli_usage_error(cmd,
+                                        "--input-shape '%s': extent '%s' is not an integer "
+                                        "from 1 to 2^40",
+                                        v, num);
+            ext[n++] = (int64_t)e;
+            if (!x)
+                break;
+            q = x + 1;
+        }
+        char *name = p->names[p->nshapes];
+        if ((size_t)(eq - v) >= sizeof p->names[0])
+            return -cli_usage_error(cmd, "--input-shape: the name is longer than %zu bytes",
+                                    sizeof p->names[0] - 1);
+        memcpy(name, v, (size_t)(eq - v));
+        name[eq - v] = 0;
+        *s = (struct kiln_onnx_shape){name, n, ext};
+        p->nshapes++;
+        return 1;
     }
     if (strcmp(a, "--dump-after"))
         return 0;

@@ -666,6 +666,79 @@ import_node(struct onnx_imp *m)
 
 /* ---- the model ---- */
 
+/* The index of the given shape named `name`, else KILN_NONE. */
+static uint32_t
+given_shape(const struct onnx_imp *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->nshapes; i++)
+        if (m->shapes[i].name && !strcmp(m->shapes[i].name, name))
+            return i;
+    return KILN_NONE;
+}
+
+/* How the graph's inputs use `name`: 1 an input's name, 2 a symbolic dimension, 0 neither. */
+static int
+shape_name_kind(const Onnx__GraphProto *gp, const char *name)
+{
+    int kind = 0;
+    for (size_t k = 0; k < gp->n_input && kind != 1; k++) {
+        const Onnx__ValueInfoProto *vi = gp->input[k];
+        if (vi->name && !strcmp(vi->name, name))
+            kind = 1;
+        const Onnx__TypeProto *tp = vi->type;
+        if (kind || !tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type
+            || !tp->tensor_type->shape)
+            continue;
+        const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+        for (size_t d = 0; d < sp->n_dim; d++)
+            if (sp->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                && sp->dim[d]->dim_param && !strcmp(sp->dim[d]->dim_param, name))
+                kind = 2;
+    }
+    return kind;
+}
+
+/* Checks the given shapes before the import reads them. */
+static enum kiln_status
+check_shapes(struct onnx_imp *m)
+{
+    if (!m->nshapes)
+        return KILN_OK;
+    if (!m->shapes)
+        return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx", "%u shapes given but no array",
+                         m->nshapes);
+    for (uint32_t i = 0; i < m->nshapes; i++) {
+        const struct kiln_onnx_shape *s = &m->shapes[i];
+        const char                   *nm = s->name ? s->name : "";
+        if (!*nm)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx", "a given shape has no name");
+        if (s->ndim > KILN_MAX_DIMS || (s->ndim && !s->shape))
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "the shape given for '%s' has %u dimensions; at most %d", nm, s->ndim,
+                             KILN_MAX_DIMS);
+        for (uint32_t d = 0; d < s->ndim; d++)
+            if (s->shape[d] < 1 || s->shape[d] > ((int64_t)1 << 40))
+                return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                                 "the shape given for '%s' has extent %lld in dimension %u; "
+                                 "extents are 1 to 2^40",
+                                 nm, (long long)s->shape[d], d);
+        for (uint32_t j = 0; j < i; j++)
+            if (m->shapes[j].name && !strcmp(m->shapes[j].name, nm))
+                return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                                 "a shape is given twice for '%s'", nm);
+        int kind = shape_name_kind(m->graph, nm);
+        if (!kind)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "a shape is given for '%s', but no graph input and no symbolic "
+                             "dimension of one has this name",
+                             nm);
+        if (kind == 2 && s->ndim != 1)
+            return KILN_FAIL(m->ctx, KILN_ERR_INVALID, "onnx",
+                             "'%s' is a symbolic dimension: give one extent, not %u", nm, s->ndim);
+    }
+    return KILN_OK;
+}
+
 static enum kiln_status
 graph_input(struct onnx_imp *m, const Onnx__ValueInfoProto *vi)
 {
@@ -697,17 +770,44 @@ graph_input(struct onnx_imp *m, const Onnx__ValueInfoProto *vi)
         return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx",
                          "graph input '%s' has %zu dimensions; at most %d", nm, tt->shape->n_dim,
                          KILN_MAX_DIMS);
-    int64_t sh[KILN_MAX_DIMS];
+    int64_t  sh[KILN_MAX_DIMS];
+    uint32_t whole = given_shape(m, nm);
+    if (whole != KILN_NONE && m->shapes[whole].ndim != tt->shape->n_dim)
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
+                         "the shape given for graph input '%s' has %u dimensions; the input has "
+                         "%zu",
+                         nm, m->shapes[whole].ndim, tt->shape->n_dim);
     for (size_t i = 0; i < tt->shape->n_dim; i++) {
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-        if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+        bool        fixed = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        const char *param = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                    && d->dim_param && *d->dim_param
+                                ? d->dim_param
+                                : NULL;
+        if (whole != KILN_NONE) {
+            int64_t e = m->shapes[whole].shape[i];
+            if (fixed && d->dim_value != e)
+                return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
+                                 "the shape given for graph input '%s' has extent %lld in "
+                                 "dimension %zu; the model fixes it to %lld",
+                                 nm, (long long)e, i, (long long)d->dim_value);
+            sh[i] = e;
+            continue;
+        }
+        uint32_t ps = !fixed && param ? given_shape(m, param) : KILN_NONE;
+        if (ps != KILN_NONE) {
+            if (m->shapes[ps].ndim != 1) /* also an input's name: give that input's shape */
+                return KILN_FAIL(ctx, KILN_ERR_INVALID, "onnx",
+                                 "'%s' is a symbolic dimension: give one extent, not %u", param,
+                                 m->shapes[ps].ndim);
+            sh[i] = m->shapes[ps].shape[0];
+            continue;
+        }
+        if (!fixed)
             return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx",
-                             "dynamic shape: graph input '%s' dimension %zu is '%s', not a number",
-                             nm, i,
-                             d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
-                                     && d->dim_param
-                                 ? d->dim_param
-                                 : "unknown");
+                             "dynamic shape: graph input '%s' dimension %zu is '%s', not a number "
+                             "(give the input's shape, or the dimension's value by its name)",
+                             nm, i, param ? param : "unknown");
         if (d->dim_value <= 0)
             return KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "onnx",
                              "graph input '%s' dimension %zu has extent %lld; kiln needs positive "
@@ -860,6 +960,7 @@ import_model(struct onnx_imp *m, const Onnx__ModelProto *mp, const struct kiln_o
         v->origin = ONNX_FROM_INITIALIZER;
     }
     KILN_TRY(bind_inputs(m, gp, bind, nbind));
+    KILN_TRY(check_shapes(m));
     for (size_t i = 0; i < gp->n_input; i++)
         KILN_TRY(graph_input(m, gp->input[i]));
     for (size_t i = 0; i < gp->n_node; i++) {
@@ -991,7 +1092,7 @@ KILN_API enum kiln_status
 kiln_graph_import_onnx(kiln_ctx *ctx, const void *data, size_t len, const char *filename,
                        struct kiln_graph **out, const double *const **weights)
 {
-    return kiln_graph_import_onnx_bound(ctx, data, len, filename, NULL, 0, out, weights);
+    return kiln_graph_import_onnx_opts(ctx, data, len, filename, NULL, out, weights);
 }
 
 KILN_API enum kiln_status
@@ -999,6 +1100,18 @@ kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const 
                              const struct kiln_onnx_binding *bind, uint32_t nbind,
                              struct kiln_graph **out, const double *const **weights)
 {
+    struct kiln_onnx_options o = {.bind = bind, .nbind = nbind};
+    return kiln_graph_import_onnx_opts(ctx, data, len, filename, &o, out, weights);
+}
+
+KILN_API enum kiln_status
+kiln_graph_import_onnx_opts(kiln_ctx *ctx, const void *data, size_t len, const char *filename,
+                            const struct kiln_onnx_options *opt, struct kiln_graph **out,
+                            const double *const **weights)
+{
+    const struct kiln_onnx_options none = {0};
+    if (!opt)
+        opt = &none;
     *out = NULL;
     if (weights)
         *weights = NULL;
@@ -1022,12 +1135,12 @@ kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void *data, size_t len, const 
         kiln_error_set_loc(ctx, file, 0, 0);
         return KILN_ERR_INVALID;
     }
-    struct onnx_imp m = {.ctx = ctx, .file = file};
+    struct onnx_imp m = {.ctx = ctx, .file = file, .shapes = opt->shapes, .nshapes = opt->nshapes};
     m.g = kiln_graph_new(ctx);
     enum kiln_status st = m.g ? KILN_OK : ctx->err.status;
     if (st == KILN_OK) {
         m.g->file = file;
-        st = import_model(&m, mp, bind, nbind);
+        st = import_model(&m, mp, opt->bind, opt->nbind);
     }
     if (st == KILN_OK && weights) {
         uint32_t       na = m.g->narg;

@@ -61,15 +61,17 @@ const struct onnx_op *onnx_ops(size_t *count);
 const struct onnx_op *onnx_op_find(const char *name, int64_t opset, bool *known);
 
 struct onnx_imp {
-    kiln_ctx               *ctx;
-    struct kiln_graph      *g;
-    const char             *file;
-    int64_t                 opset; /* of the default domain */
-    const Onnx__GraphProto *graph; /* the model's (node indices name its nodes) */
-    struct onnx_value      *val;
-    uint32_t                nval, capval;
-    double                **wdata; /* per tensor: a weight's values, else NULL */
-    uint32_t                capw;
+    kiln_ctx                     *ctx;
+    struct kiln_graph            *g;
+    const char                   *file;
+    int64_t                       opset; /* of the default domain */
+    const Onnx__GraphProto       *graph; /* the model's (node indices name its nodes) */
+    struct onnx_value            *val;
+    uint32_t                      nval, capval;
+    double                      **wdata; /* per tensor: a weight's values, else NULL */
+    uint32_t                      capw;
+    const struct kiln_onnx_shape *shapes; /* kiln_onnx_options' */
+    uint32_t                      nshapes;
     /* the node being imported */
     const Onnx__NodeProto *node;
     uint32_t               nodeno;

@@ -551,6 +551,30 @@ KILN_API enum kiln_status kiln_graph_import_onnx_bound(kiln_ctx *ctx, const void
                                                        uint32_t nbind, struct kiln_graph **out,
                                                        const double *const **weights);
 
+/* Shapes for a model with symbolic dimensions ('batch', 'sequence'): `name` is a graph input's
+ * ONNX name, and shape[0..ndim) its whole shape (its fixed dimensions must agree); or the name
+ * of a symbolic dimension (dim_param), with ndim 1 and shape[0] its extent in every input that
+ * uses it. A name that is neither, a rank that differs or an extent below 1 is
+ * KILN_ERR_INVALID; a symbolic dimension left without a value is KILN_ERR_UNSUPPORTED naming
+ * the input, the dimension and its name. */
+struct kiln_onnx_shape {
+    const char    *name;
+    uint32_t       ndim;
+    const int64_t *shape;
+};
+struct kiln_onnx_options {
+    const struct kiln_onnx_binding *bind; /* as kiln_graph_import_onnx_bound; may be NULL */
+    uint32_t                        nbind;
+    const struct kiln_onnx_shape   *shapes; /* may be NULL */
+    uint32_t                        nshapes;
+};
+/* kiln_graph_import_onnx with bindings and shapes; opt may be NULL. */
+KILN_API enum kiln_status kiln_graph_import_onnx_opts(kiln_ctx *ctx, const void *data, size_t len,
+                                                      const char                     *filename,
+                                                      const struct kiln_onnx_options *opt,
+                                                      struct kiln_graph             **out,
+                                                      const double *const           **weights);
+
 /* ---- graph simplification (passes/graph_*.c, passes/README.md) ----
  * Rewrites a graph whose weights have known values (an imported ONNX model) into a new graph
  * computing the same outputs from the same inputs:

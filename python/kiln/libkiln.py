@@ -141,6 +141,10 @@ def lib():
         W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
         _proto(so, "kiln_graph_import_onnx", st, P, ctypes.c_char_p, ctypes.c_size_t,
                ctypes.c_char_p, ctypes.POINTER(P), ctypes.POINTER(W))
+        if hasattr(so, "kiln_graph_import_onnx_opts"):
+            _proto(so, "kiln_graph_import_onnx_opts", st, P, ctypes.c_char_p, ctypes.c_size_t,
+                   ctypes.c_char_p, ctypes.POINTER(_OnnxOptions), ctypes.POINTER(P),
+                   ctypes.POINTER(W))
         _proto(so, "kiln_graph_pass_name", ctypes.c_char_p, ctypes.c_int)
         _proto(so, "kiln_graph_optimize", st, P, P, W, ctypes.POINTER(_OptimizeOptions),
                ctypes.POINTER(P), ctypes.POINTER(W), P)
@@ -350,13 +354,25 @@ def passes():
     return names
 
 
-def import_onnx(model, filename=None, skip=(), optimize=True):
+class _OnnxShape(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_uint32),
+                ("shape", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _OnnxOptions(ctypes.Structure):
+    _fields_ = [("bind", ctypes.c_void_p), ("nbind", ctypes.c_uint32),
+                ("shapes", ctypes.POINTER(_OnnxShape)), ("nshapes", ctypes.c_uint32)]
+
+
+def import_onnx(model, filename=None, skip=(), optimize=True, shapes=None):
     """Imports an ONNX model (a path, or its bytes) and runs the graph pipeline on it
     (kiln_graph_optimize: the passes of ``passes()``, minus those named in ``skip``), as
     ``kiln compile MODEL.onnx`` does, so ``import_onnx(m).compile(path)`` writes the module that
-    command writes. ``optimize=False`` keeps the model as imported (``--no-simplify``). The
-    graph's ``weights`` maps each weight's name to its values (NumPy float64 arrays), to pass
-    to the module after its inputs."""
+    command writes. ``optimize=False`` keeps the model as imported (``--no-simplify``).
+    ``shapes`` gives symbolic dimensions their extents, as ``--input-shape`` does: a dict from a
+    graph input's name to its whole shape (a tuple), or from a symbolic dimension's name
+    (``"batch"``) to its extent (an int). The graph's ``weights`` maps each weight's name to its
+    values (NumPy float64 arrays), to pass to the module after its inputs."""
     import numpy as np
 
     if isinstance(model, (str, os.PathLike)):
@@ -375,9 +391,24 @@ def import_onnx(model, filename=None, skip=(), optimize=True):
         raise Error("unknown pass %r (passes: %s)" % (unknown[0], ", ".join(names)))
     W = ctypes.POINTER(ctypes.POINTER(ctypes.c_double))
     ptr, w = ctypes.c_void_p(), W()
-    st = L.kiln_graph_import_onnx(g._ctx.ptr, data, len(data),
-                                  filename.encode() if filename else None, ctypes.byref(ptr),
-                                  ctypes.byref(w))
+    fname = filename.encode() if filename else None
+    if shapes:
+        if not hasattr(L, "kiln_graph_import_onnx_opts"):
+            raise Error("this libkiln cannot give shapes (kiln_graph_import_onnx_opts)")
+        items = list(shapes.items())
+        arr = (_OnnxShape * len(items))()
+        keep = []
+        for k, (name, ext) in enumerate(items):
+            ext = (ext,) if isinstance(ext, int) else tuple(int(e) for e in ext)
+            buf = (ctypes.c_int64 * max(len(ext), 1))(*ext)
+            keep.append(buf)
+            arr[k] = _OnnxShape(str(name).encode(), len(ext), buf)
+        opt = _OnnxOptions(None, 0, arr, len(items))
+        st = L.kiln_graph_import_onnx_opts(g._ctx.ptr, data, len(data), fname, ctypes.byref(opt),
+                                           ctypes.byref(ptr), ctypes.byref(w))
+    else:
+        st = L.kiln_graph_import_onnx(g._ctx.ptr, data, len(data), fname, ctypes.byref(ptr),
+                                      ctypes.byref(w))
     if st != 0:
         raise g._ctx.error(st)
     bits = sum(1 << names.index(p) for p in skip) if optimize else (1 << len(names)) - 1

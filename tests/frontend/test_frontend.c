@@ -6,10 +6,11 @@
  *   ONNX's runner); a model the import refuses must be refused as unsupported (never as
  *   invalid, never a crash), and the number of imported models must not drop below a floor.
  * - Models built here with the generated protobuf-c code: Gemm with alpha/beta/transA/transB,
- *   Clip, legacy broadcasting, Constant/Shape/Reshape folding, import-time constant folding of
- *   a Shape/Slice/Mul/Range chain, LayerNormalization with its statistics outputs and Split, on
- *   random data against a naive computation; the error messages of an unsupported op and attribute,
- * a dynamic shape, a missing input; initializers returned as weights; names made valid.
+ *   Clip, legacy broadcasting, symbolic dimensions given by input or by name,
+ * Constant/Shape/Reshape folding, import-time constant folding of a Shape/Slice/Mul/Range chain,
+ * LayerNormalization with its statistics outputs and Split, on random data against a naive
+ * computation; the error messages of an unsupported op and attribute, a dynamic shape, a missing
+ * input; initializers returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from opset 1,
  *   the lookup by opset, and the dispatcher's shared checks (attributes by opset row, a missing
  *   or undefined input, an output past the row's).
@@ -485,6 +486,72 @@ test_layer_norm_split(void)
         }
     }
     kiln_ctx_free(ctx);
+}
+
+/* Symbolic dimensions: kiln_graph_import_onnx_opts with an input's whole shape or a named
+ * dimension's extent, and the errors for a missing, unknown or contradicting one. */
+static enum kiln_status
+import_shaped(kiln_ctx *ctx, struct mb *b, const struct kiln_onnx_shape *sh, uint32_t n,
+              int64_t *d0, int64_t *d1)
+{
+    size_t                   len;
+    uint8_t                 *buf = mb_pack(b, &len);
+    struct kiln_graph       *g = NULL;
+    const double *const     *w;
+    struct kiln_onnx_options o = {.shapes = sh, .nshapes = n};
+    if (!buf)
+        return KILN_ERR_NOMEM;
+    enum kiln_status st = kiln_graph_import_onnx_opts(ctx, buf, len, "m.onnx", &o, &g, &w);
+    free(buf);
+    if (st == KILN_OK) {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, kiln_graph_arg(g, 0), &ti);
+        *d0 = ti.shape[0];
+        *d1 = ti.shape[1];
+    }
+    return st;
+}
+
+static void
+test_input_shapes(void)
+{
+    struct mb b;
+    int64_t   sx[2] = {1, 3}, two = 2, s43[2] = {4, 3}, s45[2] = {4, 5}, s12[2] = {1, 2}, d0, d1;
+    char     *in[] = {"x"}, *out[] = {"y"};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 2, sx);
+    b.dim[0][0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+    b.dim[0][0].dim_param = "batch";
+    mb_node(&b, "Relu", "r", 1, in, out);
+    mb_output(&b, "y");
+    struct {
+        struct kiln_onnx_shape sh;
+        enum kiln_status       st;
+        int64_t                d0;
+        const char            *msg;
+    } cases[] = {
+        {{"batch", 1, &two}, KILN_OK, 2, NULL},
+        {{"x", 2, s43}, KILN_OK, 4, NULL},
+        {{NULL, 0, NULL}, KILN_ERR_UNSUPPORTED, 0, "graph input 'x' dimension 0 is 'batch'"},
+        {{"x", 2, s45}, KILN_ERR_INVALID, 0, "the model fixes it to 3"},
+        {{"x", 1, &two}, KILN_ERR_INVALID, 0, "has 1 dimensions; the input has 2"},
+        {{"nope", 1, &two}, KILN_ERR_INVALID, 0, "no graph input and no symbolic dimension"},
+        {{"batch", 2, s12}, KILN_ERR_INVALID, 0, "'batch' is a symbolic dimension"},
+        {{"batch", 1, s12}, KILN_OK, 1, NULL},
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(cases); i++) {
+        kiln_ctx        *ctx = kiln_ctx_new(NULL);
+        enum kiln_status st =
+            import_shaped(ctx, &b, &cases[i].sh, cases[i].sh.name ? 1 : 0, &d0, &d1);
+        CHECK_EQ_INT(cases[i].st, st);
+        if (st == KILN_OK && cases[i].st == KILN_OK) {
+            CHECK_EQ_INT(cases[i].d0, d0);
+            CHECK_EQ_INT(3, d1);
+        } else if (cases[i].msg) {
+            CHECK_CONTAINS(errmsg(ctx), cases[i].msg);
+        }
+        kiln_ctx_free(ctx);
+    }
 }
 
 static void
@@ -1246,6 +1313,7 @@ static const struct test tests[] = {
     {"folding_clip_legacy", test_folding_clip_legacy},
     {"fold_shapes", test_fold_shapes},
     {"layer_norm_split", test_layer_norm_split},
+    {"input_shapes", test_input_shapes},
     {"names", test_names},
     {"errors", test_errors},
     {"table", test_table},
