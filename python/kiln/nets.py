@@ -1,5 +1,5 @@
-"""Whole torchvision networks for kiln's ONNX tests and benchmarks (needs PyTorch,
-torchvision and ONNX; nothing is downloaded).
+"""Whole networks for kiln's ONNX tests and benchmarks: torchvision's CNNs and transformers
+written with PyTorch's layers (needs PyTorch, torchvision and ONNX; nothing is downloaded).
 
     net = kiln.nets.build("resnet18", seed=0)           # random weights, eval mode
     x = torch.randn(1, 3, 224, 224)
@@ -77,23 +77,132 @@ def export(net, x, path, opset=13, keep_bn=False):
                           output_names=["y"], **extra)
 
 
+# Transformers written with PyTorch's and torchvision's own layers (random weights, nothing
+# downloaded): name -> full sizes; ``transformer`` takes smaller ones for tests.
+TRANSFORMERS = {
+    # BERT-base encoder: post-norm, GELU, a padding mask
+    "bert_base": dict(layers=12, hidden=768, heads=12, seq=128, vocab=30522),
+    # GPT-2-small decoder: pre-norm, a causal mask
+    "gpt2_small": dict(layers=12, hidden=768, heads=12, seq=128, vocab=50257),
+    # torchvision's ViT-B/16 (torchvision.models.VisionTransformer at vit_b_16's sizes)
+    "vit_b_16": dict(layers=12, hidden=768, heads=12, image=224, patch=16),
+}
+
+
+def transformer(name, seed, **sizes):
+    """A transformer of ``TRANSFORMERS`` with random weights drawn after
+    ``torch.manual_seed(seed)``, in eval mode, and example inputs for it: returns ``(net,
+    inputs, input_names)``.
+
+    - ``bert_base``: token, position and segment embeddings, a layer norm, post-norm encoder
+      layers (GELU, dropout 0) with a key padding mask from the ``mask`` input (the last quarter
+      of the tokens padded); inputs ``ids``, ``seg``, ``mask`` ([1, seq] int64).
+    - ``gpt2_small``: token and position embeddings, pre-norm layers with a causal mask, a final
+      layer norm and the vocabulary projection; input ``ids``.
+    - ``vit_b_16``: torchvision's VisionTransformer; input ``x`` [1, 3, image, image].
+
+    Keyword arguments (the keys of the model's ``TRANSFORMERS`` entry) override the full
+    sizes; the MLP is 4 times the hidden width."""
+    import torch
+    from torch import nn
+
+    if name not in TRANSFORMERS:
+        raise Error("unknown transformer %r; known: %s" % (name, ", ".join(sorted(TRANSFORMERS))))
+    unknown = set(sizes) - set(TRANSFORMERS[name])
+    if unknown:
+        raise Error("%s has no size %s" % (name, ", ".join(sorted(unknown))))
+    z = dict(TRANSFORMERS[name], **{k: v for k, v in sizes.items() if v is not None})
+    L, H, A = z["layers"], z["hidden"], z["heads"]
+    torch.manual_seed(seed)
+    if name == "vit_b_16":
+        import torchvision
+
+        net = torchvision.models.VisionTransformer(z["image"], z["patch"], L, A, H, 4 * H)
+        # torchvision starts the classifier at zero, so the output would not depend on the input
+        nn.init.normal_(net.heads.head.weight, std=0.02)
+        return net.eval(), (torch.randn(1, 3, z["image"], z["image"]),), ["x"]
+    S, V = z["seq"], z["vocab"]
+
+    def layer(pre):
+        return nn.TransformerEncoderLayer(H, A, 4 * H, dropout=0.0, activation="gelu",
+                                          batch_first=True, norm_first=pre)
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos, self.seg = nn.Embedding(V, H), nn.Embedding(S, H), nn.Embedding(2, H)
+            self.ln = nn.LayerNorm(H)
+            self.enc = nn.TransformerEncoder(layer(False), L, enable_nested_tensor=False)
+
+        def forward(self, ids, seg, mask):
+            p = torch.arange(ids.shape[1]).unsqueeze(0)
+            h = self.ln(self.tok(ids) + self.pos(p) + self.seg(seg))
+            return self.enc(h, src_key_padding_mask=mask == 0)
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(V, H), nn.Embedding(S, H)
+            self.dec = nn.TransformerEncoder(layer(True), L, norm=nn.LayerNorm(H),
+                                             enable_nested_tensor=False)
+            self.head = nn.Linear(H, V, bias=False)
+
+        def forward(self, ids):
+            n = ids.shape[1]
+            i = torch.arange(n)
+            # f32 (torch.where on two Python floats would trace as f64 and promote the scores)
+            causal = torch.zeros(n, n).masked_fill(i.unsqueeze(0) > i.unsqueeze(1), float("-inf"))
+            return self.head(self.dec(self.tok(ids) + self.pos(i.unsqueeze(0)), mask=causal))
+
+    ids = torch.randint(0, V, (1, S))
+    if name == "bert_base":
+        seg = (torch.arange(S) >= S // 2).long().unsqueeze(0)
+        mask = (torch.arange(S) < S - S // 4).long().unsqueeze(0)
+        return Bert().eval(), (ids, seg, mask), ["ids", "seg", "mask"]
+    return GPT().eval(), (ids,), ["ids"]
+
+
+def export_transformer(net, inputs, names, path, opset=13):
+    """Exports a ``transformer`` to ONNX at ``path`` with a symbolic ``batch`` dimension on
+    every input, and a symbolic ``seq`` one on token inputs (compile it with ``--input-shape
+    batch=B [--input-shape seq=S]``), and one output ``y``."""
+    import torch
+
+    # traced with gradients on: under no_grad, PyTorch's encoder layers take a fused fast path
+    # that the exporter cannot write
+    dyn = {n: {0: "batch"} if x.is_floating_point() else {0: "batch", 1: "seq"}
+           for n, x in zip(names, inputs)}
+    torch.onnx.export(net, tuple(inputs), path, opset_version=opset, input_names=names,
+                      output_names=["y"], dynamic_axes=dyn)
+
+
 def module_args(mod, x, weights_dir):
     """The arguments of ``mod`` (a ``kiln.Module`` compiled from an exported network) in its
-    order: the NumPy input ``x`` for its one input, and every weight read from
-    ``weights_dir/NAME.npy`` (as written by ``kiln compile --save-weights``) as 64-byte
-    aligned float32 arrays."""
+    order: ``x`` for its inputs (one NumPy array for a module with one input, else a list of
+    them in the module's input order), each converted to the input's dtype, and every weight
+    read from ``weights_dir/NAME.npy`` (as written by ``kiln compile --save-weights``) in the
+    weight's dtype, all 64-byte aligned."""
     import numpy as np
 
-    n_in = sum(1 for a in mod.args if a.role == "input")
-    if n_in != 1:
-        raise Error("expected a module with one input, got %d" % n_in)
+    ins = [a for a in mod.args if a.role == "input"]
+    xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if len(xs) != len(ins):
+        raise Error("expected %d inputs for a module with inputs %s, got %d"
+                    % (len(ins), [a.name for a in ins], len(xs)))
+    xs.reverse()
     args = []
     for a in mod.args:
+        if a.role == "output":
+            continue
         if a.role == "input":
-            args.append(aligned(np.ascontiguousarray(x, dtype=np.float32)))
+            v = np.asarray(xs.pop())
+            if list(v.shape) != list(a.shape):
+                raise Error("input %s has shape %s, the module's has %s"
+                            % (a.name, list(v.shape), list(a.shape)))
+            args.append(aligned(np.ascontiguousarray(v, dtype=a.dtype.numpy)))
             continue
         path = os.path.join(weights_dir, a.name + ".npy")
-        w = np.load(path).astype(np.float32)
+        w = np.load(path).astype(a.dtype.numpy)
         if list(w.shape) != list(a.shape):
             raise Error("%s has shape %s, the module's weight %s has %s"
                         % (path, list(w.shape), a.name, list(a.shape)))
