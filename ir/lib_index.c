@@ -42,16 +42,27 @@ define(struct libcall *c, enum kiln_dtype dt, uint32_t n, const int64_t *shape, 
     return lib_define(c, t, KILN_REDUCE_NONE, NULL, body(c, ax, ud), NULL);
 }
 
-/* An index read from a tensor (any integer dtype) into a dimension of extent n: negative
- * values count from the end, then clamped to [0, n-1]. */
+/* Input 0 read at idx, with idx[axis] replaced by v, an index read from a tensor (any integer
+ * dtype) into a dimension of extent n: a negative v counts from the end, and the result is
+ * clamped to [0, n-1]. Written
+ *     select(0 <= v && v < n, x[v], select(-n <= v && v < 0, x[v + n], x[select(v < 0, 0, n-1)]))
+ * (one load runs: select is lazy) so that the bounds check proves every load in range from
+ * what the conditions say about v, whatever v's dtype (an i64 load has no interval of its
+ * own). */
 static kiln_expr
-clamp_index(struct libcall *c, kiln_expr v, int64_t n)
+load_at(struct libcall *c, kiln_expr *idx, uint32_t axis, kiln_expr v, int64_t n)
 {
     kiln_ctx *ctx = c->ctx;
-    kiln_expr i = kiln_cast(ctx, KILN_DTYPE_I64, v);
-    kiln_expr zero = lib_idx(c, 0);
-    i = kiln_add(ctx, i, kiln_select(ctx, kiln_lt(ctx, i, zero), lib_idx(c, n), zero));
-    return kiln_min(ctx, kiln_max(ctx, i, zero), lib_idx(c, n - 1));
+    kiln_expr i = kiln_cast(ctx, KILN_DTYPE_I64, v), zero = lib_idx(c, 0);
+    kiln_expr in_pos = kiln_and(ctx, kiln_le(ctx, zero, i), kiln_lt(ctx, i, lib_idx(c, n)));
+    kiln_expr in_neg = kiln_and(ctx, kiln_le(ctx, lib_idx(c, -n), i), kiln_lt(ctx, i, zero));
+    idx[axis] = i;
+    kiln_expr pos = lib_load(c, 0, idx);
+    idx[axis] = kiln_add(ctx, i, lib_idx(c, n));
+    kiln_expr neg = lib_load(c, 0, idx);
+    idx[axis] = kiln_select(ctx, kiln_lt(ctx, i, zero), zero, lib_idx(c, n - 1));
+    kiln_expr out = lib_load(c, 0, idx);
+    return kiln_select(ctx, in_pos, pos, kiln_select(ctx, in_neg, neg, out));
 }
 
 /* Fails unless input i has an integer dtype. */
@@ -78,11 +89,10 @@ gather_body(struct libcall *c, const kiln_expr *ax, const void *ud)
     kiln_expr            idx[KILN_MAX_DIMS];
     for (uint32_t d = 0; d < g->axis; d++)
         idx[d] = ax[d];
-    kiln_expr v = load(c, 1, ax + g->axis);
-    idx[g->axis] = clamp_index(c, v, lib_in(c, 0)->shape[g->axis]);
     for (uint32_t d = g->axis + 1; d < g->r; d++)
         idx[d] = ax[d - 1 + g->q];
-    return lib_load(c, 0, idx);
+    kiln_expr v = load(c, 1, ax + g->axis);
+    return load_at(c, idx, g->axis, v, lib_in(c, 0)->shape[g->axis]);
 }
 
 enum kiln_status
@@ -118,8 +128,7 @@ gather_elements_body(struct libcall *c, const kiln_expr *ax, const void *ud)
     const uint32_t *axis = ud;
     kiln_expr       idx[KILN_MAX_DIMS];
     memcpy(idx, ax, sizeof(kiln_expr) * lib_in(c, 0)->ndim);
-    idx[*axis] = clamp_index(c, lib_load(c, 1, ax), lib_in(c, 0)->shape[*axis]);
-    return lib_load(c, 0, idx);
+    return load_at(c, idx, *axis, lib_load(c, 1, ax), lib_in(c, 0)->shape[*axis]);
 }
 
 enum kiln_status
