@@ -41,7 +41,7 @@ onnx_op_binary(struct onnx_imp *m)
     if (da != db)
         return UNSUP(m, "inputs of different dtypes (%s, %s) are not supported",
                      kiln_dtype_name(da), kiln_dtype_name(db));
-    if ((!strcmp(op, "div") || !strcmp(op, "pow")) && !onnx_is_float(da))
+    if (!strcmp(op, "pow") && !onnx_is_float(da))
         return UNSUP(m, "%s on integers (%s) is not supported", op, kiln_dtype_name(da));
     return onnx_set_output(m, 0, onnx_lib2(m, op, onnx_out0(m), ta, tb));
 }

@@ -6,8 +6,9 @@
  * read at index 0. Formulas follow PyTorch: gelu is x * 0.5 * (1 + erf(x / sqrt 2)) (or the tanh
  * approximation with approximate="tanh"), silu is x * sigmoid(x), leaky_relu keeps x where
  * x > 0 and scales it by alpha elsewhere. Ops whose meaning is clear on integers (neg, abs,
- * square, relu, add, sub, mul, maximum, minimum) accept any numeric dtype; the others need a
- * float dtype. */
+ * square, relu, add, sub, mul, maximum, minimum) accept any numeric dtype, and div divides
+ * integers truncating toward zero (C and ONNX; by 0 it gives 0, never a trap); the others need
+ * a float dtype. */
 #include "lib_impl.h"
 
 #include <math.h>
@@ -209,8 +210,30 @@ kiln_lib_silu(struct libcall *c)
 
 /* ---- binary with broadcasting ---- */
 
+/* The element of an op that is no single operator, from the loaded a and b of dtype dt. */
+typedef kiln_expr (*binary_fn)(kiln_ctx *ctx, kiln_expr a, kiln_expr b, enum kiln_dtype dt);
+
+/* Integer division truncating toward zero (C, ONNX): the floor quotient, plus one where the
+ * remainder is nonzero and the signs differ. Division by 0 gives 0, and by -1 the (wrapping)
+ * negation: the divisor the operator sees is never 0 or -1, so compiled code cannot trap. */
+static kiln_expr
+int_div(kiln_ctx *ctx, kiln_expr a, kiln_expr b, enum kiln_dtype dt)
+{
+    kiln_expr zero = kiln_int(ctx, 0, dt), one = kiln_int(ctx, 1, dt), m1 = kiln_int(ctx, -1, dt);
+    kiln_expr is0 = kiln_binary(ctx, KILN_OP_EQ, b, zero),
+              ism1 = kiln_binary(ctx, KILN_OP_EQ, b, m1);
+    kiln_expr d = kiln_select(ctx, kiln_binary(ctx, KILN_OP_OR, is0, ism1), one, b);
+    kiln_expr q = kiln_binary(ctx, KILN_OP_FLOORDIV, a, d),
+              r = kiln_binary(ctx, KILN_OP_FLOORMOD, a, d);
+    kiln_expr signs = kiln_binary(ctx, KILN_OP_NE, kiln_binary(ctx, KILN_OP_LT, a, zero),
+                                  kiln_binary(ctx, KILN_OP_LT, d, zero));
+    kiln_expr fix = kiln_binary(ctx, KILN_OP_AND, kiln_binary(ctx, KILN_OP_NE, r, zero), signs);
+    kiln_expr t = kiln_binary(ctx, KILN_OP_ADD, q, kiln_select(ctx, fix, one, zero));
+    return kiln_select(ctx, is0, zero, kiln_select(ctx, ism1, kiln_unary(ctx, KILN_OP_NEG, a), t));
+}
+
 static enum kiln_status
-map2(struct libcall *c, enum kiln_op op, bool need_float)
+map2_fn(struct libcall *c, enum kiln_op op, binary_fn fn, bool need_float)
 {
     KILN_TRY(lib_allow(c, no_attrs));
     KILN_TRY(lib_same_dtype(c));
@@ -232,8 +255,16 @@ map2(struct libcall *c, enum kiln_op op, bool need_float)
     lib_axes(c, n, ax);
     lib_bcast_idx(c, a->shape, a->ndim, shape, n, ax, ia);
     lib_bcast_idx(c, b->shape, b->ndim, shape, n, ax, ib);
-    kiln_expr body = kiln_binary(c->ctx, op, lib_load(c, 0, ia), lib_load(c, 1, ib));
+    kiln_expr la = lib_load(c, 0, ia), lb = lib_load(c, 1, ib);
+    kiln_expr body =
+        fn ? fn(c->ctx, la, lb, (enum kiln_dtype)a->dtype) : kiln_binary(c->ctx, op, la, lb);
     return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, NULL);
+}
+
+static enum kiln_status
+map2(struct libcall *c, enum kiln_op op, bool need_float)
+{
+    return map2_fn(c, op, NULL, need_float);
 }
 
 enum kiln_status
@@ -257,6 +288,8 @@ kiln_lib_mul(struct libcall *c)
 enum kiln_status
 kiln_lib_div(struct libcall *c)
 {
+    if (c->nin == 2 && kiln_dtype_is_int((enum kiln_dtype)lib_in(c, 0)->dtype))
+        return map2_fn(c, KILN_OP_DIV, int_div, false);
     return map2(c, KILN_OP_DIV, true);
 }
 
