@@ -28,7 +28,7 @@
 
 /* Which axes of input 0 a reduction removes, and the output's shape. */
 struct red_axes {
-    uint32_t    rank, nred;
+    uint32_t    rank;
     bool        red[KILN_MAX_DIMS];
     bool        keep;
     uint32_t    nout;
@@ -69,7 +69,6 @@ get_red_axes(struct libcall *c, struct red_axes *ra)
     const struct kiln_tensor *x = lib_in(c, 0);
     memset(ra->red, 0, sizeof ra->red);
     ra->rank = x->ndim;
-    ra->nred = 0;
     for (uint32_t i = 0; i < (given ? n : x->ndim); i++) {
         uint32_t a = i;
         if (given)
@@ -78,7 +77,6 @@ get_red_axes(struct libcall *c, struct red_axes *ra)
             return lib_fail_attr(c, lib_attr(c, "axes"), "axis %lld is listed twice",
                                  (long long)v[i]);
         ra->red[a] = true;
-        ra->nred++;
     }
     red_finish(c, ra);
     return KILN_OK;
@@ -228,15 +226,10 @@ kiln_lib_reduce_prod(struct libcall *c)
             return ctx->err.status;
         kiln_expr ax[KILN_MAX_DIMS], idx[KILN_MAX_DIMS];
         lib_axes(c, final ? ra.nout : ra.rank, ax);
-        for (uint32_t i = 0, k = 0; i < ra.rank; i++) {
-            if (!final) {
-                idx[i] = ax[i];
-            } else {
-                idx[i] = ra.red[i] && !ra.keep ? lib_idx(c, 0) : ax[k];
-                if (!ra.red[i] || ra.keep)
-                    k++;
-            }
-        }
+        if (final) /* the axes reduced before are extent 1 in src: index 0 */
+            red_in_idx(&ra, c, ax, NULL, idx);
+        else
+            memcpy(idx, ax, sizeof(kiln_expr) * ra.rank);
         kiln_expr body = prod_tree(c, src, idx, a, 0, n);
         KILN_TRY(lib_define(c, t, KILN_REDUCE_NONE, NULL, body, final ? ra.onames : ra.names));
         src = t;
@@ -266,7 +259,6 @@ arg_reduce(struct libcall *c, bool is_max)
     KILN_TRY(lib_axis(c, "axis", axis, x->ndim, false, &a));
     memset(ra.red, 0, sizeof ra.red);
     ra.rank = x->ndim;
-    ra.nred = 1;
     ra.red[a] = true;
     red_finish(c, &ra);
     KILN_TRY(lib_begin(c));
