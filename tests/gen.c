@@ -638,6 +638,19 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[3, 1]\ny = expand(x, shape=[2, 1, 4])\n",
     "input x: f32[2, 3]\ny = tile(x, repeats=[2, 3])\n",
     "input x: f32[2, 4, 5]\ny = trilu(x, upper=0, k=1)\n",
+    "input x: f32[3, 5, 4]\ny = reduce_sum(x, axes=[0, 2], keepdims=0)\n",
+    /* integer reductions whose identity matters: every value below 0 */
+    "input x: f32[3, 5, 4]\nq[i, j, k] = i32(x[i, j, k] * 4.0) - 10\nm = reduce_max(q, axes=1)\n"
+    "y[i, j, k] = f32(m[i, j, k])\n",
+    "input x: f32[3, 5, 4]\nq[i, j, k] = 10 - i32(x[i, j, k] * 4.0)\nm = reduce_min(q)\n"
+    "y[i, j, k] = f32(m[i, j, k])\n",
+    "input x: f32[3, 5, 4]\ny = reduce_mean(x, axes=-1, keepdims=0)\n",
+    "input x: f32[3, 5, 4]\ny = reduce_prod(x, axes=[0, 2])\n",
+    /* argmax / argmin give i64: cast for the f32-only harnesses; rounded inputs tie */
+    "input x: f32[3, 5, 4]\na = argmax(x, axis=1, keepdims=0)\ny[i, k] = f32(a[i, k])\n",
+    "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
+    "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
+    "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -301,6 +301,309 @@ test_gemm_random(void)
     }
 }
 
+/* ---- reductions: Reduce*, ArgMax / ArgMin, CumSum against naive loops over x[2, 3, 4] ---- */
+
+static void
+mb_attr_ints(struct mb *b, Onnx__NodeProto *n, char *name, int64_t *v, size_t nv)
+{
+    Onnx__AttributeProto *a = &b->attr[b->nattr++];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->n_ints = nv;
+    a->ints = v;
+    n->attribute[n->n_attribute++] = a;
+}
+
+/* Imports b and evaluates it on x (24 values); false (after reporting) when either fails. The
+ * output's rank is *rank. */
+static bool
+run_x24(struct mb *b, const double *x, double *y, uint32_t *rank, const char *what)
+{
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g;
+    const double *const *w;
+    bool                 ok = false;
+    if (mb_import(ctx, b, &g, &w) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s: import: %s", what, errmsg(ctx));
+    } else {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, kiln_graph_output(g, 0), &ti);
+        *rank = ti.ndim;
+        const double *ins[] = {x};
+        double       *outs[] = {y};
+        ok = eval(ctx, g, w, ins, outs);
+    }
+    kiln_ctx_free(ctx);
+    return ok;
+}
+
+static const char *const reduce_ops[] = {
+    "ReduceSum",  "ReduceMean", "ReduceSumSquare", "ReduceMax",    "ReduceMin",
+    "ReduceProd", "ReduceL1",   "ReduceL2",        "ReduceLogSum", "ReduceLogSumExp"};
+
+static void
+test_reductions(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4};
+    for (uint64_t it = 0; it < opt_iters_or(60); it++) {
+        int      kind = (int)kiln_rng_below(&r, KILN_COUNTOF(reduce_ops));
+        int64_t  opset = kiln_rng_below(&r, 2) ? 13 : 18;
+        bool     input = opset >= (kind == 0 ? 13 : 18); /* axes as an input */
+        int64_t  axes[3], sa[1];
+        size_t   na = 0;
+        bool     red[3];
+        int      keep = (int)kiln_rng_below(&r, 2);
+        double   x[24], y[24], acc[24];
+        uint32_t rank;
+        for (int a = 0; a < 3; a++)
+            if (kiln_rng_below(&r, 2))
+                axes[na++] = kiln_rng_below(&r, 2) ? a : a - 3;
+        for (int a = 0; a < 3; a++) {
+            bool hit = !na;
+            for (size_t i = 0; i < na; i++)
+                hit |= (axes[i] + 3) % 3 == a;
+            red[a] = hit;
+        }
+        for (int i = 0; i < 24; i++) /* f32 values, away from 0 for the logs and products */
+            x[i] = (double)(float)((0.5 + kiln_rng_uniform(&r))
+                                   * (kind == 8               ? 1
+                                      : kiln_rng_below(&r, 2) ? 1
+                                                              : -1));
+        struct mb b;
+        mb_init(&b, opset);
+        char *in[] = {"x", "axes"}, *out[] = {"y"};
+        mb_input(&b, "x", 3, sx);
+        if (input && na) {
+            sa[0] = (int64_t)na;
+            mb_init_tensor(&b, "axes", 1, sa, NULL, axes, na);
+        }
+        Onnx__NodeProto *n =
+            mb_node(&b, (char *)reduce_ops[kind], "red", input && na ? 2 : 1, in, out);
+        if (!input && na)
+            mb_attr_ints(&b, n, "axes", axes, na);
+        mb_attr_i(&b, n, "keepdims", keep);
+        mb_output(&b, "y");
+        /* naive: the output's linear index is the same with or without keepdims */
+        int64_t cnt = 1;
+        for (int a = 0; a < 3; a++)
+            cnt *= red[a] ? sx[a] : 1;
+        double mx[24];
+        for (int o = 0; o < 24; o++) {
+            acc[o] = kind == 3 ? -INFINITY : kind == 4 ? INFINITY : kind == 5 ? 1 : 0;
+            mx[o] = -INFINITY;
+        }
+        for (int i = 0; i < 24; i++) {
+            int c[3] = {i / 12, i / 4 % 3, i % 4}, o = 0;
+            for (int a = 0; a < 3; a++)
+                if (!red[a])
+                    o = o * (int)sx[a] + c[a];
+            mx[o] = fmax(mx[o], x[i]);
+        }
+        for (int i = 0; i < 24; i++) {
+            int c[3] = {i / 12, i / 4 % 3, i % 4}, o = 0;
+            for (int a = 0; a < 3; a++)
+                if (!red[a])
+                    o = o * (int)sx[a] + c[a];
+            double v = x[i];
+            switch (kind) {
+            case 0:
+            case 1:
+            case 8:
+                acc[o] += v;
+                break;
+            case 2:
+            case 7:
+                acc[o] += v * v;
+                break;
+            case 3:
+                acc[o] = fmax(acc[o], v);
+                break;
+            case 4:
+                acc[o] = fmin(acc[o], v);
+                break;
+            case 5:
+                acc[o] *= v;
+                break;
+            case 6:
+                acc[o] += fabs(v);
+                break;
+            default:
+                acc[o] += exp(v - mx[o]);
+                break;
+            }
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s opset %lld, %zu axes, keepdims %d", reduce_ops[kind],
+                 (long long)opset, na, keep);
+        if (!run_x24(&b, x, y, &rank, what))
+            continue;
+        int nred = 0;
+        for (int a = 0; a < 3; a++)
+            nred += red[a];
+        if (rank != (keep ? 3u : 3u - (uint32_t)nred))
+            harness_fail(__FILE__, __LINE__, "%s: rank %u", what, rank);
+        for (int o = 0; o < 24 / cnt; o++) {
+            double want = acc[o];
+            if (kind == 1)
+                want /= (double)cnt;
+            else if (kind == 7)
+                want = sqrt(want);
+            else if (kind == 8)
+                want = log(want);
+            else if (kind == 9)
+                want = log(want) + mx[o];
+            if (fabs(want - y[o]) > 1e-9 * fmax(1, fabs(want)))
+                harness_fail(__FILE__, __LINE__, "%s: element %d is %.17g, want %.17g", what, o,
+                             y[o], want);
+        }
+    }
+}
+
+static void
+test_argmax_cumsum(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4}, s1[1] = {1};
+    for (uint64_t it = 0; it < opt_iters_or(40); it++) {
+        double   x[24], y[24];
+        uint32_t rank;
+        int      axis = (int)kiln_rng_below(&r, 3), keep = (int)kiln_rng_below(&r, 2);
+        int      last = (int)kiln_rng_below(&r, 2), is_max = (int)kiln_rng_below(&r, 2);
+        int64_t  aval = kiln_rng_below(&r, 2) ? axis : axis - 3;
+        for (int i = 0; i < 24; i++) /* three values: many ties */
+            x[i] = (double)kiln_rng_below(&r, 3) - 1;
+        char     *in[] = {"x", "axis"}, *out[] = {"y"}, what[128];
+        bool      cum = kiln_rng_below(&r, 2);
+        struct mb b;
+        if (!cum) {
+            mb_init(&b, 13);
+            mb_input(&b, "x", 3, sx);
+            Onnx__NodeProto *n = mb_node(&b, is_max ? "ArgMax" : "ArgMin", "arg", 1, in, out);
+            mb_attr_i(&b, n, "axis", aval);
+            mb_attr_i(&b, n, "keepdims", keep);
+            mb_attr_i(&b, n, "select_last_index", last);
+            mb_output(&b, "y");
+            snprintf(what, sizeof what, "%s axis %lld keepdims %d select_last_index %d",
+                     is_max ? "ArgMax" : "ArgMin", (long long)aval, keep, last);
+            if (!run_x24(&b, x, y, &rank, what))
+                continue;
+            CHECK_EQ_INT(keep ? 3 : 2, rank);
+            for (int i = 0, o = 0; i < 24; i++) {
+                int c[3] = {i / 12, i / 4 % 3, i % 4};
+                if (c[axis])
+                    continue;
+                int64_t best = 0, st = axis == 0 ? 12 : axis == 1 ? 4 : 1;
+                for (int64_t j = 1; j < sx[axis]; j++) {
+                    double v = x[i + j * st], bv = x[i + best * st];
+                    if (is_max ? (v > bv || (last && v == bv)) : (v < bv || (last && v == bv)))
+                        best = j;
+                }
+                if (y[o] != (double)best)
+                    harness_fail(__FILE__, __LINE__, "%s: output %d is %g, want %lld", what, o,
+                                 y[o], (long long)best);
+                o++;
+            }
+        } else {
+            int excl = (int)kiln_rng_below(&r, 2), rev = (int)kiln_rng_below(&r, 2);
+            mb_init(&b, 14);
+            mb_input(&b, "x", 3, sx);
+            mb_init_tensor(&b, "axis", 0, s1, NULL, &aval, 1);
+            Onnx__NodeProto *n = mb_node(&b, "CumSum", "cum", 2, in, out);
+            mb_attr_i(&b, n, "exclusive", excl);
+            mb_attr_i(&b, n, "reverse", rev);
+            mb_output(&b, "y");
+            snprintf(what, sizeof what, "CumSum axis %lld exclusive %d reverse %d", (long long)aval,
+                     excl, rev);
+            if (!run_x24(&b, x, y, &rank, what))
+                continue;
+            for (int i = 0; i < 24; i++) {
+                int     c[3] = {i / 12, i / 4 % 3, i % 4};
+                int64_t st = axis == 0 ? 12 : axis == 1 ? 4 : 1, base = i - c[axis] * st;
+                double  want = 0;
+                for (int64_t j = 0; j < sx[axis]; j++)
+                    if (rev ? (excl ? j > c[axis] : j >= c[axis])
+                            : (excl ? j < c[axis] : j <= c[axis]))
+                        want += x[base + j * st];
+                if (y[i] != want)
+                    harness_fail(__FILE__, __LINE__, "%s: element %d is %g, want %g", what, i, y[i],
+                                 want);
+            }
+        }
+    }
+}
+
+/* What the reductions refuse, and how they say it. */
+static void
+test_reduction_errors(void)
+{
+    int64_t sx[3] = {2, 3, 4}, s1[1] = {1};
+    char   *in1[] = {"x"}, *in2[] = {"x", "axis"}, *out[] = {"y"};
+    struct {
+        const char *op;
+        int64_t     opset;
+        int         attr; /* 0 none, 1 axis=5, 2 noop_with_empty_axes=1 */
+        bool        axis_input, dynamic;
+        const char *want[2];
+    } cases[] = {
+        {"ArgMax",
+         13,
+         1,
+         false,
+         false,
+         {"node 0 'red' (ArgMax, opset 13)", "axis 5 is out of range for rank 3"}},
+        {"ReduceL2",
+         18,
+         2,
+         false,
+         false,
+         {"node 0 'red' (ReduceL2, opset 18)", "noop_with_empty_axes"}},
+        {"CumSum",
+         14,
+         0,
+         true,
+         true,
+         {"node 0 'red' (CumSum, opset 14)", "dynamic shape: input 1 (axis, 'axis')"}},
+        {"ArgMin",
+         11,
+         3,
+         false,
+         false,
+         {"node 0 'red' (ArgMin, opset 11)", "attribute 'select_last_index' is not supported"}},
+    };
+    for (size_t k = 0; k < KILN_COUNTOF(cases); k++) {
+        struct mb b;
+        int64_t   av = 5;
+        mb_init(&b, cases[k].opset);
+        mb_input(&b, "x", 3, sx);
+        if (cases[k].dynamic)
+            mb_input(&b, "axis", 0, s1);
+        else if (cases[k].axis_input)
+            mb_init_tensor(&b, "axis", 0, s1, NULL, &av, 1);
+        Onnx__NodeProto *n = mb_node(&b, (char *)cases[k].op, "red", cases[k].axis_input ? 2 : 1,
+                                     cases[k].axis_input ? in2 : in1, out);
+        if (cases[k].attr == 1)
+            mb_attr_i(&b, n, "axis", 5);
+        else if (cases[k].attr == 2)
+            mb_attr_i(&b, n, "noop_with_empty_axes", 1);
+        else if (cases[k].attr == 3)
+            mb_attr_i(&b, n, "select_last_index", 1);
+        mb_output(&b, "y");
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g;
+        const double *const *w;
+        if (mb_import(ctx, &b, &g, &w) == KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "%s: imported, want an error", cases[k].op);
+        } else {
+            CHECK_CONTAINS(errmsg(ctx), cases[k].want[0]);
+            CHECK_CONTAINS(errmsg(ctx), cases[k].want[1]);
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* Shape -> Constant -> Reshape folding, Clip from constant inputs, legacy axis broadcasting. */
 static void
 test_folding_clip_legacy(void)
@@ -1593,6 +1896,9 @@ static const struct test tests[] = {
     {"backend_node", test_backend_node},
     {"backend_pytorch_converted", test_backend_pytorch_converted},
     {"backend_pytorch_operator", test_backend_pytorch_operator},
+    {"reductions", test_reductions},
+    {"argmax_cumsum", test_argmax_cumsum},
+    {"reduction_errors", test_reduction_errors},
 };
 
 int

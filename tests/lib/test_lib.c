@@ -288,6 +288,17 @@ static const struct shape_case shape_cases[] = {
     {"expand", "x:f32[3,1]", "shape=[2,1,4]", "[2, 3, 4]", 1},
     {"tile", "x:f32[3,1]", "repeats=[2,5]", "[6, 5]", 1},
     {"trilu", "x:f32[2,3,4]", "k=-1 upper=0", "[2, 3, 4]", 1},
+    /* reductions over axes */
+    {"reduce_sum", "x:f32[2,3,4]", "", "[1, 1, 1]", 1},
+    {"reduce_sum", "x:f32[2,3,4]", "keepdims=0", "[]", 1},
+    {"reduce_max", "x:f32[2,3,4]", "axes=[-1,0] keepdims=0", "[3]", 1},
+    {"reduce_min", "x:i32[2,3,4]", "axes=1", "[2, 1, 4]", 1},
+    {"reduce_mean", "x:f32[2,3,4]", "axes=[1,2]", "[2, 1, 1]", 2},
+    {"reduce_prod", "x:f32[2,3,4]", "axes=[0,2] keepdims=0", "[3]", 2},
+    {"reduce_prod", "x:f32[2,3,4]", "axes=[]", "[2, 3, 4]", 1},
+    {"argmax", "x:f32[2,3,4]", "axis=1", "[2, 1, 4]", 2},
+    {"argmin", "x:i32[2,3,4]", "axis=-1 keepdims=0 select_last_index=1", "[2, 3]", 2},
+    {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]", 1},
 };
 
 static void
@@ -767,6 +778,26 @@ static const struct error_case error_cases[] = {
      "tile: repeats 4611686018427387904 overflows the output shape"},
     {"trilu", "x:f32[3]", "", "trilu: input x [3] needs at least 2 dimensions"},
     {"trilu", "x:f32[3,3]", "upper=2", "trilu: attribute upper must be 0 or 1"},
+    /* reductions over axes */
+    {"reduce_sum", "x:f32[2,3]", "axes=[1,-1]", "reduce_sum: axis -1 is listed twice"},
+    {"reduce_max", "x:f32[2,3]", "axes=[2]",
+     "reduce_max: axis 2 is out of range for input x of rank 2"},
+    {"reduce_min", "x:bool[2,3]", "",
+     "reduce_min: input x has dtype bool; a numeric dtype is required"},
+    {"reduce_mean", "x:i32[2,3]", "",
+     "reduce_mean: input x has dtype i32; a float dtype is required"},
+    {"reduce_prod", "x:f32[2,300]", "axes=1",
+     "reduce_prod: axis 1 of input x has 300 elements; at most 256 are supported (the product is "
+     "written out)"},
+    {"reduce_sum", "x:f32[2,3]", "axis=1", "reduce_sum: unknown attribute 'axis'"},
+    {"reduce_sum", "x:f32[2,3]", "keepdims=\"no\"",
+     "reduce_sum: attribute keepdims must be 0 or 1"},
+    {"argmax", "x:f32[]", "", "argmax: input x is a scalar; it needs at least 1 dimension"},
+    {"argmin", "x:f32[2,3]", "axis=-3", "argmin: axis -3 is out of range for input x of rank 2"},
+    {"argmax", "x:bool[2,3]", "", "argmax: input x has dtype bool; a numeric dtype is required"},
+    {"cumsum", "x:f32[]", "", "cumsum: input x is a scalar; it needs at least 1 dimension"},
+    {"cumsum", "x:f32[4]", "axis=1", "cumsum: axis 1 is out of range for input x of rank 1"},
+    {"cumsum", "x:f32[4] y:f32[4]", "", "cumsum: expects 1 input, got 2"},
 };
 
 static void

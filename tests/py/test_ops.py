@@ -858,6 +858,77 @@ def gen_trilu(g):
     x = draw_typed(g, shape, "any")
     want = np.triu(x, k) if upper else np.tril(x, k)
     return Case("trilu", {"x": x}, call("trilu", ["x"], upper=int(upper), k=k), want)
+# ---- reductions over axes ------------------------------------------------------------------
+
+def draw_axes(g, r):
+    """A random axes attribute for rank r: None (every axis), or a shuffled subset (possibly
+    empty) with some entries negative; and the NumPy axis tuple it means."""
+    if g.coin(0.25):
+        return None, None
+    axes = [a for a in range(r) if g.coin()]
+    g.rng.shuffle(axes)
+    return [a - r if g.coin(0.3) else a for a in axes], tuple(axes)
+
+
+def gen_reduce(op):
+    fn = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_min": np.min,
+          "reduce_prod": np.prod, "reduce_mean": np.mean}[op]
+
+    def gen(g):
+        shape = g.shape(g.int(0, 4), 1, 5)
+        if op == "reduce_prod":  # magnitudes near 1, either sign: no overflow, no underflow
+            x = g.arr(shape, lo=0.5, hi=1.5) * np.where(g.rng.random(shape) < 0.3, -1, 1)
+            x = x.astype(np.float32 if g.f32 else np.float64)
+        else:
+            x = g.arr(shape, scale=g.pick([1, 10]))
+        if op in ("reduce_max", "reduce_min") and x.size > 1 and g.coin(0.2):
+            x.flat[g.int(0, x.size - 1)] = np.nan
+        attr, axis = draw_axes(g, len(shape))
+        keep = g.pick([None, 0, 1])
+        want = fn(f64(x), axis=axis, keepdims=keep != 0)
+        return Case(op, {"x": x}, call(op, ["x"], axes=attr, keepdims=keep), want)
+    return gen
+
+
+def gen_arg(op):
+    def gen(g):
+        shape = g.shape(g.int(1, 4), 1, 5)
+        if g.coin():  # few distinct values: ties
+            x = g.arr(shape, lo=-2, hi=2).round()
+        else:
+            x = g.arr(shape)
+        if x.size > 1 and g.coin(0.2):
+            x.flat[g.int(0, x.size - 1)] = np.nan
+        axis = g.int(-len(shape), len(shape) - 1)
+        keep, last = g.pick([None, 0, 1]), g.pick([None, 0, 1])
+        fn = np.argmax if op == "argmax" else np.argmin
+        a = axis % len(shape)
+        if last:
+            want = shape[a] - 1 - fn(np.flip(f64(x), a), axis=a)
+        else:
+            want = fn(f64(x), axis=a)
+        if keep != 0:
+            want = np.expand_dims(want, a)
+        attrs = dict(axis=None if axis == 0 and g.coin() else axis, keepdims=keep,
+                     select_last_index=last)
+        return Case(op, {"x": x}, call(op, ["x"], **attrs), want)
+    return gen
+
+
+def gen_cumsum(g):
+    shape = g.shape(g.int(1, 4), 1, 6)
+    x = g.arr(shape)
+    axis = g.int(-len(shape), len(shape) - 1)
+    excl, rev = g.pick([None, 0, 1]), g.pick([None, 0, 1])
+    a = axis % len(shape)
+    v = np.flip(f64(x), a) if rev else f64(x)
+    c = np.cumsum(v, axis=a)
+    if excl:
+        c = np.concatenate([np.zeros_like(np.take(c, [0], axis=a)),
+                            np.take(c, range(shape[a] - 1), axis=a)], axis=a)
+    want = np.flip(c, a) if rev else c
+    attrs = dict(axis=None if axis == 0 and g.coin() else axis, exclusive=excl, reverse=rev)
+    return Case("cumsum", {"x": x}, call("cumsum", ["x"], **attrs), want)
 
 
 # ---- the op table: every library op and how many cases it gets by default -----------------
@@ -888,6 +959,14 @@ GENERATORS = {
     "concat": (gen_concat, 8),
     "pad": (gen_pad, 15),
     "slice": (gen_slice, 15),
+    "reduce_sum": (gen_reduce("reduce_sum"), 12),
+    "reduce_max": (gen_reduce("reduce_max"), 12),
+    "reduce_min": (gen_reduce("reduce_min"), 12),
+    "reduce_prod": (gen_reduce("reduce_prod"), 12),
+    "reduce_mean": (gen_reduce("reduce_mean"), 12),
+    "argmax": (gen_arg("argmax"), 15),
+    "argmin": (gen_arg("argmin"), 15),
+    "cumsum": (gen_cumsum, 12),
 }
 for _op in UNARY:
     GENERATORS[_op] = (gen_unary(_op), 5)
