@@ -294,9 +294,9 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
     return PASS;
 }
 
-/* The model reads a runtime input as a shape: bind every named int64 or scalar input of
- * test_data_set_0 to its value (ONNX's node tests pass shapes, axes and pads as inputs). False
- * when there is nothing to bind. */
+/* The model reads a runtime input as a shape: bind every named int64, int32 (CumSum's axis) or
+ * scalar input of test_data_set_0 to its value (ONNX's node tests pass shapes, axes and pads as
+ * inputs). False when there is nothing to bind. */
 static bool
 bind_shape_inputs(struct test *t)
 {
@@ -315,8 +315,9 @@ bind_shape_inputs(struct test *t)
         free(data);
         if (st != KILN_OK)
             break;
-        /* shapes, axes and pads are int64 in ONNX; Range's bounds are scalars of any type */
-        if ((v.dtype == KILN_DTYPE_I64 || v.numel == 1) && v.name[0]) {
+        /* shapes, axes and pads are int64 in ONNX (CumSum's axis int32); Range's bounds are
+         * scalars of any type */
+        if ((v.dtype == KILN_DTYPE_I64 || v.dtype == KILN_DTYPE_I32 || v.numel == 1) && v.name[0]) {
             t->bound_k[t->nbound] = k;
             t->bound[t->nbound] = v;
             t->bind[t->nbound] = (struct kiln_onnx_binding){v.name, &t->bound[t->nbound]};

@@ -1,7 +1,7 @@
-/* frontend/onnx_nn.c -- ONNX's neural-network ops: MatMul, Gemm, Einsum, the reductions,
- * convolutions and pooling (1-D as 2-D with a unit height), BatchNormalization, Softmax. One
- * handler per row of frontend/onnx.def; the dispatcher (onnx.c) has checked the attributes and
- * looked the inputs up into m->in[]. */
+/* frontend/onnx_nn.c -- ONNX's neural-network ops: MatMul, Gemm, Einsum, the reductions
+ * (Reduce*, ArgMax, ArgMin, CumSum), convolutions and pooling (1-D as 2-D with a unit height),
+ * BatchNormalization, Softmax. One handler per row of frontend/onnx.def; the dispatcher
+ * (onnx.c) has checked the attributes and looked the inputs up into m->in[]. */
 #include "onnx_impl.h"
 
 #include <stdio.h>
@@ -90,12 +90,28 @@ onnx_op_einsum(struct onnx_imp *m)
     return onnx_set_output(m, 0, onnx_lib(m, "einsum", onnx_out0(m), m->nin, in, &as));
 }
 
-/* ReduceSum, ReduceMean, ReduceSumSquare: an einsum over the kept labels ("abcd->ab"), a
- * multiplication by 1/n for the mean, a reshape for keepdims. */
+/* ---- reductions ---- */
+
+/* The Reduce* ops: an optional elementwise step before (square, abs, exp(x - max)), one
+ * reduction of the op library over the axes, an optional step after (sqrt, log, + max). */
+enum reduce_kind {
+    RED_SUM,
+    RED_MEAN,
+    RED_SUM_SQUARE,
+    RED_MAX,
+    RED_MIN,
+    RED_PROD,
+    RED_L1,
+    RED_L2,
+    RED_LOG_SUM,
+    RED_LOG_SUM_EXP,
+};
+
 static enum kiln_status
-reduce(struct onnx_imp *m, int kind) /* 0 sum, 1 mean, 2 sum of squares */
+reduce(struct onnx_imp *m, enum reduce_kind kind)
 {
-    bool               axes_input = (kind == 0 && m->opset >= 13) || m->opset >= 18;
+    /* axes became an input at opset 13 for ReduceSum, at 18 for the others */
+    bool               axes_input = m->opset >= (kind == RED_SUM ? 13 : 18);
     struct onnx_value *x = m->in[0];
     uint32_t           r = onnx_vrank(m, x), na = 0;
     int64_t            ax[KILN_MAX_DIMS];
@@ -103,70 +119,70 @@ reduce(struct onnx_imp *m, int kind) /* 0 sum, 1 mean, 2 sum of squares */
         struct onnx_value *a = m->in[1];
         if (a && !onnx_const_ints(m, a, 1, "axes", ax, &na, KILN_MAX_DIMS))
             return m->ctx->err.status;
-        if (!na && onnx_attr_int(m, "noop_with_empty_axes", 0))
-            return onnx_set_output(
-                m, 0, onnx_reshape(m, onnx_out0(m), onnx_tensor(m, x), r, onnx_vshape(m, x)));
     } else if (!onnx_attr_ints(m, "axes", ax, &na, KILN_MAX_DIMS, NULL)) {
         return m->ctx->err.status;
     }
-    bool red[KILN_MAX_DIMS] = {0};
-    for (uint32_t i = 0; i < na; i++) {
-        int64_t a = onnx_norm_axis(ax[i], r);
-        if (a < 0 || a >= (int64_t)r)
-            return BAD(m, "axis %lld is out of range for rank %u", (long long)ax[i], r);
-        red[a] = true;
-    }
-    if (!r)
-        return UNSUP(m, "reducing a scalar is not supported");
-    char    eq[3 * KILN_MAX_DIMS + 8], *p = eq;
-    int64_t n = 1;
-    for (int pass = 0; pass < (kind == 2 ? 2 : 1); pass++) {
-        if (pass)
-            *p++ = ',';
-        for (uint32_t i = 0; i < r; i++)
-            *p++ = (char)('a' + i);
-    }
-    *p++ = '-';
-    *p++ = '>';
-    uint32_t nout = 0;
-    for (uint32_t i = 0; i < r; i++) {
-        if (na && !red[i]) {
-            *p++ = (char)('a' + i);
-            nout++;
-        } else {
-            n *= onnx_vshape(m, x)[i];
-        }
-    }
-    *p = 0;
+    const char     *o = onnx_out0(m);
     enum kiln_dtype dt = onnx_vdtype(m, x);
-    if (kind == 1 && !onnx_is_float(dt))
-        return UNSUP(m, "the mean of integers is not supported");
-    bool        kd = onnx_attr_int(m, "keepdims", 1) != 0;
-    const char *o = onnx_out0(m);
-    uint32_t    tx = onnx_tensor(m, x);
-    if (nout == 0) {
-        /* every axis: reduce [1, numel] to [1], then reshape to [1, ..., 1] */
-        if (!kd)
-            return UNSUP(m, "reducing every axis without keepdims (a rank-0 result) is not "
-                            "supported");
-        int64_t flat[2] = {1, n};
-        tx = onnx_reshape(m, onnx_suffixed(m, o, "flat"), tx, 2, flat);
-        snprintf(eq, sizeof eq, kind == 2 ? "ab,ab->a" : "ab->a");
+    uint32_t        tx = onnx_tensor(m, x);
+    if (!na && axes_input && onnx_attr_int(m, "noop_with_empty_axes", 0)) {
+        /* the input itself; what the ops with an elementwise step give is not settled */
+        if (kind >= RED_SUM_SQUARE && kind != RED_MAX && kind != RED_MIN && kind != RED_PROD)
+            return UNSUP(m, "noop_with_empty_axes with empty axes is not supported for this op");
+        return onnx_set_output(m, 0, onnx_reshape(m, o, tx, r, onnx_vshape(m, x)));
     }
-    uint32_t          in[2] = {tx, tx};
-    struct onnx_attrs as = {0};
-    onnx_at_str(m, &as, "eq", kiln_arena_strdup(m->ctx, eq));
-    bool     last = kind != 1 && !kd;
-    uint32_t t =
-        onnx_lib(m, "einsum", last ? o : onnx_suffixed(m, o, "sum"), kind == 2 ? 2 : 1, in, &as);
-    if (kind == 1)
-        t = onnx_lib2(m, "mul", kd ? onnx_suffixed(m, o, "mean") : o, t,
-                      onnx_scalar(m, onnx_suffixed(m, o, "inv_n"), 1.0 / (double)n, dt));
-    if (kd) {
-        int64_t sh[KILN_MAX_DIMS];
-        for (uint32_t i = 0; i < r; i++)
-            sh[i] = na && !red[i] ? onnx_vshape(m, x)[i] : 1;
-        t = onnx_reshape(m, o, t, r, sh);
+    for (uint32_t i = 0; i < na; i++)
+        if (onnx_norm_axis(ax[i], r) < 0 || onnx_norm_axis(ax[i], r) >= (int64_t)r)
+            return BAD(m, "axis %lld is out of range for rank %u", (long long)ax[i], r);
+    bool is_float = onnx_is_float(dt);
+    if (!is_float && (kind == RED_MEAN || kind == RED_L2 || kind >= RED_LOG_SUM))
+        return UNSUP(m, "element type %s: this reduction needs a float type", kiln_dtype_name(dt));
+    if (dt == KILN_DTYPE_BOOL)
+        return UNSUP(m, "element type bool is not supported");
+    bool     kd = onnx_attr_int(m, "keepdims", 1) != 0;
+    int64_t *axes = na ? kiln_arena_alloc(m->ctx, sizeof(int64_t) * na) : NULL;
+    if (na && !axes)
+        return m->ctx->err.status;
+    if (na)
+        memcpy(axes, ax, sizeof(int64_t) * na);
+    struct onnx_attrs as = {0}, ask = {0};
+    if (na) {
+        onnx_at_ints(m, &as, "axes", axes, na);
+        onnx_at_ints(m, &ask, "axes", axes, na);
+    }
+    onnx_at_int(m, &as, "keepdims", kd);
+    onnx_at_int(m, &ask, "keepdims", 1);
+
+    static const char *const lib[] = {
+        [RED_SUM] = "reduce_sum",        [RED_MEAN] = "reduce_mean",
+        [RED_SUM_SQUARE] = "reduce_sum", [RED_MAX] = "reduce_max",
+        [RED_MIN] = "reduce_min",        [RED_PROD] = "reduce_prod",
+        [RED_L1] = "reduce_sum",         [RED_L2] = "reduce_sum",
+        [RED_LOG_SUM] = "reduce_sum",    [RED_LOG_SUM_EXP] = "reduce_sum",
+    };
+    bool     post = kind == RED_L2 || kind == RED_LOG_SUM || kind == RED_LOG_SUM_EXP;
+    uint32_t mx = KILN_NONE;
+    if (kind == RED_SUM_SQUARE || kind == RED_L2) {
+        tx = onnx_lib1(m, "square", onnx_suffixed(m, o, "sq"), tx, NULL);
+    } else if (kind == RED_L1) {
+        tx = onnx_lib1(m, "abs", onnx_suffixed(m, o, "abs"), tx, NULL);
+    } else if (kind == RED_LOG_SUM_EXP) {
+        /* log(sum(exp(x - max))) + max: no overflow for large x */
+        mx = onnx_lib1(m, "reduce_max", onnx_suffixed(m, o, "max"), tx, &ask);
+        tx = onnx_lib2(m, "sub", onnx_suffixed(m, o, "shifted"), tx, mx);
+        tx = onnx_lib1(m, "exp", onnx_suffixed(m, o, "exp"), tx, NULL);
+    }
+    uint32_t t = onnx_lib1(m, lib[kind], post ? onnx_suffixed(m, o, "sum") : o, tx, &as);
+    if (kind == RED_L2)
+        t = onnx_lib1(m, "sqrt", o, t, NULL);
+    else if (kind == RED_LOG_SUM)
+        t = onnx_lib1(m, "log", o, t, NULL);
+    else if (kind == RED_LOG_SUM_EXP) {
+        t = onnx_lib1(m, "log", onnx_suffixed(m, o, "log"), t, NULL);
+        if (!kd && t != KILN_NONE)
+            mx = onnx_reshape(m, onnx_suffixed(m, o, "max_flat"), mx, m->g->tensor[t].ndim,
+                              m->g->tensor[t].shape);
+        t = onnx_lib2(m, "add", o, t, mx);
     }
     return onnx_set_output(m, 0, t);
 }
@@ -174,19 +190,108 @@ reduce(struct onnx_imp *m, int kind) /* 0 sum, 1 mean, 2 sum of squares */
 enum kiln_status
 onnx_op_reduce_sum(struct onnx_imp *m)
 {
-    return reduce(m, 0);
+    return reduce(m, RED_SUM);
 }
 
 enum kiln_status
 onnx_op_reduce_mean(struct onnx_imp *m)
 {
-    return reduce(m, 1);
+    return reduce(m, RED_MEAN);
 }
 
 enum kiln_status
 onnx_op_reduce_sum_square(struct onnx_imp *m)
 {
-    return reduce(m, 2);
+    return reduce(m, RED_SUM_SQUARE);
+}
+
+enum kiln_status
+onnx_op_reduce_max(struct onnx_imp *m)
+{
+    return reduce(m, RED_MAX);
+}
+
+enum kiln_status
+onnx_op_reduce_min(struct onnx_imp *m)
+{
+    return reduce(m, RED_MIN);
+}
+
+enum kiln_status
+onnx_op_reduce_prod(struct onnx_imp *m)
+{
+    return reduce(m, RED_PROD);
+}
+
+enum kiln_status
+onnx_op_reduce_l1(struct onnx_imp *m)
+{
+    return reduce(m, RED_L1);
+}
+
+enum kiln_status
+onnx_op_reduce_l2(struct onnx_imp *m)
+{
+    return reduce(m, RED_L2);
+}
+
+enum kiln_status
+onnx_op_reduce_log_sum(struct onnx_imp *m)
+{
+    return reduce(m, RED_LOG_SUM);
+}
+
+enum kiln_status
+onnx_op_reduce_log_sum_exp(struct onnx_imp *m)
+{
+    return reduce(m, RED_LOG_SUM_EXP);
+}
+
+/* ArgMax, ArgMin: the library's argmax / argmin (int64 output). */
+enum kiln_status
+onnx_op_arg_reduce(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0];
+    enum kiln_dtype    dt = onnx_vdtype(m, x);
+    if (dt == KILN_DTYPE_BOOL)
+        return UNSUP(m, "element type bool is not supported");
+    if (onnx_vrank(m, x) == 0)
+        return BAD(m, "input '%s' is a scalar; it needs at least 1 dimension", x->name);
+    int64_t axis = onnx_attr_int(m, "axis", 0);
+    if (onnx_norm_axis(axis, onnx_vrank(m, x)) < 0
+        || onnx_norm_axis(axis, onnx_vrank(m, x)) >= (int64_t)onnx_vrank(m, x))
+        return BAD(m, "axis %lld is out of range for rank %u", (long long)axis, onnx_vrank(m, x));
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", axis);
+    onnx_at_int(m, &as, "keepdims", onnx_attr_int(m, "keepdims", 1) != 0);
+    onnx_at_int(m, &as, "select_last_index", onnx_attr_int(m, "select_last_index", 0) != 0);
+    return onnx_set_output(m, 0, onnx_lib1(m, m->op->kop, onnx_out0(m), onnx_tensor(m, x), &as));
+}
+
+/* CumSum: the axis input must be known at import time. */
+enum kiln_status
+onnx_op_cumsum(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0];
+    int64_t            axis;
+    uint32_t           n = 0;
+    if (!onnx_const_ints(m, m->in[1], 1, "axis", &axis, &n, 1))
+        return m->ctx->err.status;
+    if (n != 1)
+        return BAD(m, "input 1 (axis) must hold one value, got %u", n);
+    enum kiln_dtype dt = onnx_vdtype(m, x);
+    if (dt == KILN_DTYPE_BOOL)
+        return UNSUP(m, "element type bool is not supported");
+    uint32_t r = onnx_vrank(m, x);
+    if (r == 0)
+        return BAD(m, "input '%s' is a scalar; it needs at least 1 dimension", x->name);
+    if (onnx_norm_axis(axis, r) < 0 || onnx_norm_axis(axis, r) >= (int64_t)r)
+        return BAD(m, "axis %lld is out of range for rank %u", (long long)axis, r);
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", axis);
+    onnx_at_int(m, &as, "exclusive", onnx_attr_int(m, "exclusive", 0) != 0);
+    onnx_at_int(m, &as, "reverse", onnx_attr_int(m, "reverse", 0) != 0);
+    return onnx_set_output(m, 0, onnx_lib1(m, "cumsum", onnx_out0(m), onnx_tensor(m, x), &as));
 }
 
 /* ---- convolution and pooling ---- */

@@ -336,9 +336,9 @@ kiln_const(kiln_ctx *ctx, double v, enum kiln_dtype dt)
         return kiln_float(ctx, v, dt);
     if (dt == KILN_DTYPE_BOOL)
         return kiln_bool(ctx, v != 0);
-    if (isnan(v) || v >= 9.2e18 || v <= -9.2e18)
-        v = v > 0 ? (double)INT64_MAX : (double)INT64_MIN;
-    return kiln_int(ctx, (int64_t)v, dt);
+    /* saturated to dt's range: +-inf are the identities of min and max reductions, and
+     * INT64_MAX wrapped to i32 would be -1 */
+    return kiln_int(ctx, kiln_scalar_to_int(v, dt), dt);
 }
 
 /* The literal of dtype dt holding r (an integer or bool r.i, a float r.f). */

@@ -144,7 +144,8 @@ kiln_expr kiln_cast(kiln_ctx *ctx, enum kiln_dtype dt, kiln_expr a);
 /* Load of tensor `tensor` (graph tensor index) with element dtype dt at n I64 indices. */
 kiln_expr kiln_load(kiln_ctx *ctx, uint32_t tensor, enum kiln_dtype dt, uint32_t n,
                     const kiln_expr *idx);
-/* A constant of dtype dt holding v (int types truncate), for building identities. */
+/* A constant of dtype dt holding v (int types truncate and saturate to the dtype's range), for
+ * building identities. */
 kiln_expr kiln_const(kiln_ctx *ctx, double v, enum kiln_dtype dt);
 
 static inline kiln_expr

@@ -732,7 +732,10 @@ parse_libcall(struct parser *p, struct stmt *s)
     const char *name = sym(p, s->name);
     s->kind = S_CALL;
     next(p); /* = */
-    if (TOK->kind != KILN_TOK_IDENT || is_keyword(TOK))
+    /* the keyword `where` also names a library op: where(cond, a, b) */
+    bool where_op =
+        kiln_ir_tok_is(TOK, "where") && kiln_ir_lex_peek(&p->lx)->kind == KILN_TOK_LPAREN;
+    if (TOK->kind != KILN_TOK_IDENT || (is_keyword(TOK) && !where_op))
         return perr(p, TOK->line, TOK->col, "expected an op name after '%s =', found %s", name,
                     FOUND(p));
     struct kiln_token optok = *TOK;

@@ -60,6 +60,13 @@ kiln_gr_facts_init(struct facts *f, kiln_ctx *ctx, const struct kiln_graph *g,
         cl.n = 0;
         for (uint32_t o = call->op_begin; o < call->op_end; o++)
             kiln_expr_visit_loads(ctx, g->op[o].body, note_read, &cl);
+        /* and its inputs, which a folded body need not load (i - i is 0) but the copy of the
+         * statement passes to the library again */
+        for (uint32_t i = 0; i < call->nin; i++)
+            if (call->in[i] != KILN_NONE && cl.stamp[call->in[i]] != cl.mark) {
+                cl.stamp[call->in[i]] = cl.mark;
+                cl.buf[cl.n++] = call->in[i];
+            }
         f->nrd[c] = cl.n;
         if (cl.n) {
             f->rd[c] = kiln_arena_alloc(ctx, sizeof(uint32_t) * cl.n);

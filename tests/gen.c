@@ -611,6 +611,46 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[2, 3]\ny = pad(x, pads=[1, 0, 2, 3], value=0.5)\n",
     "input x: f32[3, 4]\ny = pad(x, pads=[1, 2, 1, 2], mode=\"reflect\")\n",
     "input x: f32[6, 7]\ny = slice(x, starts=[1, -1], ends=[5, 0], axes=[0, 1], steps=[2, -2])\n",
+    /* indexing, comparison, logic, casts: integer and bool intermediates through the code
+     * generators (the harness feeds and reads f32 tensors) */
+    "input x: f32[5, 3]\ninput s: f32[2, 4]\nw[i, j] = s[i, j] * 9.0\nk = cast(w, "
+    "dtype=\"i64\")\ny = gather(x, k, axis=0)\n",
+    "input x: f32[2, 5, 3]\ninput s: f32[3]\nw[i] = s[i] * 9.0\nk = cast(w, dtype=\"i8\")\ny = "
+    "gather(x, k, axis=-2)\n",
+    "input x: f32[4, 5]\ninput s: f32[4, 2]\nw[i, j] = s[i, j] * 9.0\nk = cast(w, "
+    "dtype=\"i32\")\ny = gather_elements(x, k, axis=1)\n",
+    "input p: f32[3, 1]\ninput a: f32[4]\ninput b: f32[3, 4]\nc = less(p, b)\ny = where(c, a, b)\n",
+    "input s: f32[3, 4]\ninput t: f32[4]\nw[i, j] = s[i, j] * 3.0\nv[j] = t[j] * 3.0\na = cast(w, "
+    "dtype=\"i64\")\nb = cast(v, dtype=\"i64\")\nc = equal(a, b)\ny = cast(c, dtype=\"f32\")\n",
+    "input a: f32[3, 4]\ninput b: f32[3, 1]\nc = less(a, b)\ny = cast(c, dtype=\"f32\")\n",
+    "input s: f32[3, 4]\ninput t: f32[4]\nw[i, j] = s[i, j] * 3.0\nv[j] = t[j] * 3.0\na = cast(w, "
+    "dtype=\"i8\")\nb = cast(v, dtype=\"i8\")\nc = less_equal(a, b)\ny = cast(c, dtype=\"f32\")\n",
+    "input a: f32[2, 3]\ninput b: f32[2, 3]\nc = greater(a, b)\ny = cast(c, dtype=\"f32\")\n",
+    "input s: f32[2, 3]\ninput t: f32[1]\nw[i, j] = s[i, j] * 3.0\nv[j] = t[j] * 3.0\na = cast(w, "
+    "dtype=\"i32\")\nb = cast(v, dtype=\"i32\")\nc = greater_equal(a, b)\ny = cast(c, "
+    "dtype=\"f32\")\n",
+    "input s: f32[2, 3]\ninput t: f32[3]\na = cast(s, dtype=\"bool\")\nb = greater(t, s)\nc = "
+    "logical_and(b, a)\ny = cast(c, dtype=\"f32\")\n",
+    "input s: f32[2, 3]\ninput t: f32[2, 1]\na = less(s, t)\nb = greater(s, t)\nc = logical_or(a, "
+    "b)\nd = logical_not(c)\ne = logical_xor(d, a)\ny = cast(e, dtype=\"f32\")\n",
+    "input s: f32[3, 4]\nw[i, j] = s[i, j] * 9.0\nc = cast(w, dtype=\"i64\")\ny = cast(c, "
+    "dtype=\"f32\")\n",
+    "input x: f32[3, 1]\ny = expand(x, shape=[2, 1, 4])\n",
+    "input x: f32[2, 3]\ny = tile(x, repeats=[2, 3])\n",
+    "input x: f32[2, 4, 5]\ny = trilu(x, upper=0, k=1)\n",
+    "input x: f32[3, 5, 4]\ny = reduce_sum(x, axes=[0, 2], keepdims=0)\n",
+    /* integer reductions whose identity matters: every value below 0 */
+    "input x: f32[3, 5, 4]\nq[i, j, k] = i32(x[i, j, k] * 4.0) - 10\nm = reduce_max(q, axes=1)\n"
+    "y[i, j, k] = f32(m[i, j, k])\n",
+    "input x: f32[3, 5, 4]\nq[i, j, k] = 10 - i32(x[i, j, k] * 4.0)\nm = reduce_min(q)\n"
+    "y[i, j, k] = f32(m[i, j, k])\n",
+    "input x: f32[3, 5, 4]\ny = reduce_mean(x, axes=-1, keepdims=0)\n",
+    "input x: f32[3, 5, 4]\ny = reduce_prod(x, axes=[0, 2])\n",
+    /* argmax / argmin give i64: cast for the f32-only harnesses; rounded inputs tie */
+    "input x: f32[3, 5, 4]\na = argmax(x, axis=1, keepdims=0)\ny[i, k] = f32(a[i, k])\n",
+    "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
+    "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
+    "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

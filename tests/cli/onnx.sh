@@ -36,7 +36,11 @@ test_sum_two_inputs test_tanh test_transpose_all_permutations_3 test_unsqueeze_a
 test_clip_splitbounds test_convtranspose_output_shape test_dropout_default_mask test_reshape_negative_dim
 test_slice_neg_steps test_squeeze test_unsqueeze_unsorted_axes test_edge_pad test_prelu_broadcast
 test_reduce_mean_default_axes_keepdims_random test_reduce_sum_square_do_not_keepdims_random test_reduce_sum_keepdims_random
-test_hardswish test_elu test_selu_default test_celu test_softplus test_softsign"
+test_hardswish test_elu test_selu_default test_celu test_softplus test_softsign
+test_gather_0 test_gather_negative_indices test_gather_elements_negative_indices test_where_long_example
+test_equal_bcast test_less_equal_bcast test_greater test_greater_equal test_and_bcast3v2d test_or4d
+test_xor2d test_not_3d test_cast_FLOAT_to_DOUBLE test_castlike_FLOAT_to_DOUBLE test_expand_dim_changed
+test_tile_precomputed test_tril test_triu_neg"
 dirs=()
 for t in $TESTS; do dirs+=("$DATA/$t"); done
 n=$(echo $TESTS | wc -w)

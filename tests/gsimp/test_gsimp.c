@@ -602,6 +602,27 @@ test_depthwise_names(void)
     kiln_ctx_free(ctx);
 }
 
+/* A statement whose body folds to a constant (i - i of integers loads nothing) still reads its
+ * inputs: it is not taken for a constant to evaluate without them. */
+static void
+test_folded_body(void)
+{
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_simplify_report rep;
+    const double *const        *sw;
+    struct kiln_graph          *s = simplify_text(ctx,
+                                                  "input x: f32[2, 3]\n"
+                                                           "w[i, j] = x[i, j] * 4.0\n"
+                                                           "t = cast(w, dtype=\"i64\")\n"
+                                                           "z = sub(t, t)\n"
+                                                           "y = add(z, t)\n"
+                                                           "output y\n",
+                                                  true, &rep, &sw);
+    if (s)
+        CHECK_EQ_INT(0, rep.constants_folded);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_errors(void)
 {
@@ -818,6 +839,7 @@ static const struct test tests[] = {
     {"size_rule", test_size_rule},
     {"unknown_weights", test_unknown_weights},
     {"depthwise_names", test_depthwise_names},
+    {"folded_body", test_folded_body},
     {"errors", test_errors},
     {"channels_last", test_channels_last},
     {"winograd", test_winograd},

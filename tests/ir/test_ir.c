@@ -58,6 +58,11 @@ test_folding(void)
     CHECK(kiln_expr_is_int(
               ctx, kiln_cast(ctx, KILN_DTYPE_I32, kiln_float(ctx, -2.7, KILN_DTYPE_F32)), &v)
           && v == -2);
+    /* kiln_const saturates to the dtype: +-inf are the identities of min and max reductions */
+    CHECK(kiln_expr_is_int(ctx, kiln_const(ctx, INFINITY, KILN_DTYPE_I32), &v) && v == INT32_MAX);
+    CHECK(kiln_expr_is_int(ctx, kiln_const(ctx, -INFINITY, KILN_DTYPE_I32), &v) && v == INT32_MIN);
+    CHECK(kiln_expr_is_int(ctx, kiln_const(ctx, -INFINITY, KILN_DTYPE_I64), &v) && v == INT64_MIN);
+    CHECK(kiln_expr_is_int(ctx, kiln_const(ctx, -3.5, KILN_DTYPE_I32), &v) && v == -3);
     CHECK(kiln_ok(ctx));
     kiln_ctx_free(ctx);
 }

@@ -178,13 +178,13 @@ check_case(uint64_t seed)
 static void
 test_library_ops_default_schedule(void)
 {
-    bool seen[64] = {false};
+    bool seen[128] = {false};
     for (size_t i = 0; i < kiln_test_nop_cases; i++) {
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g = PARSE(ctx, kiln_test_op_cases[i]);
         if (g) {
             for (uint32_t c = 0; c < g->ncall; c++)
-                for (uint32_t k = 0; k < kiln_lib_count() && k < 64; k++)
+                for (uint32_t k = 0; k < kiln_lib_count() && k < 128; k++)
                     seen[k] |= !strcmp(kiln_sym_str(ctx, g->call[c].kind), kiln_lib_name(k));
             struct kiln_rng      r = kiln_rng_new(opt_seed() + i);
             struct kiln_schedule none = {0};
@@ -193,7 +193,7 @@ test_library_ops_default_schedule(void)
         }
         kiln_ctx_free(ctx);
     }
-    for (uint32_t k = 0; k < kiln_lib_count() && k < 64; k++)
+    for (uint32_t k = 0; k < kiln_lib_count() && k < 128; k++)
         if (!seen[k])
             harness_fail(__FILE__, __LINE__, "library op %s has no default-schedule case",
                          kiln_lib_name(k));

@@ -40,6 +40,10 @@ warnings.filterwarnings("ignore", category=UserWarning)  # PyTorch notes on padd
 
 # ---- cases ----------------------------------------------------------------------------------
 
+KG_DTYPES = {"float32": "f32", "float64": "f64", "int8": "i8", "int32": "i32", "int64": "i64",
+             "bool": "bool"}
+
+
 class Case:
     """One library call: arguments (name -> array), the call text and the expected output."""
 
@@ -54,7 +58,7 @@ class Case:
         lines = []
         for name, a in self.args.items():
             kind = "weight" if name in self.weights else "input"
-            dt = "f32" if a.dtype == np.float32 else "f64"
+            dt = KG_DTYPES.get(a.dtype.name, "f64")
             lines.append(f"{kind} {name}: {dt}[{', '.join(str(d) for d in a.shape)}]")
         lines.append(f"y = {self.call}")
         lines.append("output y")
@@ -698,6 +702,235 @@ def gen_slice(g):
     return Case("slice", {"x": x}, call("slice", ["x"], **attrs), want)
 
 
+# ---- indexing, comparison, logic, casts -----------------------------------------------------
+
+INDEX_DTYPES = [np.int8, np.int32, np.int64]
+
+
+def draw_indices(g, shape, n):
+    """Indices into an extent n: mostly in [-n, n), some out of range (kiln clamps them)."""
+    hi = min(n + 3, 127)
+    return g.rng.integers(-hi, hi, shape).astype(g.pick(INDEX_DTYPES))
+
+
+def clamp_indices(i, n):
+    i = i.astype(np.int64)
+    return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+
+
+def draw_typed(g, shape, kind):
+    """An argument of a random dtype of kind: "num" (float or integer), "any" (also bool)."""
+    kinds = ["float", "int8", "int32", "int64"] + (["bool"] if kind == "any" else [])
+    k = g.pick(kinds)
+    if k == "float":
+        # few distinct values, so equality and ties happen
+        return np.round(g.arr(shape) * 2) / 2
+    if k == "bool":
+        return g.rng.random(shape) < 0.5
+    return g.rng.integers(-3, 4, shape).astype(k)
+
+
+def gen_gather(g):
+    r = g.int(1, 3)
+    shape = g.shape(r, 1, 5)
+    axis = g.int(-r, r - 1)
+    n = shape[axis]
+    ishape = g.shape(g.int(0, 2), 1, 4)
+    x, i = draw_typed(g, shape, "any"), draw_indices(g, ishape, n)
+    want = np.take(x, clamp_indices(i, n), axis=axis)
+    return Case("gather", {"x": x, "i": i}, call("gather", ["x", "i"], axis=axis), want)
+
+
+def gen_gather_elements(g):
+    r = g.int(1, 3)
+    shape = g.shape(r, 1, 5)
+    axis = g.int(-r, r - 1)
+    n = shape[axis]
+    ishape = tuple(g.int(1, 6) if d == axis % r else g.int(1, shape[d]) for d in range(r))
+    x, i = draw_typed(g, shape, "num"), draw_indices(g, ishape, n)
+    pos = list(np.indices(ishape))  # torch.gather: out[p] = x[p with p[axis] = i[p]]
+    pos[axis % r] = clamp_indices(i, n)
+    want = x[tuple(pos)]
+    return Case("gather_elements", {"x": x, "i": i},
+                call("gather_elements", ["x", "i"], axis=axis), want)
+
+
+def bcast_shapes(g, k):
+    out = g.shape(g.int(0, 4), 1, 4)
+    def part():
+        r = g.int(0, len(out))
+        return tuple(1 if g.coin(0.3) else d for d in out[len(out) - r:])
+    return [part() for _ in range(k)]
+
+
+def gen_where(g):
+    sc, sa, sb = bcast_shapes(g, 3)
+    a = draw_typed(g, sa, "any")
+    b = draw_typed(g, sb, "any").astype(a.dtype)
+    c = g.rng.random(sc) < 0.5
+    return Case("where", {"c": c, "a": a, "b": b}, call("where", ["c", "a", "b"]),
+                np.where(c, a, b))
+
+
+COMPARE = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal,
+           "greater": np.greater, "greater_equal": np.greater_equal}
+LOGIC = {"logical_and": np.logical_and, "logical_or": np.logical_or,
+         "logical_xor": np.logical_xor}
+
+
+def gen_compare(op):
+    def gen(g):
+        sa, sb = bcast_shapes(g, 2)
+        a = draw_typed(g, sa, "any" if op == "equal" else "num")
+        b = draw_typed(g, sb, "any").astype(a.dtype)
+        if a.dtype == np.bool_:
+            b = g.rng.random(sb) < 0.5
+        return Case(op, {"a": a, "b": b}, call(op, ["a", "b"]), COMPARE[op](a, b))
+    return gen
+
+
+def gen_logic(op):
+    def gen(g):
+        sa, sb = bcast_shapes(g, 2)
+        a, b = g.rng.random(sa) < 0.5, g.rng.random(sb) < 0.5
+        return Case(op, {"a": a, "b": b}, call(op, ["a", "b"]), LOGIC[op](a, b))
+    return gen
+
+
+def gen_logical_not(g):
+    a = g.rng.random(g.shape(g.int(0, 3))) < 0.5
+    return Case("logical_not", {"a": a}, call("logical_not", ["a"]), np.logical_not(a))
+
+
+CAST_TO = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32,
+           "i64": np.int64, "bool": np.bool_}
+
+
+def gen_cast(g):
+    shape = g.shape(g.int(0, 3))
+    src = g.pick(["float", "int8", "int32", "int64", "bool"])
+    to = g.pick(list(CAST_TO))
+    if src == "float":
+        # within every target's range (float -> int saturates; NumPy leaves that undefined)
+        x = g.arr(shape, -100, 100)
+        if g.coin(0.2):
+            x = np.round(x)  # exact integers and zeros (float -> bool is x != 0)
+        if to == "f32":
+            x = x.astype(np.float32)  # the interpreter holds f32 values unrounded
+    elif src == "bool":
+        x = g.rng.random(shape) < 0.5
+    else:
+        lo = -128 if src == "int8" else -1000
+        x = g.rng.integers(lo, -lo, shape).astype(src)
+    if CAST_TO[to] == np.bool_:
+        want = x != 0
+    elif np.issubdtype(CAST_TO[to], np.integer) and np.issubdtype(x.dtype, np.integer):
+        want = x.astype(np.int64).astype(CAST_TO[to])  # wraps to the width, as two's complement
+    elif np.issubdtype(CAST_TO[to], np.integer):
+        want = np.trunc(f64(x)).astype(np.int64).astype(CAST_TO[to])
+    else:
+        want = x.astype(CAST_TO[to])
+    return Case("cast", {"x": x}, call("cast", ["x"], dtype=to), want)
+
+
+def gen_expand(g):
+    shape = g.shape(g.int(0, 3), 1, 4)
+    xs = tuple(1 if g.coin(0.4) else d for d in shape)
+    target = tuple(1 if g.coin(0.3) else d for d in shape)
+    target = g.shape(g.int(0, 2), 1, 3) + target if g.coin(0.5) else target
+    x = draw_typed(g, xs, "any")
+    want = x * np.ones(target, dtype=x.dtype) if x.dtype != np.bool_ else \
+        np.logical_and(x, np.ones(target, dtype=bool))
+    return Case("expand", {"x": x}, call("expand", ["x"], shape=list(target)), want)
+
+
+def gen_tile(g):
+    shape = g.shape(g.int(1, 3), 1, 4)
+    reps = [g.int(1, 3) for _ in shape]
+    x = draw_typed(g, shape, "any")
+    return Case("tile", {"x": x}, call("tile", ["x"], repeats=reps), np.tile(x, reps))
+
+
+def gen_trilu(g):
+    shape = g.shape(g.int(2, 4), 1, 5)
+    k = g.pick([0, 0, g.int(-6, 6), 2**62, -2**62])
+    upper = g.coin()
+    x = draw_typed(g, shape, "any")
+    want = np.triu(x, k) if upper else np.tril(x, k)
+    return Case("trilu", {"x": x}, call("trilu", ["x"], upper=int(upper), k=k), want)
+# ---- reductions over axes ------------------------------------------------------------------
+
+def draw_axes(g, r):
+    """A random axes attribute for rank r: None (every axis), or a shuffled subset (possibly
+    empty) with some entries negative; and the NumPy axis tuple it means."""
+    if g.coin(0.25):
+        return None, None
+    axes = [a for a in range(r) if g.coin()]
+    g.rng.shuffle(axes)
+    return [a - r if g.coin(0.3) else a for a in axes], tuple(axes)
+
+
+def gen_reduce(op):
+    fn = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_min": np.min,
+          "reduce_prod": np.prod, "reduce_mean": np.mean}[op]
+
+    def gen(g):
+        shape = g.shape(g.int(0, 4), 1, 5)
+        if op == "reduce_prod":  # magnitudes near 1, either sign: no overflow, no underflow
+            x = g.arr(shape, lo=0.5, hi=1.5) * np.where(g.rng.random(shape) < 0.3, -1, 1)
+            x = x.astype(np.float32 if g.f32 else np.float64)
+        else:
+            x = g.arr(shape, scale=g.pick([1, 10]))
+        if op in ("reduce_max", "reduce_min") and x.size > 1 and g.coin(0.2):
+            x.flat[g.int(0, x.size - 1)] = np.nan
+        attr, axis = draw_axes(g, len(shape))
+        keep = g.pick([None, 0, 1])
+        want = fn(f64(x), axis=axis, keepdims=keep != 0)
+        return Case(op, {"x": x}, call(op, ["x"], axes=attr, keepdims=keep), want)
+    return gen
+
+
+def gen_arg(op):
+    def gen(g):
+        shape = g.shape(g.int(1, 4), 1, 5)
+        if g.coin():  # few distinct values: ties
+            x = g.arr(shape, lo=-2, hi=2).round()
+        else:
+            x = g.arr(shape)
+        if x.size > 1 and g.coin(0.2):
+            x.flat[g.int(0, x.size - 1)] = np.nan
+        axis = g.int(-len(shape), len(shape) - 1)
+        keep, last = g.pick([None, 0, 1]), g.pick([None, 0, 1])
+        fn = np.argmax if op == "argmax" else np.argmin
+        a = axis % len(shape)
+        if last:
+            want = shape[a] - 1 - fn(np.flip(f64(x), a), axis=a)
+        else:
+            want = fn(f64(x), axis=a)
+        if keep != 0:
+            want = np.expand_dims(want, a)
+        attrs = dict(axis=None if axis == 0 and g.coin() else axis, keepdims=keep,
+                     select_last_index=last)
+        return Case(op, {"x": x}, call(op, ["x"], **attrs), want)
+    return gen
+
+
+def gen_cumsum(g):
+    shape = g.shape(g.int(1, 4), 1, 6)
+    x = g.arr(shape)
+    axis = g.int(-len(shape), len(shape) - 1)
+    excl, rev = g.pick([None, 0, 1]), g.pick([None, 0, 1])
+    a = axis % len(shape)
+    v = np.flip(f64(x), a) if rev else f64(x)
+    c = np.cumsum(v, axis=a)
+    if excl:
+        c = np.concatenate([np.zeros_like(np.take(c, [0], axis=a)),
+                            np.take(c, range(shape[a] - 1), axis=a)], axis=a)
+    want = np.flip(c, a) if rev else c
+    attrs = dict(axis=None if axis == 0 and g.coin() else axis, exclusive=excl, reverse=rev)
+    return Case("cumsum", {"x": x}, call("cumsum", ["x"], **attrs), want)
+
+
 # ---- the op table: every library op and how many cases it gets by default -----------------
 
 GENERATORS = {
@@ -726,11 +959,34 @@ GENERATORS = {
     "concat": (gen_concat, 8),
     "pad": (gen_pad, 15),
     "slice": (gen_slice, 15),
+    "reduce_sum": (gen_reduce("reduce_sum"), 12),
+    "reduce_max": (gen_reduce("reduce_max"), 12),
+    "reduce_min": (gen_reduce("reduce_min"), 12),
+    "reduce_prod": (gen_reduce("reduce_prod"), 12),
+    "reduce_mean": (gen_reduce("reduce_mean"), 12),
+    "argmax": (gen_arg("argmax"), 15),
+    "argmin": (gen_arg("argmin"), 15),
+    "cumsum": (gen_cumsum, 12),
 }
 for _op in UNARY:
     GENERATORS[_op] = (gen_unary(_op), 5)
 for _op in BINARY:
     GENERATORS[_op] = (gen_binary(_op), 6)
+# indexing, comparison, logic, casts
+GENERATORS.update({
+    "gather": (gen_gather, 15),
+    "gather_elements": (gen_gather_elements, 12),
+    "where": (gen_where, 10),
+    "logical_not": (gen_logical_not, 4),
+    "cast": (gen_cast, 25),
+    "expand": (gen_expand, 10),
+    "tile": (gen_tile, 8),
+    "trilu": (gen_trilu, 12),
+})
+for _op in COMPARE:
+    GENERATORS[_op] = (gen_compare(_op), 8)
+for _op in LOGIC:
+    GENERATORS[_op] = (gen_logic(_op), 5)
 
 
 # ---- running --------------------------------------------------------------------------------
