@@ -616,7 +616,7 @@ static const struct error_case error_cases[] = {
     {"add", "a:f32[2,3] b:f32[4]", "", "add: shapes [2, 3] of a and [4] of b do not broadcast"},
     {"add", "a:f32[2,3] b:f64[3]", "", "add: dtypes of a (f32) and b (f64) differ"},
     {"add", "a:bool[2] b:bool[2]", "", "add: input a has dtype bool; a numeric dtype is required"},
-    {"div", "a:i32[2] b:i32[2]", "", "div: input a has dtype i32; a float dtype is required"},
+    {"div", "a:bool[2] b:bool[2]", "", "div: input a has dtype bool; a float dtype is required"},
     {"exp", "x:i64[2]", "", "exp: input x has dtype i64; a float dtype is required"},
     {"gelu", "x:f32[2]", "approximate=\"fast\"",
      "gelu: attribute approximate must be \"none\" or \"tanh\", got \"fast\""},

@@ -383,6 +383,14 @@ def gen_binary(op):
         sa, sb = bcast_pair(g)
         if op == "pow":
             a, b = g.arr(sa, 0.1, 3), g.arr(sb, -2, 2)
+        elif op == "div" and g.coin(0.4):
+            # integers: truncation toward zero (C, ONNX), and 0 where the divisor is 0
+            dt = g.pick([np.int8, np.int32, np.int64])
+            a, b = g.rng.integers(-100, 101, sa).astype(dt), g.rng.integers(-9, 10, sb).astype(dt)
+            args = {"a": a, "b": b}
+            with np.errstate(divide="ignore", invalid="ignore"):
+                want = np.where(b == 0, 0, np.trunc(f64(a) / np.where(b == 0, 1, f64(b))))
+            return Case(op, args, call(op, args), want)
         elif op == "div":
             a, b = g.arr(sa), g.arr(sb, 0.5, 2, scale=g.pick([1, -1]))
         else:
