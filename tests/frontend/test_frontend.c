@@ -1611,19 +1611,19 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 300);
+    backend_suite("node", 430);
 }
 
 static void
 test_backend_pytorch_converted(void)
 {
-    backend_suite("pytorch-converted", 67);
+    backend_suite("pytorch-converted", 69);
 }
 
 static void
 test_backend_pytorch_operator(void)
 {
-    backend_suite("pytorch-operator", 33);
+    backend_suite("pytorch-operator", 34);
 }
 
 /* ---- indexing, comparison, logic, casts (onnx_index.c) ---- */
