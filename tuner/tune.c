@@ -1148,6 +1148,14 @@ kiln_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tune_opts
         if (t->default_s == 0 && t->trials == 0) {
             st = measure_default(&S, t);
             n = n > 1 ? n - 1 : 0;
+            if (isfinite(search_time_left(&S))) {
+                /* the task's first round had only the session's pace, which a task much slower
+                 * to build or run than the others exceeds many times over: its default
+                 * program's build and measurement is the better guess of its pace */
+                double pace = fmax(spt, now_s() - t0), left_s = search_time_left(&S);
+                double fit = left_s > 0 ? ceil(left_s / pace) : 0;
+                n = fit < n ? (uint32_t)fit : n;
+            }
             if (st != KILN_OK || !n) {
                 end_round(&S, t, t0, trials0, start);
                 continue;
