@@ -77,9 +77,34 @@ PYDEPS = os.path.join(REPO, ".pydeps")
 
 TOL = 1e-4
 GOAL = 1.2
-ENGINES = ["kiln", "kiln-py", "torch-eager", "torch-eager-cl", "torch-jit-cl",
+ENGINES = ["kiln", "kiln-py", "torch-eager", "torch-jit", "torch-eager-cl", "torch-jit-cl",
            "torch-onednn-cl", "torch-ofi-cl", "ort"]
 MODELS = ["resnet18", "mobilenet_v2"]
+# the transformers of python/kiln/nets.py (kiln.nets.TRANSFORMERS), by name; not run by default
+TRANSFORMERS = ["bert_base", "gpt2_small", "vit_b_16"]
+# engines that only mean something for CNNs (channels-last layouts)
+CNN_ONLY = {"torch-eager-cl", "torch-jit-cl", "torch-onednn-cl", "torch-ofi-cl"}
+
+
+def is_transformer(name):
+    return name in TRANSFORMERS
+
+
+def transformer_sizes(opt, name):
+    """The sizes kiln.nets.transformer builds ``name`` at: full size, at --seq tokens (BERT,
+    GPT-2) or --size pixels (ViT)."""
+    return {"image": opt.size} if name == "vit_b_16" else {"seq": opt.seq}
+
+
+def load_inputs(path):
+    """The model's inputs saved by prepare_model: one array (.npy) or several (.npz, in the
+    model's input order)."""
+    import numpy as np
+
+    if path.endswith(".npz"):
+        z = np.load(path)
+        return [z["arr_%d" % i] for i in range(len(z.files))]
+    return np.load(path)
 
 
 class BenchError(Exception):
@@ -178,10 +203,26 @@ def _torch_engine(spec, x):
     torch.set_num_threads(n)
     torch.backends.mkldnn.enabled = True
     eng = spec["engine"]
+    if is_transformer(spec["model"]):
+        net = kiln.nets.transformer(spec["model"], spec["seed"], **spec["sizes"])[0]
+        xs = tuple(torch.from_numpy(a) for a in x)
+        if eng == "torch-jit":
+            with torch.no_grad():
+                model = torch.jit.freeze(torch.jit.trace(net, xs))
+        else:  # eager: under inference_mode PyTorch's encoder layers take their fused path
+            model = net
+
+        def run_tf():
+            with torch.inference_mode():
+                return model(*xs)
+        return run_tf
     net = kiln.nets.build(spec["model"], spec["seed"])
     xt = torch.from_numpy(x)
     if eng == "torch-eager":
         model = net
+    elif eng == "torch-jit":
+        with torch.no_grad():
+            model = torch.jit.freeze(torch.jit.trace(net, xt))
     else:
         net = net.to(memory_format=torch.channels_last)
         xt = xt.contiguous(memory_format=torch.channels_last)
@@ -213,8 +254,8 @@ def _ort_engine(spec, x):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(spec["onnx"], so, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    feed = {name: x}
+    xs = x if isinstance(x, list) else [x]
+    feed = {i.name: a for i, a in zip(sess.get_inputs(), xs)}
 
     def run():
         return sess.run(None, feed)[0]
@@ -229,7 +270,7 @@ def child_main(conn, spec):
 
         base_kb = _status_kb("VmRSS")
         t0 = time.perf_counter()
-        x = np.load(spec["input"])
+        x = load_inputs(spec["input"])
         if spec["engine"].startswith("kiln"):
             run = _kiln_engine(spec, x)
         elif spec["engine"].startswith("torch"):
@@ -367,24 +408,42 @@ def db_for(opt, n):
     return "%s.t%d%s" % (root, n, ext or ".db")
 
 
-def prepare_model(opt, name, x_path):
-    """Export, then tune and compile for each thread count (once with --tune-once). Returns
-    {threads: spec fields of the model's children}, PyTorch eager's output and
-    {threads: tuning and compile information}."""
+def prepare_model(opt, name):
+    """Export (and save the inputs), then tune and compile for each thread count (once with
+    --tune-once). Returns {threads: spec fields of the model's children}, PyTorch eager's
+    output, {threads: tuning and compile information} and the inputs' file."""
     import numpy as np
     import torch
 
     import kiln.nets
 
-    tag = "%s_%d" % (name, opt.size)
-    onnx_path = os.path.join(opt.out, tag + ".onnx")
+    shapes = []  # --input-shape options for the symbolic dimensions of a transformer export
+    if is_transformer(name):
+        sizes = transformer_sizes(opt, name)
+        tag = "%s_%d" % (name, opt.size if name == "vit_b_16" else opt.seq)
+        onnx_path = os.path.join(opt.out, tag + ".onnx")
+        net, xs, names = kiln.nets.transformer(name, opt.seed, **sizes)
+        kiln.nets.export_transformer(net, xs, names, onnx_path)
+        x_path = os.path.join(opt.out, tag + "_seed%d.npz" % opt.seed)
+        np.savez(x_path, *[a.numpy() for a in xs])
+        with torch.inference_mode():
+            want = net(*xs).numpy().astype(np.float64)
+        shapes = ["--input-shape", "batch=1"]
+        if name != "vit_b_16":
+            shapes += ["--input-shape", "seq=%d" % opt.seq]
+    else:
+        tag = "%s_%d" % (name, opt.size)
+        onnx_path = os.path.join(opt.out, tag + ".onnx")
+        x_path = os.path.join(opt.out, "x_%d_seed%d.npy" % (opt.size, opt.seed))
+        g = torch.Generator().manual_seed(opt.seed)
+        np.save(x_path, torch.randn(1, 3, opt.size, opt.size, generator=g).numpy())
+        net = kiln.nets.build(name, opt.seed)
+        x = torch.from_numpy(np.load(x_path))
+        kiln.nets.export(net, x, onnx_path)
+        with torch.inference_mode():
+            want = net(x).numpy().astype(np.float64)
     so = os.path.join(opt.out, tag + ".so")
     wdir = os.path.join(opt.out, tag + "_w")
-    net = kiln.nets.build(name, opt.seed)
-    x = torch.from_numpy(np.load(x_path))
-    kiln.nets.export(net, x, onnx_path)
-    with torch.inference_mode():
-        want = net(x).numpy().astype(np.float64)
     if os.path.isdir(wdir):
         shutil.rmtree(wdir)
     bases, infos = {}, {}
@@ -394,7 +453,8 @@ def prepare_model(opt, name, x_path):
         info = {"tune_s": 0.0, "tune_stopped": False, "tuned": "", "tune_progress": "",
                 "db": os.path.relpath(db, REPO) if db.startswith(REPO + os.sep) else db}
         if not opt.no_tune:
-            cmd = [opt.kiln, "tune", onnx_path, "--trials", str(opt.trials[name]), "--db", db]
+            cmd = [opt.kiln, "tune", onnx_path, "--trials", str(opt.trials[name]), "--db",
+                   db] + shapes
             if n is not None:
                 cmd += ["--threads", str(n)]
             if opt.tune_batch:
@@ -407,7 +467,7 @@ def prepare_model(opt, name, x_path):
             info["tune_stopped"] = stopped
             m = re.match(r"trials (\d+)/\d+\s+latency (\S+ \S+)", progress)
             info["tune_progress"] = ("%s trials, estimated latency %s" % m.groups()) if m else ""
-        cmd = [opt.kiln, "compile", onnx_path, "-o", so]
+        cmd = [opt.kiln, "compile", onnx_path, "-o", so] + shapes
         if not os.path.isdir(wdir):
             cmd += ["--save-weights", wdir]
         cmd += ["--db", db] if os.path.exists(db) else ["--no-db"]
@@ -422,9 +482,10 @@ def prepare_model(opt, name, x_path):
         info["tuned"] = " ".join((p.stdout + p.stderr).replace(REPO + os.sep, "").split())
         info["planned"] = kiln_planned(so)
         for t in (opt.threads if n is None else [n]):
-            bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": wdir}
+            bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": wdir,
+                        "sizes": transformer_sizes(opt, name) if is_transformer(name) else {}}
             infos[t] = info
-    return bases, want, infos
+    return bases, want, infos, x_path
 
 
 def start_child(ctx, spec):
@@ -464,12 +525,13 @@ def stop_children(children):
             ch["proc"].join()
 
 
-def bench_model(opt, ctx, name, x_path, ort_ok):
-    bases, want, infos = prepare_model(opt, name, x_path)
+def bench_model(opt, ctx, name, ort_ok):
+    bases, want, infos, x_path = prepare_model(opt, name)
     for n in opt.threads:
         log("%s, %d thread%s: %s" % (name, n, "" if n == 1 else "s",
                                      infos[n]["tuned"] or "tuning skipped"))
-    engines = [e for e in opt.engines if e != "ort" or ort_ok]
+    engines = [e for e in opt.engines if (e != "ort" or ort_ok)
+               and not (is_transformer(name) and e in CNN_ONLY)]
     specs = []
     for n in opt.threads:
         for e in engines:
@@ -505,7 +567,10 @@ def bench_model(opt, ctx, name, x_path, ort_ok):
 
 def report(opt, name, children, infos, ort_note):
     print()
-    print("## %s, batch 1, 3x%dx%d, fp32" % (name, opt.size, opt.size))
+    if is_transformer(name) and name != "vit_b_16":
+        print("## %s, batch 1, %d tokens, fp32" % (name, opt.seq))
+    else:
+        print("## %s, batch 1, 3x%dx%d, fp32" % (name, opt.size, opt.size))
     shown = []
     for n in opt.threads:
         info = infos[n]
@@ -584,7 +649,10 @@ def parse_args(argv):
                     help="tune once, at kiln tune's default thread count, into DB itself, "
                          "and time that module at every thread count")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
+    ap.add_argument("--size", type=int, default=224,
+                    help="input height and width of the CNNs and ViT (default 224)")
+    ap.add_argument("--seq", type=int, default=128,
+                    help="tokens of BERT and GPT-2 (default 128)")
     ap.add_argument("--trials", default="400",
                     help="kiln tune --trials for each network: the total over its tasks, "
                          "records in the database included (default 400); one number for "
@@ -619,8 +687,8 @@ def parse_args(argv):
         fail("--threads: every thread count must be at least 1")
     opt.models = [m for m in opt.models.split(",") if m]
     for m in opt.models:
-        if m not in MODELS:
-            fail("--models: unknown network %r; known: %s" % (m, ", ".join(MODELS)))
+        if m not in MODELS + TRANSFORMERS:
+            fail("--models: unknown network %r; known: %s" % (m, ", ".join(MODELS + TRANSFORMERS)))
     opt.engines = [e for e in opt.engines.split(",") if e]
     for e in opt.engines:
         if e not in ENGINES:
@@ -630,7 +698,7 @@ def parse_args(argv):
     opt.trials = per_model(fail, "--trials", opt.trials, opt.models, int, 1)
     opt.tune_minutes = (per_model(fail, "--tune-minutes", opt.tune_minutes, opt.models, float,
                                   1e-3) if opt.tune_minutes else {})
-    for flag, v, lo in (("--size", opt.size, 32), ("--reps", opt.reps, 1),
+    for flag, v, lo in (("--size", opt.size, 32), ("--seq", opt.seq, 1), ("--reps", opt.reps, 1),
                         ("--rounds", opt.rounds, 1), ("--warmup", opt.warmup, 0)):
         if v < lo:
             fail("%s must be at least %d, got %d" % (flag, lo, v))
@@ -648,7 +716,7 @@ def parse_args(argv):
 def main(argv=None):
     opt = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        import numpy as np
+        import numpy  # noqa: F401
         import onnx  # noqa: F401
         import torch
         import torchvision  # noqa: F401
@@ -669,9 +737,6 @@ def main(argv=None):
     if "ort" in opt.engines and not ort_ok:
         ort_note = ort_info
         log("ort: skipped: " + ort_info)
-    x_path = os.path.join(opt.out, "x_%d_seed%d.npy" % (opt.size, opt.seed))
-    g = torch.Generator().manual_seed(opt.seed)
-    np.save(x_path, torch.randn(1, 3, opt.size, opt.size, generator=g).numpy())
     load = os.getloadavg()
     print("bench_e2e: %s; torch %s (%s); onnxruntime %s; load average %.2f %.2f %.2f"
           % (cpu_model(), torch.__version__, "oneDNN " + str(torch.backends.mkldnn.is_available()),
@@ -682,7 +747,7 @@ def main(argv=None):
     verdicts = []
     try:
         for name in opt.models:
-            children, info = bench_model(opt, ctx, name, x_path, ort_ok)
+            children, info = bench_model(opt, ctx, name, ort_ok)
             verdicts += report(opt, name, children, info,
                                ort_note if "ort" in opt.engines else None)
             sys.stdout.flush()
