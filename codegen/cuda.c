@@ -296,6 +296,28 @@ math_name(enum kiln_op op, bool f32)
         return f32 ? "tanhf" : "tanh";
     case KILN_OP_ERF:
         return f32 ? "erff" : "erf";
+    case KILN_OP_SIN:
+        return f32 ? "sinf" : "sin";
+    case KILN_OP_COS:
+        return f32 ? "cosf" : "cos";
+    case KILN_OP_TAN:
+        return f32 ? "tanf" : "tan";
+    case KILN_OP_ASIN:
+        return f32 ? "asinf" : "asin";
+    case KILN_OP_ACOS:
+        return f32 ? "acosf" : "acos";
+    case KILN_OP_ATAN:
+        return f32 ? "atanf" : "atan";
+    case KILN_OP_SINH:
+        return f32 ? "sinhf" : "sinh";
+    case KILN_OP_COSH:
+        return f32 ? "coshf" : "cosh";
+    case KILN_OP_ASINH:
+        return f32 ? "asinhf" : "asinh";
+    case KILN_OP_ACOSH:
+        return f32 ? "acoshf" : "acosh";
+    case KILN_OP_ATANH:
+        return f32 ? "atanhf" : "atanh";
     case KILN_OP_ABS:
         return f32 ? "fabsf" : "fabs";
     case KILN_OP_POW:
