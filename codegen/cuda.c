@@ -322,6 +322,8 @@ math_name(enum kiln_op op, bool f32)
         return f32 ? "fabsf" : "fabs";
     case KILN_OP_POW:
         return f32 ? "powf" : "pow";
+    case KILN_OP_FMOD:
+        return f32 ? "fmodf" : "fmod";
     default:
         return NULL;
     }
@@ -408,6 +410,7 @@ emit_binary(struct cu *c, enum kiln_op op, enum kiln_dtype dt, kiln_expr a, kiln
                                : (fl ? (f32 ? "kiln_fmaxf" : "kiln_fmax") : "kiln_max");
         break;
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
         fn = fl ? math_name(op, f32) : NULL;
         break;
     case KILN_OP_EQ:

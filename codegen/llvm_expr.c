@@ -198,6 +198,7 @@ cg_mult(const struct cg *cg, kiln_expr e)
     case KILN_OP_LOAD:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:
@@ -422,6 +423,8 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
         return call2(cg, fl ? "llvm.maximum" : "llvm.smax", a, b);
     case KILN_OP_POW:
         return call2(cg, "llvm.pow", a, b);
+    case KILN_OP_FMOD:
+        return LLVMBuildFRem(bl, a, b, "");
     case KILN_OP_EQ:
         return fl ? LLVMBuildFCmp(bl, LLVMRealOEQ, a, b, "")
                   : LLVMBuildICmp(bl, LLVMIntEQ, a, b, "");

@@ -342,7 +342,8 @@ onnx_op_mean(struct onnx_imp *m)
     return onnx_set_output(m, 0, onnx_lib2(m, "div", o, t, K((double)m->nin)));
 }
 
-/* Mod: the library's mod on integers (fmod 0: the divisor's sign, fmod 1: the dividend's). */
+/* Mod: the library's mod (fmod 0: the divisor's sign, integers only; fmod 1: the dividend's,
+ * C's fmod on floats). */
 enum kiln_status
 onnx_op_mod(struct onnx_imp *m)
 {
@@ -355,8 +356,8 @@ onnx_op_mod(struct onnx_imp *m)
                      kiln_dtype_name(da), kiln_dtype_name(db));
     if (onnx_is_float(da) && !fm)
         return BAD(m, "fmod must be 1 for float inputs (%s)", kiln_dtype_name(da));
-    if (!kiln_dtype_is_int(da))
-        return UNSUP(m, "Mod of %s is not supported (integer dtypes only)", kiln_dtype_name(da));
+    if (da == KILN_DTYPE_BOOL)
+        return UNSUP(m, "Mod of bool is not supported (numeric dtypes only)");
     struct onnx_attrs as = {0};
     onnx_at_int(m, &as, "fmod", fm);
     uint32_t in[2] = {onnx_tensor(m, m->in[0]), onnx_tensor(m, m->in[1])};

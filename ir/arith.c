@@ -311,6 +311,7 @@ kiln_ival_bound(const struct kiln_ival_env *env, kiln_expr e)
     case KILN_OP_LOAD:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_FLOOR:
     case KILN_OP_EXP:
     case KILN_OP_LOG:
@@ -603,6 +604,7 @@ kiln_expr_monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
     case KILN_OP_DIV:
     case KILN_OP_FLOORMOD:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:

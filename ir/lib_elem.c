@@ -1,5 +1,6 @@
-/* ir/lib_elem.c -- elementwise library ops: unary math (neg ... floor), activations (relu,
- * leaky_relu, gelu, silu) and binary arithmetic with NumPy broadcasting (add ... pow).
+/* ir/lib_elem.c -- elementwise library ops: unary math (neg ... floor, sin ... atanh, round,
+ * ceil, sign, reciprocal, isnan, isinf), activations (relu, leaky_relu, gelu, silu) and binary
+ * arithmetic with NumPy broadcasting (add ... pow, mod).
  *
  * Each op is one compute definition over the output's axes. Unary ops keep the input's shape;
  * binary ops broadcast right-aligned, and an input dimension of extent 1 facing a larger one is
@@ -7,8 +8,8 @@
  * approximation with approximate="tanh"), silu is x * sigmoid(x), leaky_relu keeps x where
  * x > 0 and scales it by alpha elsewhere. Ops whose meaning is clear on integers (neg, abs,
  * square, relu, add, sub, mul, maximum, minimum) accept any numeric dtype, and div divides
- * integers truncating toward zero (C and ONNX; by 0 it gives 0, never a trap); the others need
- * a float dtype. */
+ * integers truncating toward zero (C and ONNX; by 0 it gives 0, never a trap). sign and mod
+ * take any numeric dtype; the others need a float dtype. */
 #include "lib_impl.h"
 
 #include <float.h>
@@ -550,8 +551,21 @@ kiln_lib_pow(struct libcall *c)
     return map2(c, KILN_OP_POW, true);
 }
 
-/* mod: the remainder of integers, with the divisor's sign (fmod=0, Python's %) or the
- * dividend's (fmod=1, C's %); a divisor of 0 gives 0. Floats need fmod=1 (C's fmod). */
+/* Float modulo with the divisor's sign (Python's %, NumPy's mod): C's fmod r, plus b where r != 0
+ * and the signs of r and b differ. */
+static kiln_expr
+float_mod_floor(kiln_ctx *ctx, kiln_expr a, kiln_expr b, enum kiln_dtype dt)
+{
+    kiln_expr zero = kiln_const(ctx, 0, dt);
+    kiln_expr r = kiln_binary(ctx, KILN_OP_FMOD, a, b);
+    kiln_expr signs = kiln_binary(ctx, KILN_OP_NE, kiln_binary(ctx, KILN_OP_LT, r, zero),
+                                  kiln_binary(ctx, KILN_OP_LT, b, zero));
+    kiln_expr fix = kiln_binary(ctx, KILN_OP_AND, kiln_binary(ctx, KILN_OP_NE, r, zero), signs);
+    return kiln_select(ctx, fix, kiln_binary(ctx, KILN_OP_ADD, r, b), r);
+}
+
+/* mod: the remainder with the divisor's sign (fmod=0, Python's %) or the dividend's (fmod=1,
+ * C's % and fmod). Integers: a divisor of 0 gives 0, never a trap; floats: NaN. */
 enum kiln_status
 kiln_lib_mod(struct libcall *c)
 {
@@ -562,9 +576,7 @@ kiln_lib_mod(struct libcall *c)
     if (fm != 0 && fm != 1)
         return lib_fail_attr(c, lib_attr(c, "fmod"), "attribute fmod must be 0 or 1, got %lld",
                              (long long)fm);
-    KILN_TRY(lib_want_numeric(c, 0));
-    if (!kiln_dtype_is_int((enum kiln_dtype)lib_in(c, 0)->dtype))
-        return lib_fail(c, "%s is %s: only integer dtypes are supported", lib_in_name(c, 0),
-                        kiln_dtype_name((enum kiln_dtype)lib_in(c, 0)->dtype));
+    if (kiln_dtype_is_float((enum kiln_dtype)lib_in(c, 0)->dtype))
+        return map2_body(c, KILN_OP_FMOD, fm ? NULL : float_mod_floor, true);
     return map2_body(c, KILN_OP_FLOORMOD, fm ? int_mod_trunc : int_mod_floor, false);
 }

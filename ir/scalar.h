@@ -263,6 +263,10 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         ok = fl;
         v.f = fl ? pow(x, y) : 0;
         break;
+    case KILN_OP_FMOD:
+        ok = fl;
+        v.f = fl ? fmod(x, y) : 0;
+        break;
     case KILN_OP_EQ:
         v.i = fl ? x == y : i == j;
         break;

@@ -942,6 +942,7 @@ simp_node(struct simp *S, kiln_expr e)
         return i64 ? simp_abs(S, e) : simp_kids(S, e);
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_CAST:
     case KILN_OP_FLOOR:
     case KILN_OP_EXP:

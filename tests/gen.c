@@ -650,11 +650,11 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[3, 5, 4]\na = argmax(x, axis=1, keepdims=0)\ny[i, k] = f32(a[i, k])\n",
     "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
     "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
-    "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n", /* trigonometric and hyperbolic
-                                                                  * functions (in their domains),
-                                                                  * rounding, sign, reciprocal,
-                                                                  * isnan / isinf (bool, cast back)
-                                                                  * and integer mod */
+    "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
+    /* trigonometric and hyperbolic functions (in their domains), rounding, sign, reciprocal,
+     * isnan / isinf (bool, cast back), float and integer mod */
+    "input a: f32[3, 5]\ninput b: f32[5]\nw[i, j] = a[i, j] * 7.0\ny = mod(w, b, fmod=1)\n",
+    "input a: f32[3, 5]\ninput b: f32[3, 1]\nw[i, j] = a[i, j] * 7.0\ny = mod(w, b)\n",
     "input x: f32[3, 5]\ny = sin(x)\n",
     "input x: f32[3, 5]\ny = cos(x)\n",
     "input x: f32[3, 5]\ny = tan(x)\n",

@@ -605,6 +605,7 @@ lin_of(struct fx *X, uint32_t e, struct lin *out, int depth)
     case KILN_OP_SELECT:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:

@@ -652,7 +652,7 @@ test_math_ops(void)
         KILN_OP_SQRT,  KILN_OP_RSQRT, KILN_OP_TANH,  KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_CAST,
         KILN_OP_EQ,    KILN_OP_NE,    KILN_OP_LT,    KILN_OP_LE,    KILN_OP_SIN,     KILN_OP_COS,
         KILN_OP_TAN,   KILN_OP_ASIN,  KILN_OP_ACOS,  KILN_OP_ATAN,  KILN_OP_SINH,    KILN_OP_COSH,
-        KILN_OP_ASINH, KILN_OP_ACOSH, KILN_OP_ATANH,
+        KILN_OP_ASINH, KILN_OP_ACOSH, KILN_OP_ATANH, KILN_OP_FMOD,
     };
     kiln_ctx *ctx = kiln_ctx_new(NULL);
     for (size_t k = 0; k < KILN_COUNTOF(ops); k++) {
@@ -1372,9 +1372,9 @@ static void
 test_scalar_semantics(void)
 {
     static const enum kiln_op binops[] = {
-        KILN_OP_ADD,      KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV, KILN_OP_FLOORDIV,
-        KILN_OP_FLOORMOD, KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_EQ,
-        KILN_OP_NE,       KILN_OP_LT,  KILN_OP_LE,  KILN_OP_AND, KILN_OP_OR,
+        KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV,  KILN_OP_FLOORDIV, KILN_OP_FLOORMOD,
+        KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_FMOD, KILN_OP_EQ,       KILN_OP_NE,
+        KILN_OP_LT,  KILN_OP_LE,  KILN_OP_AND, KILN_OP_OR,
     };
     static const enum kiln_op unops[] = {
         KILN_OP_NOT,  KILN_OP_NEG,   KILN_OP_ABS,   KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,

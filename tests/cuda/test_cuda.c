@@ -782,14 +782,15 @@ test_emulated(void)
                      kiln_ctx_error(cases[n].ctx)->msg);
         kiln_ctx_free(cases[n].ctx);
     }
-    /* the trigonometric and hyperbolic functions (sinf ... atanhf), in their domains */
+    /* the trigonometric and hyperbolic functions (sinf ... atanhf) in their domains, fmodf */
     static const char trig_kg[] =
         "input x: f32[5, 33]\n"
         "a[i, j] = sin(x[i, j]) + cos(x[i, j]) * tan(x[i, j]) - atan(x[i, j])\n"
         "b[i, j] = sinh(x[i, j]) + cosh(x[i, j]) * asinh(x[i, j])\n"
         "c[i, j] = asin(x[i, j]) + acos(x[i, j]) * atanh(x[i, j] * 0.9)\n"
         "d[i, j] = acosh(abs(x[i, j]) + 1.0) + a[i, j] + b[i, j] + c[i, j]\n"
-        "output d\n";
+        "e[i, j] = d[i, j] + fmod(x[i, j] * 8.0, 0.75)\n" /* exact in f32 and f64 */
+        "output e\n";
     for (int gpu = 0; gpu < 2; gpu++) {
         snprintf(what[n], sizeof what[n], "trigonometric functions, %s schedule",
                  gpu ? "GPU" : "default");

@@ -1748,7 +1748,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 511);
+    backend_suite("node", 514);
 }
 
 static void

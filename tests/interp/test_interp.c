@@ -616,7 +616,7 @@ gen_float(struct gen *s, int depth)
         }
     }
     static const enum kiln_op bin[] = {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV,
-                                       KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW};
+                                       KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_FMOD};
     static const enum kiln_op un[] = {
         KILN_OP_NEG,   KILN_OP_ABS,   KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,  KILN_OP_SQRT,
         KILN_OP_RSQRT, KILN_OP_TANH,  KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_SIN,  KILN_OP_COS,
@@ -765,6 +765,8 @@ ref_eval(struct ref *rf, uint32_t id)
         return isnan(a) || isnan(b) ? NAN : fmin(a, b);
     case KILN_OP_MAX:
         return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+    case KILN_OP_FMOD:
+        return fmod(a, b);
     case KILN_OP_POW:
         return pow(a, b);
     case KILN_OP_EQ:

@@ -812,7 +812,8 @@ static const struct error_case error_cases[] = {
     {"isinf", "x:f32[4]", "detect_negative=2",
      "isinf: attribute detect_negative must be 0 or 1, got 2"},
     {"mod", "a:i32[4] b:i32[4]", "fmod=-1", "mod: attribute fmod must be 0 or 1, got -1"},
-    {"mod", "a:f32[4] b:f32[4]", "fmod=1", "mod: a is f32: only integer dtypes are supported"},
+    {"mod", "a:bool[4] b:bool[4]", "fmod=1",
+     "mod: input a has dtype bool; a numeric dtype is required"},
     {"mod", "a:i32[4] b:i64[4]", "", "mod: dtypes of a (i32) and b (i64) differ"},
     {"mod", "a:i32[3] b:i32[4]", "", "mod: shapes [3] of a and [4] of b do not broadcast"},
 };

@@ -1058,11 +1058,16 @@ def gen_isinf(g):
 
 def gen_mod(g):
     sa, sb = bcast_pair(g)
+    fm = g.pick([None, 0, 1])
+    if g.coin(0.4):  # floats: C's fmod (fmod=1) or NumPy's mod (fmod=0)
+        a, b = g.arr(sa, scale=10), g.arr(sb, 0.5, 3, scale=g.pick([1, -1]))
+        want = np.fmod(f64(a), f64(b)) if fm else np.mod(f64(a), f64(b))
+        args = {"a": a, "b": b}
+        return Case("mod", args, call("mod", ["a", "b"], fmod=fm), want)
     dt = g.pick([np.int8, np.int32, np.int64])
     a, b = g.rng.integers(-100, 101, sa).astype(dt), g.rng.integers(-9, 10, sb).astype(dt)
     if a.size and g.coin(0.3):
         a.flat[0] = np.iinfo(dt).min  # by -1: 0, never a trap
-    fm = g.pick([None, 0, 1])
     bb = np.where(b == 0, 1, b).astype(np.int64)
     want = np.fmod(a.astype(np.int64), bb) if fm else np.mod(a.astype(np.int64), bb)
     want = np.where(b == 0, 0, want)
