@@ -296,10 +296,34 @@ math_name(enum kiln_op op, bool f32)
         return f32 ? "tanhf" : "tanh";
     case KILN_OP_ERF:
         return f32 ? "erff" : "erf";
+    case KILN_OP_SIN:
+        return f32 ? "sinf" : "sin";
+    case KILN_OP_COS:
+        return f32 ? "cosf" : "cos";
+    case KILN_OP_TAN:
+        return f32 ? "tanf" : "tan";
+    case KILN_OP_ASIN:
+        return f32 ? "asinf" : "asin";
+    case KILN_OP_ACOS:
+        return f32 ? "acosf" : "acos";
+    case KILN_OP_ATAN:
+        return f32 ? "atanf" : "atan";
+    case KILN_OP_SINH:
+        return f32 ? "sinhf" : "sinh";
+    case KILN_OP_COSH:
+        return f32 ? "coshf" : "cosh";
+    case KILN_OP_ASINH:
+        return f32 ? "asinhf" : "asinh";
+    case KILN_OP_ACOSH:
+        return f32 ? "acoshf" : "acosh";
+    case KILN_OP_ATANH:
+        return f32 ? "atanhf" : "atanh";
     case KILN_OP_ABS:
         return f32 ? "fabsf" : "fabs";
     case KILN_OP_POW:
         return f32 ? "powf" : "pow";
+    case KILN_OP_FMOD:
+        return f32 ? "fmodf" : "fmod";
     default:
         return NULL;
     }
@@ -386,6 +410,7 @@ emit_binary(struct cu *c, enum kiln_op op, enum kiln_dtype dt, kiln_expr a, kiln
                                : (fl ? (f32 ? "kiln_fmaxf" : "kiln_fmax") : "kiln_max");
         break;
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
         fn = fl ? math_name(op, f32) : NULL;
         break;
     case KILN_OP_EQ:

@@ -15,8 +15,9 @@
  * divisor of 0 gives 0; -1 cannot overflow), float-to-int casts saturate (llvm.fptosi.sat).
  * SELECT is lazy: with a uniform condition and a load in a branch it becomes a branch and a
  * phi; with a varying condition each side is evaluated under its own lane mask, which the
- * loads honour. tanh and erf call libm (lane by lane in vectors). f32 math runs in f32, and
- * sigmoid is 1/(1+exp(-x)): equal to the interpreters' value to a few ulps, not bit for bit. */
+ * loads honour. tanh, erf and sin ... atanh call libm (lane by lane in vectors). f32 math runs in
+ * f32, and sigmoid is 1/(1+exp(-x)): equal to the interpreters' value to a few ulps, not bit for
+ * bit. */
 #include "llvm_cg.h"
 
 #include <stdio.h>
@@ -197,6 +198,7 @@ cg_mult(const struct cg *cg, kiln_expr e)
     case KILN_OP_LOAD:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:
@@ -212,6 +214,17 @@ cg_mult(const struct cg *cg, kiln_expr e)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ATANH:
     case KILN_OP_COUNT:
         break;
     }
@@ -410,6 +423,8 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
         return call2(cg, fl ? "llvm.maximum" : "llvm.smax", a, b);
     case KILN_OP_POW:
         return call2(cg, "llvm.pow", a, b);
+    case KILN_OP_FMOD:
+        return LLVMBuildFRem(bl, a, b, "");
     case KILN_OP_EQ:
         return fl ? LLVMBuildFCmp(bl, LLVMRealOEQ, a, b, "")
                   : LLVMBuildICmp(bl, LLVMIntEQ, a, b, "");
@@ -463,6 +478,28 @@ op_unary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a)
         return libm(cg, "tanh", a);
     case KILN_OP_ERF:
         return libm(cg, "erf", a);
+    case KILN_OP_SIN:
+        return libm(cg, "sin", a);
+    case KILN_OP_COS:
+        return libm(cg, "cos", a);
+    case KILN_OP_TAN:
+        return libm(cg, "tan", a);
+    case KILN_OP_ASIN:
+        return libm(cg, "asin", a);
+    case KILN_OP_ACOS:
+        return libm(cg, "acos", a);
+    case KILN_OP_ATAN:
+        return libm(cg, "atan", a);
+    case KILN_OP_SINH:
+        return libm(cg, "sinh", a);
+    case KILN_OP_COSH:
+        return libm(cg, "cosh", a);
+    case KILN_OP_ASINH:
+        return libm(cg, "asinh", a);
+    case KILN_OP_ACOSH:
+        return libm(cg, "acosh", a);
+    case KILN_OP_ATANH:
+        return libm(cg, "atanh", a);
     case KILN_OP_SIGMOID: {
         LLVMValueRef e = call1(cg, "llvm.exp", LLVMBuildFNeg(bl, a, ""));
         return LLVMBuildFDiv(bl, fconst(ty, 1.0, cg), LLVMBuildFAdd(bl, fconst(ty, 1.0, cg), e, ""),

@@ -1,17 +1,49 @@
-/* frontend/onnx_elem.c -- ONNX elementwise ops: unary and binary maps onto the library's ops,
- * Clip, PRelu, the activations written as chains of library ops, and Sum/Max/Min. One handler
+/* frontend/onnx_elem.c -- ONNX elementwise ops: unary and binary maps onto the library's ops
+ * (Pow of mixed or integer dtypes through casts), Clip, PRelu, the activations written as chains
+ * of library ops, Sum/Max/Min/Mean, IsInf, Mod, ThresholdedRelu, Shrink and Hardmax. One handler
  * per row of frontend/onnx.def; the dispatcher (onnx.c) has checked the attributes and looked the
  * inputs up into m->in[]. */
 #include "onnx_impl.h"
 
 #include <string.h>
 
-/* Relu, Sigmoid, Tanh, Abs, Neg, Exp, Log, Sqrt, Erf, Floor: the library op of the row. */
+/* Relu, Sigmoid, Tanh, Abs, Neg, Exp, Log, Sqrt, Erf, Floor, Ceil, Round, Sign, Reciprocal,
+ * IsNaN, Sin ... Atanh: the library op of the row. */
 enum kiln_status
 onnx_op_unary(struct onnx_imp *m)
 {
     return onnx_set_output(m, 0,
                            onnx_lib1(m, m->op->kop, onnx_out0(m), onnx_tensor(m, m->in[0]), NULL));
+}
+
+/* t cast to dt, named BASE_suffix. */
+static uint32_t
+cast_named(struct onnx_imp *m, uint32_t t, enum kiln_dtype dt, const char *suffix)
+{
+    struct onnx_attrs as = {0};
+    onnx_at_str(m, &as, "dtype", kiln_dtype_name(dt));
+    return onnx_lib1(m, "cast", onnx_suffixed(m, onnx_out0(m), suffix), t, &as);
+}
+
+/* Pow whose inputs differ in dtype or are integers: the result has the base's dtype. A float
+ * base takes the exponent cast to its dtype; an integer base is raised in f64 and cast back
+ * (truncating toward zero, saturating), exact while the power is below 2^53. */
+static enum kiln_status
+pow_mixed(struct onnx_imp *m, uint32_t ta, enum kiln_dtype da, uint32_t tb, enum kiln_dtype db)
+{
+    if (da == KILN_DTYPE_BOOL || db == KILN_DTYPE_BOOL)
+        return UNSUP(m, "Pow of bool is not supported (numeric dtypes only)");
+    if (onnx_is_float(da))
+        return onnx_set_output(
+            m, 0, onnx_lib2(m, "pow", onnx_out0(m), ta, cast_named(m, tb, da, "exponent")));
+    if (!kiln_dtype_is_int(da))
+        return UNSUP(m, "Pow of %s is not supported", kiln_dtype_name(da));
+    uint32_t fa = cast_named(m, ta, KILN_DTYPE_F64, "base64");
+    uint32_t fb = db == KILN_DTYPE_F64 ? tb : cast_named(m, tb, KILN_DTYPE_F64, "exponent64");
+    uint32_t p = onnx_lib2(m, "pow", onnx_suffixed(m, onnx_out0(m), "pow64"), fa, fb);
+    struct onnx_attrs as = {0};
+    onnx_at_str(m, &as, "dtype", kiln_dtype_name(da));
+    return onnx_set_output(m, 0, onnx_lib1(m, "cast", onnx_out0(m), p, &as));
 }
 
 /* Add, Sub, Mul, Div, Pow with NumPy broadcasting; before opset 7 `broadcast` and `axis`. */
@@ -38,11 +70,11 @@ onnx_op_binary(struct onnx_imp *m)
         tb = onnx_reshape(m, onnx_suffixed(m, onnx_out0(m), "b"), tb, n, sh);
     }
     enum kiln_dtype da = onnx_vdtype(m, a), db = onnx_vdtype(m, b);
+    if (!strcmp(op, "pow") && (da != db || !onnx_is_float(da)))
+        return pow_mixed(m, ta, da, tb, db);
     if (da != db)
         return UNSUP(m, "inputs of different dtypes (%s, %s) are not supported",
                      kiln_dtype_name(da), kiln_dtype_name(db));
-    if (!strcmp(op, "pow") && !onnx_is_float(da))
-        return UNSUP(m, "%s on integers (%s) is not supported", op, kiln_dtype_name(da));
     return onnx_set_output(m, 0, onnx_lib2(m, op, onnx_out0(m), ta, tb));
 }
 
@@ -279,3 +311,142 @@ onnx_op_variadic(struct onnx_imp *m)
     }
     return onnx_set_output(m, 0, t);
 }
+
+/* ---- IsInf, Mean, Mod, ThresholdedRelu, Shrink, Hardmax ---- */
+
+#define K(v)    onnx_scalar(m, onnx_suffixed(m, o, "k"), (v), dt)
+#define STEP(s) onnx_suffixed(m, o, s)
+
+enum kiln_status
+onnx_op_is_inf(struct onnx_imp *m)
+{
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "detect_negative", onnx_attr_int(m, "detect_negative", 1));
+    onnx_at_int(m, &as, "detect_positive", onnx_attr_int(m, "detect_positive", 1));
+    return onnx_set_output(m, 0,
+                           onnx_lib1(m, "isinf", onnx_out0(m), onnx_tensor(m, m->in[0]), &as));
+}
+
+/* Mean: the sum of the inputs (broadcast) divided by their count. */
+enum kiln_status
+onnx_op_mean(struct onnx_imp *m)
+{
+    enum kiln_dtype dt;
+    if (!float_input(m, &dt))
+        return m->ctx->err.status;
+    const char *o = onnx_out0(m);
+    uint32_t    t = onnx_tensor(m, m->in[0]);
+    for (uint32_t i = 1; i < m->nin; i++)
+        t = onnx_lib2(m, "add", kiln_arena_printf(m->ctx, "%s_part%u", o, i), t,
+                      onnx_tensor(m, m->in[i]));
+    return onnx_set_output(m, 0, onnx_lib2(m, "div", o, t, K((double)m->nin)));
+}
+
+/* Mod: the library's mod (fmod 0: the divisor's sign, integers only; fmod 1: the dividend's,
+ * C's fmod on floats). */
+enum kiln_status
+onnx_op_mod(struct onnx_imp *m)
+{
+    enum kiln_dtype da = onnx_vdtype(m, m->in[0]), db = onnx_vdtype(m, m->in[1]);
+    int64_t         fm = onnx_attr_int(m, "fmod", 0);
+    if (fm != 0 && fm != 1)
+        return BAD(m, "fmod %lld must be 0 or 1", (long long)fm);
+    if (da != db)
+        return UNSUP(m, "inputs of different dtypes (%s, %s) are not supported",
+                     kiln_dtype_name(da), kiln_dtype_name(db));
+    if (onnx_is_float(da) && !fm)
+        return BAD(m, "fmod must be 1 for float inputs (%s)", kiln_dtype_name(da));
+    if (da == KILN_DTYPE_BOOL)
+        return UNSUP(m, "Mod of bool is not supported (numeric dtypes only)");
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "fmod", fm);
+    uint32_t in[2] = {onnx_tensor(m, m->in[0]), onnx_tensor(m, m->in[1])};
+    return onnx_set_output(m, 0, onnx_lib(m, "mod", onnx_out0(m), 2, in, &as));
+}
+
+/* ThresholdedRelu: x where x > alpha, else 0. */
+enum kiln_status
+onnx_op_thresholded_relu(struct onnx_imp *m)
+{
+    enum kiln_dtype dt;
+    if (!float_input(m, &dt))
+        return m->ctx->err.status;
+    const char *o = onnx_out0(m);
+    uint32_t    x = onnx_tensor(m, m->in[0]);
+    uint32_t in[3] = {onnx_lib2(m, "greater", STEP("gt"), x, K(onnx_attr_float(m, "alpha", 1))), x,
+                      K(0)};
+    return onnx_set_output(m, 0, onnx_lib(m, "where", o, 3, in, NULL));
+}
+
+/* Shrink: x + bias where x < -lambd, x - bias where x > lambd, else 0. */
+enum kiln_status
+onnx_op_shrink(struct onnx_imp *m)
+{
+    const char     *o = onnx_out0(m);
+    enum kiln_dtype dt = onnx_vdtype(m, m->in[0]);
+    if (dt == KILN_DTYPE_BOOL)
+        return UNSUP(m, "Shrink of bool is not supported (numeric dtypes only)");
+    double   bias = onnx_attr_float(m, "bias", 0), lambd = onnx_attr_float(m, "lambd", 0.5);
+    uint32_t x = onnx_tensor(m, m->in[0]);
+    uint32_t hi[3] = {onnx_lib2(m, "greater", STEP("gt"), x, K(lambd)),
+                      onnx_lib2(m, "sub", STEP("minus"), x, K(bias)), K(0)};
+    uint32_t lo[3] = {onnx_lib2(m, "less", STEP("lt"), x, K(-lambd)),
+                      onnx_lib2(m, "add", STEP("plus"), x, K(bias)),
+                      onnx_lib(m, "where", STEP("upper"), 3, hi, NULL)};
+    return onnx_set_output(m, 0, onnx_lib(m, "where", o, 3, lo, NULL));
+}
+
+/* Hardmax: 1 at the first maximum along the axis, 0 elsewhere: argmax (kept dimension)
+ * compared with the constant 0 .. n-1 laid along the axis, cast to x's dtype. Before opset 13
+ * the input is seen as 2-D, [product of the dimensions before axis, product of the rest]. */
+enum kiln_status
+onnx_op_hardmax(struct onnx_imp *m)
+{
+    enum kiln_dtype dt;
+    if (!float_input(m, &dt))
+        return m->ctx->err.status;
+    struct onnx_value *xv = m->in[0];
+    const char        *o = onnx_out0(m);
+    uint32_t           rank = onnx_vrank(m, xv);
+    const int64_t     *shape = onnx_vshape(m, xv);
+    int64_t            axis = onnx_attr_int(m, "axis", m->opset < 13 ? 1 : -1);
+    int64_t            ax = onnx_norm_axis(axis, rank);
+    if (rank == 0 || ax < 0 || ax >= (int64_t)rank + (m->opset < 13))
+        return BAD(m, "axis %lld is out of range for rank %u", (long long)axis, rank);
+    uint32_t x = onnx_tensor(m, xv), r = rank;
+    int64_t  sh[KILN_MAX_DIMS];
+    memcpy(sh, shape, sizeof(int64_t) * rank);
+    if (m->opset < 13) { /* [d0 ... d(axis-1)] x [d(axis) ...] */
+        int64_t a = 1, b = 1;
+        for (uint32_t i = 0; i < rank; i++)
+            *(i < ax ? &a : &b) *= shape[i];
+        sh[0] = a;
+        sh[1] = b;
+        r = 2;
+        ax = 1;
+        x = onnx_reshape(m, STEP("2d"), x, r, sh);
+    }
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", ax);
+    onnx_at_int(m, &as, "keepdims", 1);
+    uint32_t              am = onnx_lib1(m, "argmax", STEP("argmax"), x, &as);
+    struct frontend_const c = {.dtype = KILN_DTYPE_I64, .ndim = r, .numel = sh[ax]};
+    for (uint32_t i = 0; i < r; i++)
+        c.shape[i] = i == ax ? sh[ax] : 1;
+    c.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)c.numel);
+    if (!c.data)
+        return m->ctx->err.status;
+    for (int64_t i = 0; i < c.numel; i++)
+        c.data[i] = (double)i;
+    uint32_t          iota = onnx_weight(m, STEP("iota"), &c);
+    uint32_t          eq = onnx_lib2(m, "equal", STEP("eq"), am, iota);
+    struct onnx_attrs cs = {0};
+    onnx_at_str(m, &cs, "dtype", kiln_dtype_name(dt));
+    uint32_t y = onnx_lib1(m, "cast", m->opset < 13 ? STEP("cast") : o, eq, &cs);
+    if (m->opset < 13)
+        y = onnx_reshape(m, o, y, rank, shape);
+    return onnx_set_output(m, 0, y);
+}
+
+#undef K
+#undef STEP

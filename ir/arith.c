@@ -311,6 +311,7 @@ kiln_ival_bound(const struct kiln_ival_env *env, kiln_expr e)
     case KILN_OP_LOAD:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_FLOOR:
     case KILN_OP_EXP:
     case KILN_OP_LOG:
@@ -319,6 +320,17 @@ kiln_ival_bound(const struct kiln_ival_env *env, kiln_expr e)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ATANH:
     case KILN_OP_COUNT:
         break;
     }
@@ -592,6 +604,7 @@ kiln_expr_monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
     case KILN_OP_DIV:
     case KILN_OP_FLOORMOD:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:
@@ -609,6 +622,17 @@ kiln_expr_monotone(const kiln_ctx *ctx, kiln_expr e, kiln_expr v)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ATANH:
     case KILN_OP_COUNT:
         break;
     }

@@ -425,7 +425,7 @@ kiln_binary(kiln_ctx *ctx, enum kiln_op op, kiln_expr a, kiln_expr b)
         return type_error(ctx, op, "needs bool operands, not %s", DT(da));
     if ((fl & KILN_OPF_ARITH) && da == KILN_DTYPE_BOOL)
         return type_error(ctx, op, "needs numeric operands, not %s", DT(da));
-    if ((op == KILN_OP_DIV || op == KILN_OP_POW) && !kiln_dtype_is_float(da))
+    if ((op == KILN_OP_DIV || op == KILN_OP_POW || op == KILN_OP_FMOD) && !kiln_dtype_is_float(da))
         return type_error(ctx, op, "needs float operands, not %s (use floordiv for integers)",
                           DT(da));
     if ((op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD) && !kiln_dtype_is_int(da))

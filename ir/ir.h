@@ -32,7 +32,7 @@ enum kiln_op_cost {
     KILN_COST_CAST,
     KILN_COST_SIMPLE, /* neg, abs */
     KILN_COST_MATH,   /* floor: a float intrinsic, cheap */
-    KILN_COST_TRANS,  /* pow, exp, log, sqrt, rsqrt, tanh, erf, sigmoid: expensive */
+    KILN_COST_TRANS,  /* pow, exp, log, sqrt, rsqrt, tanh, erf, sigmoid, sin ... atanh: expensive */
 };
 
 enum kiln_op {

@@ -1220,8 +1220,8 @@ build_binary(struct parser *p, const struct ast *e, enum kiln_dtype want)
         return fail_msg(p, e, "'%s' needs bool operands, not %s", e->text, dn);
     if ((kiln_op_flags[op] & KILN_OPF_ARITH) && da == KILN_DTYPE_BOOL)
         return fail_msg(p, e, "'%s' needs numeric operands, not bool", e->text);
-    if (op == KILN_OP_POW && !kiln_dtype_is_float(da))
-        return fail_msg(p, e, "pow needs float operands, not %s", dn);
+    if ((op == KILN_OP_POW || op == KILN_OP_FMOD) && !kiln_dtype_is_float(da))
+        return fail_msg(p, e, "%s needs float operands, not %s", e->text, dn);
     kiln_expr r = kiln_binary(ctx, op, a, b);
     return r.id ? r : fail_at(p, e);
 }

@@ -153,7 +153,34 @@ kiln_scalar_sigmoid(double x)
     return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
 }
 
-/* The float intrinsics FLOOR .. SIGMOID on x (for kiln_scalar_eval). */
+/* The trigonometric and hyperbolic functions SIN .. ATANH on x (libm's). */
+static inline double
+kiln_scalar_trig_(enum kiln_op op, double x)
+{
+    if (op == KILN_OP_SIN)
+        return sin(x);
+    if (op == KILN_OP_COS)
+        return cos(x);
+    if (op == KILN_OP_TAN)
+        return tan(x);
+    if (op == KILN_OP_ASIN)
+        return asin(x);
+    if (op == KILN_OP_ACOS)
+        return acos(x);
+    if (op == KILN_OP_ATAN)
+        return atan(x);
+    if (op == KILN_OP_SINH)
+        return sinh(x);
+    if (op == KILN_OP_COSH)
+        return cosh(x);
+    if (op == KILN_OP_ASINH)
+        return asinh(x);
+    if (op == KILN_OP_ACOSH)
+        return acosh(x);
+    return atanh(x);
+}
+
+/* The float intrinsics FLOOR .. SIGMOID and SIN .. ATANH on x (for kiln_scalar_eval). */
 static inline double
 kiln_scalar_math_(enum kiln_op op, double x)
 {
@@ -171,7 +198,9 @@ kiln_scalar_math_(enum kiln_op op, double x)
         return tanh(x);
     if (op == KILN_OP_ERF)
         return erf(x);
-    return kiln_scalar_sigmoid(x);
+    if (op == KILN_OP_SIGMOID)
+        return kiln_scalar_sigmoid(x);
+    return kiln_scalar_trig_(op, x);
 }
 
 /* Operator op (unary: b ignored) on operands of dtype odt, giving dtype dt (integer results
@@ -234,6 +263,10 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         ok = fl;
         v.f = fl ? pow(x, y) : 0;
         break;
+    case KILN_OP_FMOD:
+        ok = fl;
+        v.f = fl ? fmod(x, y) : 0;
+        break;
     case KILN_OP_EQ:
         v.i = fl ? x == y : i == j;
         break;
@@ -278,6 +311,17 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
     case KILN_OP_SIGMOID:
     case KILN_OP_SQRT:
     case KILN_OP_TANH:
+    case KILN_OP_ACOS: /* trigonometric and hyperbolic, alphabetically */
+    case KILN_OP_ACOSH:
+    case KILN_OP_ASIN:
+    case KILN_OP_ASINH:
+    case KILN_OP_ATAN:
+    case KILN_OP_ATANH:
+    case KILN_OP_COS:
+    case KILN_OP_COSH:
+    case KILN_OP_SIN:
+    case KILN_OP_SINH:
+    case KILN_OP_TAN:
         ok = fl;
         v.f = fl ? kiln_scalar_math_(op, x) : 0;
         break;

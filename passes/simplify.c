@@ -942,6 +942,7 @@ simp_node(struct simp *S, kiln_expr e)
         return i64 ? simp_abs(S, e) : simp_kids(S, e);
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_CAST:
     case KILN_OP_FLOOR:
     case KILN_OP_EXP:
@@ -951,6 +952,17 @@ simp_node(struct simp *S, kiln_expr e)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ATANH:
         return simp_kids(S, e);
     case KILN_OP_COUNT:
         break;

@@ -651,6 +651,34 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
     "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
     "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
+    /* trigonometric and hyperbolic functions (in their domains), rounding, sign, reciprocal,
+     * isnan / isinf (bool, cast back), float and integer mod */
+    "input a: f32[3, 5]\ninput b: f32[5]\nw[i, j] = a[i, j] * 7.0\ny = mod(w, b, fmod=1)\n",
+    "input a: f32[3, 5]\ninput b: f32[3, 1]\nw[i, j] = a[i, j] * 7.0\ny = mod(w, b)\n",
+    "input x: f32[3, 5]\ny = sin(x)\n",
+    "input x: f32[3, 5]\ny = cos(x)\n",
+    "input x: f32[3, 5]\ny = tan(x)\n",
+    "input x: f32[3, 5]\ny = atan(x)\n",
+    "input x: f32[3, 5]\ny = sinh(x)\n",
+    "input x: f32[3, 5]\ny = cosh(x)\n",
+    "input x: f32[3, 5]\ny = asinh(x)\n",
+    "input x: f32[3, 5]\nz = tanh(x)\ny = asin(z)\n",
+    "input x: f32[3, 5]\nz = tanh(x)\ny = acos(z)\n",
+    "input x: f32[3, 5]\nz = tanh(x)\ny = atanh(z)\n",
+    "input x: f32[3, 5]\nz = exp(x)\nw[i, j] = z[i, j] + 1.0\ny = acosh(w)\n",
+    "input x: f32[3, 5]\nz[i, j] = x[i, j] * 4.0\ny = round(z)\n",
+    "input x: f32[3, 5]\nz[i, j] = x[i, j] * 4.0\ny = ceil(z)\n",
+    "input x: f32[3, 5]\nz[i, j] = floor(x[i, j] * 2.0)\ny = sign(z)\n",
+    "input x: f32[3, 5]\nz = exp(x)\ny = reciprocal(z)\n",
+    "input x: f32[3, 5]\nz[i, j] = log(x[i, j])\nc = isnan(z)\ny = cast(c, dtype=\"f32\")\n",
+    "input x: f32[3, 5]\nz[i, j] = 1.0 / floor(x[i, j] * 2.0)\nc = isinf(z, detect_negative=0)\n"
+    "y = cast(c, dtype=\"f32\")\n",
+    "input s: f32[3, 4]\ninput t: f32[4]\nw[i, j] = s[i, j] * 40.0\nv[j] = t[j] * 6.0\na = cast(w, "
+    "dtype=\"i32\")\nb = cast(v, dtype=\"i32\")\nm = mod(a, b, fmod=1)\ny = cast(m, "
+    "dtype=\"f32\")\n",
+    "input s: f32[3, 4]\ninput t: f32[3, 1]\nw[i, j] = s[i, j] * 40.0\nv[i, j] = t[i, j] * 6.0\na "
+    "= cast(w, "
+    "dtype=\"i64\")\nb = cast(v, dtype=\"i64\")\nm = mod(a, b)\ny = cast(m, dtype=\"f32\")\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -605,6 +605,7 @@ lin_of(struct fx *X, uint32_t e, struct lin *out, int depth)
     case KILN_OP_SELECT:
     case KILN_OP_DIV:
     case KILN_OP_POW:
+    case KILN_OP_FMOD:
     case KILN_OP_EQ:
     case KILN_OP_NE:
     case KILN_OP_LT:
@@ -620,6 +621,17 @@ lin_of(struct fx *X, uint32_t e, struct lin *out, int depth)
     case KILN_OP_RSQRT:
     case KILN_OP_TANH:
     case KILN_OP_ERF:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ATANH:
     case KILN_OP_SIGMOID: {
         uint64_t d = 0;
         for (uint32_t i = 0; i < 3; i++) {

@@ -615,7 +615,21 @@ g_math(struct kiln_func *f, kiln_expr i, const void *ud)
     case KILN_OP_TANH:
     case KILN_OP_ERF:
     case KILN_OP_SIGMOID:
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_TAN:
+    case KILN_OP_ATAN:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH:
+    case KILN_OP_ASINH:
         return kiln_unary(ctx, op, a);
+    case KILN_OP_ASIN: /* in (-1, 1) */
+    case KILN_OP_ACOS:
+    case KILN_OP_ATANH:
+        return kiln_unary(ctx, op,
+                          kiln_mul(ctx, kiln_unary(ctx, KILN_OP_TANH, a), F(ctx, 0.9, p->dt)));
+    case KILN_OP_ACOSH: /* at least 1 */
+        return kiln_unary(ctx, op, kiln_add(ctx, pos, F(ctx, 1, p->dt)));
     case KILN_OP_CAST: /* through i32 and back: truncation toward zero */
         return kiln_cast(ctx, p->dt,
                          kiln_cast(ctx, KILN_DTYPE_I32, kiln_mul(ctx, a, F(ctx, 4, p->dt))));
@@ -633,10 +647,12 @@ static void
 test_math_ops(void)
 {
     static const enum kiln_op ops[] = {
-        KILN_OP_ADD,  KILN_OP_SUB,   KILN_OP_MUL,  KILN_OP_DIV,   KILN_OP_MIN,     KILN_OP_MAX,
-        KILN_OP_POW,  KILN_OP_NEG,   KILN_OP_ABS,  KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,
-        KILN_OP_SQRT, KILN_OP_RSQRT, KILN_OP_TANH, KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_CAST,
-        KILN_OP_EQ,   KILN_OP_NE,    KILN_OP_LT,   KILN_OP_LE,
+        KILN_OP_ADD,   KILN_OP_SUB,   KILN_OP_MUL,   KILN_OP_DIV,   KILN_OP_MIN,     KILN_OP_MAX,
+        KILN_OP_POW,   KILN_OP_NEG,   KILN_OP_ABS,   KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,
+        KILN_OP_SQRT,  KILN_OP_RSQRT, KILN_OP_TANH,  KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_CAST,
+        KILN_OP_EQ,    KILN_OP_NE,    KILN_OP_LT,    KILN_OP_LE,    KILN_OP_SIN,     KILN_OP_COS,
+        KILN_OP_TAN,   KILN_OP_ASIN,  KILN_OP_ACOS,  KILN_OP_ATAN,  KILN_OP_SINH,    KILN_OP_COSH,
+        KILN_OP_ASINH, KILN_OP_ACOSH, KILN_OP_ATANH, KILN_OP_FMOD,
     };
     kiln_ctx *ctx = kiln_ctx_new(NULL);
     for (size_t k = 0; k < KILN_COUNTOF(ops); k++) {
@@ -1196,7 +1212,8 @@ static double
 sc_jit_tol(enum kiln_op op, enum kiln_dtype dt)
 {
     bool approx = op == KILN_OP_EXP || op == KILN_OP_LOG || op == KILN_OP_TANH || op == KILN_OP_ERF
-                  || op == KILN_OP_POW || op == KILN_OP_RSQRT;
+                  || op == KILN_OP_POW || op == KILN_OP_RSQRT
+                  || (op >= KILN_OP_SIN && op <= KILN_OP_ATANH);
     if (op == KILN_OP_SIGMOID)
         return dt == KILN_DTYPE_F32 ? 1e-6 : 1e-15;
     return approx && dt == KILN_DTYPE_F32 ? 1e-6 : 0;
@@ -1355,13 +1372,15 @@ static void
 test_scalar_semantics(void)
 {
     static const enum kiln_op binops[] = {
-        KILN_OP_ADD,      KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV, KILN_OP_FLOORDIV,
-        KILN_OP_FLOORMOD, KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_EQ,
-        KILN_OP_NE,       KILN_OP_LT,  KILN_OP_LE,  KILN_OP_AND, KILN_OP_OR,
+        KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV,  KILN_OP_FLOORDIV, KILN_OP_FLOORMOD,
+        KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_FMOD, KILN_OP_EQ,       KILN_OP_NE,
+        KILN_OP_LT,  KILN_OP_LE,  KILN_OP_AND, KILN_OP_OR,
     };
     static const enum kiln_op unops[] = {
-        KILN_OP_NOT,  KILN_OP_NEG,   KILN_OP_ABS,  KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,
-        KILN_OP_SQRT, KILN_OP_RSQRT, KILN_OP_TANH, KILN_OP_ERF,   KILN_OP_SIGMOID,
+        KILN_OP_NOT,  KILN_OP_NEG,   KILN_OP_ABS,   KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,
+        KILN_OP_SQRT, KILN_OP_RSQRT, KILN_OP_TANH,  KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_SIN,
+        KILN_OP_COS,  KILN_OP_TAN,   KILN_OP_ASIN,  KILN_OP_ACOS,  KILN_OP_ATAN,    KILN_OP_SINH,
+        KILN_OP_COSH, KILN_OP_ASINH, KILN_OP_ACOSH, KILN_OP_ATANH,
     };
     uint64_t iters = opt_iters_or(2), ncase = 0, nsimp = 0;
     sc_shown = 0;

@@ -698,7 +698,10 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *f
 static void
 test_emulated(void)
 {
-    enum { NRANDOM = 16, CAP = 6 * 64 + 32 + 9 + 1 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM };
+    enum {
+        NRANDOM = 16,
+        CAP = 6 * 64 + 32 + 9 + 1 + 2 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM
+    };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
     uint32_t               n = 0;
@@ -778,6 +781,25 @@ test_emulated(void)
         harness_fail(__FILE__, __LINE__, "shared-memory matmul: %s",
                      kiln_ctx_error(cases[n].ctx)->msg);
         kiln_ctx_free(cases[n].ctx);
+    }
+    /* the trigonometric and hyperbolic functions (sinf ... atanhf) in their domains, fmodf */
+    static const char trig_kg[] =
+        "input x: f32[5, 33]\n"
+        "a[i, j] = sin(x[i, j]) + cos(x[i, j]) * tan(x[i, j]) - atan(x[i, j])\n"
+        "b[i, j] = sinh(x[i, j]) + cosh(x[i, j]) * asinh(x[i, j])\n"
+        "c[i, j] = asin(x[i, j]) + acos(x[i, j]) * atanh(x[i, j] * 0.9)\n"
+        "d[i, j] = acosh(abs(x[i, j]) + 1.0) + a[i, j] + b[i, j] + c[i, j]\n"
+        "e[i, j] = d[i, j] + fmod(x[i, j] * 8.0, 0.75)\n" /* exact in f32 and f64 */
+        "output e\n";
+    for (int gpu = 0; gpu < 2; gpu++) {
+        snprintf(what[n], sizeof what[n], "trigonometric functions, %s schedule",
+                 gpu ? "GPU" : "default");
+        if (emu_case(&cases[n], trig_kg, gpu ? "gpu" : NULL, what[n], n))
+            n++;
+        else {
+            harness_fail(__FILE__, __LINE__, "%s: %s", what[n], kiln_ctx_error(cases[n].ctx)->msg);
+            kiln_ctx_free(cases[n].ctx);
+        }
     }
     /* benchmarks/bench_gpu.c's hand-written schedules, at sizes their tiles do not divide */
     static char bench_kg[2][1024];

@@ -10,10 +10,11 @@
  *   Constant/Shape/Reshape folding, import-time constant folding of a Shape/Slice/Mul/Range
  *   chain, LayerNormalization with its statistics outputs and Split, on random data against a
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
- *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu against naive
+ *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu, Hardmax (both axis
+ *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin and Atanh against naive
  *   computations; the error messages of an unsupported op and attribute, a dynamic shape, a
- *   missing input, a cast to a type kiln lacks; initializers returned as weights; names made
- *   valid.
+ *   missing input, a cast to a type kiln lacks, a float Mod without fmod, a bad Hardmax axis;
+ *   initializers returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from the opset
  *   that introduced the op, the lookup by opset, and the dispatcher's shared checks (attributes
  *   by opset row, a missing or undefined input, an output past the row's).
@@ -590,6 +591,142 @@ test_reduction_errors(void)
             mb_attr_i(&b, n, "noop_with_empty_axes", 1);
         else if (cases[k].attr == 3)
             mb_attr_i(&b, n, "select_last_index", 1);
+        mb_output(&b, "y");
+        kiln_ctx            *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph   *g;
+        const double *const *w;
+        if (mb_import(ctx, &b, &g, &w) == KILN_OK) {
+            harness_fail(__FILE__, __LINE__, "%s: imported, want an error", cases[k].op);
+        } else {
+            CHECK_CONTAINS(errmsg(ctx), cases[k].want[0]);
+            CHECK_CONTAINS(errmsg(ctx), cases[k].want[1]);
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
+/* Elementwise ops built from several library ops (Hardmax, Shrink, ThresholdedRelu, Mean) and
+ * the new unary ones, on x of shape [2, 3, 4] with random values (some halves and ties),
+ * against naive computations. */
+static void
+test_elementwise(void)
+{
+    struct kiln_rng    r = kiln_rng_new(opt_seed());
+    int64_t            sx[3] = {2, 3, 4};
+    static char *const ops[] = {
+        "Hardmax", "Shrink", "ThresholdedRelu", "Mean", "Round", "Sign", "Ceil", "Sin", "Atanh"};
+    for (uint64_t it = 0; it < opt_iters_or(60); it++) {
+        double x[24], y[24];
+        float  cf[24];
+        for (int i = 0; i < 24; i++) {
+            x[i] = (double)(float)(kiln_rng_uniform(&r) * 4 - 2);
+            if (kiln_rng_below(&r, 3) == 0) /* halves: ties for Hardmax, Round, Sign */
+                x[i] = (double)((int)kiln_rng_below(&r, 9) - 4) / 2;
+            cf[i] = (float)(kiln_rng_uniform(&r) * 2 - 1);
+        }
+        char     *op = ops[kiln_rng_below(&r, KILN_COUNTOF(ops))];
+        char     *in[] = {"x", "c"}, *out[] = {"y"}, what[128];
+        int64_t   opset = kiln_rng_below(&r, 2) ? 13 : 11, axis = 0;
+        float     fa = (float)(kiln_rng_uniform(&r) * 2 - 1), fb = (float)kiln_rng_uniform(&r);
+        struct mb b;
+        bool      mean = !strcmp(op, "Mean");
+        mb_init(&b, opset);
+        mb_input(&b, "x", 3, sx);
+        if (mean)
+            mb_init_tensor(&b, "c", 3, sx, cf, NULL, 24);
+        Onnx__NodeProto *n = mb_node(&b, op, "e", mean ? 2 : 1, in, out);
+        if (!strcmp(op, "Hardmax")) {
+            axis = (int64_t)kiln_rng_below(&r, 6) - 3;
+            mb_attr_i(&b, n, "axis", axis);
+        } else if (!strcmp(op, "Shrink")) {
+            mb_attr_f(&b, n, "bias", fa);
+            mb_attr_f(&b, n, "lambd", fb);
+        } else if (!strcmp(op, "ThresholdedRelu")) {
+            mb_attr_f(&b, n, "alpha", fa);
+        } else if (!strcmp(op, "Atanh")) {
+            for (int i = 0; i < 24; i++)
+                x[i] = (double)(float)(x[i] / 2.5);
+        }
+        mb_output(&b, "y");
+        snprintf(what, sizeof what, "%s (opset %lld, axis %lld, %g, %g)", op, (long long)opset,
+                 (long long)axis, fa, fb);
+        uint32_t rank;
+        if (!run_x24(&b, x, y, &rank, what))
+            continue;
+        CHECK_EQ_INT(3, rank);
+        double want[24];
+        for (int i = 0; i < 24; i++) {
+            double v = x[i];
+            if (!strcmp(op, "Shrink"))
+                want[i] = v < -(double)fb ? v + fa : v > fb ? v - fa : 0;
+            else if (!strcmp(op, "ThresholdedRelu"))
+                want[i] = v > fa ? v : 0;
+            else if (mean)
+                want[i] = (float)((float)v + cf[i]) / 2;
+            else if (!strcmp(op, "Round"))
+                want[i] = nearbyint(v); /* the default rounding mode: half to even */
+            else if (!strcmp(op, "Sign"))
+                want[i] = v < 0 ? -1 : v > 0 ? 1 : 0;
+            else if (!strcmp(op, "Ceil"))
+                want[i] = ceil(v);
+            else if (!strcmp(op, "Sin"))
+                want[i] = sin(v);
+            else if (!strcmp(op, "Atanh"))
+                want[i] = atanh(v);
+            else
+                want[i] = 0;
+        }
+        if (!strcmp(op, "Hardmax")) {
+            /* opset 13: along axis; before, over the flattened dimensions from axis */
+            int64_t a = axis < 0 ? axis + 3 : axis, inner = 1, len = 1;
+            for (int64_t d = a + 1; d < 3; d++)
+                inner *= sx[d];
+            if (opset < 13) {
+                len = inner * sx[a];
+                inner = 1;
+            } else {
+                len = sx[a];
+            }
+            for (int i = 0; i < 24; i++) {
+                int64_t base = i / (len * inner) * len * inner + i % inner, best = base;
+                for (int64_t j = 1; j < len; j++)
+                    if (x[base + j * inner] > x[best])
+                        best = base + j * inner;
+                want[i] = i == best;
+            }
+        }
+        for (int i = 0; i < 24; i++)
+            if (!(fabs(y[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]))))
+                harness_fail(__FILE__, __LINE__, "%s: element %d is %.9g, want %.9g (x = %.9g)",
+                             what, i, y[i], want[i], x[i]);
+    }
+}
+
+/* What the elementwise ops refuse, and how they say it. */
+static void
+test_elementwise_errors(void)
+{
+    int64_t sx[3] = {2, 3, 4};
+    char   *in1[] = {"x"}, *in2[] = {"x", "x"}, *out[] = {"y"};
+    struct {
+        char       *op;
+        int         attr; /* 0 none, 1 fmod=0, 2 axis=3, 3 fmod=2 */
+        const char *want[2];
+    } cases[] = {
+        {"Mod", 1, {"node 0 'e' (Mod, opset 13)", "fmod must be 1 for float inputs (f32)"}},
+        {"Mod", 3, {"node 0 'e' (Mod, opset 13)", "fmod 2 must be 0 or 1"}},
+        {"Hardmax", 2, {"node 0 'e' (Hardmax, opset 13)", "axis 3 is out of range for rank 3"}},
+    };
+    for (size_t k = 0; k < KILN_COUNTOF(cases); k++) {
+        struct mb b;
+        mb_init(&b, 13);
+        mb_input(&b, "x", 3, sx);
+        bool             bin = !strcmp(cases[k].op, "Mod");
+        Onnx__NodeProto *n = mb_node(&b, cases[k].op, "e", bin ? 2 : 1, bin ? in2 : in1, out);
+        if (cases[k].attr == 1 || cases[k].attr == 3)
+            mb_attr_i(&b, n, "fmod", cases[k].attr == 1 ? 0 : 2);
+        else if (cases[k].attr == 2)
+            mb_attr_i(&b, n, "axis", 3);
         mb_output(&b, "y");
         kiln_ctx            *ctx = kiln_ctx_new(NULL);
         struct kiln_graph   *g;
@@ -1611,7 +1748,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 430);
+    backend_suite("node", 514);
 }
 
 static void
@@ -1899,6 +2036,8 @@ static const struct test tests[] = {
     {"reductions", test_reductions},
     {"argmax_cumsum", test_argmax_cumsum},
     {"reduction_errors", test_reduction_errors},
+    {"elementwise", test_elementwise},
+    {"elementwise_errors", test_elementwise_errors},
 };
 
 int

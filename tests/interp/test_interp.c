@@ -616,10 +616,13 @@ gen_float(struct gen *s, int depth)
         }
     }
     static const enum kiln_op bin[] = {KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_DIV,
-                                       KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW};
-    static const enum kiln_op un[] = {KILN_OP_NEG, KILN_OP_ABS,    KILN_OP_FLOOR, KILN_OP_EXP,
-                                      KILN_OP_LOG, KILN_OP_SQRT,   KILN_OP_RSQRT, KILN_OP_TANH,
-                                      KILN_OP_ERF, KILN_OP_SIGMOID};
+                                       KILN_OP_MIN, KILN_OP_MAX, KILN_OP_POW, KILN_OP_FMOD};
+    static const enum kiln_op un[] = {
+        KILN_OP_NEG,   KILN_OP_ABS,   KILN_OP_FLOOR, KILN_OP_EXP,     KILN_OP_LOG,  KILN_OP_SQRT,
+        KILN_OP_RSQRT, KILN_OP_TANH,  KILN_OP_ERF,   KILN_OP_SIGMOID, KILN_OP_SIN,  KILN_OP_COS,
+        KILN_OP_TAN,   KILN_OP_ASIN,  KILN_OP_ACOS,  KILN_OP_ATAN,    KILN_OP_SINH, KILN_OP_COSH,
+        KILN_OP_ASINH, KILN_OP_ACOSH, KILN_OP_ATANH,
+    };
     switch (pick(s, 8)) {
     case 0:
     case 1: {
@@ -762,6 +765,8 @@ ref_eval(struct ref *rf, uint32_t id)
         return isnan(a) || isnan(b) ? NAN : fmin(a, b);
     case KILN_OP_MAX:
         return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+    case KILN_OP_FMOD:
+        return fmod(a, b);
     case KILN_OP_POW:
         return pow(a, b);
     case KILN_OP_EQ:
@@ -798,6 +803,28 @@ ref_eval(struct ref *rf, uint32_t id)
         return erf(a);
     case KILN_OP_SIGMOID:
         return a >= 0 ? 1 / (1 + exp(-a)) : exp(a) / (1 + exp(a));
+    case KILN_OP_SIN:
+        return sin(a);
+    case KILN_OP_COS:
+        return cos(a);
+    case KILN_OP_TAN:
+        return tan(a);
+    case KILN_OP_ASIN:
+        return asin(a);
+    case KILN_OP_ACOS:
+        return acos(a);
+    case KILN_OP_ATAN:
+        return atan(a);
+    case KILN_OP_SINH:
+        return sinh(a);
+    case KILN_OP_COSH:
+        return cosh(a);
+    case KILN_OP_ASINH:
+        return asinh(a);
+    case KILN_OP_ACOSH:
+        return acosh(a);
+    case KILN_OP_ATANH:
+        return atanh(a);
     case KILN_OP_NIL: /* handled above, or not values */
     case KILN_OP_INT:
     case KILN_OP_FLOAT:

@@ -298,7 +298,14 @@ static const struct shape_case shape_cases[] = {
     {"reduce_prod", "x:f32[2,3,4]", "axes=[]", "[2, 3, 4]", 1},
     {"argmax", "x:f32[2,3,4]", "axis=1", "[2, 1, 4]", 2},
     {"argmin", "x:i32[2,3,4]", "axis=-1 keepdims=0 select_last_index=1", "[2, 3]", 2},
-    {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]", 1},
+    {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]",
+     1}, /* trigonometric, rounding, predicates, mod */
+    {"sin", "x:f32[2,3]", "", "[2, 3]", 1},
+    {"atanh", "x:f64[4]", "", "[4]", 1},
+    {"round", "x:f32[2,3]", "", "[2, 3]", 1},
+    {"sign", "x:i8[5]", "", "[5]", 1},
+    {"isinf", "x:f32[2,3]", "detect_positive=0", "[2, 3]", 1},
+    {"mod", "a:i32[2,1] b:i32[3]", "fmod=1", "[2, 3]", 1},
 };
 
 static void
@@ -798,6 +805,17 @@ static const struct error_case error_cases[] = {
     {"cumsum", "x:f32[]", "", "cumsum: input x is a scalar; it needs at least 1 dimension"},
     {"cumsum", "x:f32[4]", "axis=1", "cumsum: axis 1 is out of range for input x of rank 1"},
     {"cumsum", "x:f32[4] y:f32[4]", "", "cumsum: expects 1 input, got 2"},
+    {"cos", "x:i32[4]", "", "cos: input x has dtype i32; a float dtype is required"},
+    {"round", "x:i64[4]", "", "round: input x has dtype i64; a float dtype is required"},
+    {"sign", "x:bool[4]", "", "sign: input x has dtype bool; a numeric dtype is required"},
+    {"isnan", "x:f32[4] y:f32[4]", "", "isnan: expects 1 input, got 2"},
+    {"isinf", "x:f32[4]", "detect_negative=2",
+     "isinf: attribute detect_negative must be 0 or 1, got 2"},
+    {"mod", "a:i32[4] b:i32[4]", "fmod=-1", "mod: attribute fmod must be 0 or 1, got -1"},
+    {"mod", "a:bool[4] b:bool[4]", "fmod=1",
+     "mod: input a has dtype bool; a numeric dtype is required"},
+    {"mod", "a:i32[4] b:i64[4]", "", "mod: dtypes of a (i32) and b (i64) differ"},
+    {"mod", "a:i32[3] b:i32[4]", "", "mod: shapes [3] of a and [4] of b do not broadcast"},
 };
 
 static void
@@ -1093,6 +1111,11 @@ test_values_elem(void)
     EXPECT("abs", "x:f64[4]", "", v, 2, 0.5, 0, 1.5);
     EXPECT("square", "x:f64[4]", "", v, 4, 0.25, 0, 2.25);
     EXPECT("floor", "x:f64[4]", "", v, -2, -1, 0, 1);
+    EXPECT("ceil", "x:f64[4]", "", v, -2, -0.0, 0, 2);
+    EXPECT("round", "x:f64[4]", "", v, -2, -0.0, 0, 2);
+    EXPECT("sign", "x:f64[4]", "", v, -1, -1, 0, 1);
+    EXPECT("sin", "x:f64[4]", "", v, sin(-2), sin(-0.5), 0, sin(1.5));
+    EXPECT("atan", "x:f64[4]", "", v, atan(-2), atan(-0.5), 0, atan(1.5));
     EXPECT("neg", "x:f64[4]", "", v, 2, 0.5, 0, -1.5);
     EXPECT("gelu", "x:f64[4]", "", v, -2 * 0.5 * (1 + erf(-2 / sqrt(2))),
            -0.5 * 0.5 * (1 + erf(-0.5 / sqrt(2))), 0, 1.5 * 0.5 * (1 + erf(1.5 / sqrt(2))));

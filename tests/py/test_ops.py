@@ -997,6 +997,95 @@ for _op in LOGIC:
     GENERATORS[_op] = (gen_logic(_op), 5)
 
 
+# trigonometric, hyperbolic and rounding functions, sign, reciprocal, isnan, isinf, mod
+MATH = {
+    "sin": (np.sin, None), "cos": (np.cos, None), "tan": (np.tan, (-1.5, 1.5)),
+    "asin": (np.arcsin, (-1, 1)), "acos": (np.arccos, (-1, 1)), "atan": (np.arctan, None),
+    "sinh": (np.sinh, None), "cosh": (np.cosh, None), "asinh": (np.arcsinh, None),
+    "acosh": (np.arccosh, (1, 5)), "atanh": (np.arctanh, (-0.99, 0.99)),
+    "ceil": (np.ceil, (-4, 4)), "reciprocal": (lambda x: 1 / x, (0.2, 3)),
+}
+
+
+def gen_math(op):
+    def gen(g):
+        fn, rng = MATH[op]
+        shape = g.shape(g.int(0, 4), 1, 5)
+        x = g.arr(shape, *rng) if rng else g.arr(shape, scale=2)
+        if op == "reciprocal":
+            x = x * np.where(g.rng.random(shape) < 0.5, -1, 1).astype(x.dtype)
+        return Case(op, {"x": x}, call(op, ["x"]), fn(f64(x)))
+    return gen
+
+
+def gen_round(g):
+    shape = g.shape(g.int(0, 4), 1, 5)
+    x = g.arr(shape, scale=4)
+    halves = (np.round(x * 2) / 2).astype(x.dtype)  # ties: half to even
+    x = np.where(g.rng.random(shape) < 0.5, halves, x)
+    if x.size and g.coin(0.3):
+        x.flat[0] = g.pick([np.inf, -np.inf, np.nan, 0.49999997, -2.5, 2.0**60 + 0.0])
+    return Case("round", {"x": x}, call("round", ["x"]), np.round(f64(x)))
+
+
+def gen_sign(g):
+    shape = g.shape(g.int(0, 4), 1, 5)
+    x = draw_typed(g, shape, "num")
+    if x.dtype.kind == "f" and x.size and g.coin(0.3):
+        x.flat[0] = np.nan
+    return Case("sign", {"x": x}, call("sign", ["x"]), np.sign(x))
+
+
+def special_floats(g, shape):
+    x = g.arr(shape, scale=1e3)
+    pick = g.rng.random(shape)
+    x = np.where(pick < 0.2, np.inf, np.where(pick < 0.4, -np.inf, np.where(pick < 0.5, np.nan, x)))
+    return x.astype(np.float32 if g.f32 else np.float64)
+
+
+def gen_isnan(g):
+    x = special_floats(g, g.shape(g.int(0, 4), 1, 5))
+    return Case("isnan", {"x": x}, call("isnan", ["x"]), np.isnan(x))
+
+
+def gen_isinf(g):
+    x = special_floats(g, g.shape(g.int(0, 4), 1, 5))
+    neg, pos = g.pick([None, 0, 1]), g.pick([None, 0, 1])
+    want = (np.isposinf(x) & (pos != 0)) | (np.isneginf(x) & (neg != 0))
+    return Case("isinf", {"x": x},
+                call("isinf", ["x"], detect_negative=neg, detect_positive=pos), want)
+
+
+def gen_mod(g):
+    sa, sb = bcast_pair(g)
+    fm = g.pick([None, 0, 1])
+    if g.coin(0.4):  # floats: C's fmod (fmod=1) or NumPy's mod (fmod=0)
+        a, b = g.arr(sa, scale=10), g.arr(sb, 0.5, 3, scale=g.pick([1, -1]))
+        want = np.fmod(f64(a), f64(b)) if fm else np.mod(f64(a), f64(b))
+        args = {"a": a, "b": b}
+        return Case("mod", args, call("mod", ["a", "b"], fmod=fm), want)
+    dt = g.pick([np.int8, np.int32, np.int64])
+    a, b = g.rng.integers(-100, 101, sa).astype(dt), g.rng.integers(-9, 10, sb).astype(dt)
+    if a.size and g.coin(0.3):
+        a.flat[0] = np.iinfo(dt).min  # by -1: 0, never a trap
+    bb = np.where(b == 0, 1, b).astype(np.int64)
+    want = np.fmod(a.astype(np.int64), bb) if fm else np.mod(a.astype(np.int64), bb)
+    want = np.where(b == 0, 0, want)
+    args = {"a": a, "b": b}
+    return Case("mod", args, call("mod", ["a", "b"], fmod=fm), want)
+
+
+for _op in MATH:
+    GENERATORS[_op] = (gen_math(_op), 5)
+GENERATORS.update({
+    "round": (gen_round, 8),
+    "sign": (gen_sign, 6),
+    "isnan": (gen_isnan, 4),
+    "isinf": (gen_isinf, 8),
+    "mod": (gen_mod, 12),
+})
+
+
 # ---- running --------------------------------------------------------------------------------
 
 def tolerance(case):
