@@ -11,9 +11,10 @@
  *   chain, LayerNormalization with its statistics outputs and Split, on random data against a
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu against naive
- *   computations; the error messages of an unsupported op and attribute, a dynamic shape, a
- *   missing input, a cast to a type kiln lacks; initializers returned as weights; names made
- *   valid.
+ *   computations; NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights,
+ *   ignore_index, log_prob) against a naive computation; the error messages of an unsupported op
+ * and attribute, a dynamic shape, a missing input, a cast to a type kiln lacks; initializers
+ * returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from the opset
  *   that introduced the op, the lookup by opset, and the dispatcher's shared checks (attributes
  *   by opset row, a missing or undefined input, an output past the row's).
@@ -1611,7 +1612,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 430);
+    backend_suite("node", 516);
 }
 
 static void
@@ -1877,6 +1878,159 @@ test_onnx_expand_tile_trilu(void)
     expect_error(&b, KILN_ERR_UNSUPPORTED, p3, 2, __LINE__);
 }
 
+/* ---- losses: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ---- */
+
+static void
+mb_attr_s(struct mb *b, Onnx__NodeProto *n, char *name, char *str)
+{
+    Onnx__AttributeProto *a = &b->attr[b->nattr++];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.len = strlen(str);
+    a->s.data = (uint8_t *)str;
+    n->attribute[n->n_attribute++] = a;
+}
+
+/* The naive loss of sample (n, d) of lp[2, 3, 4] at target v: -lp[n, v, d] * w[v] (w NULL: 1),
+ * 0 when v is the ignore_index ii (has_ii); a target outside [0, 3) without ignore_index reads
+ * the element the gathers clamp it to (negative ones counting from the end). Adds the weight
+ * applied to *wsum. */
+static double
+naive_nll(const double *lp, const double *w, int64_t v, int n, int d, bool has_ii, int64_t ii,
+          double *wsum)
+{
+    if (has_ii && v == ii)
+        return 0;
+    v = v < 0 ? v + 3 : v;
+    v = v < 0 ? 0 : v > 2 ? 2 : v;
+    double wt = w ? w[v] : 1;
+    *wsum += wt;
+    return -lp[(n * 3 + v) * 4 + d] * wt;
+}
+
+/* x[2, 3, 4] (N, C, d1), targets t[2, 4] with an ignore_index of -1 or 1 on about a quarter of
+ * them, weights w[3]: NegativeLogLikelihoodLoss none / mean (weighted, ignoring) and sum (no
+ * weight, no ignore_index), SoftmaxCrossEntropyLoss mean with weights and its log_prob output,
+ * and mean without weights (the count of targets not ignored divides), against a naive
+ * computation; a bad reduction, a target of the wrong shape and a float target are errors. */
+static void
+test_onnx_losses(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4}, st[2] = {2, 4}, sw[1] = {3};
+    for (uint64_t it = 0; it < opt_iters_or(8); it++) {
+        int64_t ii = kiln_rng_below(&r, 2) ? -1 : 1;
+        double  x[24], t[8], n0[8], n1, n2, s0, lp[24], s1;
+        float   wf[3];
+        double  w[3];
+        for (int i = 0; i < 24; i++)
+            x[i] = 4 * kiln_rng_uniform(&r) - 2;
+        for (int i = 0; i < 8; i++)
+            t[i] = kiln_rng_below(&r, 4) ? (double)kiln_rng_below(&r, 3) : (double)ii;
+        for (int i = 0; i < 3; i++)
+            w[i] = wf[i] = (float)(0.25 + kiln_rng_uniform(&r));
+        struct mb b;
+        mb_init(&b, 13);
+        char *ixtw[] = {"x", "t", "w"}, *o0[] = {"n0"}, *o1[] = {"n1"}, *o2[] = {"n2"},
+             *o3[] = {"s0", "lp"}, *o4[] = {"s1"};
+        mb_input(&b, "x", 3, sx);
+        mb_input(&b, "t", 2, st);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_init_tensor(&b, "w", 1, sw, wf, NULL, 3);
+        Onnx__NodeProto *nn0 = mb_node(&b, "NegativeLogLikelihoodLoss", "nll0", 3, ixtw, o0);
+        mb_attr_s(&b, nn0, "reduction", "none");
+        mb_attr_i(&b, nn0, "ignore_index", ii);
+        Onnx__NodeProto *nn1 = mb_node(&b, "NegativeLogLikelihoodLoss", "nll1", 3, ixtw, o1);
+        mb_attr_i(&b, nn1, "ignore_index", ii);
+        mb_attr_s(&b, mb_node(&b, "NegativeLogLikelihoodLoss", "nll2", 2, ixtw, o2), "reduction",
+                  "sum");
+        Onnx__NodeProto *ns0 = mb_node(&b, "SoftmaxCrossEntropyLoss", "sce0", 3, ixtw, o3);
+        ns0->n_output = 2;
+        mb_attr_i(&b, ns0, "ignore_index", ii);
+        mb_attr_i(&b, mb_node(&b, "SoftmaxCrossEntropyLoss", "sce1", 2, ixtw, o4), "ignore_index",
+                  ii);
+        mb_output(&b, "n0");
+        mb_output(&b, "n1");
+        mb_output(&b, "n2");
+        mb_output(&b, "s0");
+        mb_output(&b, "lp");
+        mb_output(&b, "s1");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {x, t};
+        double            *outs[] = {n0, &n1, &n2, &s0, lp, &s1};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            double lsm[24]; /* log_softmax over the class axis */
+            for (int n = 0; n < 2; n++)
+                for (int d = 0; d < 4; d++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int c = 0; c < 3; c++)
+                        mx = fmax(mx, x[(n * 3 + c) * 4 + d]);
+                    for (int c = 0; c < 3; c++)
+                        sum += exp(x[(n * 3 + c) * 4 + d] - mx);
+                    for (int c = 0; c < 3; c++)
+                        lsm[(n * 3 + c) * 4 + d] = x[(n * 3 + c) * 4 + d] - mx - log(sum);
+                }
+            double sum1 = 0, w1 = 0, sum2 = 0, w2 = 0, sum3 = 0, w3 = 0, sum4 = 0, w4 = 0, w0 = 0;
+            for (int n = 0; n < 2; n++)
+                for (int d = 0; d < 4; d++) {
+                    int64_t v = (int64_t)t[n * 4 + d];
+                    CHECK_NEAR(naive_nll(x, w, v, n, d, true, ii, &w0), n0[n * 4 + d], 1e-12);
+                    sum1 += naive_nll(x, w, v, n, d, true, ii, &w1);
+                    sum2 += naive_nll(x, NULL, v, n, d, false, 0, &w2);
+                    sum3 += naive_nll(lsm, w, v, n, d, true, ii, &w3);
+                    sum4 += naive_nll(lsm, NULL, v, n, d, true, ii, &w4);
+                }
+            CHECK_NEAR(sum1 / w1, n1, 1e-9 * (1 + fabs(n1)));
+            CHECK_NEAR(sum2, n2, 1e-9 * (1 + fabs(n2)));
+            CHECK_NEAR(sum3 / w3, s0, 1e-9 * (1 + fabs(s0)));
+            CHECK_NEAR(sum4 / w4, s1, 1e-9 * (1 + fabs(s1)));
+            for (int i = 0; i < 24; i++)
+                CHECK_NEAR(lsm[i], lp[i], 1e-9);
+            struct kiln_tensor_info ti;
+            kiln_graph_tensor(g, kiln_graph_output(g, 1), &ti);
+            CHECK_EQ_INT(0, ti.ndim); /* a reduced loss is a scalar */
+            CHECK(has_call(ctx, g, "gather_elements"));
+            CHECK(has_call(ctx, g, "log_softmax"));
+        }
+        kiln_ctx_free(ctx);
+    }
+
+    char     *ixt[] = {"x", "t"}, *out[] = {"y"};
+    struct mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, st);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "NegativeLogLikelihoodLoss", "l", 2, ixt, out), "reduction", "max");
+    mb_output(&b, "y");
+    const char *p1[] = {"node 0 'l' (NegativeLogLikelihoodLoss, opset 13)",
+                        "reduction 'max' is not one of none, sum, mean"};
+    expect_error(&b, KILN_ERR_INVALID, p1, 2, __LINE__);
+
+    int64_t bad[2] = {2, 3};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, bad);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_node(&b, "SoftmaxCrossEntropyLoss", "l", 2, ixt, out);
+    mb_output(&b, "y");
+    const char *p2[] = {"node 0 'l' (SoftmaxCrossEntropyLoss, opset 13)",
+                        "input 1 ('t') must have input 0's shape without dimension 1"};
+    expect_error(&b, KILN_ERR_INVALID, p2, 2, __LINE__);
+
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, st);
+    mb_node(&b, "NegativeLogLikelihoodLoss", "l", 2, ixt, out);
+    mb_output(&b, "y");
+    const char *p3[] = {"input 1 ('t') is f32; the targets must be int32 or int64"};
+    expect_error(&b, KILN_ERR_INVALID, p3, 1, __LINE__);
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -1899,6 +2053,7 @@ static const struct test tests[] = {
     {"reductions", test_reductions},
     {"argmax_cumsum", test_argmax_cumsum},
     {"reduction_errors", test_reduction_errors},
+    {"onnx_losses", test_onnx_losses},
 };
 
 int
