@@ -7,6 +7,7 @@
  * the dispatcher (onnx.c) has checked the attributes and looked the inputs up into m->in[]. */
 #include "onnx_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 enum loss_reduction { LOSS_NONE, LOSS_SUM, LOSS_MEAN };
@@ -162,4 +163,198 @@ onnx_op_softmax_cross_entropy(struct onnx_imp *m)
     if (st != KILN_OK || !want_lp)
         return st;
     return onnx_set_output(m, 1, lp);
+}
+
+/* ---- OneHot, EyeLike ---- */
+
+/* OneHot: equal(indices, iota) along the new axis, then where(values[1], values[0]). depth must
+ * be a constant; negative indices count from the end (indices + depth), any other index outside
+ * [0, depth) gives a row of off values. A float index is truncated toward zero first. */
+enum kiln_status
+onnx_op_one_hot(struct onnx_imp *m)
+{
+    struct onnx_value *iv = m->in[0], *dv = m->in[1], *vv = m->in[2];
+    const char        *o = onnx_out0(m);
+    uint32_t           r = onnx_vrank(m, iv);
+    int64_t            axis = onnx_attr_int(m, "axis", -1), a = onnx_norm_axis(axis, r + 1);
+    if (a < 0 || a > (int64_t)r)
+        return BAD(m, "axis %lld is out of range for an output of rank %u", (long long)axis, r + 1);
+    if (r + 1 > KILN_MAX_DIMS)
+        return UNSUP(m, "the result would have %u dimensions; at most %d", r + 1, KILN_MAX_DIMS);
+    if (!dv->is_const)
+        return UNSUP(m,
+                     "dynamic shape: input 1 (depth, '%s') must be a constant initializer or "
+                     "Constant output",
+                     dv->name);
+    if (dv->c.numel != 1)
+        return BAD(m, "input 1 (depth) has %lld elements; it must be a scalar",
+                   (long long)dv->c.numel);
+    double dd = trunc(dv->c.data[0]);
+    if (!(dd >= 1 && dd <= (double)ONNX_CONST_MAX_ELEMS))
+        return BAD(m, "depth %g is not in [1, %lld]", dv->c.data[0],
+                   (long long)ONNX_CONST_MAX_ELEMS);
+    int64_t depth = (int64_t)dd;
+    if (onnx_vrank(m, vv) != 1 || onnx_vshape(m, vv)[0] != 2)
+        return BAD(m, "input 2 (values, '%s') must hold two values [off, on]", vv->name);
+
+    /* the indices as i64, negative ones counting from the end, with a 1 at the new axis */
+    enum kiln_dtype   idt = onnx_vdtype(m, iv);
+    uint32_t          t = onnx_tensor(m, iv);
+    struct onnx_attrs ca = {0};
+    if (idt != KILN_DTYPE_I64) {
+        onnx_at_str(m, &ca, "dtype", "i64");
+        t = onnx_lib1(m, "cast", onnx_suffixed(m, o, "index"), t, &ca);
+    }
+    uint32_t neg = onnx_lib2(m, "less", onnx_suffixed(m, o, "neg"), t,
+                             onnx_scalar(m, onnx_suffixed(m, o, "zero"), 0, KILN_DTYPE_I64));
+    uint32_t wrapped =
+        onnx_lib2(m, "add", onnx_suffixed(m, o, "wrapped"), t,
+                  onnx_scalar(m, onnx_suffixed(m, o, "depth"), (double)depth, KILN_DTYPE_I64));
+    uint32_t in[3] = {neg, wrapped, t};
+    t = onnx_lib(m, "where", onnx_suffixed(m, o, "norm"), 3, in, NULL);
+    int64_t sh[KILN_MAX_DIMS], ish[KILN_MAX_DIMS];
+    for (uint32_t d = 0, k = 0; d <= r; d++) {
+        sh[d] = d == a ? 1 : onnx_vshape(m, iv)[k++];
+        ish[d] = d == a ? depth : 1;
+    }
+    t = onnx_reshape(m, onnx_suffixed(m, o, "unsq"), t, r + 1, sh);
+
+    /* 0 .. depth-1 along the new axis */
+    struct frontend_const c = {.dtype = KILN_DTYPE_I64, .ndim = r + 1, .numel = depth};
+    memcpy(c.shape, ish, sizeof(int64_t) * (r + 1));
+    c.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)depth);
+    if (!c.data)
+        return m->ctx->err.status;
+    for (int64_t k = 0; k < depth; k++)
+        c.data[k] = (double)k;
+    uint32_t hot = onnx_lib2(m, "equal", onnx_suffixed(m, o, "hot"), t,
+                             onnx_weight(m, onnx_suffixed(m, o, "iota"), &c));
+
+    /* values[1] where hot, values[0] elsewhere */
+    uint32_t v = onnx_tensor(m, vv), on, off;
+    if (vv->is_const) {
+        on = onnx_scalar(m, onnx_suffixed(m, o, "on"), vv->c.data[1], vv->c.dtype);
+        off = onnx_scalar(m, onnx_suffixed(m, o, "off"), vv->c.data[0], vv->c.dtype);
+    } else {
+        int64_t           b[4] = {1, 2, 0, 1};
+        struct onnx_attrs s1 = {0}, s0 = {0};
+        onnx_at_ints(m, &s1, "starts", &b[0], 1);
+        onnx_at_ints(m, &s1, "ends", &b[1], 1);
+        onnx_at_ints(m, &s0, "starts", &b[2], 1);
+        onnx_at_ints(m, &s0, "ends", &b[3], 1);
+        on = onnx_lib1(m, "slice", onnx_suffixed(m, o, "on"), v, &s1);
+        off = onnx_lib1(m, "slice", onnx_suffixed(m, o, "off"), v, &s0);
+    }
+    in[0] = hot;
+    in[1] = on;
+    in[2] = off;
+    return onnx_set_output(m, 0, onnx_lib(m, "where", o, 3, in, NULL));
+}
+
+/* EyeLike: a constant of the input's 2-D shape with ones on diagonal k (j - i = k), in `dtype`
+ * or the input's dtype. */
+enum kiln_status
+onnx_op_eye_like(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0];
+    if (onnx_vrank(m, x) != 2)
+        return BAD(m, "input 0 ('%s') has rank %u; EyeLike needs a 2-D input", x->name,
+                   onnx_vrank(m, x));
+    enum kiln_dtype             dt = onnx_vdtype(m, x);
+    const Onnx__AttributeProto *da = onnx_attr(m, "dtype");
+    if (da && da->has_i) {
+        dt = da->i >= INT32_MIN && da->i <= INT32_MAX ? frontend_onnx_dtype((int32_t)da->i)
+                                                      : KILN_DTYPE_COUNT;
+        if (dt == KILN_DTYPE_COUNT)
+            return UNSUP(m, "dtype %lld is not supported (kiln has no such dtype)",
+                         (long long)da->i);
+    }
+    const int64_t        *s = onnx_vshape(m, x);
+    int64_t               k = onnx_attr_int(m, "k", 0);
+    struct frontend_const c = {.dtype = dt, .ndim = 2, .shape = {s[0], s[1]}};
+    if (s[0] > ONNX_CONST_MAX_ELEMS / s[1])
+        return UNSUP(m, "the output has more than %lld elements", (long long)ONNX_CONST_MAX_ELEMS);
+    c.numel = s[0] * s[1];
+    c.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)c.numel);
+    if (!c.data)
+        return m->ctx->err.status;
+    for (int64_t i = 0; i < s[0]; i++)
+        for (int64_t j = 0; j < s[1]; j++)
+            c.data[i * s[1] + j] = j - i == k;
+    return onnx_set_const(m, 0, &c);
+}
+
+/* ---- DepthToSpace, SpaceToDepth ---- */
+
+/* reshape to sh6, transpose by perm, reshape to out4: the block rearrangements. */
+static enum kiln_status
+block_shuffle(struct onnx_imp *m, const int64_t *sh6, const int64_t *perm, const int64_t *out4)
+{
+    const char *o = onnx_out0(m);
+    uint32_t t = onnx_reshape(m, onnx_suffixed(m, o, "blocks"), onnx_tensor(m, m->in[0]), 6, sh6);
+    struct onnx_attrs as = {0};
+    onnx_at_ints(m, &as, "perm", perm, 6);
+    t = onnx_lib1(m, "transpose", onnx_suffixed(m, o, "moved"), t, &as);
+    return onnx_set_output(m, 0, onnx_reshape(m, o, t, 4, out4));
+}
+
+/* The checks both share: a 4-D input and a blocksize b ≥ 1 dividing `what` of its dimensions
+ * (C by b² for DepthToSpace, H and W by b for SpaceToDepth). */
+static bool
+block_check(struct onnx_imp *m, int64_t *b)
+{
+    struct onnx_value *x = m->in[0];
+    if (onnx_vrank(m, x) != 4) {
+        BAD(m, "input 0 ('%s') has rank %u; a 4-D input (N, C, H, W) is required", x->name,
+            onnx_vrank(m, x));
+        return false;
+    }
+    const Onnx__AttributeProto *a = onnx_attr(m, "blocksize");
+    if (!a || !a->has_i) {
+        BAD(m, "attribute 'blocksize' is required");
+        return false;
+    }
+    *b = a->i;
+    if (*b < 1 || *b > (int64_t)1 << 20) {
+        BAD(m, "blocksize %lld must be at least 1", (long long)*b);
+        return false;
+    }
+    return true;
+}
+
+enum kiln_status
+onnx_op_depth_to_space(struct onnx_imp *m)
+{
+    int64_t b;
+    if (!block_check(m, &b))
+        return m->ctx->err.status;
+    const int64_t *s = onnx_vshape(m, m->in[0]);
+    const char    *mode = onnx_attr_str(m, "mode", "DCR");
+    if (!mode)
+        return m->ctx->err.status;
+    bool crd = !strcmp(mode, "CRD");
+    if (!crd && strcmp(mode, "DCR"))
+        return BAD(m, "mode '%s' is not DCR or CRD", mode);
+    if (s[1] % (b * b))
+        return BAD(m, "the channels (%lld) are not a multiple of blocksize² (%lld)",
+                   (long long)s[1], (long long)(b * b));
+    int64_t c = s[1] / (b * b), out[4] = {s[0], c, s[2] * b, s[3] * b};
+    int64_t dcr[6] = {s[0], b, b, c, s[2], s[3]}, pdcr[6] = {0, 3, 4, 1, 5, 2};
+    int64_t crdv[6] = {s[0], c, b, b, s[2], s[3]}, pcrd[6] = {0, 1, 4, 2, 5, 3};
+    return block_shuffle(m, crd ? crdv : dcr, crd ? pcrd : pdcr, out);
+}
+
+enum kiln_status
+onnx_op_space_to_depth(struct onnx_imp *m)
+{
+    int64_t b;
+    if (!block_check(m, &b))
+        return m->ctx->err.status;
+    const int64_t *s = onnx_vshape(m, m->in[0]);
+    if (s[2] % b || s[3] % b)
+        return BAD(m, "the height and width (%lld, %lld) are not multiples of blocksize %lld",
+                   (long long)s[2], (long long)s[3], (long long)b);
+    int64_t sh[6] = {s[0], s[1], s[2] / b, b, s[3] / b, b}, perm[6] = {0, 3, 5, 1, 2, 4};
+    int64_t out[4] = {s[0], s[1] * b * b, s[2] / b, s[3] / b};
+    return block_shuffle(m, sh, perm, out);
 }

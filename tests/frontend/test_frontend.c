@@ -12,7 +12,8 @@
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu against naive
  *   computations; NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights,
- *   ignore_index, log_prob) against a naive computation; the error messages of an unsupported op
+ *   ignore_index, log_prob), OneHot, EyeLike, DepthToSpace and SpaceToDepth against naive
+ *   computations; the error messages of an unsupported op
  * and attribute, a dynamic shape, a missing input, a cast to a type kiln lacks; initializers
  * returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from the opset
@@ -2031,6 +2032,87 @@ test_onnx_losses(void)
     expect_error(&b, KILN_ERR_INVALID, p3, 1, __LINE__);
 }
 
+/* OneHot (runtime indices, some negative or out of range, constant depth and values, axis 1),
+ * EyeLike (k 1, a constant), DepthToSpace (DCR and CRD) and SpaceToDepth on x[1, 8, 2, 3]
+ * against naive loops. */
+static void
+test_onnx_onehot_blocks(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t si[2] = {2, 3}, s0[1] = {1}, s2[1] = {2}, sx[4] = {1, 8, 2, 3}, sy[4] = {1, 2, 4, 6};
+    int64_t depth = 4;
+    float   vals[2] = {-1, 5};
+    double  ind[6], oh[24], ey[6], dcr[48], crd[48], x[48], y[48], std[48];
+    for (int i = 0; i < 6; i++)
+        ind[i] = (double)kiln_rng_below(&r, 10) - 5; /* [-5, 4]: -5 and 4 are off rows */
+    for (int i = 0; i < 48; i++)
+        x[i] = 2 * kiln_rng_uniform(&r) - 1;
+    for (int i = 0; i < 48; i++)
+        y[i] = 2 * kiln_rng_uniform(&r) - 1;
+    struct mb b;
+    mb_init(&b, 13);
+    char *i_oh[] = {"i", "depth", "vals"}, *o_oh[] = {"oh"}, *i_ey[] = {"i"}, *o_ey[] = {"ey"},
+         *i_x[] = {"x"}, *o_dcr[] = {"dcr"}, *o_crd[] = {"crd"}, *i_y[] = {"y"}, *o_std[] = {"std"};
+    mb_input(&b, "i", 2, si);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_input(&b, "x", 4, sx);
+    mb_input(&b, "y", 4, sy);
+    mb_init_tensor(&b, "depth", 0, s0, NULL, &depth, 1);
+    mb_init_tensor(&b, "vals", 1, s2, vals, NULL, 2);
+    mb_attr_i(&b, mb_node(&b, "OneHot", "oh", 3, i_oh, o_oh), "axis", 1);
+    Onnx__NodeProto *ne = mb_node(&b, "EyeLike", "ey", 1, i_ey, o_ey);
+    mb_attr_i(&b, ne, "k", 1);
+    mb_attr_i(&b, ne, "dtype", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_attr_i(&b, mb_node(&b, "DepthToSpace", "dcr", 1, i_x, o_dcr), "blocksize", 2);
+    Onnx__NodeProto *nc = mb_node(&b, "DepthToSpace", "crd", 1, i_x, o_crd);
+    mb_attr_i(&b, nc, "blocksize", 2);
+    mb_attr_s(&b, nc, "mode", "CRD");
+    mb_attr_i(&b, mb_node(&b, "SpaceToDepth", "std", 1, i_y, o_std), "blocksize", 2);
+    mb_output(&b, "oh");
+    mb_output(&b, "ey");
+    mb_output(&b, "dcr");
+    mb_output(&b, "crd");
+    mb_output(&b, "std");
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g;
+    const double      *ins[] = {ind, x, y};
+    double            *outs[] = {oh, ey, dcr, crd, std};
+    if (import_eval(ctx, &b, ins, outs, &g)) {
+        for (int a = 0; a < 2; a++) /* oh[a, k, c] */
+            for (int k = 0; k < 4; k++)
+                for (int c = 0; c < 3; c++) {
+                    int64_t v = (int64_t)ind[a * 3 + c];
+                    v = v < 0 ? v + 4 : v;
+                    CHECK_NEAR(v == k ? 5.0 : -1.0, oh[(a * 4 + k) * 3 + c], 0);
+                }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                CHECK_NEAR(j - i == 1 ? 1.0 : 0.0, ey[i * 3 + j], 0);
+        /* DepthToSpace: out[0, c, h*2+bh, w*2+bw] = x[0, (bh*2+bw)*2+c] (DCR), x[c*4+bh*2+bw]
+         * (CRD); SpaceToDepth the inverse of DCR */
+        for (int c = 0; c < 2; c++)
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 6; w++) {
+                    int bh = h % 2, bw = w % 2, o = (c * 4 + h) * 6 + w;
+                    int xd = (((bh * 2 + bw) * 2 + c) * 2 + h / 2) * 3 + w / 2;
+                    int xc = ((c * 4 + bh * 2 + bw) * 2 + h / 2) * 3 + w / 2;
+                    CHECK_NEAR(x[xd], dcr[o], 0);
+                    CHECK_NEAR(x[xc], crd[o], 0);
+                    CHECK_NEAR(y[o], std[xd], 0);
+                }
+    }
+    kiln_ctx_free(ctx);
+
+    char *in1[] = {"x"}, *out[] = {"z"};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, sy);
+    mb_attr_i(&b, mb_node(&b, "DepthToSpace", "d", 1, in1, out), "blocksize", 2);
+    mb_output(&b, "z");
+    const char *p1[] = {"node 0 'd' (DepthToSpace, opset 13)",
+                        "the channels (2) are not a multiple of blocksize² (4)"};
+    expect_error(&b, KILN_ERR_INVALID, p1, 2, __LINE__);
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -2054,6 +2136,7 @@ static const struct test tests[] = {
     {"argmax_cumsum", test_argmax_cumsum},
     {"reduction_errors", test_reduction_errors},
     {"onnx_losses", test_onnx_losses},
+    {"onnx_onehot_blocks", test_onnx_onehot_blocks},
 };
 
 int
