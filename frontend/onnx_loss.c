@@ -1,10 +1,14 @@
-/* frontend/onnx_loss.c -- ONNX's training losses, NegativeLogLikelihoodLoss and
- * SoftmaxCrossEntropyLoss, composed of library ops: the log-probability of each sample's target
- * class is a gather_elements along the class axis, its weight a gather from the weight input, and
- * an ignored target is masked out by `where`. The labels are data, so a target outside [0, C)
- * reads the element the library's gathers clamp it to; ONNX leaves such targets undefined unless
- * they equal ignore_index, whose loss and weight are 0. One handler per row of frontend/onnx.def;
- * the dispatcher (onnx.c) has checked the attributes and looked the inputs up into m->in[]. */
+/* frontend/onnx_loss.c -- ONNX ops composed of existing library ops, without a library op of
+ * their own: the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, OneHot,
+ * EyeLike, DepthToSpace, SpaceToDepth, GatherND, InstanceNormalization,
+ * MeanVarianceNormalization and LRN.
+ *
+ * The losses: the log-probability of each sample's target class is a gather_elements along the
+ * class axis, its weight a gather from the weight input, and an ignored target is masked out by
+ * `where`. The labels are data, so a target outside [0, C) reads the element the library's
+ * gathers clamp it to (as GatherND's indices); ONNX leaves such targets undefined unless they
+ * equal ignore_index, whose loss and weight are 0. One handler per row of frontend/onnx.def; the
+ * dispatcher (onnx.c) has checked the attributes and looked the inputs up into m->in[]. */
 #include "onnx_impl.h"
 
 #include <math.h>
@@ -357,4 +361,250 @@ onnx_op_space_to_depth(struct onnx_imp *m)
     int64_t sh[6] = {s[0], s[1], s[2] / b, b, s[3] / b, b}, perm[6] = {0, 3, 5, 1, 2, 4};
     int64_t out[4] = {s[0], s[1] * b * b, s[2] / b, s[3] / b};
     return block_shuffle(m, sh, perm, out);
+}
+
+/* ---- GatherND ---- */
+
+/* GatherND: the k index components of each row of indices[..., k] (negative ones counting from
+ * the end of their dimension) are made one linear index into the data's first batch_dims + k
+ * dimensions flattened (with the row's batch offset), and a gather along axis 0 of that
+ * flattened data reads the slices. The gather clamps the linear index, so an index out of range
+ * reads some element of the data, never out of bounds. */
+enum kiln_status
+onnx_op_gather_nd(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0], *iv = m->in[1];
+    const char        *o = onnx_out0(m);
+    uint32_t           r = onnx_vrank(m, x), q = onnx_vrank(m, iv);
+    const int64_t     *xs = onnx_vshape(m, x), *is = onnx_vshape(m, iv);
+    int64_t            bd = onnx_attr_int(m, "batch_dims", 0);
+    if (r < 1 || q < 1)
+        return BAD(m, "data and indices must have rank at least 1 (ranks %u, %u)", r, q);
+    if (bd < 0 || bd >= (int64_t)q || bd >= (int64_t)r)
+        return BAD(m, "batch_dims %lld must be below both ranks (%u, %u)", (long long)bd, r, q);
+    uint32_t b = (uint32_t)bd;
+    int64_t  k = is[q - 1];
+    if (k < 1 || k > (int64_t)(r - b))
+        return BAD(m, "the last dimension of the indices (%lld) must be in [1, %u]", (long long)k,
+                   r - b);
+    if (onnx_vdtype(m, iv) != KILN_DTYPE_I64 && onnx_vdtype(m, iv) != KILN_DTYPE_I32)
+        return BAD(m, "input 1 ('%s') is %s; indices must be int32 or int64", iv->name,
+                   kiln_dtype_name(onnx_vdtype(m, iv)));
+    for (uint32_t d = 0; d < b; d++)
+        if (is[d] != xs[d])
+            return BAD(m, "batch dimension %u differs: %lld in the data, %lld in the indices", d,
+                       (long long)xs[d], (long long)is[d]);
+
+    uint32_t t = onnx_tensor(m, iv);
+    if (onnx_vdtype(m, iv) != KILN_DTYPE_I64) {
+        struct onnx_attrs ca = {0};
+        onnx_at_str(m, &ca, "dtype", "i64");
+        t = onnx_lib1(m, "cast", onnx_suffixed(m, o, "i64"), t, &ca);
+    }
+    /* linear = sum_j wrap(idx[..., j]) * stride_j over data dimensions b .. b+k-1 */
+    uint32_t lin = KILN_NONE;
+    int64_t  stride = 1, rows = 1;
+    for (int64_t j = k - 1; j >= 0; j--) {
+        int64_t           dim = xs[b + j], st[3] = {j, j + 1, (int64_t)q - 1};
+        struct onnx_attrs sa = {0};
+        onnx_at_ints(m, &sa, "starts", &st[0], 1);
+        onnx_at_ints(m, &sa, "ends", &st[1], 1);
+        onnx_at_ints(m, &sa, "axes", &st[2], 1);
+        char     nm[32];
+        uint32_t c = onnx_lib1(m, "slice", onnx_suffixed(m, o, "comp"), t, &sa);
+        snprintf(nm, sizeof nm, "neg%lld", (long long)j);
+        uint32_t neg = onnx_lib2(m, "less", onnx_suffixed(m, o, nm), c,
+                                 onnx_scalar(m, onnx_suffixed(m, o, "zero"), 0, KILN_DTYPE_I64));
+        uint32_t wr =
+            onnx_lib2(m, "add", onnx_suffixed(m, o, "wrapped"), c,
+                      onnx_scalar(m, onnx_suffixed(m, o, "dim"), (double)dim, KILN_DTYPE_I64));
+        uint32_t in[3] = {neg, wr, c};
+        c = onnx_lib(m, "where", onnx_suffixed(m, o, "idx"), 3, in, NULL);
+        if (stride != 1)
+            c = onnx_lib2(
+                m, "mul", onnx_suffixed(m, o, "scaled"), c,
+                onnx_scalar(m, onnx_suffixed(m, o, "stride"), (double)stride, KILN_DTYPE_I64));
+        lin = lin == KILN_NONE ? c : onnx_lib2(m, "add", onnx_suffixed(m, o, "lin"), lin, c);
+        stride *= dim;
+    }
+    rows = stride;
+    /* the batch offset: the flattened batch index times the rows of one batch */
+    int64_t nb = 1;
+    for (uint32_t d = 0; d < b; d++)
+        nb *= xs[d];
+    if (b) {
+        struct frontend_const bc = {.dtype = KILN_DTYPE_I64, .ndim = q, .numel = nb};
+        for (uint32_t d = 0; d < q; d++)
+            bc.shape[d] = d < b ? xs[d] : 1;
+        bc.data = kiln_arena_alloc(m->ctx, sizeof(double) * (size_t)nb);
+        if (!bc.data)
+            return m->ctx->err.status;
+        for (int64_t i = 0; i < nb; i++)
+            bc.data[i] = (double)(i * rows);
+        lin = onnx_lib2(m, "add", onnx_suffixed(m, o, "batched"), lin,
+                        onnx_weight(m, onnx_suffixed(m, o, "batch_offset"), &bc));
+    }
+    /* lin is indices.shape[:-1] + [1]: drop the 1 (rank 0 stays a [1]-shaped index) */
+    int64_t lsh[KILN_MAX_DIMS], xsh[KILN_MAX_DIMS];
+    memcpy(lsh, is, sizeof(int64_t) * (q - 1));
+    lin = onnx_reshape(m, onnx_suffixed(m, o, "linear"), lin, q - 1, lsh);
+    uint32_t xr = r - b - (uint32_t)k + 1;
+    xsh[0] = nb * rows;
+    memcpy(xsh + 1, xs + b + k, sizeof(int64_t) * (xr - 1));
+    uint32_t xf = onnx_reshape(m, onnx_suffixed(m, o, "flat"), onnx_tensor(m, x), xr, xsh);
+    if (q - 1 + xr - 1 > KILN_MAX_DIMS)
+        return UNSUP(m, "the result would have %u dimensions; at most %d", q + xr - 2,
+                     KILN_MAX_DIMS);
+    struct onnx_attrs ga = {0};
+    onnx_at_int(m, &ga, "axis", 0);
+    uint32_t in[2] = {xf, lin};
+    return onnx_set_output(m, 0, onnx_lib(m, "gather", o, 2, in, &ga));
+}
+
+/* ---- InstanceNormalization, MeanVarianceNormalization, LRN ---- */
+
+/* A float input of rank at least `min_rank`; false (error set) otherwise. */
+static bool
+norm_check(struct onnx_imp *m, uint32_t min_rank)
+{
+    struct onnx_value *x = m->in[0];
+    if (!onnx_is_float(onnx_vdtype(m, x))) {
+        BAD(m, "input 0 ('%s') is %s; a float type is required", x->name,
+            kiln_dtype_name(onnx_vdtype(m, x)));
+        return false;
+    }
+    if (onnx_vrank(m, x) < min_rank) {
+        BAD(m, "input 0 ('%s') has rank %u; at least %u is required", x->name, onnx_vrank(m, x),
+            min_rank);
+        return false;
+    }
+    return true;
+}
+
+/* v [C] reshaped to [C, 1, ...] (rank - 1 dimensions) to broadcast over x[N, C, ...]. */
+static uint32_t
+per_channel(struct onnx_imp *m, struct onnx_value *v, uint32_t rank, const char *suffix)
+{
+    int64_t sh[KILN_MAX_DIMS];
+    sh[0] = onnx_vshape(m, v)[0];
+    for (uint32_t d = 1; d + 1 < rank; d++)
+        sh[d] = 1;
+    return onnx_reshape(m, onnx_suffixed(m, onnx_out0(m), suffix), onnx_tensor(m, v), rank - 1, sh);
+}
+
+/* InstanceNormalization: layer_norm over the spatial dimensions 2.., then scale and B per
+ * channel. */
+enum kiln_status
+onnx_op_instance_norm(struct onnx_imp *m)
+{
+    if (!norm_check(m, 3))
+        return m->ctx->err.status;
+    struct onnx_value *x = m->in[0];
+    uint32_t           r = onnx_vrank(m, x);
+    const char        *o = onnx_out0(m);
+    for (uint32_t i = 1; i < 3; i++)
+        if (onnx_vrank(m, m->in[i]) != 1 || onnx_vshape(m, m->in[i])[0] != onnx_vshape(m, x)[1]
+            || onnx_vdtype(m, m->in[i]) != onnx_vdtype(m, x))
+            return BAD(m,
+                       "input %u ('%s') must be a 1-D tensor of input 0's dtype with C = %lld "
+                       "entries",
+                       i, m->in[i]->name, (long long)onnx_vshape(m, x)[1]);
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", 2);
+    onnx_at_float(m, &as, "eps", onnx_attr_float(m, "epsilon", 1e-5));
+    uint32_t t = onnx_lib1(m, "layer_norm", onnx_suffixed(m, o, "norm"), onnx_tensor(m, x), &as);
+    t = onnx_lib2(m, "mul", onnx_suffixed(m, o, "scaled"), t, per_channel(m, m->in[1], r, "scale"));
+    return onnx_set_output(m, 0, onnx_lib2(m, "add", o, t, per_channel(m, m->in[2], r, "bias")));
+}
+
+/* MeanVarianceNormalization: (x - mean) / (sqrt(variance) + 1e-9) over `axes` (default 0, 2,
+ * 3), the statistics in two passes (mean, then the mean of squared deviations). */
+enum kiln_status
+onnx_op_mvn(struct onnx_imp *m)
+{
+    if (!norm_check(m, 1))
+        return m->ctx->err.status;
+    struct onnx_value *x = m->in[0];
+    const char        *o = onnx_out0(m);
+    int64_t           *axes = kiln_arena_alloc(m->ctx, sizeof(int64_t) * KILN_MAX_DIMS);
+    uint32_t           n;
+    bool               present;
+    if (!axes || !onnx_attr_ints(m, "axes", axes, &n, KILN_MAX_DIMS, &present))
+        return m->ctx->err.status;
+    if (!present) {
+        if (onnx_vrank(m, x) != 4)
+            return BAD(m, "input 0 ('%s') has rank %u; the default axes (0, 2, 3) need rank 4",
+                       x->name, onnx_vrank(m, x));
+        axes[0] = 0;
+        axes[1] = 2;
+        axes[2] = 3;
+        n = 3;
+    }
+    struct onnx_attrs as = {0};
+    onnx_at_ints(m, &as, "axes", axes, n);
+    onnx_at_int(m, &as, "keepdims", 1);
+    uint32_t t = onnx_tensor(m, x);
+    uint32_t mean = onnx_lib1(m, "reduce_mean", onnx_suffixed(m, o, "mean"), t, &as);
+    uint32_t d = onnx_lib2(m, "sub", onnx_suffixed(m, o, "centred"), t, mean);
+    uint32_t sq = onnx_lib1(m, "square", onnx_suffixed(m, o, "sq"), d, NULL);
+    uint32_t var = onnx_lib1(m, "reduce_mean", onnx_suffixed(m, o, "var"), sq, &as);
+    uint32_t sd = onnx_lib1(m, "sqrt", onnx_suffixed(m, o, "std"), var, NULL);
+    sd = onnx_lib2(m, "add", onnx_suffixed(m, o, "den"), sd,
+                   onnx_scalar(m, onnx_suffixed(m, o, "eps"), 1e-9, onnx_vdtype(m, x)));
+    return onnx_set_output(m, 0, onnx_lib2(m, "div", o, d, sd));
+}
+
+/* LRN: x / (bias + alpha/size · Σ x²)^beta, the sum over the channels c - ⌊(size-1)/2⌋ ..
+ * c + ⌈(size-1)/2⌉ within [0, C): x² zero-padded along axis 1, then `size` slices added. */
+enum kiln_status
+onnx_op_lrn(struct onnx_imp *m)
+{
+    if (!norm_check(m, 3))
+        return m->ctx->err.status;
+    struct onnx_value *x = m->in[0];
+    uint32_t           r = onnx_vrank(m, x);
+    const char        *o = onnx_out0(m);
+    enum kiln_dtype    dt = onnx_vdtype(m, x);
+    int64_t            size = onnx_attr_int(m, "size", 0), c = onnx_vshape(m, x)[1];
+    if (!onnx_attr(m, "size"))
+        return BAD(m, "attribute 'size' is required");
+    if (size < 1 || size > 1024)
+        return BAD(m, "size %lld is not in [1, 1024]", (long long)size);
+    double alpha = onnx_attr_float(m, "alpha", 1e-4), beta = onnx_attr_float(m, "beta", 0.75),
+           bias = onnx_attr_float(m, "bias", 1.0);
+    uint32_t t = onnx_tensor(m, x);
+    uint32_t sq = onnx_lib1(m, "square", onnx_suffixed(m, o, "sq"), t, NULL);
+    int64_t *pads = kiln_arena_alloc(m->ctx, sizeof(int64_t) * 2 * r);
+    if (!pads)
+        return m->ctx->err.status;
+    memset(pads, 0, sizeof(int64_t) * 2 * r);
+    pads[1] = (size - 1) / 2;
+    pads[r + 1] = size - 1 - pads[1];
+    struct onnx_attrs pa = {0};
+    onnx_at_ints(m, &pa, "pads", pads, 2 * r);
+    uint32_t padded = size > 1 ? onnx_lib1(m, "pad", onnx_suffixed(m, o, "padded"), sq, &pa) : sq;
+    uint32_t sum = KILN_NONE;
+    for (int64_t i = 0; i < size; i++) {
+        int64_t          *b = kiln_arena_alloc(m->ctx, sizeof(int64_t) * 3);
+        struct onnx_attrs sa = {0};
+        if (!b)
+            return m->ctx->err.status;
+        b[0] = i;
+        b[1] = i + c;
+        b[2] = 1;
+        onnx_at_ints(m, &sa, "starts", &b[0], 1);
+        onnx_at_ints(m, &sa, "ends", &b[1], 1);
+        onnx_at_ints(m, &sa, "axes", &b[2], 1);
+        uint32_t s =
+            size > 1 ? onnx_lib1(m, "slice", onnx_suffixed(m, o, "window"), padded, &sa) : padded;
+        sum = sum == KILN_NONE ? s : onnx_lib2(m, "add", onnx_suffixed(m, o, "sum"), sum, s);
+    }
+    uint32_t den =
+        onnx_lib2(m, "mul", onnx_suffixed(m, o, "scaled"), sum,
+                  onnx_scalar(m, onnx_suffixed(m, o, "alpha"), alpha / (double)size, dt));
+    den = onnx_lib2(m, "add", onnx_suffixed(m, o, "biased"), den,
+                    onnx_scalar(m, onnx_suffixed(m, o, "bias"), bias, dt));
+    den = onnx_lib2(m, "pow", onnx_suffixed(m, o, "den"), den,
+                    onnx_scalar(m, onnx_suffixed(m, o, "beta"), beta, dt));
+    return onnx_set_output(m, 0, onnx_lib2(m, "div", o, t, den));
 }

@@ -12,7 +12,8 @@
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu against naive
  *   computations; NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights,
- *   ignore_index, log_prob), OneHot, EyeLike, DepthToSpace and SpaceToDepth against naive
+ *   ignore_index, log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND
+ *   (batch_dims), InstanceNormalization, MeanVarianceNormalization and LRN against naive
  *   computations; the error messages of an unsupported op
  * and attribute, a dynamic shape, a missing input, a cast to a type kiln lacks; initializers
  * returned as weights; names made valid.
@@ -1613,7 +1614,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 516);
+    backend_suite("node", 537);
 }
 
 static void
@@ -2113,6 +2114,91 @@ test_onnx_onehot_blocks(void)
     expect_error(&b, KILN_ERR_INVALID, p1, 2, __LINE__);
 }
 
+/* GatherND with batch_dims 1 and negative indices; InstanceNormalization, MeanVarianceNormalization
+ * (axes 2, 3) and LRN (size 3) on x[2, 3, 2, 2], against naive loops. */
+static void
+test_onnx_gather_nd_norms(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    for (uint64_t it = 0; it < opt_iters_or(4); it++) {
+        int64_t sd[3] = {2, 3, 4}, si[3] = {2, 2, 2}, sx[4] = {2, 3, 2, 2}, sc[1] = {3};
+        int64_t axes[2] = {2, 3};
+        double  d[24], ind[8], gnd[4], x[24], inn[24], mvn[24], lrn[24];
+        float   scale[3], bias[3];
+        for (int i = 0; i < 24; i++) {
+            d[i] = 2 * kiln_rng_uniform(&r) - 1;
+            x[i] = 2 * kiln_rng_uniform(&r) - 1;
+        }
+        for (int i = 0; i < 8; i++) /* [batch, row, (j, k)]: j in [-3, 2], k in [-4, 3] */
+            ind[i] = i % 2 ? (double)kiln_rng_below(&r, 8) - 4 : (double)kiln_rng_below(&r, 6) - 3;
+        for (int i = 0; i < 3; i++) {
+            scale[i] = (float)(2 * kiln_rng_uniform(&r));
+            bias[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+        }
+        struct mb b;
+        mb_init(&b, 13);
+        char *i_g[] = {"d", "i"}, *o_g[] = {"gnd"}, *i_in[] = {"x", "scale", "bias"},
+             *o_in[] = {"inn"}, *i_x[] = {"x"}, *o_mvn[] = {"mvn"}, *o_lrn[] = {"lrn"};
+        mb_input(&b, "d", 3, sd);
+        mb_input(&b, "i", 3, si);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_input(&b, "x", 4, sx);
+        mb_init_tensor(&b, "scale", 1, sc, scale, NULL, 3);
+        mb_init_tensor(&b, "bias", 1, sc, bias, NULL, 3);
+        mb_attr_i(&b, mb_node(&b, "GatherND", "gnd", 2, i_g, o_g), "batch_dims", 1);
+        mb_attr_f(&b, mb_node(&b, "InstanceNormalization", "inn", 3, i_in, o_in), "epsilon", 0.01f);
+        Onnx__NodeProto      *nm = mb_node(&b, "MeanVarianceNormalization", "mvn", 1, i_x, o_mvn);
+        Onnx__AttributeProto *a = &b.attr[b.nattr++];
+        *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+        a->name = "axes";
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        a->n_ints = 2;
+        a->ints = axes;
+        nm->attribute[nm->n_attribute++] = a;
+        Onnx__NodeProto *nl = mb_node(&b, "LRN", "lrn", 1, i_x, o_lrn);
+        mb_attr_i(&b, nl, "size", 3);
+        mb_attr_f(&b, nl, "alpha", 0.5f);
+        mb_output(&b, "gnd");
+        mb_output(&b, "inn");
+        mb_output(&b, "mvn");
+        mb_output(&b, "lrn");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {d, ind, x};
+        double            *outs[] = {gnd, inn, mvn, lrn};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            for (int n = 0; n < 2; n++)
+                for (int k = 0; k < 2; k++) {
+                    int64_t j0 = (int64_t)ind[(n * 2 + k) * 2],
+                            j1 = (int64_t)ind[(n * 2 + k) * 2 + 1];
+                    j0 = j0 < 0 ? j0 + 3 : j0;
+                    j1 = j1 < 0 ? j1 + 4 : j1;
+                    CHECK_NEAR(d[(n * 3 + j0) * 4 + j1], gnd[n * 2 + k], 0);
+                }
+            for (int n = 0; n < 2; n++)
+                for (int c = 0; c < 3; c++) {
+                    const double *p = x + (n * 3 + c) * 4;
+                    double        mean = (p[0] + p[1] + p[2] + p[3]) / 4, var = 0;
+                    for (int i = 0; i < 4; i++)
+                        var += (p[i] - mean) * (p[i] - mean) / 4;
+                    for (int i = 0; i < 4; i++) {
+                        int o = (n * 3 + c) * 4 + i;
+                        CHECK_NEAR((p[i] - mean) / sqrt(var + (double)0.01f) * scale[c] + bias[c],
+                                   inn[o], 1e-9);
+                        CHECK_NEAR((p[i] - mean) / (sqrt(var) + 1e-9), mvn[o], 1e-6);
+                        double sum = 0;
+                        for (int cc = c - 1; cc <= c + 1; cc++)
+                            if (cc >= 0 && cc < 3)
+                                sum += x[(n * 3 + cc) * 4 + i] * x[(n * 3 + cc) * 4 + i];
+                        CHECK_NEAR(p[i] / pow(1 + (double)0.5f / 3 * sum, 0.75), lrn[o], 1e-9);
+                    }
+                }
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -2137,6 +2223,7 @@ static const struct test tests[] = {
     {"reduction_errors", test_reduction_errors},
     {"onnx_losses", test_onnx_losses},
     {"onnx_onehot_blocks", test_onnx_onehot_blocks},
+    {"onnx_gather_nd_norms", test_onnx_gather_nd_norms},
 };
 
 int
