@@ -1,7 +1,7 @@
 /* frontend/onnx_loss.c -- ONNX ops composed of existing library ops, without a library op of
  * their own: the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, OneHot,
  * EyeLike, DepthToSpace, SpaceToDepth, GatherND, InstanceNormalization,
- * MeanVarianceNormalization and LRN.
+ * MeanVarianceNormalization and LRN; and ScatterElements, onto ir/lib_scatter.c's op.
  *
  * The losses: the log-probability of each sample's target class is a gather_elements along the
  * class axis, its weight a gather from the weight input, and an ignored target is masked out by
@@ -607,4 +607,27 @@ onnx_op_lrn(struct onnx_imp *m)
     den = onnx_lib2(m, "pow", onnx_suffixed(m, o, "den"), den,
                     onnx_scalar(m, onnx_suffixed(m, o, "beta"), beta, dt));
     return onnx_set_output(m, 0, onnx_lib2(m, "div", o, t, den));
+}
+
+/* ---- ScatterElements, Scatter ---- */
+
+/* ScatterElements (and Scatter, its name before opset 11): the library's scatter_elements,
+ * which reads the updates from the output's side; reduction "mul" is unsupported. */
+enum kiln_status
+onnx_op_scatter_elements(struct onnx_imp *m)
+{
+    const char *red = onnx_attr_str(m, "reduction", "none");
+    if (!red)
+        return m->ctx->err.status;
+    if (!strcmp(red, "mul"))
+        return UNSUP(m, "reduction 'mul' is not supported (none, add, max, min)");
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "max") && strcmp(red, "min"))
+        return BAD(m, "reduction '%s' is not one of none, add, mul, max, min", red);
+    struct onnx_attrs as = {0};
+    onnx_at_int(m, &as, "axis", onnx_attr_int(m, "axis", 0));
+    onnx_at_str(m, &as, "reduction", red);
+    uint32_t in[3];
+    for (uint32_t i = 0; i < 3; i++)
+        in[i] = onnx_tensor(m, m->in[i]);
+    return onnx_set_output(m, 0, onnx_lib(m, "scatter_elements", onnx_out0(m), 3, in, &as));
 }

@@ -651,6 +651,11 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
     "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
     "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
+    /* scatter: duplicate and out-of-range indices; the last update wins, or they add up */
+    "input x: f32[4, 5]\ninput s: f32[4, 3]\ninput u: f32[4, 3]\nw[i, j] = s[i, j] * 9.0\nk = "
+    "cast(w, dtype=\"i32\")\ny = scatter_elements(x, k, u, axis=1)\n",
+    "input x: f32[4, 5]\ninput s: f32[6, 5]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 5.0\nk = "
+    "cast(w, dtype=\"i64\")\ny = scatter_elements(x, k, u, reduction=\"add\")\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -13,8 +13,8 @@
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu against naive
  *   computations; NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights,
  *   ignore_index, log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND
- *   (batch_dims), InstanceNormalization, MeanVarianceNormalization and LRN against naive
- *   computations; the error messages of an unsupported op
+ *   (batch_dims), InstanceNormalization, MeanVarianceNormalization, LRN and ScatterElements
+ *   against naive computations; the error messages of an unsupported op
  * and attribute, a dynamic shape, a missing input, a cast to a type kiln lacks; initializers
  * returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from the opset
@@ -1614,7 +1614,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 537);
+    backend_suite("node", 543);
 }
 
 static void
@@ -2199,6 +2199,71 @@ test_onnx_gather_nd_norms(void)
     }
 }
 
+/* ScatterElements on x[3, 4] along axis 1 with runtime int64 indices (duplicates, negative and
+ * out-of-range ones): reduction none (the last update wins) and add, against a naive loop in
+ * ONNX's order; reduction mul is unsupported. */
+static void
+test_onnx_scatter(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    for (uint64_t it = 0; it < opt_iters_or(8); it++) {
+        int64_t sx[2] = {3, 4}, si[2] = {2, 5};
+        double  x[12], ind[10], u[10], y0[12], y1[12], w0[12], w1[12];
+        for (int i = 0; i < 12; i++)
+            x[i] = w0[i] = w1[i] = 2 * kiln_rng_uniform(&r) - 1;
+        for (int i = 0; i < 10; i++) {
+            ind[i] = (double)kiln_rng_below(&r, 12) - 6; /* [-6, 5]: some out of [-4, 4) */
+            u[i] = 2 * kiln_rng_uniform(&r) - 1;
+        }
+        for (int a = 0; a < 2; a++)
+            for (int j = 0; j < 5; j++) {
+                int64_t v = (int64_t)ind[a * 5 + j];
+                if (v < -4 || v >= 4)
+                    continue;
+                v = v < 0 ? v + 4 : v;
+                w0[a * 4 + v] = u[a * 5 + j];
+                w1[a * 4 + v] += u[a * 5 + j];
+            }
+        struct mb b;
+        mb_init(&b, 18);
+        char *in[] = {"x", "i", "u"}, *o0[] = {"y0"}, *o1[] = {"y1"};
+        mb_input(&b, "x", 2, sx);
+        mb_input(&b, "i", 2, si);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_input(&b, "u", 2, si);
+        mb_attr_i(&b, mb_node(&b, "ScatterElements", "s0", 3, in, o0), "axis", -1);
+        Onnx__NodeProto *n1 = mb_node(&b, "ScatterElements", "s1", 3, in, o1);
+        mb_attr_i(&b, n1, "axis", 1);
+        mb_attr_s(&b, n1, "reduction", "add");
+        mb_output(&b, "y0");
+        mb_output(&b, "y1");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {x, ind, u};
+        double            *outs[] = {y0, y1};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            for (int i = 0; i < 12; i++) {
+                CHECK_NEAR(w0[i], y0[i], 0);
+                CHECK_NEAR(w1[i], y1[i], 1e-12);
+            }
+            CHECK(has_call(ctx, g, "scatter_elements"));
+        }
+        kiln_ctx_free(ctx);
+    }
+    struct mb b;
+    int64_t   sx[2] = {3, 4};
+    char     *in[] = {"x", "i", "x"}, *out[] = {"y"};
+    mb_init(&b, 16);
+    mb_input(&b, "x", 2, sx);
+    mb_input(&b, "i", 2, sx);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "ScatterElements", "s", 3, in, out), "reduction", "mul");
+    mb_output(&b, "y");
+    const char *p[] = {"node 0 's' (ScatterElements, opset 16)",
+                       "reduction 'mul' is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p, 2, __LINE__);
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -2224,6 +2289,7 @@ static const struct test tests[] = {
     {"onnx_losses", test_onnx_losses},
     {"onnx_onehot_blocks", test_onnx_onehot_blocks},
     {"onnx_gather_nd_norms", test_onnx_gather_nd_norms},
+    {"onnx_scatter", test_onnx_scatter},
 };
 
 int

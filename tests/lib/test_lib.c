@@ -299,6 +299,9 @@ static const struct shape_case shape_cases[] = {
     {"argmax", "x:f32[2,3,4]", "axis=1", "[2, 1, 4]", 2},
     {"argmin", "x:i32[2,3,4]", "axis=-1 keepdims=0 select_last_index=1", "[2, 3]", 2},
     {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]", 1},
+    /* scatter */
+    {"scatter_elements", "x:f32[3,4] i:i64[2,6] u:f32[2,6]", "axis=1", "[3, 4]", 2},
+    {"scatter_elements", "x:i32[3,4] i:i8[5,4] u:i32[5,4]", "reduction=\"add\"", "[3, 4]", 1},
 };
 
 static void
@@ -798,6 +801,21 @@ static const struct error_case error_cases[] = {
     {"cumsum", "x:f32[]", "", "cumsum: input x is a scalar; it needs at least 1 dimension"},
     {"cumsum", "x:f32[4]", "axis=1", "cumsum: axis 1 is out of range for input x of rank 1"},
     {"cumsum", "x:f32[4] y:f32[4]", "", "cumsum: expects 1 input, got 2"},
+    /* scatter */
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"mul\"",
+     "scatter_elements: reduction \"mul\" is not one of none, add, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:f32[2,4] u:f32[2,4]", "",
+     "scatter_elements: indices i have dtype f32; an integer dtype (i8, i32, i64) is required"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,3]", "",
+     "scatter_elements: updates u [2, 3] must have the shape of indices i [2, 4]"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,5] u:f32[2,5]", "axis=0",
+     "scatter_elements: indices i [2, 5] exceed input x [3, 4] in dimension 1"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:i32[2,4]", "",
+     "scatter_elements: updates u have dtype i32; input x has f32"},
+    {"scatter_elements", "x:bool[3,4] i:i64[2,4] u:bool[2,4]", "reduction=\"max\"",
+     "scatter_elements: input x has dtype bool; a numeric dtype is required"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4,1] u:f32[2,4,1]", "",
+     "scatter_elements: indices i [2, 4, 1] must have the rank of input x [3, 4]"},
 };
 
 static void

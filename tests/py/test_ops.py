@@ -941,6 +941,39 @@ def gen_cumsum(g):
 
 # ---- the op table: every library op and how many cases it gets by default -----------------
 
+# ---- scatter (ir/lib_scatter.c) ----
+
+def gen_scatter_elements(g):
+    r = g.int(1, 3)
+    shape = g.shape(r, 1, 5)
+    axis = g.int(-r, r - 1)
+    a = axis % r
+    n = shape[a]
+    red = g.pick(["none", "add", "max", "min"])
+    ishape = tuple(g.int(1, 6) if d == a else g.int(1, shape[d]) for d in range(r))
+    x = draw_typed(g, shape, "any" if red == "none" else "num")
+    u = draw_typed(g, ishape, "num").astype(x.dtype)
+    i = draw_indices(g, ishape, n)
+    want = x.copy()
+    for p in np.ndindex(*ishape):  # ONNX ScatterElements, in order; out-of-range hits nothing
+        v = int(i[p])
+        if not -n <= v < n:
+            continue
+        q = list(p)
+        q[a] = v + n if v < 0 else v
+        q = tuple(q)
+        if red == "none":
+            want[q] = u[p]
+        elif red == "add":
+            want[q] = want[q] + u[p]
+        elif red == "max":
+            want[q] = max(want[q], u[p])
+        else:
+            want[q] = min(want[q], u[p])
+    return Case("scatter_elements", {"x": x, "i": i, "u": u},
+                call("scatter_elements", ["x", "i", "u"], axis=axis, reduction=red), want)
+
+
 GENERATORS = {
     "conv2d": (gen_conv2d, 40),
     "conv2d_transpose": (gen_conv2d_transpose, 30),
@@ -995,6 +1028,10 @@ for _op in COMPARE:
     GENERATORS[_op] = (gen_compare(_op), 8)
 for _op in LOGIC:
     GENERATORS[_op] = (gen_logic(_op), 5)
+# scatter
+GENERATORS.update({
+    "scatter_elements": (gen_scatter_elements, 20),
+})
 
 
 # ---- running --------------------------------------------------------------------------------
