@@ -1,7 +1,8 @@
 /* frontend/onnx_loss.c -- ONNX ops composed of existing library ops, without a library op of
  * their own: the training losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, OneHot,
  * EyeLike, DepthToSpace, SpaceToDepth, GatherND, InstanceNormalization,
- * MeanVarianceNormalization and LRN; and ScatterElements, onto ir/lib_scatter.c's op.
+ * MeanVarianceNormalization and LRN; and ScatterElements and ScatterND, onto ir/lib_scatter.c's
+ * ops.
  *
  * The losses: the log-probability of each sample's target class is a gather_elements along the
  * class axis, its weight a gather from the weight input, and an ignored target is masked out by
@@ -630,4 +631,48 @@ onnx_op_scatter_elements(struct onnx_imp *m)
     for (uint32_t i = 0; i < 3; i++)
         in[i] = onnx_tensor(m, m->in[i]);
     return onnx_set_output(m, 0, onnx_lib(m, "scatter_elements", onnx_out0(m), 3, in, &as));
+}
+
+/* ScatterND: indices [..., k] and updates [...] + data.shape[k:] flattened to [Q, k] and
+ * [Q] + data.shape[k:] for the library's scatter_nd; reduction "mul" is unsupported. */
+enum kiln_status
+onnx_op_scatter_nd(struct onnx_imp *m)
+{
+    struct onnx_value *x = m->in[0], *iv = m->in[1], *uv = m->in[2];
+    const char        *o = onnx_out0(m);
+    const char        *red = onnx_attr_str(m, "reduction", "none");
+    if (!red)
+        return m->ctx->err.status;
+    if (!strcmp(red, "mul"))
+        return UNSUP(m, "reduction 'mul' is not supported (none, add, max, min)");
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "max") && strcmp(red, "min"))
+        return BAD(m, "reduction '%s' is not one of none, add, mul, max, min", red);
+    uint32_t       r = onnx_vrank(m, x), q = onnx_vrank(m, iv), ur = onnx_vrank(m, uv);
+    const int64_t *xs = onnx_vshape(m, x), *is = onnx_vshape(m, iv), *us = onnx_vshape(m, uv);
+    if (r < 1 || q < 1)
+        return BAD(m, "data and indices must have rank at least 1 (ranks %u, %u)", r, q);
+    int64_t k = is[q - 1], rows = 1;
+    if (k < 1 || k > (int64_t)r)
+        return BAD(m, "the last dimension of the indices (%lld) must be in [1, %u]", (long long)k,
+                   r);
+    bool ok = ur == q - 1 + r - (uint32_t)k;
+    for (uint32_t d = 0; ok && d < ur; d++)
+        ok = us[d] == (d + 1 < q ? is[d] : xs[k + d - (q - 1)]);
+    if (!ok)
+        return BAD(m, "input 2 ('%s') must have the shape indices.shape[:-1] + data.shape[k:]",
+                   uv->name);
+    for (uint32_t d = 0; d + 1 < q; d++)
+        rows *= is[d];
+    int64_t ish[2] = {rows, k}, ush[KILN_MAX_DIMS];
+    ush[0] = rows;
+    memcpy(ush + 1, xs + k, sizeof(int64_t) * (r - (uint32_t)k));
+    uint32_t in[3] = {
+        onnx_tensor(m, x),
+        onnx_reshape(m, onnx_suffixed(m, o, "rows"), onnx_tensor(m, iv), 2, ish),
+        onnx_reshape(m, onnx_suffixed(m, o, "updates"), onnx_tensor(m, uv), 1 + r - (uint32_t)k,
+                     ush),
+    };
+    struct onnx_attrs as = {0};
+    onnx_at_str(m, &as, "reduction", red);
+    return onnx_set_output(m, 0, onnx_lib(m, "scatter_nd", o, 3, in, &as));
 }

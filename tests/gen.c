@@ -656,6 +656,8 @@ const char *const kiln_test_op_cases[] = {
     "cast(w, dtype=\"i32\")\ny = scatter_elements(x, k, u, axis=1)\n",
     "input x: f32[4, 5]\ninput s: f32[6, 5]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 5.0\nk = "
     "cast(w, dtype=\"i64\")\ny = scatter_elements(x, k, u, reduction=\"add\")\n",
+    "input x: f32[4, 3, 5]\ninput s: f32[6, 2]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 6.0 - "
+    "2.0\nk = cast(w, dtype=\"i32\")\ny = scatter_nd(x, k, u)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -1614,7 +1614,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 543);
+    backend_suite("node", 545);
 }
 
 static void
@@ -2201,7 +2201,7 @@ test_onnx_gather_nd_norms(void)
 
 /* ScatterElements on x[3, 4] along axis 1 with runtime int64 indices (duplicates, negative and
  * out-of-range ones): reduction none (the last update wins) and add, against a naive loop in
- * ONNX's order; reduction mul is unsupported. */
+ * ONNX's order; ScatterND of whole rows with a duplicate; reduction mul is unsupported. */
 static void
 test_onnx_scatter(void)
 {
@@ -2235,18 +2235,34 @@ test_onnx_scatter(void)
         Onnx__NodeProto *n1 = mb_node(&b, "ScatterElements", "s1", 3, in, o1);
         mb_attr_i(&b, n1, "axis", 1);
         mb_attr_s(&b, n1, "reduction", "add");
+        /* ScatterND: rows -2 and 1 (both row 1: the second wins) and 0 of x */
+        int64_t s31[2] = {3, 1}, s34[2] = {3, 4}, rows[3] = {-2, 1, 0};
+        float   u2[12];
+        for (int i = 0; i < 12; i++)
+            u2[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+        char *in2[] = {"x", "rows", "u2"}, *o2[] = {"y2"};
+        mb_init_tensor(&b, "rows", 2, s31, NULL, rows, 3);
+        mb_init_tensor(&b, "u2", 2, s34, u2, NULL, 12);
+        mb_node(&b, "ScatterND", "s2", 3, in2, o2);
         mb_output(&b, "y0");
         mb_output(&b, "y1");
+        mb_output(&b, "y2");
         kiln_ctx          *ctx = kiln_ctx_new(NULL);
         struct kiln_graph *g;
         const double      *ins[] = {x, ind, u};
-        double            *outs[] = {y0, y1};
+        double             y2[12];
+        double            *outs[] = {y0, y1, y2};
         if (import_eval(ctx, &b, ins, outs, &g)) {
             for (int i = 0; i < 12; i++) {
                 CHECK_NEAR(w0[i], y0[i], 0);
                 CHECK_NEAR(w1[i], y1[i], 1e-12);
+                CHECK_NEAR(i < 4   ? (double)u2[8 + i]
+                           : i < 8 ? (double)u2[4 + i - 4]
+                                   : x[i],
+                           y2[i], 0);
             }
             CHECK(has_call(ctx, g, "scatter_elements"));
+            CHECK(has_call(ctx, g, "scatter_nd"));
         }
         kiln_ctx_free(ctx);
     }

@@ -302,6 +302,8 @@ static const struct shape_case shape_cases[] = {
     /* scatter */
     {"scatter_elements", "x:f32[3,4] i:i64[2,6] u:f32[2,6]", "axis=1", "[3, 4]", 2},
     {"scatter_elements", "x:i32[3,4] i:i8[5,4] u:i32[5,4]", "reduction=\"add\"", "[3, 4]", 1},
+    {"scatter_nd", "x:f32[3,4,5] i:i64[6,2] u:f32[6,5]", "", "[3, 4, 5]", 2},
+    {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"min\"", "[3, 4]", 1},
 };
 
 static void
@@ -816,6 +818,12 @@ static const struct error_case error_cases[] = {
      "scatter_elements: input x has dtype bool; a numeric dtype is required"},
     {"scatter_elements", "x:f32[3,4] i:i64[2,4,1] u:f32[2,4,1]", "",
      "scatter_elements: indices i [2, 4, 1] must have the rank of input x [3, 4]"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,3] u:f32[2]", "",
+     "scatter_nd: indices i [2, 3] must be [Q, k] with k at most the rank of input x [3, 4]"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,3]", "",
+     "scatter_nd: updates u [2, 3] must be [Q] + input x [3, 4]'s dimensions from k = 1"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"mul\"",
+     "scatter_nd: reduction \"mul\" is not one of none, add, max, min"},
 };
 
 static void
