@@ -679,6 +679,13 @@ const char *const kiln_test_op_cases[] = {
     "input s: f32[3, 4]\ninput t: f32[3, 1]\nw[i, j] = s[i, j] * 40.0\nv[i, j] = t[i, j] * 6.0\na "
     "= cast(w, "
     "dtype=\"i64\")\nb = cast(v, dtype=\"i64\")\nm = mod(a, b)\ny = cast(m, dtype=\"f32\")\n",
+    /* scatter: duplicate and out-of-range indices; the last update wins, or they add up */
+    "input x: f32[4, 5]\ninput s: f32[4, 3]\ninput u: f32[4, 3]\nw[i, j] = s[i, j] * 9.0\nk = "
+    "cast(w, dtype=\"i32\")\ny = scatter_elements(x, k, u, axis=1)\n",
+    "input x: f32[4, 5]\ninput s: f32[6, 5]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 5.0\nk = "
+    "cast(w, dtype=\"i64\")\ny = scatter_elements(x, k, u, reduction=\"add\")\n",
+    "input x: f32[4, 3, 5]\ninput s: f32[6, 2]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 6.0 - "
+    "2.0\nk = cast(w, dtype=\"i32\")\ny = scatter_nd(x, k, u)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -11,7 +11,10 @@
  *   chain, LayerNormalization with its statistics outputs and Split, on random data against a
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu, Hardmax (both axis
- *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin and Atanh against naive
+ *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin and Atanh,
+ *   NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights, ignore_index,
+ *   log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND (batch_dims),
+ *   InstanceNormalization, MeanVarianceNormalization, LRN and ScatterElements against naive
  *   computations; the error messages of an unsupported op and attribute, a dynamic shape, a
  *   missing input, a cast to a type kiln lacks, a float Mod without fmod, a bad Hardmax axis;
  *   initializers returned as weights; names made valid.
@@ -1748,7 +1751,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 514);
+    backend_suite("node", 545);
 }
 
 static void
@@ -2014,6 +2017,406 @@ test_onnx_expand_tile_trilu(void)
     expect_error(&b, KILN_ERR_UNSUPPORTED, p3, 2, __LINE__);
 }
 
+/* ---- losses: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ---- */
+
+static void
+mb_attr_s(struct mb *b, Onnx__NodeProto *n, char *name, char *str)
+{
+    Onnx__AttributeProto *a = &b->attr[b->nattr++];
+    *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    a->name = name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.len = strlen(str);
+    a->s.data = (uint8_t *)str;
+    n->attribute[n->n_attribute++] = a;
+}
+
+/* The naive loss of sample (n, d) of lp[2, 3, 4] at target v: -lp[n, v, d] * w[v] (w NULL: 1),
+ * 0 when v is the ignore_index ii (has_ii); a target outside [0, 3) without ignore_index reads
+ * the element the gathers clamp it to (negative ones counting from the end). Adds the weight
+ * applied to *wsum. */
+static double
+naive_nll(const double *lp, const double *w, int64_t v, int n, int d, bool has_ii, int64_t ii,
+          double *wsum)
+{
+    if (has_ii && v == ii)
+        return 0;
+    v = v < 0 ? v + 3 : v;
+    v = v < 0 ? 0 : v > 2 ? 2 : v;
+    double wt = w ? w[v] : 1;
+    *wsum += wt;
+    return -lp[(n * 3 + v) * 4 + d] * wt;
+}
+
+/* x[2, 3, 4] (N, C, d1), targets t[2, 4] with an ignore_index of -1 or 1 on about a quarter of
+ * them, weights w[3]: NegativeLogLikelihoodLoss none / mean (weighted, ignoring) and sum (no
+ * weight, no ignore_index), SoftmaxCrossEntropyLoss mean with weights and its log_prob output,
+ * and mean without weights (the count of targets not ignored divides), against a naive
+ * computation; a bad reduction, a target of the wrong shape and a float target are errors. */
+static void
+test_onnx_losses(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[3] = {2, 3, 4}, st[2] = {2, 4}, sw[1] = {3};
+    for (uint64_t it = 0; it < opt_iters_or(8); it++) {
+        int64_t ii = kiln_rng_below(&r, 2) ? -1 : 1;
+        double  x[24], t[8], n0[8], n1, n2, s0, lp[24], s1;
+        float   wf[3];
+        double  w[3];
+        for (int i = 0; i < 24; i++)
+            x[i] = 4 * kiln_rng_uniform(&r) - 2;
+        for (int i = 0; i < 8; i++)
+            t[i] = kiln_rng_below(&r, 4) ? (double)kiln_rng_below(&r, 3) : (double)ii;
+        for (int i = 0; i < 3; i++)
+            w[i] = wf[i] = (float)(0.25 + kiln_rng_uniform(&r));
+        struct mb b;
+        mb_init(&b, 13);
+        char *ixtw[] = {"x", "t", "w"}, *o0[] = {"n0"}, *o1[] = {"n1"}, *o2[] = {"n2"},
+             *o3[] = {"s0", "lp"}, *o4[] = {"s1"};
+        mb_input(&b, "x", 3, sx);
+        mb_input(&b, "t", 2, st);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_init_tensor(&b, "w", 1, sw, wf, NULL, 3);
+        Onnx__NodeProto *nn0 = mb_node(&b, "NegativeLogLikelihoodLoss", "nll0", 3, ixtw, o0);
+        mb_attr_s(&b, nn0, "reduction", "none");
+        mb_attr_i(&b, nn0, "ignore_index", ii);
+        Onnx__NodeProto *nn1 = mb_node(&b, "NegativeLogLikelihoodLoss", "nll1", 3, ixtw, o1);
+        mb_attr_i(&b, nn1, "ignore_index", ii);
+        mb_attr_s(&b, mb_node(&b, "NegativeLogLikelihoodLoss", "nll2", 2, ixtw, o2), "reduction",
+                  "sum");
+        Onnx__NodeProto *ns0 = mb_node(&b, "SoftmaxCrossEntropyLoss", "sce0", 3, ixtw, o3);
+        ns0->n_output = 2;
+        mb_attr_i(&b, ns0, "ignore_index", ii);
+        mb_attr_i(&b, mb_node(&b, "SoftmaxCrossEntropyLoss", "sce1", 2, ixtw, o4), "ignore_index",
+                  ii);
+        mb_output(&b, "n0");
+        mb_output(&b, "n1");
+        mb_output(&b, "n2");
+        mb_output(&b, "s0");
+        mb_output(&b, "lp");
+        mb_output(&b, "s1");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {x, t};
+        double            *outs[] = {n0, &n1, &n2, &s0, lp, &s1};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            double lsm[24]; /* log_softmax over the class axis */
+            for (int n = 0; n < 2; n++)
+                for (int d = 0; d < 4; d++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int c = 0; c < 3; c++)
+                        mx = fmax(mx, x[(n * 3 + c) * 4 + d]);
+                    for (int c = 0; c < 3; c++)
+                        sum += exp(x[(n * 3 + c) * 4 + d] - mx);
+                    for (int c = 0; c < 3; c++)
+                        lsm[(n * 3 + c) * 4 + d] = x[(n * 3 + c) * 4 + d] - mx - log(sum);
+                }
+            double sum1 = 0, w1 = 0, sum2 = 0, w2 = 0, sum3 = 0, w3 = 0, sum4 = 0, w4 = 0, w0 = 0;
+            for (int n = 0; n < 2; n++)
+                for (int d = 0; d < 4; d++) {
+                    int64_t v = (int64_t)t[n * 4 + d];
+                    CHECK_NEAR(naive_nll(x, w, v, n, d, true, ii, &w0), n0[n * 4 + d], 1e-12);
+                    sum1 += naive_nll(x, w, v, n, d, true, ii, &w1);
+                    sum2 += naive_nll(x, NULL, v, n, d, false, 0, &w2);
+                    sum3 += naive_nll(lsm, w, v, n, d, true, ii, &w3);
+                    sum4 += naive_nll(lsm, NULL, v, n, d, true, ii, &w4);
+                }
+            CHECK_NEAR(sum1 / w1, n1, 1e-9 * (1 + fabs(n1)));
+            CHECK_NEAR(sum2, n2, 1e-9 * (1 + fabs(n2)));
+            CHECK_NEAR(sum3 / w3, s0, 1e-9 * (1 + fabs(s0)));
+            CHECK_NEAR(sum4 / w4, s1, 1e-9 * (1 + fabs(s1)));
+            for (int i = 0; i < 24; i++)
+                CHECK_NEAR(lsm[i], lp[i], 1e-9);
+            struct kiln_tensor_info ti;
+            kiln_graph_tensor(g, kiln_graph_output(g, 1), &ti);
+            CHECK_EQ_INT(0, ti.ndim); /* a reduced loss is a scalar */
+            CHECK(has_call(ctx, g, "gather_elements"));
+            CHECK(has_call(ctx, g, "log_softmax"));
+        }
+        kiln_ctx_free(ctx);
+    }
+
+    char     *ixt[] = {"x", "t"}, *out[] = {"y"};
+    struct mb b;
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, st);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "NegativeLogLikelihoodLoss", "l", 2, ixt, out), "reduction", "max");
+    mb_output(&b, "y");
+    const char *p1[] = {"node 0 'l' (NegativeLogLikelihoodLoss, opset 13)",
+                        "reduction 'max' is not one of none, sum, mean"};
+    expect_error(&b, KILN_ERR_INVALID, p1, 2, __LINE__);
+
+    int64_t bad[2] = {2, 3};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, bad);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_node(&b, "SoftmaxCrossEntropyLoss", "l", 2, ixt, out);
+    mb_output(&b, "y");
+    const char *p2[] = {"node 0 'l' (SoftmaxCrossEntropyLoss, opset 13)",
+                        "input 1 ('t') must have input 0's shape without dimension 1"};
+    expect_error(&b, KILN_ERR_INVALID, p2, 2, __LINE__);
+
+    mb_init(&b, 13);
+    mb_input(&b, "x", 3, sx);
+    mb_input(&b, "t", 2, st);
+    mb_node(&b, "NegativeLogLikelihoodLoss", "l", 2, ixt, out);
+    mb_output(&b, "y");
+    const char *p3[] = {"input 1 ('t') is f32; the targets must be int32 or int64"};
+    expect_error(&b, KILN_ERR_INVALID, p3, 1, __LINE__);
+}
+
+/* OneHot (runtime indices, some negative or out of range, constant depth and values, axis 1),
+ * EyeLike (k 1, a constant), DepthToSpace (DCR and CRD) and SpaceToDepth on x[1, 8, 2, 3]
+ * against naive loops. */
+static void
+test_onnx_onehot_blocks(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t si[2] = {2, 3}, s0[1] = {1}, s2[1] = {2}, sx[4] = {1, 8, 2, 3}, sy[4] = {1, 2, 4, 6};
+    int64_t depth = 4;
+    float   vals[2] = {-1, 5};
+    double  ind[6], oh[24], ey[6], dcr[48], crd[48], x[48], y[48], std[48];
+    for (int i = 0; i < 6; i++)
+        ind[i] = (double)kiln_rng_below(&r, 10) - 5; /* [-5, 4]: -5 and 4 are off rows */
+    for (int i = 0; i < 48; i++)
+        x[i] = 2 * kiln_rng_uniform(&r) - 1;
+    for (int i = 0; i < 48; i++)
+        y[i] = 2 * kiln_rng_uniform(&r) - 1;
+    struct mb b;
+    mb_init(&b, 13);
+    char *i_oh[] = {"i", "depth", "vals"}, *o_oh[] = {"oh"}, *i_ey[] = {"i"}, *o_ey[] = {"ey"},
+         *i_x[] = {"x"}, *o_dcr[] = {"dcr"}, *o_crd[] = {"crd"}, *i_y[] = {"y"}, *o_std[] = {"std"};
+    mb_input(&b, "i", 2, si);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_input(&b, "x", 4, sx);
+    mb_input(&b, "y", 4, sy);
+    mb_init_tensor(&b, "depth", 0, s0, NULL, &depth, 1);
+    mb_init_tensor(&b, "vals", 1, s2, vals, NULL, 2);
+    mb_attr_i(&b, mb_node(&b, "OneHot", "oh", 3, i_oh, o_oh), "axis", 1);
+    Onnx__NodeProto *ne = mb_node(&b, "EyeLike", "ey", 1, i_ey, o_ey);
+    mb_attr_i(&b, ne, "k", 1);
+    mb_attr_i(&b, ne, "dtype", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    mb_attr_i(&b, mb_node(&b, "DepthToSpace", "dcr", 1, i_x, o_dcr), "blocksize", 2);
+    Onnx__NodeProto *nc = mb_node(&b, "DepthToSpace", "crd", 1, i_x, o_crd);
+    mb_attr_i(&b, nc, "blocksize", 2);
+    mb_attr_s(&b, nc, "mode", "CRD");
+    mb_attr_i(&b, mb_node(&b, "SpaceToDepth", "std", 1, i_y, o_std), "blocksize", 2);
+    mb_output(&b, "oh");
+    mb_output(&b, "ey");
+    mb_output(&b, "dcr");
+    mb_output(&b, "crd");
+    mb_output(&b, "std");
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g;
+    const double      *ins[] = {ind, x, y};
+    double            *outs[] = {oh, ey, dcr, crd, std};
+    if (import_eval(ctx, &b, ins, outs, &g)) {
+        for (int a = 0; a < 2; a++) /* oh[a, k, c] */
+            for (int k = 0; k < 4; k++)
+                for (int c = 0; c < 3; c++) {
+                    int64_t v = (int64_t)ind[a * 3 + c];
+                    v = v < 0 ? v + 4 : v;
+                    CHECK_NEAR(v == k ? 5.0 : -1.0, oh[(a * 4 + k) * 3 + c], 0);
+                }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                CHECK_NEAR(j - i == 1 ? 1.0 : 0.0, ey[i * 3 + j], 0);
+        /* DepthToSpace: out[0, c, h*2+bh, w*2+bw] = x[0, (bh*2+bw)*2+c] (DCR), x[c*4+bh*2+bw]
+         * (CRD); SpaceToDepth the inverse of DCR */
+        for (int c = 0; c < 2; c++)
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 6; w++) {
+                    int bh = h % 2, bw = w % 2, o = (c * 4 + h) * 6 + w;
+                    int xd = (((bh * 2 + bw) * 2 + c) * 2 + h / 2) * 3 + w / 2;
+                    int xc = ((c * 4 + bh * 2 + bw) * 2 + h / 2) * 3 + w / 2;
+                    CHECK_NEAR(x[xd], dcr[o], 0);
+                    CHECK_NEAR(x[xc], crd[o], 0);
+                    CHECK_NEAR(y[o], std[xd], 0);
+                }
+    }
+    kiln_ctx_free(ctx);
+
+    char *in1[] = {"x"}, *out[] = {"z"};
+    mb_init(&b, 13);
+    mb_input(&b, "x", 4, sy);
+    mb_attr_i(&b, mb_node(&b, "DepthToSpace", "d", 1, in1, out), "blocksize", 2);
+    mb_output(&b, "z");
+    const char *p1[] = {"node 0 'd' (DepthToSpace, opset 13)",
+                        "the channels (2) are not a multiple of blocksize² (4)"};
+    expect_error(&b, KILN_ERR_INVALID, p1, 2, __LINE__);
+}
+
+/* GatherND with batch_dims 1 and negative indices; InstanceNormalization, MeanVarianceNormalization
+ * (axes 2, 3) and LRN (size 3) on x[2, 3, 2, 2], against naive loops. */
+static void
+test_onnx_gather_nd_norms(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    for (uint64_t it = 0; it < opt_iters_or(4); it++) {
+        int64_t sd[3] = {2, 3, 4}, si[3] = {2, 2, 2}, sx[4] = {2, 3, 2, 2}, sc[1] = {3};
+        int64_t axes[2] = {2, 3};
+        double  d[24], ind[8], gnd[4], x[24], inn[24], mvn[24], lrn[24];
+        float   scale[3], bias[3];
+        for (int i = 0; i < 24; i++) {
+            d[i] = 2 * kiln_rng_uniform(&r) - 1;
+            x[i] = 2 * kiln_rng_uniform(&r) - 1;
+        }
+        for (int i = 0; i < 8; i++) /* [batch, row, (j, k)]: j in [-3, 2], k in [-4, 3] */
+            ind[i] = i % 2 ? (double)kiln_rng_below(&r, 8) - 4 : (double)kiln_rng_below(&r, 6) - 3;
+        for (int i = 0; i < 3; i++) {
+            scale[i] = (float)(2 * kiln_rng_uniform(&r));
+            bias[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+        }
+        struct mb b;
+        mb_init(&b, 13);
+        char *i_g[] = {"d", "i"}, *o_g[] = {"gnd"}, *i_in[] = {"x", "scale", "bias"},
+             *o_in[] = {"inn"}, *i_x[] = {"x"}, *o_mvn[] = {"mvn"}, *o_lrn[] = {"lrn"};
+        mb_input(&b, "d", 3, sd);
+        mb_input(&b, "i", 3, si);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_input(&b, "x", 4, sx);
+        mb_init_tensor(&b, "scale", 1, sc, scale, NULL, 3);
+        mb_init_tensor(&b, "bias", 1, sc, bias, NULL, 3);
+        mb_attr_i(&b, mb_node(&b, "GatherND", "gnd", 2, i_g, o_g), "batch_dims", 1);
+        mb_attr_f(&b, mb_node(&b, "InstanceNormalization", "inn", 3, i_in, o_in), "epsilon", 0.01f);
+        Onnx__NodeProto      *nm = mb_node(&b, "MeanVarianceNormalization", "mvn", 1, i_x, o_mvn);
+        Onnx__AttributeProto *a = &b.attr[b.nattr++];
+        *a = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+        a->name = "axes";
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        a->n_ints = 2;
+        a->ints = axes;
+        nm->attribute[nm->n_attribute++] = a;
+        Onnx__NodeProto *nl = mb_node(&b, "LRN", "lrn", 1, i_x, o_lrn);
+        mb_attr_i(&b, nl, "size", 3);
+        mb_attr_f(&b, nl, "alpha", 0.5f);
+        mb_output(&b, "gnd");
+        mb_output(&b, "inn");
+        mb_output(&b, "mvn");
+        mb_output(&b, "lrn");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {d, ind, x};
+        double            *outs[] = {gnd, inn, mvn, lrn};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            for (int n = 0; n < 2; n++)
+                for (int k = 0; k < 2; k++) {
+                    int64_t j0 = (int64_t)ind[(n * 2 + k) * 2],
+                            j1 = (int64_t)ind[(n * 2 + k) * 2 + 1];
+                    j0 = j0 < 0 ? j0 + 3 : j0;
+                    j1 = j1 < 0 ? j1 + 4 : j1;
+                    CHECK_NEAR(d[(n * 3 + j0) * 4 + j1], gnd[n * 2 + k], 0);
+                }
+            for (int n = 0; n < 2; n++)
+                for (int c = 0; c < 3; c++) {
+                    const double *p = x + (n * 3 + c) * 4;
+                    double        mean = (p[0] + p[1] + p[2] + p[3]) / 4, var = 0;
+                    for (int i = 0; i < 4; i++)
+                        var += (p[i] - mean) * (p[i] - mean) / 4;
+                    for (int i = 0; i < 4; i++) {
+                        int o = (n * 3 + c) * 4 + i;
+                        CHECK_NEAR((p[i] - mean) / sqrt(var + (double)0.01f) * scale[c] + bias[c],
+                                   inn[o], 1e-9);
+                        CHECK_NEAR((p[i] - mean) / (sqrt(var) + 1e-9), mvn[o], 1e-6);
+                        double sum = 0;
+                        for (int cc = c - 1; cc <= c + 1; cc++)
+                            if (cc >= 0 && cc < 3)
+                                sum += x[(n * 3 + cc) * 4 + i] * x[(n * 3 + cc) * 4 + i];
+                        CHECK_NEAR(p[i] / pow(1 + (double)0.5f / 3 * sum, 0.75), lrn[o], 1e-9);
+                    }
+                }
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
+/* ScatterElements on x[3, 4] along axis 1 with runtime int64 indices (duplicates, negative and
+ * out-of-range ones): reduction none (the last update wins) and add, against a naive loop in
+ * ONNX's order; ScatterND of whole rows with a duplicate; reduction mul is unsupported. */
+static void
+test_onnx_scatter(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    for (uint64_t it = 0; it < opt_iters_or(8); it++) {
+        int64_t sx[2] = {3, 4}, si[2] = {2, 5};
+        double  x[12], ind[10], u[10], y0[12], y1[12], w0[12], w1[12];
+        for (int i = 0; i < 12; i++)
+            x[i] = w0[i] = w1[i] = 2 * kiln_rng_uniform(&r) - 1;
+        for (int i = 0; i < 10; i++) {
+            ind[i] = (double)kiln_rng_below(&r, 12) - 6; /* [-6, 5]: some out of [-4, 4) */
+            u[i] = 2 * kiln_rng_uniform(&r) - 1;
+        }
+        for (int a = 0; a < 2; a++)
+            for (int j = 0; j < 5; j++) {
+                int64_t v = (int64_t)ind[a * 5 + j];
+                if (v < -4 || v >= 4)
+                    continue;
+                v = v < 0 ? v + 4 : v;
+                w0[a * 4 + v] = u[a * 5 + j];
+                w1[a * 4 + v] += u[a * 5 + j];
+            }
+        struct mb b;
+        mb_init(&b, 18);
+        char *in[] = {"x", "i", "u"}, *o0[] = {"y0"}, *o1[] = {"y1"};
+        mb_input(&b, "x", 2, sx);
+        mb_input(&b, "i", 2, si);
+        b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        mb_input(&b, "u", 2, si);
+        mb_attr_i(&b, mb_node(&b, "ScatterElements", "s0", 3, in, o0), "axis", -1);
+        Onnx__NodeProto *n1 = mb_node(&b, "ScatterElements", "s1", 3, in, o1);
+        mb_attr_i(&b, n1, "axis", 1);
+        mb_attr_s(&b, n1, "reduction", "add");
+        /* ScatterND: rows -2 and 1 (both row 1: the second wins) and 0 of x */
+        int64_t s31[2] = {3, 1}, s34[2] = {3, 4}, rows[3] = {-2, 1, 0};
+        float   u2[12];
+        for (int i = 0; i < 12; i++)
+            u2[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+        char *in2[] = {"x", "rows", "u2"}, *o2[] = {"y2"};
+        mb_init_tensor(&b, "rows", 2, s31, NULL, rows, 3);
+        mb_init_tensor(&b, "u2", 2, s34, u2, NULL, 12);
+        mb_node(&b, "ScatterND", "s2", 3, in2, o2);
+        mb_output(&b, "y0");
+        mb_output(&b, "y1");
+        mb_output(&b, "y2");
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph *g;
+        const double      *ins[] = {x, ind, u};
+        double             y2[12];
+        double            *outs[] = {y0, y1, y2};
+        if (import_eval(ctx, &b, ins, outs, &g)) {
+            for (int i = 0; i < 12; i++) {
+                CHECK_NEAR(w0[i], y0[i], 0);
+                CHECK_NEAR(w1[i], y1[i], 1e-12);
+                CHECK_NEAR(i < 4   ? (double)u2[8 + i]
+                           : i < 8 ? (double)u2[4 + i - 4]
+                                   : x[i],
+                           y2[i], 0);
+            }
+            CHECK(has_call(ctx, g, "scatter_elements"));
+            CHECK(has_call(ctx, g, "scatter_nd"));
+        }
+        kiln_ctx_free(ctx);
+    }
+    struct mb b;
+    int64_t   sx[2] = {3, 4};
+    char     *in[] = {"x", "i", "x"}, *out[] = {"y"};
+    mb_init(&b, 16);
+    mb_input(&b, "x", 2, sx);
+    mb_input(&b, "i", 2, sx);
+    b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    mb_attr_s(&b, mb_node(&b, "ScatterElements", "s", 3, in, out), "reduction", "mul");
+    mb_output(&b, "y");
+    const char *p[] = {"node 0 's' (ScatterElements, opset 16)",
+                       "reduction 'mul' is not supported"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p, 2, __LINE__);
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -2038,6 +2441,10 @@ static const struct test tests[] = {
     {"reduction_errors", test_reduction_errors},
     {"elementwise", test_elementwise},
     {"elementwise_errors", test_elementwise_errors},
+    {"onnx_losses", test_onnx_losses},
+    {"onnx_onehot_blocks", test_onnx_onehot_blocks},
+    {"onnx_gather_nd_norms", test_onnx_gather_nd_norms},
+    {"onnx_scatter", test_onnx_scatter},
 };
 
 int

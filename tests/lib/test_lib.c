@@ -306,6 +306,12 @@ static const struct shape_case shape_cases[] = {
     {"sign", "x:i8[5]", "", "[5]", 1},
     {"isinf", "x:f32[2,3]", "detect_positive=0", "[2, 3]", 1},
     {"mod", "a:i32[2,1] b:i32[3]", "fmod=1", "[2, 3]", 1},
+    {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]", 1},
+    /* scatter */
+    {"scatter_elements", "x:f32[3,4] i:i64[2,6] u:f32[2,6]", "axis=1", "[3, 4]", 2},
+    {"scatter_elements", "x:i32[3,4] i:i8[5,4] u:i32[5,4]", "reduction=\"add\"", "[3, 4]", 1},
+    {"scatter_nd", "x:f32[3,4,5] i:i64[6,2] u:f32[6,5]", "", "[3, 4, 5]", 2},
+    {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"min\"", "[3, 4]", 1},
 };
 
 static void
@@ -816,6 +822,27 @@ static const struct error_case error_cases[] = {
      "mod: input a has dtype bool; a numeric dtype is required"},
     {"mod", "a:i32[4] b:i64[4]", "", "mod: dtypes of a (i32) and b (i64) differ"},
     {"mod", "a:i32[3] b:i32[4]", "", "mod: shapes [3] of a and [4] of b do not broadcast"},
+    /* scatter */
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"mul\"",
+     "scatter_elements: reduction \"mul\" is not one of none, add, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:f32[2,4] u:f32[2,4]", "",
+     "scatter_elements: indices i have dtype f32; an integer dtype (i8, i32, i64) is required"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,3]", "",
+     "scatter_elements: updates u [2, 3] must have the shape of indices i [2, 4]"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,5] u:f32[2,5]", "axis=0",
+     "scatter_elements: indices i [2, 5] exceed input x [3, 4] in dimension 1"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:i32[2,4]", "",
+     "scatter_elements: updates u have dtype i32; input x has f32"},
+    {"scatter_elements", "x:bool[3,4] i:i64[2,4] u:bool[2,4]", "reduction=\"max\"",
+     "scatter_elements: input x has dtype bool; a numeric dtype is required"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4,1] u:f32[2,4,1]", "",
+     "scatter_elements: indices i [2, 4, 1] must have the rank of input x [3, 4]"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,3] u:f32[2]", "",
+     "scatter_nd: indices i [2, 3] must be [Q, k] with k at most the rank of input x [3, 4]"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,3]", "",
+     "scatter_nd: updates u [2, 3] must be [Q] + input x [3, 4]'s dimensions from k = 1"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"mul\"",
+     "scatter_nd: reduction \"mul\" is not one of none, add, max, min"},
 };
 
 static void

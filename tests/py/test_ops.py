@@ -941,6 +941,68 @@ def gen_cumsum(g):
 
 # ---- the op table: every library op and how many cases it gets by default -----------------
 
+# ---- scatter (ir/lib_scatter.c) ----
+
+def gen_scatter_elements(g):
+    r = g.int(1, 3)
+    shape = g.shape(r, 1, 5)
+    axis = g.int(-r, r - 1)
+    a = axis % r
+    n = shape[a]
+    red = g.pick(["none", "add", "max", "min"])
+    ishape = tuple(g.int(1, 6) if d == a else g.int(1, shape[d]) for d in range(r))
+    x = draw_typed(g, shape, "any" if red == "none" else "num")
+    u = draw_typed(g, ishape, "num").astype(x.dtype)
+    i = draw_indices(g, ishape, n)
+    want = x.copy()
+    for p in np.ndindex(*ishape):  # ONNX ScatterElements, in order; out-of-range hits nothing
+        v = int(i[p])
+        if not -n <= v < n:
+            continue
+        q = list(p)
+        q[a] = v + n if v < 0 else v
+        q = tuple(q)
+        if red == "none":
+            want[q] = u[p]
+        elif red == "add":
+            want[q] = want[q] + u[p]
+        elif red == "max":
+            want[q] = max(want[q], u[p])
+        else:
+            want[q] = min(want[q], u[p])
+    return Case("scatter_elements", {"x": x, "i": i, "u": u},
+                call("scatter_elements", ["x", "i", "u"], axis=axis, reduction=red), want)
+
+
+def gen_scatter_nd(g):
+    r = g.int(1, 3)
+    shape = g.shape(r, 1, 5)
+    k = g.int(1, r)
+    q = g.int(1, 6)
+    red = g.pick(["none", "add", "max", "min"])
+    dt = g.pick(INDEX_DTYPES)
+    i = np.stack([g.rng.integers(-shape[c] - 2, shape[c] + 2, (q,)) for c in range(k)],
+                 axis=1).astype(dt)
+    x = draw_typed(g, shape, "any" if red == "none" else "num")
+    u = draw_typed(g, (q,) + tuple(shape[k:]), "num").astype(x.dtype)
+    want = x.copy()
+    for row in range(q):  # ONNX ScatterND, in order; a row with a component out of range hits nothing
+        v = [int(i[row, c]) for c in range(k)]
+        if any(not -shape[c] <= v[c] < shape[c] for c in range(k)):
+            continue
+        p = tuple(v[c] + shape[c] if v[c] < 0 else v[c] for c in range(k))
+        if red == "none":
+            want[p] = u[row]
+        elif red == "add":
+            want[p] = want[p] + u[row]
+        elif red == "max":
+            want[p] = np.maximum(want[p], u[row])
+        else:
+            want[p] = np.minimum(want[p], u[row])
+    return Case("scatter_nd", {"x": x, "i": i, "u": u},
+                call("scatter_nd", ["x", "i", "u"], reduction=red), want)
+
+
 GENERATORS = {
     "conv2d": (gen_conv2d, 40),
     "conv2d_transpose": (gen_conv2d_transpose, 30),
@@ -995,6 +1057,11 @@ for _op in COMPARE:
     GENERATORS[_op] = (gen_compare(_op), 8)
 for _op in LOGIC:
     GENERATORS[_op] = (gen_logic(_op), 5)
+# scatter
+GENERATORS.update({
+    "scatter_elements": (gen_scatter_elements, 20),
+    "scatter_nd": (gen_scatter_nd, 20),
+})
 
 
 # trigonometric, hyperbolic and rounding functions, sign, reciprocal, isnan, isinf, mod
