@@ -52,8 +52,14 @@ onnx_op_binary(struct onnx_imp *m)
 {
     const char        *op = m->op->kop;
     struct onnx_value *a = m->in[0], *b = m->in[1];
-    uint32_t           ta = onnx_tensor(m, a), tb = onnx_tensor(m, b);
-    uint32_t           ra = onnx_vrank(m, a), rb = onnx_vrank(m, b);
+    if (!strcmp(op, "pow") && b->is_const && b->c.numel == 1 && b->c.data[0] == 2
+        && onnx_is_float(onnx_vdtype(m, a)) && onnx_vdtype(m, a) == onnx_vdtype(m, b)
+        && onnx_vrank(m, b) <= onnx_vrank(m, a))
+        /* x^2, as exporters write a variance: x*x, the same value (both are the exact square
+         * rounded once) without a call to pow */
+        return onnx_set_output(m, 0, onnx_lib1(m, "square", onnx_out0(m), onnx_tensor(m, a), NULL));
+    uint32_t ta = onnx_tensor(m, a), tb = onnx_tensor(m, b);
+    uint32_t ra = onnx_vrank(m, a), rb = onnx_vrank(m, b);
     if (m->opset < 7 && !onnx_attr_int(m, "broadcast", 0)) {
         if (ra != rb || memcmp(onnx_vshape(m, a), onnx_vshape(m, b), sizeof(int64_t) * ra))
             return BAD(m, "inputs differ in shape and broadcast is 0");

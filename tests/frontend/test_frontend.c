@@ -5,7 +5,8 @@
  *   on each data set's inputs and must match the expected outputs (rtol 1e-3, atol 1e-7, as
  *   ONNX's runner); a model the import refuses must be refused as unsupported (never as
  *   invalid, never a crash), and the number of imported models must not drop below a floor.
- * - Models built here with the generated protobuf-c code: Gemm with alpha/beta/transA/transB,
+ * - Models built here with the generated protobuf-c code: Gemm with alpha/beta/transA/transB, Pow
+ *   by a constant 2 as square,
  *   Clip, legacy broadcasting, symbolic dimensions given by input or by name,
  *   Constant/Shape/Reshape folding, import-time constant folding of a Shape/Slice/Mul/Range
  *   chain, LayerNormalization with its statistics outputs and Split, on random data against a
@@ -998,6 +999,44 @@ test_input_shapes(void)
         }
         kiln_ctx_free(ctx);
     }
+}
+
+/* Pow with a constant exponent 2 imports as square: the same values, no pow call and no
+ * weight for the exponent. */
+static void
+test_pow_square(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[2] = {3, 4}, s1[1] = {1};
+    float           two = 2;
+    struct mb       b;
+    mb_init(&b, 13);
+    char *in[] = {"x", "two"}, *out[] = {"y"};
+    mb_input(&b, "x", 2, sx);
+    mb_init_tensor(&b, "two", 0, s1, &two, NULL, 1);
+    mb_node(&b, "Pow", "pow", 2, in, out);
+    mb_output(&b, "y");
+    kiln_ctx            *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph   *g;
+    const double *const *w;
+    double               x[12], y[12];
+    for (int i = 0; i < 12; i++)
+        x[i] = 6 * kiln_rng_uniform(&r) - 3;
+    const double *ins[] = {x};
+    double       *outs[] = {y};
+    if (mb_import(ctx, &b, &g, &w) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "import: %s", errmsg(ctx));
+    } else {
+        struct kiln_call_info ci;
+        CHECK_EQ_INT(1, kiln_graph_ncalls(g));
+        kiln_graph_call(g, 0, &ci);
+        CHECK(!strcmp(ci.kind, "square"));
+        CHECK_EQ_INT(1, kiln_graph_nargs(g)); /* x only */
+        if (eval(ctx, g, w, ins, outs))
+            for (int i = 0; i < 12; i++)
+                CHECK_NEAR(x[i] * x[i], y[i], 0);
+    }
+    kiln_ctx_free(ctx);
 }
 
 static void
@@ -2423,6 +2462,7 @@ static const struct test tests[] = {
     {"fold_shapes", test_fold_shapes},
     {"layer_norm_split", test_layer_norm_split},
     {"input_shapes", test_input_shapes},
+    {"pow_square", test_pow_square},
     {"onnx_gather", test_onnx_gather},
     {"onnx_compare_logic_cast", test_onnx_compare_logic_cast},
     {"onnx_expand_tile_trilu", test_onnx_expand_tile_trilu},
