@@ -12,13 +12,13 @@
  *   chain, LayerNormalization with its statistics outputs and Split, on random data against a
  *   naive computation; Gather (runtime indices, a constant scalar and run as slices),
  *   comparisons, logic, Where, Cast, CastLike, Expand, Tile and Trilu, Hardmax (both axis
- *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin and Atanh,
- *   NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions, weights, ignore_index,
- *   log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND (batch_dims),
- *   InstanceNormalization, MeanVarianceNormalization, LRN and ScatterElements against naive
- *   computations; the error messages of an unsupported op and attribute, a dynamic shape, a
- *   missing input, a cast to a type kiln lacks, a float Mod without fmod, a bad Hardmax axis;
- *   initializers returned as weights; names made valid.
+ *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin, Atanh and Pow with an
+ *   int64 exponent, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions,
+ *   weights, ignore_index, log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND
+ *   (batch_dims), InstanceNormalization, MeanVarianceNormalization, LRN and ScatterElements
+ *   against naive computations; the error messages of an unsupported op and attribute, a
+ *   dynamic shape, a missing input, a cast to a type kiln lacks, a float Mod without fmod, a
+ *   bad Hardmax axis; initializers returned as weights; names made valid.
  * - The op table (frontend/onnx.def): sorted, each op's opset rows contiguous from the opset
  *   that introduced the op, the lookup by opset, and the dispatcher's shared checks (attributes
  *   by opset row, a missing or undefined input, an output past the row's).
@@ -617,8 +617,8 @@ test_elementwise(void)
 {
     struct kiln_rng    r = kiln_rng_new(opt_seed());
     int64_t            sx[3] = {2, 3, 4};
-    static char *const ops[] = {
-        "Hardmax", "Shrink", "ThresholdedRelu", "Mean", "Round", "Sign", "Ceil", "Sin", "Atanh"};
+    static char *const ops[] = {"Hardmax", "Shrink", "ThresholdedRelu", "Mean", "Round", "Sign",
+                                "Ceil",    "Sin",    "Atanh",           "Pow"};
     for (uint64_t it = 0; it < opt_iters_or(60); it++) {
         double x[24], y[24];
         float  cf[24];
@@ -633,12 +633,17 @@ test_elementwise(void)
         int64_t   opset = kiln_rng_below(&r, 2) ? 13 : 11, axis = 0;
         float     fa = (float)(kiln_rng_uniform(&r) * 2 - 1), fb = (float)kiln_rng_uniform(&r);
         struct mb b;
-        bool      mean = !strcmp(op, "Mean");
+        bool      mean = !strcmp(op, "Mean"), pw = !strcmp(op, "Pow");
+        int64_t   s4[1] = {4}, e4[4]; /* Pow: an int64 exponent, broadcast along the last axis */
+        for (int i = 0; i < 4; i++)
+            e4[i] = (int64_t)kiln_rng_below(&r, 6) - 2;
         mb_init(&b, opset);
         mb_input(&b, "x", 3, sx);
         if (mean)
             mb_init_tensor(&b, "c", 3, sx, cf, NULL, 24);
-        Onnx__NodeProto *n = mb_node(&b, op, "e", mean ? 2 : 1, in, out);
+        else if (pw)
+            mb_init_tensor(&b, "c", 1, s4, NULL, e4, 4);
+        Onnx__NodeProto *n = mb_node(&b, op, "e", mean || pw ? 2 : 1, in, out);
         if (!strcmp(op, "Hardmax")) {
             axis = (int64_t)kiln_rng_below(&r, 6) - 3;
             mb_attr_i(&b, n, "axis", axis);
@@ -677,6 +682,8 @@ test_elementwise(void)
                 want[i] = sin(v);
             else if (!strcmp(op, "Atanh"))
                 want[i] = atanh(v);
+            else if (pw) /* the base's dtype: f32 */
+                want[i] = (float)pow(v, (double)e4[i % 4]);
             else
                 want[i] = 0;
         }
@@ -700,7 +707,7 @@ test_elementwise(void)
             }
         }
         for (int i = 0; i < 24; i++)
-            if (!(fabs(y[i] - want[i]) <= 1e-6 * (1 + fabs(want[i]))))
+            if (!(fabs(y[i] - want[i]) <= 1e-6 * (1 + fabs(want[i])) || y[i] == want[i]))
                 harness_fail(__FILE__, __LINE__, "%s: element %d is %.9g, want %.9g (x = %.9g)",
                              what, i, y[i], want[i], x[i]);
     }
