@@ -651,6 +651,19 @@ const char *const kiln_test_op_cases[] = {
     "input x: f32[3, 5, 4]\nq[i, j, k] = floor(x[i, j, k] * 2.0)\n"
     "a = argmin(q, axis=-1, select_last_index=1)\ny[i, j, k] = f32(a[i, j, k])\n",
     "input x: f32[3, 5, 4]\ny = cumsum(x, axis=1, reverse=1)\n",
+    /* resize: nearest (rounding up at halves), bilinear, cubic with clamped edge taps and
+     * tf_crop_and_resize's extrapolation */
+    "input x: f32[1, 2, 3, 4]\n"
+    "y = resize(x, sizes=[1, 2, 7, 9], mode=\"nearest\", nearest_mode=\"round_prefer_ceil\")\n",
+    "input x: f32[1, 2, 3, 4]\ny = resize(x, sizes=[1, 2, 6, 3], mode=\"linear\")\n",
+    "input x: f32[2, 5, 4]\n"
+    "y = resize(x, sizes=[2, 8, 6], mode=\"cubic\", "
+    "coordinate_transformation_mode=\"align_corners\", "
+    "exclude_outside=1)\n",
+    "input x: f32[2, 5, 4]\n"
+    "y = resize(x, sizes=[2, 4, 7], mode=\"linear\", "
+    "coordinate_transformation_mode=\"tf_crop_and_resize\", roi=[0, -2, 0, 10, 8, 10], "
+    "roi_den=10, extrapolation_value=-1.5)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

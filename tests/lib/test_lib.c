@@ -299,6 +299,8 @@ static const struct shape_case shape_cases[] = {
     {"argmax", "x:f32[2,3,4]", "axis=1", "[2, 1, 4]", 2},
     {"argmin", "x:i32[2,3,4]", "axis=-1 keepdims=0 select_last_index=1", "[2, 3]", 2},
     {"cumsum", "x:f32[2,3,4]", "axis=1 exclusive=1 reverse=1", "[2, 3, 4]", 1},
+    {"resize", "x:f32[1,3,4,5]", "sizes=[1,3,8,10] mode=\"linear\"", "[1, 3, 8, 10]", 1},
+    {"resize", "x:i64[2,3]", "sizes=[4,2] scales=[5,3] scale_den=2", "[4, 2]", 1},
 };
 
 static void
@@ -798,6 +800,28 @@ static const struct error_case error_cases[] = {
     {"cumsum", "x:f32[]", "", "cumsum: input x is a scalar; it needs at least 1 dimension"},
     {"cumsum", "x:f32[4]", "axis=1", "cumsum: axis 1 is out of range for input x of rank 1"},
     {"cumsum", "x:f32[4] y:f32[4]", "", "cumsum: expects 1 input, got 2"},
+    /* interpolation */
+    {"resize", "x:f32[2,3]", "", "resize: attribute sizes (the output shape) is required"},
+    {"resize", "x:f32[2,3]", "sizes=[4]",
+     "resize: attribute sizes has 1 entries; input x has 2 dimensions"},
+    {"resize", "x:f32[2,3]", "sizes=[4,0]", "resize: sizes 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] scales=[2,0]", "resize: scales 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] scales=[2,2] scale_den=0",
+     "resize: scale_den 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] mode=\"area\"",
+     "resize: attribute mode is \"area\"; one of \"nearest\", \"linear\", \"cubic\""},
+    {"resize", "x:i32[2,3]", "sizes=[4,6] mode=\"linear\"",
+     "resize: input x has dtype i32; a float dtype is required"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] roi=[0,0,1,1]",
+     "resize: attribute roi applies only to coordinate_transformation_mode \"tf_crop_and_resize\""},
+    {"resize", "x:f32[2,3]",
+     "sizes=[4,6] coordinate_transformation_mode=\"tf_crop_and_resize\" roi=[0,1]",
+     "resize: attribute roi has 2 entries; input x has 2 dimensions, so 4 (starts, then ends)"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] exclude_outside=2",
+     "resize: attribute exclude_outside must be 0 or 1"},
+    {"resize", "x:f32[]", "sizes=[]", "resize: input x is a scalar; it needs at least 1 dimension"},
+    {"resize", "x:f32[2,2,2,2,2,2]", "sizes=[3,3,3,3,3,3] mode=\"cubic\"",
+     "resize: cubic interpolation over 6 axes reads more than 1024 taps per output"},
 };
 
 static void
