@@ -7,8 +7,8 @@
  * scaled axis is floor(in * scale), as the reference computes it. Resize 10 and Upsample are
  * asymmetric; their nearest mode is defined (by ONNX's reference) for integer scales only,
  * where it repeats each element: a fractional nearest scale is refused. antialias (opset 18)
- * with a downscaling linear or cubic axis is refused (it widens the filter); elsewhere it
- * changes nothing. One handler per row of frontend/onnx.def. */
+ * goes to the library op (a downscaling linear or cubic axis reads a filter widened by
+ * 1 / scale). One handler per row of frontend/onnx.def. */
 #include "onnx_impl.h"
 
 #include <math.h>
@@ -91,6 +91,8 @@ emit(struct onnx_imp *m, const struct rs_node *r)
     onnx_at_str(m, &as, "coordinate_transformation_mode", r->ct);
     if (!strcmp(r->mode, "nearest"))
         onnx_at_str(m, &as, "nearest_mode", r->nr);
+    if (strcmp(r->mode, "nearest") && onnx_attr_int(m, "antialias", 0))
+        onnx_at_int(m, &as, "antialias", 1);
     if (!strcmp(r->mode, "cubic")) {
         onnx_at_float(m, &as, "cubic_coeff_a", onnx_attr_float(m, "cubic_coeff_a", -0.75));
         onnx_at_int(m, &as, "exclude_outside", onnx_attr_int(m, "exclude_outside", 0) != 0);
@@ -316,12 +318,5 @@ onnx_op_resize(struct onnx_imp *m)
             }
         }
     }
-    if (onnx_attr_int(m, "antialias", 0) && strcmp(r.mode, "nearest"))
-        for (uint32_t d = 0; d < r.rank; d++)
-            if ((r.has_scales ? r.scales[d] : (double)r.sizes[d] / ins[d]) < 1)
-                return UNSUP(m,
-                             "antialias with a downscaling %s resize (dimension %u) is not "
-                             "supported",
-                             r.mode, d);
     return emit(m, &r);
 }

@@ -11,6 +11,10 @@
  *     linear   2 taps: floor(x) + 0, + 1 with weights 1 - r, r
  *     cubic    4 taps: floor(x) - 1 .. + 2 with Keys' weights for coefficient a
  *
+ * (the first tap and r computed exactly as the reference finds them, which differs from this
+ * only where x lies within rounding of an integer; antialias widens a downscaling axis's
+ * filter by 1 / scale)
+ *
  * Every tap index is clamped to [0, n-1] (ONNX's reference pads the input with its edge
  * values), so every load is provably in range for the static bounds check. The axes combine
  * as the reference does: a weighted sum over the first resized axis of weighted sums over the
@@ -40,6 +44,8 @@ static const char *const round_names[] = {"round_prefer_floor", "round_prefer_ce
 
 /* The most taps one output element may read (4 per cubic axis). */
 #define RS_MAX_TAPS 1024
+/* The most taps of one axis (an antialiasing downscale widens the filter by 1 / scale). */
+#define RS_AXIS_TAPS 64
 
 struct rs_axis {
     int64_t in, out;
@@ -54,7 +60,7 @@ struct rs {
     enum rs_coord  ct;
     enum rs_round  nr;
     double         a, extrap;
-    bool           exclude;
+    bool           exclude, antialias;
     uint32_t       rank;
     struct rs_axis ax[KILN_MAX_DIMS];
 };
@@ -169,10 +175,54 @@ cubic_w(struct libcall *c, double a, kiln_expr r, uint32_t k)
     return kiln_add(ctx, kiln_mul(ctx, kiln_mul(ctx, e, t), t), one);
 }
 
+/* The taps of a linear or cubic axis: their count, and in *first the offset of the first from
+ * floor(x). With antialias, a downscaling axis (scale s < 1) stretches the filter by 1 / s as
+ * ONNX's reference does: linear taps from floor(-1/s) + 1, cubic from floor(-2/s) + 1, as many
+ * on either side of x. */
+static uint32_t
+axis_ntaps(const struct rs *s, const struct rs_axis *a, int64_t *first)
+{
+    if (!s->antialias || a->scale >= 1) {
+        *first = s->mode == RS_LINEAR ? 0 : -1;
+        return s->mode == RS_LINEAR ? 2 : 4;
+    }
+    double start = floor((s->mode == RS_LINEAR ? -1 : -2) / a->scale) + 1;
+    if (start < 1 - RS_AXIS_TAPS / 2) {
+        *first = 0;
+        return RS_AXIS_TAPS + 1; /* too many: refused */
+    }
+    *first = (int64_t)start;
+    return (uint32_t)(2 - 2 * *first);
+}
+
+/* The antialiasing weight (before normalisation) of the tap at floor(x) + off, for
+ * r = x - floor(x): the linear or cubic kernel at (off - r) * min(scale, 1). */
+static kiln_expr
+aa_w(struct libcall *c, const struct rs *s, const struct rs_axis *a, kiln_expr r, int64_t off)
+{
+    kiln_ctx *ctx = c->ctx;
+    double    sc = a->scale < 1 ? a->scale : 1, A = s->a;
+    kiln_expr t = kiln_mul(ctx, kiln_sub(ctx, f64(c, (double)off), r), f64(c, sc));
+    kiln_expr x = kiln_unary(ctx, KILN_OP_ABS, t);
+    if (s->mode == RS_LINEAR) /* clip(1 - |t|, 0, 1) */
+        return kiln_max(ctx, kiln_min(ctx, kiln_sub(ctx, f64(c, 1), x), f64(c, 1)), f64(c, 0));
+    kiln_expr x2 = kiln_mul(ctx, x, x), x3 = kiln_mul(ctx, x, x2);
+    kiln_expr p1 = kiln_add(
+        ctx, kiln_sub(ctx, kiln_mul(ctx, f64(c, A + 2), x3), kiln_mul(ctx, f64(c, A + 3), x2)),
+        f64(c, 1));
+    kiln_expr p2 = kiln_sub(
+        ctx,
+        kiln_add(ctx, kiln_sub(ctx, kiln_mul(ctx, f64(c, A), x3), kiln_mul(ctx, f64(c, 5 * A), x2)),
+                 kiln_mul(ctx, f64(c, 8 * A), x)),
+        f64(c, 4 * A));
+    return kiln_select(ctx, kiln_le(ctx, x, f64(c, 1)), p1,
+                       kiln_select(ctx, kiln_lt(ctx, x, f64(c, 2)), p2, f64(c, 0)));
+}
+
 /* The taps of one axis: indices (clamped) and weights (f64; nil for nearest). */
 struct rs_taps {
     uint32_t  n;
-    kiln_expr idx[4], w[4];
+    kiln_expr idx[RS_AXIS_TAPS], w[RS_AXIS_TAPS];
 };
 
 static void
@@ -187,10 +237,19 @@ axis_taps(struct libcall *c, const struct rs *s, const struct rs_axis *a, kiln_e
         tp->w[0] = NIL;
         return;
     }
-    kiln_expr fl = kiln_unary(ctx, KILN_OP_FLOOR, x);
-    kiln_expr r = kiln_sub(ctx, x, fl);
-    kiln_expr fi = kiln_cast(ctx, KILN_DTYPE_I64, fl);
-    if (s->mode == RS_NEAREST) {
+    /* As ONNX's reference: the n taps are the n nearest indices to x + n/2 in the input padded
+     * by n/2 (ties to the lower), so the first is ceil(x + n/2) - n (the sum rounded in f64);
+     * the weights read ratio = x - floor(x), or 1 where x is an integer. */
+    int64_t   first;
+    uint32_t  n = s->mode == RS_NEAREST ? 2 : axis_ntaps(s, a, &first);
+    kiln_expr xp = kiln_add(ctx, x, f64(c, (double)(n / 2)));
+    kiln_expr cl = kiln_unary(ctx, KILN_OP_NEG,
+                              kiln_unary(ctx, KILN_OP_FLOOR, kiln_unary(ctx, KILN_OP_NEG, xp)));
+    kiln_expr base = kiln_sub(ctx, kiln_cast(ctx, KILN_DTYPE_I64, cl), lib_idx(c, (int64_t)n));
+    kiln_expr rr = kiln_sub(ctx, x, kiln_unary(ctx, KILN_OP_FLOOR, x));
+    kiln_expr whole = kiln_binary(ctx, KILN_OP_EQ, rr, f64(c, 0));
+    kiln_expr r = kiln_select(ctx, whole, f64(c, 1), rr);
+    if (s->mode == RS_NEAREST) { /* the lower or the upper of the two taps */
         kiln_expr up;
         switch (s->nr) {
         case NR_PREFER_FLOOR:
@@ -200,35 +259,39 @@ axis_taps(struct libcall *c, const struct rs *s, const struct rs_axis *a, kiln_e
             up = kiln_le(ctx, f64(c, 0.5), r);
             break;
         case NR_FLOOR:
-            up = kiln_bool(ctx, false);
+            up = whole;
             break;
         default:
-            up = kiln_lt(ctx, f64(c, 0), r);
+            up = kiln_bool(ctx, true);
             break;
         }
-        kiln_expr i = kiln_add(ctx, fi, kiln_select(ctx, up, lib_idx(c, 1), zero));
+        kiln_expr i = kiln_add(ctx, base, kiln_select(ctx, up, lib_idx(c, 1), zero));
         tp->n = 1;
         tp->idx[0] = kiln_min(ctx, kiln_max(ctx, i, zero), last);
         tp->w[0] = NIL;
         return;
     }
-    tp->n = s->mode == RS_LINEAR ? 2 : 4;
-    int64_t   first = s->mode == RS_LINEAR ? 0 : -1;
+    tp->n = n;
+    bool      aa = s->antialias && a->scale < 1;
     kiln_expr sum = NIL;
     for (uint32_t k = 0; k < tp->n; k++) {
-        kiln_expr i = kiln_add(ctx, fi, lib_idx(c, first + (int64_t)k));
+        kiln_expr i = kiln_add(ctx, base, lib_idx(c, (int64_t)k));
         tp->idx[k] = kiln_min(ctx, kiln_max(ctx, i, zero), last);
-        tp->w[k] = s->mode == RS_CUBIC ? cubic_w(c, s->a, r, k)
-                   : k == 0            ? kiln_sub(ctx, f64(c, 1), r)
-                                       : r;
+        if (aa)
+            tp->w[k] = aa_w(c, s, a, r, first + (int64_t)k);
+        else
+            tp->w[k] = s->mode == RS_CUBIC ? cubic_w(c, s->a, r, k)
+                       : k == 0            ? kiln_sub(ctx, f64(c, 1), r)
+                                           : r;
         if (s->exclude) { /* taps outside the input weigh 0; the rest are renormalised */
             kiln_expr inside =
                 kiln_and(ctx, kiln_le(ctx, zero, i), kiln_lt(ctx, i, lib_idx(c, a->in)));
             tp->w[k] = kiln_select(ctx, inside, tp->w[k], f64(c, 0));
-            sum = k ? kiln_add(ctx, sum, tp->w[k]) : tp->w[k];
         }
+        if (aa || s->exclude)
+            sum = k ? kiln_add(ctx, sum, tp->w[k]) : tp->w[k];
     }
-    if (s->exclude)
+    if (aa || s->exclude)
         for (uint32_t k = 0; k < tp->n; k++)
             tp->w[k] = kiln_div(ctx, tp->w[k], sum);
 }
@@ -263,7 +326,7 @@ get_params(struct libcall *c, struct rs *s, int64_t *shape)
     const int64_t            *sizes, *scales, *roi;
     uint32_t                  nsizes, nscales, nroi, u;
     bool                      given_sizes, given_scales, given_roi;
-    int64_t                   scale_den, roi_den, exclude;
+    int64_t                   scale_den, roi_den, exclude, antialias;
     KILN_TRY(get_choice(c, "mode", mode_names, &u));
     s->mode = (enum rs_mode)u;
     KILN_TRY(get_choice(c, "coordinate_transformation_mode", coord_names, &u));
@@ -277,6 +340,10 @@ get_params(struct libcall *c, struct rs *s, int64_t *shape)
         return lib_fail_attr(c, lib_attr(c, "exclude_outside"),
                              "attribute exclude_outside must be 0 or 1");
     s->exclude = exclude == 1 && s->mode != RS_NEAREST;
+    KILN_TRY(lib_get_int(c, "antialias", 0, &antialias));
+    if (antialias != 0 && antialias != 1)
+        return lib_fail_attr(c, lib_attr(c, "antialias"), "attribute antialias must be 0 or 1");
+    s->antialias = antialias == 1 && s->mode != RS_NEAREST;
     KILN_TRY(lib_get_list(c, "sizes", &sizes, &nsizes, &given_sizes));
     KILN_TRY(lib_get_list(c, "scales", &scales, &nscales, &given_scales));
     KILN_TRY(lib_get_list(c, "roi", &roi, &nroi, &given_roi));
@@ -324,8 +391,14 @@ get_params(struct libcall *c, struct rs *s, int64_t *shape)
         a->ident = a->in == a->out;
         for (int64_t o = 0; a->ident && o < a->out; o++)
             a->ident = coord_c(s, a, o) == (double)o;
+        int64_t first;
         if (!a->ident && s->mode != RS_NEAREST)
-            taps *= s->mode == RS_LINEAR ? 2 : 4;
+            taps *= axis_ntaps(s, a, &first);
+        if (!a->ident && s->mode != RS_NEAREST && axis_ntaps(s, a, &first) > RS_AXIS_TAPS)
+            return lib_fail(c,
+                            "antialiasing %s interpolation at scale %g reads more than %d taps "
+                            "along axis %u",
+                            mode_names[s->mode], a->scale, RS_AXIS_TAPS, d);
         if (taps > RS_MAX_TAPS)
             return lib_fail(c, "%s interpolation over %u axes reads more than %d taps per output",
                             mode_names[s->mode], d + 1, RS_MAX_TAPS);
@@ -347,6 +420,7 @@ kiln_lib_resize(struct libcall *c)
                                         "roi",
                                         "roi_den",
                                         "extrapolation_value",
+                                        "antialias",
                                         NULL};
     struct rs                s;
     int64_t                  shape[KILN_MAX_DIMS];

@@ -820,6 +820,11 @@ static const struct error_case error_cases[] = {
     {"resize", "x:f32[2,3]", "sizes=[4,6] exclude_outside=2",
      "resize: attribute exclude_outside must be 0 or 1"},
     {"resize", "x:f32[]", "sizes=[]", "resize: input x is a scalar; it needs at least 1 dimension"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] antialias=2",
+     "resize: attribute antialias must be 0 or 1"},
+    {"resize", "x:f32[200]", "sizes=[2] mode=\"linear\" antialias=1",
+     "resize: antialiasing linear interpolation at scale 0.01 reads more than 64 taps along axis "
+     "0"},
     {"resize", "x:f32[2,2,2,2,2,2]", "sizes=[3,3,3,3,3,3] mode=\"cubic\"",
      "resize: cubic interpolation over 6 axes reads more than 1024 taps per output"},
 };

@@ -999,7 +999,7 @@ for _op in LOGIC:
 
 # ---- resize: PyTorch's F.interpolate where it has the mode, else ONNX's reference ---------
 
-def onnx_resize_weights(n_in, n_out, scale, mode, ct, nr, a, exclude, r0, r1):
+def onnx_resize_weights(n_in, n_out, scale, mode, ct, nr, a, exclude, r0, r1, antialias=0):
     """The weights [n_out, n_in] of one axis after ONNX's reference implementation
     (onnx/backend/test/case/node/resize.py: interpolate_1d_with_x): the neighbours of the input
     coordinate in the edge-padded input, their coefficients, and a mask of the outputs that take
@@ -1032,6 +1032,20 @@ def onnx_resize_weights(n_in, n_out, scale, mode, ct, nr, a, exclude, r0, r1):
                 c = {"round_prefer_floor": [ratio <= 0.5, ratio > 0.5],
                      "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
                      "floor": [1, 0], "ceil": [0, 1]}[nr]
+        elif antialias and scale < 1 and mode == "linear":  # the filter stretched by 1/scale
+            start = int(np.floor(-1 / scale) + 1)
+            args = (np.arange(start, 2 - start) - ratio) * scale
+            c = np.clip(1 - np.abs(args), 0, 1)
+            c = c / c.sum()
+        elif antialias and scale < 1:
+            def keys(v):
+                v = abs(v)
+                if v <= 1:
+                    return (a + 2) * v ** 3 - (a + 3) * v ** 2 + 1
+                return a * v ** 3 - 5 * a * v ** 2 + 8 * a * v - 4 * a if v < 2 else 0.0
+            start = int(np.floor(-2 / scale) + 1)
+            c = np.array([keys(scale * (i - ratio)) for i in range(start, 2 - start)])
+            c = c / c.sum()
         elif mode == "linear":
             c = [1 - ratio, ratio]
         else:
@@ -1052,12 +1066,12 @@ def onnx_resize_weights(n_in, n_out, scale, mode, ct, nr, a, exclude, r0, r1):
     return w, outside
 
 
-def onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roi, extrap):
+def onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roi, extrap, antialias=0):
     y = f64(x)
     mask = np.zeros(tuple(sizes), dtype=bool)
     for d in range(x.ndim):
         w, out = onnx_resize_weights(x.shape[d], sizes[d], scales[d], mode, ct, nr, a, exclude,
-                                     roi[d], roi[x.ndim + d])
+                                     roi[d], roi[x.ndim + d], antialias)
         y = np.moveaxis(np.tensordot(w, np.moveaxis(y, d, 0), axes=1), 0, d)
         shp = [1] * x.ndim
         shp[d] = sizes[d]
@@ -1092,6 +1106,7 @@ def gen_resize(g):
     nr = g.pick(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
     a = g.pick([-0.75, -0.5])
     exclude = int(mode == "cubic" and g.coin())
+    antialias = int(mode != "nearest" and rank <= 2 and g.coin(0.5))  # taps grow as 1/scale
     sizes = [g.int(1, 8) if g.coin(0.7) else d for d in shape]
     scales, den, nums = None, None, None
     if g.coin():  # explicit scales num / den, as ONNX's float scales become
@@ -1115,13 +1130,15 @@ def gen_resize(g):
         x = draw_typed(g, shape, "any")
     else:
         x = g.arr(shape)
-    want = onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roiv,
-                       0.0 if extrap is None else extrap)
+    # extrapolation_value takes x's dtype (integers truncate toward zero, bool is v != 0)
+    ev = float(np.asarray(0.0 if extrap is None else extrap).astype(x.dtype))
+    want = onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roiv, ev, antialias)
     attrs = dict(sizes=sizes, scales=nums, scale_den=den, mode=mode,
                  coordinate_transformation_mode=ct, nearest_mode=nr,
                  cubic_coeff_a=a if mode == "cubic" else None,
                  exclude_outside=exclude if mode == "cubic" else None, roi=roi, roi_den=roi_den,
-                 extrapolation_value=extrap if ct == "tf_crop_and_resize" else None)
+                 extrapolation_value=extrap if ct == "tf_crop_and_resize" else None,
+                 antialias=antialias or None)
     return Case("resize", {"x": x}, call("resize", ["x"], **attrs), want)
 
 
