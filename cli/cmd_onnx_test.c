@@ -316,8 +316,11 @@ bind_shape_inputs(struct test *t)
         if (st != KILN_OK)
             break;
         /* shapes, axes and pads are int64 in ONNX (CumSum's axis int32); Range's bounds are
-         * scalars of any type */
-        if ((v.dtype == KILN_DTYPE_I64 || v.dtype == KILN_DTYPE_I32 || v.numel == 1) && v.name[0]) {
+         * scalars of any type; Resize's scales and roi short float vectors */
+        bool fvec = v.ndim == 1 && v.numel <= 2 * KILN_MAX_DIMS
+                    && (v.dtype == KILN_DTYPE_F32 || v.dtype == KILN_DTYPE_F64);
+        if ((v.dtype == KILN_DTYPE_I64 || v.dtype == KILN_DTYPE_I32 || v.numel == 1 || fvec)
+            && v.name[0]) {
             t->bound_k[t->nbound] = k;
             t->bound[t->nbound] = v;
             t->bind[t->nbound] = (struct kiln_onnx_binding){v.name, &t->bound[t->nbound]};

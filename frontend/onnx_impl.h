@@ -147,7 +147,7 @@ bool onnx_attr_ints(struct onnx_imp *m, const char *name, int64_t *out, uint32_t
 
 /* ---- library calls ---- */
 struct onnx_attrs {
-    struct kiln_attr a[8];
+    struct kiln_attr a[12];
     uint32_t         n;
 };
 void onnx_at_int(struct onnx_imp *m, struct onnx_attrs *as, const char *name, int64_t v);

@@ -428,6 +428,15 @@ kiln_ival_exact(const struct kiln_ival_exact_env *env, kiln_expr e, struct kiln_
         *out = (struct kiln_ival){0, 1};
         return true;
     }
+    if (op == KILN_OP_MIN || op == KILN_OP_MAX) {
+        /* a clamp bounds even an operand without an interval of its own (a float cast to an
+         * integer, an i64 load): that operand holds its integer dtype's range */
+        kiln_expr x = {n->kid[0]}, y = {n->kid[1]};
+        if ((!sub_exact(env, x, &a) && !kiln_dtype_range(kiln_expr_dtype(ctx, x), &a.lo, &a.hi))
+            || (!sub_exact(env, y, &b) && !kiln_dtype_range(kiln_expr_dtype(ctx, y), &b.lo, &b.hi)))
+            return false;
+        return exact_binary(op, a, b, out);
+    }
     if (!(kiln_op_flags[op] & KILN_OPF_ARITH) || !sub_exact(env, (kiln_expr){n->kid[0]}, &a))
         return false;
     if (op == KILN_OP_NEG || op == KILN_OP_ABS) {

@@ -50,11 +50,12 @@ struct kiln_ival kiln_ival_bound(const struct kiln_ival_env *env, kiln_expr e);
 /* Exact interval of e, or false: plain interval arithmetic with no reasoning past it, for the
  * .kg bounds check (what it accepts is part of the language and must not change when the
  * simplifier learns more). Bounds are exact int64 values, INT64_MIN and INT64_MAX included;
- * an operand without an interval, or an operation that overflows, has none. + - * min max abs
- * neg exactly; // by an interval excluding 0; % by a positive (negative) interval is
- * [0, max-1] ([min+1, 0]) unless the dividend already lies in [0, min divisor); comparisons
- * and logic are [0, 1]; select is the union of its branches (its condition is not read);
- * casts from integers or bool keep the interval (refused when it does not fit i8 / i32);
+ * an operand without an interval, or an operation that overflows, has none, except that an
+ * operand of min or max without one spans its integer dtype (so a clamp bounds a float cast or
+ * an i64 load). + - * min max abs neg exactly; // by an interval excluding 0; % by a positive
+ * (negative) interval is [0, max-1] ([min+1, 0]) unless the dividend already lies in [0, min
+ * divisor); comparisons and logic are [0, 1]; select is the union of its branches (its condition is
+ * not read); casts from integers or bool keep the interval (refused when it does not fit i8 / i32);
  * loads have their dtype's range (none for i64). Operands are read through env->sub (NULL:
  * recursively) and env->var; a sub returning false means no interval. */
 struct kiln_ival_exact_env {

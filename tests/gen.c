@@ -686,6 +686,19 @@ const char *const kiln_test_op_cases[] = {
     "cast(w, dtype=\"i64\")\ny = scatter_elements(x, k, u, reduction=\"add\")\n",
     "input x: f32[4, 3, 5]\ninput s: f32[6, 2]\ninput u: f32[6, 5]\nw[i, j] = s[i, j] * 6.0 - "
     "2.0\nk = cast(w, dtype=\"i32\")\ny = scatter_nd(x, k, u)\n",
+    /* resize: nearest (rounding up at halves), bilinear, cubic with clamped edge taps and
+     * tf_crop_and_resize's extrapolation */
+    "input x: f32[1, 2, 3, 4]\n"
+    "y = resize(x, sizes=[1, 2, 7, 9], mode=\"nearest\", nearest_mode=\"round_prefer_ceil\")\n",
+    "input x: f32[1, 2, 3, 4]\ny = resize(x, sizes=[1, 2, 6, 3], mode=\"linear\")\n",
+    "input x: f32[2, 5, 4]\n"
+    "y = resize(x, sizes=[2, 8, 6], mode=\"cubic\", "
+    "coordinate_transformation_mode=\"align_corners\", "
+    "exclude_outside=1)\n",
+    "input x: f32[2, 5, 4]\n"
+    "y = resize(x, sizes=[2, 4, 7], mode=\"linear\", "
+    "coordinate_transformation_mode=\"tf_crop_and_resize\", roi=[0, -2, 0, 10, 8, 10], "
+    "roi_den=10, extrapolation_value=-1.5)\n",
 };
 const size_t kiln_test_nop_cases = KILN_COUNTOF(kiln_test_op_cases);
 

@@ -422,6 +422,15 @@ test_ival_exact(void)
     kiln_expr s = kiln_select(ctx, kiln_lt(ctx, i, C(ctx, 5)), C(ctx, 3), C(ctx, 9));
     CHECK(kiln_ival_exact(&xenv, s, &x) && ival_eq(x, 3, 9));
     CHECK(ival_eq(kiln_ival_bound(&env, s), 3, 3)); /* decided by the saturating bounds */
+    /* a clamp bounds an operand without an interval (a float cast): min(max(i64(f), 0), 7) */
+    kiln_expr f = kiln_cast(
+        ctx, KILN_DTYPE_I64,
+        kiln_mul(ctx, kiln_cast(ctx, KILN_DTYPE_F64, i), kiln_float(ctx, 2.5, KILN_DTYPE_F64)));
+    CHECK(!kiln_ival_exact(&xenv, f, &x));
+    CHECK(kiln_ival_exact(&xenv, kiln_max(ctx, f, C(ctx, 0)), &x) && ival_eq(x, 0, INT64_MAX));
+    CHECK(kiln_ival_exact(&xenv, kiln_min(ctx, kiln_max(ctx, f, C(ctx, 0)), C(ctx, 7)), &x)
+          && ival_eq(x, 0, 7));
+    CHECK(!kiln_ival_exact(&xenv, kiln_add(ctx, kiln_max(ctx, f, C(ctx, 0)), C(ctx, 1)), &x));
     CHECK(kiln_ok(ctx));
     kiln_ctx_free(ctx);
 }

@@ -40,7 +40,10 @@ test_hardswish test_elu test_selu_default test_celu test_softplus test_softsign
 test_gather_0 test_gather_negative_indices test_gather_elements_negative_indices test_where_long_example
 test_equal_bcast test_less_equal_bcast test_greater test_greater_equal test_and_bcast3v2d test_or4d
 test_xor2d test_not_3d test_cast_FLOAT_to_DOUBLE test_castlike_FLOAT_to_DOUBLE test_expand_dim_changed
-test_tile_precomputed test_tril test_triu_neg"
+test_tile_precomputed test_tril test_triu_neg
+test_resize_upsample_scales_linear test_resize_downsample_scales_cubic_A_n0p5_exclude_outside
+test_resize_tf_crop_and_resize test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric
+test_resize_downsample_sizes_linear_pytorch_half_pixel test_upsample_nearest"
 dirs=()
 for t in $TESTS; do dirs+=("$DATA/$t"); done
 n=$(echo $TESTS | wc -w)

@@ -15,7 +15,8 @@
  *   conventions), Shrink, ThresholdedRelu, Mean, Round, Sign, Ceil, Sin, Atanh and Pow with an
  *   int64 exponent, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (reductions,
  *   weights, ignore_index, log_prob), OneHot, EyeLike, DepthToSpace, SpaceToDepth, GatherND
- *   (batch_dims), InstanceNormalization, MeanVarianceNormalization, LRN and ScatterElements
+ *   (batch_dims), InstanceNormalization, MeanVarianceNormalization, LRN, ScatterElements,
+ *   Resize and Upsample (linear align_corners, nearest, keep_aspect_ratio_policy, antialias)
  *   against naive computations; the error messages of an unsupported op and attribute, a
  *   dynamic shape, a missing input, a cast to a type kiln lacks, a float Mod without fmod, a
  *   bad Hardmax axis; initializers returned as weights; names made valid.
@@ -2463,6 +2464,148 @@ test_onnx_scatter(void)
     expect_error(&b, KILN_ERR_UNSUPPORTED, p, 2, __LINE__);
 }
 
+/* Linear align_corners interpolation of a[0..n) at output o of m: a naive 1-D oracle. */
+static double
+lerp_ac(const double *a, int64_t stride, int64_t n, int64_t o, int64_t m)
+{
+    double  x = m == 1 ? 0 : (double)o * (double)(n - 1) / (double)(m - 1);
+    int64_t i0 = (int64_t)floor(x), i1 = i0 + 1 < n ? i0 + 1 : n - 1;
+    return (1 - (x - (double)i0)) * a[i0 * stride] + (x - (double)i0) * a[i1 * stride];
+}
+
+/* Resize 13 (constant float scales, bilinear align_corners) and 11 (sizes, nearest asymmetric
+ * floor), Upsample 9 (nearest, integer scales) and Resize 18's keep_aspect_ratio_policy with
+ * axes, on random x[1, 1, 3, 4] against naive loops, and an antialiasing downscale; a runtime
+ * scale, both scales and sizes and a fractional legacy nearest scale are refused, naming what. */
+static void
+test_onnx_resize(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    int64_t         sx[4] = {1, 1, 3, 4}, s4[1] = {4}, s2[1] = {2};
+    double          x[12], yl[36], yn[48], yu[72], t[24];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+    float     scl[4] = {1, 1, 2, 1.5f}, ups[4] = {1, 1, 2, 3};
+    int64_t   sizes[4] = {1, 1, 6, 8}, ks[2] = {8, 8}, axes[2] = {2, 3};
+    struct mb b;
+    mb_init(&b, 13);
+    char *il[] = {"x", "", "scl"}, *ol[] = {"yl"}, *in_[] = {"x", "", "", "sizes"}, *on[] = {"yn"},
+         *iu[] = {"x", "ups"}, *ou[] = {"yu"};
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "scl", 1, s4, scl, NULL, 4);
+    mb_init_tensor(&b, "sizes", 1, s4, NULL, sizes, 4);
+    Onnx__NodeProto *n = mb_node(&b, "Resize", "rl", 3, il, ol);
+    mb_attr_s(&b, n, "mode", "linear");
+    mb_attr_s(&b, n, "coordinate_transformation_mode", "align_corners");
+    n = mb_node(&b, "Resize", "rn", 4, in_, on);
+    mb_attr_s(&b, n, "coordinate_transformation_mode", "asymmetric");
+    mb_attr_s(&b, n, "nearest_mode", "floor");
+    mb_output(&b, "yl");
+    mb_output(&b, "yn");
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g;
+    const double      *ins[] = {x};
+    double            *outs[] = {yl, yn};
+    if (import_eval(ctx, &b, ins, outs, &g)) {
+        for (int i = 0; i < 3; i++) /* along w first: t[3, 6] */
+            for (int j = 0; j < 6; j++)
+                t[i * 6 + j] = lerp_ac(x + 4 * i, 1, 4, j, 6);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++)
+                CHECK_NEAR(lerp_ac(t + j, 6, 3, i, 6), yl[i * 6 + j], 1e-6);
+        for (int i = 0; i < 6; i++) /* out = 2 * in: x[i / 2, j / 2] */
+            for (int j = 0; j < 8; j++)
+                CHECK_NEAR(x[(i / 2) * 4 + j / 2], yn[i * 8 + j], 0);
+    }
+    kiln_ctx_free(ctx);
+
+    mb_init(&b, 9);
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "ups", 1, s4, ups, NULL, 4);
+    mb_node(&b, "Upsample", "up", 2, iu, ou);
+    mb_output(&b, "yu");
+    ctx = kiln_ctx_new(NULL);
+    double *uo[] = {yu};
+    if (import_eval(ctx, &b, ins, uo, &g))
+        for (int i = 0; i < 6; i++) /* [6, 12]: x[i / 2, j / 3] */
+            for (int j = 0; j < 12; j++)
+                CHECK_NEAR(x[(i / 2) * 4 + j / 3], yu[i * 12 + j], 0);
+    kiln_ctx_free(ctx);
+
+    /* keep_aspect_ratio_policy not_larger over axes [2, 3]: scale min(8/3, 8/4) = 2 */
+    mb_init(&b, 18);
+    char *ik[] = {"x", "", "", "ks"};
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "ks", 1, s2, NULL, ks, 2);
+    n = mb_node(&b, "Resize", "rk", 4, ik, on);
+    mb_attr_s(&b, n, "keep_aspect_ratio_policy", "not_larger");
+    mb_attr_s(&b, n, "coordinate_transformation_mode", "asymmetric");
+    mb_attr_ints(&b, n, "axes", axes, 2);
+    mb_output(&b, "yn");
+    ctx = kiln_ctx_new(NULL);
+    double *ko[] = {yn};
+    if (import_eval(ctx, &b, ins, ko, &g)) {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, kiln_graph_output(g, 0), &ti);
+        CHECK(ti.ndim == 4 && ti.shape[2] == 6 && ti.shape[3] == 8);
+        for (int i = 0; i < 48; i++) /* round_prefer_floor of i / 2 (halves down) */
+            CHECK_NEAR(x[((i / 8) / 2) * 4 + (i % 8) / 2], yn[i], 0);
+    }
+    kiln_ctx_free(ctx);
+
+    mb_init(&b, 13); /* scales a runtime input */
+    mb_input(&b, "x", 4, sx);
+    mb_input(&b, "scl", 1, s4);
+    mb_node(&b, "Resize", "r", 3, il, ol);
+    mb_output(&b, "yl");
+    const char *p1[] = {"node 0 'r' (Resize, opset 13)", "dynamic shape", "'scl'"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p1, 3, __LINE__);
+
+    mb_init(&b, 13);
+    char *ib[] = {"x", "", "scl", "sizes"};
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "scl", 1, s4, scl, NULL, 4);
+    mb_init_tensor(&b, "sizes", 1, s4, NULL, sizes, 4);
+    mb_node(&b, "Resize", "r", 4, ib, ol);
+    mb_output(&b, "yl");
+    const char *p2[] = {"(Resize, opset 13)", "exactly one of scales and sizes", "both"};
+    expect_error(&b, KILN_ERR_INVALID, p2, 3, __LINE__);
+
+    /* antialias on a downscale: x[.., 3, 4] at 0.5 is [.., 1, 2], each a weighted mean of
+     * the taps around it, so within the input's range */
+    float down[4] = {1, 1, 0.5f, 0.5f};
+    mb_init(&b, 18);
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "scl", 1, s4, down, NULL, 4);
+    n = mb_node(&b, "Resize", "r", 3, il, ol);
+    mb_attr_s(&b, n, "mode", "linear");
+    mb_attr_i(&b, n, "antialias", 1);
+    mb_output(&b, "yl");
+    ctx = kiln_ctx_new(NULL);
+    if (import_eval(ctx, &b, ins, outs, &g)) {
+        struct kiln_tensor_info ti;
+        kiln_graph_tensor(g, kiln_graph_output(g, 0), &ti);
+        CHECK(ti.ndim == 4 && ti.shape[2] == 1 && ti.shape[3] == 2);
+        double lo = x[0], hi = x[0];
+        for (int i = 1; i < 12; i++) {
+            lo = fmin(lo, x[i]);
+            hi = fmax(hi, x[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            CHECK(yl[i] >= lo - 1e-6 && yl[i] <= hi + 1e-6);
+    }
+    kiln_ctx_free(ctx);
+
+    float frac[4] = {1, 1, 1.5f, 2};
+    mb_init(&b, 9);
+    mb_input(&b, "x", 4, sx);
+    mb_init_tensor(&b, "ups", 1, s4, frac, NULL, 4);
+    mb_node(&b, "Upsample", "u", 2, iu, ou);
+    mb_output(&b, "yu");
+    const char *p4[] = {"(Upsample, opset 9)", "fractional scale 1.5", "integer scales only"};
+    expect_error(&b, KILN_ERR_UNSUPPORTED, p4, 3, __LINE__);
+}
+
 static const struct test tests[] = {
     {"gemm_random", test_gemm_random},
     {"folding_clip_legacy", test_folding_clip_legacy},
@@ -2470,6 +2613,7 @@ static const struct test tests[] = {
     {"layer_norm_split", test_layer_norm_split},
     {"input_shapes", test_input_shapes},
     {"pow_square", test_pow_square},
+    {"onnx_resize", test_onnx_resize},
     {"onnx_gather", test_onnx_gather},
     {"onnx_compare_logic_cast", test_onnx_compare_logic_cast},
     {"onnx_expand_tile_trilu", test_onnx_expand_tile_trilu},

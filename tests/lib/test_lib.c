@@ -312,6 +312,8 @@ static const struct shape_case shape_cases[] = {
     {"scatter_elements", "x:i32[3,4] i:i8[5,4] u:i32[5,4]", "reduction=\"add\"", "[3, 4]", 1},
     {"scatter_nd", "x:f32[3,4,5] i:i64[6,2] u:f32[6,5]", "", "[3, 4, 5]", 2},
     {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"min\"", "[3, 4]", 1},
+    {"resize", "x:f32[1,3,4,5]", "sizes=[1,3,8,10] mode=\"linear\"", "[1, 3, 8, 10]", 1},
+    {"resize", "x:i64[2,3]", "sizes=[4,2] scales=[5,3] scale_den=2", "[4, 2]", 1},
 };
 
 static void
@@ -843,6 +845,33 @@ static const struct error_case error_cases[] = {
      "scatter_nd: updates u [2, 3] must be [Q] + input x [3, 4]'s dimensions from k = 1"},
     {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"mul\"",
      "scatter_nd: reduction \"mul\" is not one of none, add, max, min"},
+    /* interpolation */
+    {"resize", "x:f32[2,3]", "", "resize: attribute sizes (the output shape) is required"},
+    {"resize", "x:f32[2,3]", "sizes=[4]",
+     "resize: attribute sizes has 1 entries; input x has 2 dimensions"},
+    {"resize", "x:f32[2,3]", "sizes=[4,0]", "resize: sizes 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] scales=[2,0]", "resize: scales 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] scales=[2,2] scale_den=0",
+     "resize: scale_den 0 must be positive"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] mode=\"area\"",
+     "resize: attribute mode is \"area\"; one of \"nearest\", \"linear\", \"cubic\""},
+    {"resize", "x:i32[2,3]", "sizes=[4,6] mode=\"linear\"",
+     "resize: input x has dtype i32; a float dtype is required"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] roi=[0,0,1,1]",
+     "resize: attribute roi applies only to coordinate_transformation_mode \"tf_crop_and_resize\""},
+    {"resize", "x:f32[2,3]",
+     "sizes=[4,6] coordinate_transformation_mode=\"tf_crop_and_resize\" roi=[0,1]",
+     "resize: attribute roi has 2 entries; input x has 2 dimensions, so 4 (starts, then ends)"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] exclude_outside=2",
+     "resize: attribute exclude_outside must be 0 or 1"},
+    {"resize", "x:f32[]", "sizes=[]", "resize: input x is a scalar; it needs at least 1 dimension"},
+    {"resize", "x:f32[2,3]", "sizes=[4,6] antialias=2",
+     "resize: attribute antialias must be 0 or 1"},
+    {"resize", "x:f32[200]", "sizes=[2] mode=\"linear\" antialias=1",
+     "resize: antialiasing linear interpolation at scale 0.01 reads more than 64 taps along axis "
+     "0"},
+    {"resize", "x:f32[2,2,2,2,2,2]", "sizes=[3,3,3,3,3,3] mode=\"cubic\"",
+     "resize: cubic interpolation over 6 axes reads more than 1024 taps per output"},
 };
 
 static void

@@ -1153,6 +1153,154 @@ GENERATORS.update({
 })
 
 
+# ---- resize: PyTorch's F.interpolate where it has the mode, else ONNX's reference ---------
+
+def onnx_resize_weights(n_in, n_out, scale, mode, ct, nr, a, exclude, r0, r1, antialias=0):
+    """The weights [n_out, n_in] of one axis after ONNX's reference implementation
+    (onnx/backend/test/case/node/resize.py: interpolate_1d_with_x): the neighbours of the input
+    coordinate in the edge-padded input, their coefficients, and a mask of the outputs that take
+    extrapolation_value (tf_crop_and_resize outside the input)."""
+    w = np.zeros((n_out, n_in))
+    outside = np.zeros(n_out, dtype=bool)
+    ow = scale * n_in
+    for o in range(n_out):
+        if ct == "align_corners":
+            x = 0.0 if ow == 1 else o * (n_in - 1) / (ow - 1)
+        elif ct == "asymmetric":
+            x = o / scale
+        elif ct == "tf_crop_and_resize":
+            x = (r1 - r0) * (n_in - 1) / 2 if ow == 1 else o * (r1 - r0) * (n_in - 1) / (ow - 1)
+            x += r0 * (n_in - 1)
+            if x < 0 or x > n_in - 1:
+                outside[o] = True
+                continue
+        elif ct == "pytorch_half_pixel":
+            x = -0.5 if ow == 1 else (o + 0.5) / scale - 0.5
+        elif ct == "half_pixel_symmetric":
+            x = n_in / 2 * (1 - n_out / ow) + (o + 0.5) / scale - 0.5
+        else:
+            x = (o + 0.5) / scale - 0.5
+        ratio = 1.0 if float(x).is_integer() else x - np.floor(x)
+        if mode == "nearest":
+            if ratio == 1.0:
+                c = [0.0, 1.0]
+            else:
+                c = {"round_prefer_floor": [ratio <= 0.5, ratio > 0.5],
+                     "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
+                     "floor": [1, 0], "ceil": [0, 1]}[nr]
+        elif antialias and scale < 1 and mode == "linear":  # the filter stretched by 1/scale
+            start = int(np.floor(-1 / scale) + 1)
+            args = (np.arange(start, 2 - start) - ratio) * scale
+            c = np.clip(1 - np.abs(args), 0, 1)
+            c = c / c.sum()
+        elif antialias and scale < 1:
+            def keys(v):
+                v = abs(v)
+                if v <= 1:
+                    return (a + 2) * v ** 3 - (a + 3) * v ** 2 + 1
+                return a * v ** 3 - 5 * a * v ** 2 + 8 * a * v - 4 * a if v < 2 else 0.0
+            start = int(np.floor(-2 / scale) + 1)
+            c = np.array([keys(scale * (i - ratio)) for i in range(start, 2 - start)])
+            c = c / c.sum()
+        elif mode == "linear":
+            c = [1 - ratio, ratio]
+        else:
+            r, s = ratio, 1 - ratio
+            c = [((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                 ((a + 2) * r - (a + 3)) * r * r + 1,
+                 ((a + 2) * s - (a + 3)) * s * s + 1,
+                 ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a]
+        c = np.array(c, dtype=np.float64)
+        pad = (len(c) + 1) // 2
+        near = sorted(range(n_in + 2 * pad), key=lambda i: (abs(x + pad - i), i))[:len(c)]
+        idx = np.array(sorted(near)) - pad
+        if exclude:
+            c = np.where((idx >= 0) & (idx < n_in), c, 0.0)
+            c = c / c.sum()
+        for k, i in enumerate(idx):
+            w[o, min(max(i, 0), n_in - 1)] += c[k]
+    return w, outside
+
+
+def onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roi, extrap, antialias=0):
+    y = f64(x)
+    mask = np.zeros(tuple(sizes), dtype=bool)
+    for d in range(x.ndim):
+        w, out = onnx_resize_weights(x.shape[d], sizes[d], scales[d], mode, ct, nr, a, exclude,
+                                     roi[d], roi[x.ndim + d], antialias)
+        y = np.moveaxis(np.tensordot(w, np.moveaxis(y, d, 0), axes=1), 0, d)
+        shp = [1] * x.ndim
+        shp[d] = sizes[d]
+        mask = mask | out.reshape(shp)
+    return np.where(mask, extrap, y)
+
+
+def gen_resize(g):
+    rank = g.int(1, 4)
+    shape = g.shape(rank, 1, 5)
+    if g.coin(0.4) and rank >= 3:  # PyTorch: N, C, then 1 to 2 spatial axes resized
+        sp = rank - 2
+        mode = g.pick(["nearest", "linear", "cubic"] if sp == 2 else ["nearest", "linear"])
+        align = mode != "nearest" and g.coin()
+        if mode == "nearest":  # integer factors: PyTorch's float scale is then exact
+            sizes = list(shape[:2]) + [d * g.int(1, 3) for d in shape[2:]]
+        else:
+            sizes = list(shape[:2]) + [g.int(1, 8) for _ in shape[2:]]
+        x = g.arr(shape)
+        tmode = {"nearest": "nearest", "linear": "linear" if sp == 1 else "bilinear",
+                 "cubic": "bicubic"}[mode]
+        kw = {} if mode == "nearest" else {"align_corners": align}
+        want = F.interpolate(t(x), size=sizes[2:], mode=tmode, **kw).numpy()
+        ct = ("asymmetric" if mode == "nearest" else "align_corners" if align
+              else "half_pixel")
+        attrs = dict(sizes=sizes, mode=mode, coordinate_transformation_mode=ct,
+                     nearest_mode="floor" if mode == "nearest" else None)
+        return Case("resize", {"x": x}, call("resize", ["x"], **attrs), want)
+    mode = g.pick(["nearest", "linear", "cubic"])
+    ct = g.pick(["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                 "asymmetric", "tf_crop_and_resize"])
+    nr = g.pick(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+    a = g.pick([-0.75, -0.5])
+    exclude = int(mode == "cubic" and g.coin())
+    antialias = int(mode != "nearest" and rank <= 2 and g.coin(0.5))  # taps grow as 1/scale
+    sizes = [g.int(1, 8) if g.coin(0.7) else d for d in shape]
+    scales, den, nums = None, None, None
+    if g.coin():  # explicit scales num / den, as ONNX's float scales become
+        den = g.pick([1, 2, 4, 5])
+        nums = [max(1, round(s / d * den)) if g.coin(0.8) else g.int(1, 3 * den)
+                for s, d in zip(sizes, shape)]
+        scales = [n / den for n in nums]
+        # the output extent follows the scale, as ONNX's does (taps far outside the input,
+        # which inconsistent sizes could ask for, are clamped rather than edge-padded)
+        sizes = [max(1, int(d * s)) for d, s in zip(shape, scales)]
+    else:
+        scales = [s / d for s, d in zip(sizes, shape)]
+    roi, roi_den = None, None
+    roiv = [0.0] * rank + [1.0] * rank
+    if ct == "tf_crop_and_resize":
+        roi_den = 10
+        roi = [g.int(-3, 5) for _ in range(rank)] + [g.int(5, 13) for _ in range(rank)]
+        roiv = [v / roi_den for v in roi]
+    extrap = g.pick([None, 0.0, -3.5])
+    if mode == "nearest" and g.coin(0.3):
+        x = draw_typed(g, shape, "any")
+    else:
+        x = g.arr(shape)
+    # extrapolation_value takes x's dtype (integers truncate toward zero, bool is v != 0)
+    ev = float(np.asarray(0.0 if extrap is None else extrap).astype(x.dtype))
+    want = onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roiv, ev, antialias)
+    attrs = dict(sizes=sizes, scales=nums, scale_den=den, mode=mode,
+                 coordinate_transformation_mode=ct, nearest_mode=nr,
+                 cubic_coeff_a=a if mode == "cubic" else None,
+                 exclude_outside=exclude if mode == "cubic" else None, roi=roi, roi_den=roi_den,
+                 extrapolation_value=extrap if ct == "tf_crop_and_resize" else None,
+                 antialias=antialias or None)
+    return Case("resize", {"x": x}, call("resize", ["x"], **attrs), want)
+
+
+GENERATORS["resize"] = (gen_resize, 40)
+
+
 # ---- running --------------------------------------------------------------------------------
 
 def tolerance(case):
