@@ -304,6 +304,7 @@ static const struct shape_case shape_cases[] = {
     {"scatter_elements", "x:i32[3,4] i:i8[5,4] u:i32[5,4]", "reduction=\"add\"", "[3, 4]", 1},
     {"scatter_nd", "x:f32[3,4,5] i:i64[6,2] u:f32[6,5]", "", "[3, 4, 5]", 2},
     {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"min\"", "[3, 4]", 1},
+    {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"mul\"", "[3, 4]", 1},
 };
 
 static void
@@ -804,8 +805,11 @@ static const struct error_case error_cases[] = {
     {"cumsum", "x:f32[4]", "axis=1", "cumsum: axis 1 is out of range for input x of rank 1"},
     {"cumsum", "x:f32[4] y:f32[4]", "", "cumsum: expects 1 input, got 2"},
     /* scatter */
-    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"mul\"",
-     "scatter_elements: reduction \"mul\" is not one of none, add, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"prod\"",
+     "scatter_elements: reduction \"prod\" is not one of none, add, mul, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:i64[300,4] u:f32[300,4]", "reduction=\"mul\"",
+     "scatter_elements: reduction \"mul\" with 300 updates along axis 0; at most 256 are "
+     "supported (the product is written out)"},
     {"scatter_elements", "x:f32[3,4] i:f32[2,4] u:f32[2,4]", "",
      "scatter_elements: indices i have dtype f32; an integer dtype (i8, i32, i64) is required"},
     {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,3]", "",
@@ -822,8 +826,11 @@ static const struct error_case error_cases[] = {
      "scatter_nd: indices i [2, 3] must be [Q, k] with k at most the rank of input x [3, 4]"},
     {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,3]", "",
      "scatter_nd: updates u [2, 3] must be [Q] + input x [3, 4]'s dimensions from k = 1"},
-    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"mul\"",
-     "scatter_nd: reduction \"mul\" is not one of none, add, max, min"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"div\"",
+     "scatter_nd: reduction \"div\" is not one of none, add, mul, max, min"},
+    {"scatter_nd", "x:f32[3,4] i:i64[257,1] u:f32[257,4]", "reduction=\"mul\"",
+     "scatter_nd: reduction \"mul\" with 257 index rows; at most 256 are supported (the product "
+     "is written out)"},
 };
 
 static void
