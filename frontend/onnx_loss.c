@@ -613,16 +613,15 @@ onnx_op_lrn(struct onnx_imp *m)
 /* ---- ScatterElements, Scatter ---- */
 
 /* ScatterElements (and Scatter, its name before opset 11): the library's scatter_elements,
- * which reads the updates from the output's side; reduction "mul" is unsupported. */
+ * which reads the updates from the output's side. */
 enum kiln_status
 onnx_op_scatter_elements(struct onnx_imp *m)
 {
     const char *red = onnx_attr_str(m, "reduction", "none");
     if (!red)
         return m->ctx->err.status;
-    if (!strcmp(red, "mul"))
-        return UNSUP(m, "reduction 'mul' is not supported (none, add, max, min)");
-    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "max") && strcmp(red, "min"))
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max")
+        && strcmp(red, "min"))
         return BAD(m, "reduction '%s' is not one of none, add, mul, max, min", red);
     struct onnx_attrs as = {0};
     onnx_at_int(m, &as, "axis", onnx_attr_int(m, "axis", 0));
@@ -634,7 +633,7 @@ onnx_op_scatter_elements(struct onnx_imp *m)
 }
 
 /* ScatterND: indices [..., k] and updates [...] + data.shape[k:] flattened to [Q, k] and
- * [Q] + data.shape[k:] for the library's scatter_nd; reduction "mul" is unsupported. */
+ * [Q] + data.shape[k:] for the library's scatter_nd. */
 enum kiln_status
 onnx_op_scatter_nd(struct onnx_imp *m)
 {
@@ -643,9 +642,8 @@ onnx_op_scatter_nd(struct onnx_imp *m)
     const char        *red = onnx_attr_str(m, "reduction", "none");
     if (!red)
         return m->ctx->err.status;
-    if (!strcmp(red, "mul"))
-        return UNSUP(m, "reduction 'mul' is not supported (none, add, max, min)");
-    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "max") && strcmp(red, "min"))
+    if (strcmp(red, "none") && strcmp(red, "add") && strcmp(red, "mul") && strcmp(red, "max")
+        && strcmp(red, "min"))
         return BAD(m, "reduction '%s' is not one of none, add, mul, max, min", red);
     uint32_t       r = onnx_vrank(m, x), q = onnx_vrank(m, iv), ur = onnx_vrank(m, uv);
     const int64_t *xs = onnx_vshape(m, x), *is = onnx_vshape(m, iv), *us = onnx_vshape(m, uv);

@@ -1,5 +1,5 @@
-/* ir/lib_scatter.c -- scatter_elements, written as a gather over the updates so that it stays
- * compute definitions with static bounds.
+/* ir/lib_scatter.c -- scatter_elements and scatter_nd, written as gathers over the updates so
+ * that they stay compute definitions with static bounds.
  *
  * scatter_elements(x, indices, updates) writes updates[u] to x at u with u[axis] replaced by
  * indices[u] (ONNX ScatterElements, torch.scatter). Read from the output's side: element p of
@@ -8,8 +8,11 @@
  * p[axis]. Without a reduction the output is the last hitting update, else x[p]: OUT.last is the
  * largest hitting j (a max reduction of select(hit, j, -1)), and OUT reads updates at it. With
  * reduction "add" OUT is x[p] plus the sum of the hitting updates, with "max" / "min" the
- * extreme of x[p] and the hitting updates: one reduction over j each. An index outside
- * [-n, n) hits nothing, so nothing is read or written out of bounds. */
+ * extreme of x[p] and the hitting updates: one reduction over j each. "mul" has no reduction
+ * kind in the IR: x[p] times the product of select(hit, update, 1) over j, written out as a
+ * balanced tree (at most SCATTER_MUL_MAX factors, as reduce_prod). scatter_nd is the same over
+ * index rows q of indices [Q, k]: row q hits p when each of its k components names p[0..k).
+ * An index outside [-n, n) hits nothing, so nothing is read or written out of bounds. */
 #include "lib_impl.h"
 
 #include <string.h>
@@ -18,6 +21,47 @@ struct scatter {
     uint32_t axis, r;
     int64_t  n, m; /* the axis' extent in x, in indices */
 };
+
+/* The most updates a "mul" reduction multiplies: the IR has no product reduction, so the
+ * product of the hitting updates is written out, as reduce_prod does. */
+#define SCATTER_MUL_MAX 256
+
+/* A factor of the "mul" reduction: the update of position j where it hits, else 1. */
+typedef kiln_expr (*mul_factor)(struct libcall *c, const void *ud, const kiln_expr *ax, int64_t j);
+
+/* The product of factor(j) for j in lo..hi-1, as a balanced tree (depth log2). */
+static kiln_expr
+mul_tree(struct libcall *c, mul_factor f, const void *ud, const kiln_expr *ax, int64_t lo,
+         int64_t hi)
+{
+    if (hi - lo == 1)
+        return f(c, ud, ax, lo);
+    int64_t mid = lo + (hi - lo) / 2;
+    return kiln_mul(c->ctx, mul_tree(c, f, ud, ax, lo, mid), mul_tree(c, f, ud, ax, mid, hi));
+}
+
+/* Parses `reduction` into *kind, or *mul for "mul" (no reduction kind: written out). */
+static enum kiln_status
+scatter_reduction(struct libcall *c, enum kiln_reduce *kind, bool *mul)
+{
+    const char *red;
+    *mul = false;
+    KILN_TRY(lib_get_string(c, "reduction", "none", &red));
+    if (!strcmp(red, "none"))
+        *kind = KILN_REDUCE_NONE;
+    else if (!strcmp(red, "add"))
+        *kind = KILN_REDUCE_SUM;
+    else if (!strcmp(red, "max"))
+        *kind = KILN_REDUCE_MAX;
+    else if (!strcmp(red, "min"))
+        *kind = KILN_REDUCE_MIN;
+    else if (!strcmp(red, "mul")) {
+        *kind = KILN_REDUCE_NONE;
+        *mul = true;
+    } else
+        return lib_fail(c, "reduction \"%s\" is not one of none, add, mul, max, min", red);
+    return KILN_OK;
+}
 
 /* Whether update j (the reduction variable) hits output element ax: the condition that ax lies
  * inside the indices' shape (so its load is in range) and the index equals ax[axis]. */
@@ -42,28 +86,30 @@ scatter_hit(struct libcall *c, const struct scatter *s, const kiln_expr *ax, kil
     return hit;
 }
 
+/* scatter_elements' "mul" factor: update j where it hits, else 1. */
+static kiln_expr
+scatter_mul_factor(struct libcall *c, const void *ud, const kiln_expr *ax, int64_t j)
+{
+    const struct scatter *s = ud;
+    kiln_expr             ui[KILN_MAX_DIMS], in_range;
+    enum kiln_dtype       dt = (enum kiln_dtype)lib_in(c, 0)->dtype;
+    kiln_expr             hit = scatter_hit(c, s, ax, lib_idx(c, j), &in_range, ui);
+    kiln_expr             one = lib_f(c, 1, dt);
+    return kiln_select(c->ctx, in_range, kiln_select(c->ctx, hit, lib_load(c, 2, ui), one), one);
+}
+
 enum kiln_status
 kiln_lib_scatter_elements(struct libcall *c)
 {
     static const char *const attrs[] = {"axis", "reduction", NULL};
     int64_t                  axis_attr;
-    const char              *red;
     struct scatter           s;
+    enum kiln_reduce         kind;
+    bool                     mul;
     KILN_TRY(lib_allow(c, attrs));
     KILN_TRY(lib_get_int(c, "axis", 0, &axis_attr));
-    KILN_TRY(lib_get_string(c, "reduction", "none", &red));
+    KILN_TRY(scatter_reduction(c, &kind, &mul));
     const struct kiln_tensor *x = lib_in(c, 0), *ix = lib_in(c, 1), *up = lib_in(c, 2);
-    enum kiln_reduce          kind;
-    if (!strcmp(red, "none"))
-        kind = KILN_REDUCE_NONE;
-    else if (!strcmp(red, "add"))
-        kind = KILN_REDUCE_SUM;
-    else if (!strcmp(red, "max"))
-        kind = KILN_REDUCE_MAX;
-    else if (!strcmp(red, "min"))
-        kind = KILN_REDUCE_MIN;
-    else
-        return lib_fail(c, "reduction \"%s\" is not one of none, add, max, min", red);
     if (x->ndim == 0)
         return lib_fail(c, "input %s is a scalar; it needs at least 1 dimension",
                         lib_in_name(c, 0));
@@ -76,7 +122,7 @@ kiln_lib_scatter_elements(struct libcall *c)
         return lib_fail(c, "updates %s have dtype %s; input %s has %s", lib_in_name(c, 2),
                         kiln_dtype_name((enum kiln_dtype)up->dtype), lib_in_name(c, 0),
                         kiln_dtype_name((enum kiln_dtype)x->dtype));
-    if (kind != KILN_REDUCE_NONE)
+    if (kind != KILN_REDUCE_NONE || mul)
         KILN_TRY(lib_want_numeric(c, 0));
     char sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
     lib_shape_str(x->shape, x->ndim, sx, sizeof sx);
@@ -95,7 +141,25 @@ kiln_lib_scatter_elements(struct libcall *c)
     s.r = x->ndim;
     s.n = x->shape[s.axis];
     s.m = ix->shape[s.axis];
+    if (mul && s.m > SCATTER_MUL_MAX)
+        return lib_fail(c,
+                        "reduction \"mul\" with %lld updates along axis %u; at most %d are "
+                        "supported (the product is written out)",
+                        (long long)s.m, s.axis, SCATTER_MUL_MAX);
     KILN_TRY(lib_begin(c));
+    if (mul) {
+        /* x times the hitting updates, the product written out (no product reduction) */
+        uint32_t t = lib_tensor(c, NULL, (enum kiln_dtype)x->dtype, x->ndim, x->shape);
+        if (t == KILN_NONE)
+            return c->ctx->err.status;
+        const char *nm[KILN_MAX_DIMS];
+        kiln_expr   ax[KILN_MAX_DIMS];
+        lib_generic_names(x->ndim, nm, NULL);
+        lib_axes(c, x->ndim, ax);
+        kiln_expr body =
+            kiln_mul(c->ctx, lib_load(c, 0, ax), mul_tree(c, scatter_mul_factor, &s, ax, 0, s.m));
+        return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nm);
+    }
 
     kiln_ctx       *ctx = c->ctx;
     enum kiln_dtype dt = (enum kiln_dtype)x->dtype;
@@ -179,25 +243,29 @@ scatter_nd_hit(struct libcall *c, const kiln_expr *ax, kiln_expr q, int64_t k)
     return hit;
 }
 
+/* scatter_nd's "mul" factor: update row j where it hits, else 1. */
+static kiln_expr
+scatter_nd_mul_factor(struct libcall *c, const void *ud, const kiln_expr *ax, int64_t j)
+{
+    int64_t                   k = *(const int64_t *)ud;
+    const struct kiln_tensor *x = lib_in(c, 0);
+    kiln_expr                 ui[KILN_MAX_DIMS];
+    ui[0] = lib_idx(c, j);
+    for (uint32_t d = 1; d < 1 + x->ndim - (uint32_t)k; d++)
+        ui[d] = ax[k + d - 1];
+    kiln_expr one = lib_f(c, 1, (enum kiln_dtype)x->dtype);
+    return kiln_select(c->ctx, scatter_nd_hit(c, ax, ui[0], k), lib_load(c, 2, ui), one);
+}
+
 enum kiln_status
 kiln_lib_scatter_nd(struct libcall *c)
 {
     static const char *const attrs[] = {"reduction", NULL};
-    const char              *red;
+    enum kiln_reduce         kind;
+    bool                     mul;
     KILN_TRY(lib_allow(c, attrs));
-    KILN_TRY(lib_get_string(c, "reduction", "none", &red));
+    KILN_TRY(scatter_reduction(c, &kind, &mul));
     const struct kiln_tensor *x = lib_in(c, 0), *ix = lib_in(c, 1), *up = lib_in(c, 2);
-    enum kiln_reduce          kind;
-    if (!strcmp(red, "none"))
-        kind = KILN_REDUCE_NONE;
-    else if (!strcmp(red, "add"))
-        kind = KILN_REDUCE_SUM;
-    else if (!strcmp(red, "max"))
-        kind = KILN_REDUCE_MAX;
-    else if (!strcmp(red, "min"))
-        kind = KILN_REDUCE_MIN;
-    else
-        return lib_fail(c, "reduction \"%s\" is not one of none, add, max, min", red);
     if (x->ndim == 0)
         return lib_fail(c, "input %s is a scalar; it needs at least 1 dimension",
                         lib_in_name(c, 0));
@@ -209,7 +277,7 @@ kiln_lib_scatter_nd(struct libcall *c)
         return lib_fail(c, "updates %s have dtype %s; input %s has %s", lib_in_name(c, 2),
                         kiln_dtype_name((enum kiln_dtype)up->dtype), lib_in_name(c, 0),
                         kiln_dtype_name((enum kiln_dtype)x->dtype));
-    if (kind != KILN_REDUCE_NONE)
+    if (kind != KILN_REDUCE_NONE || mul)
         KILN_TRY(lib_want_numeric(c, 0));
     char sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
     lib_shape_str(x->shape, x->ndim, sx, sizeof sx);
@@ -226,7 +294,24 @@ kiln_lib_scatter_nd(struct libcall *c)
     if (!ok)
         return lib_fail(c, "updates %s %s must be [Q] + input %s %s's dimensions from k = %lld",
                         lib_in_name(c, 2), su, lib_in_name(c, 0), sx, (long long)k);
+    if (mul && qn > SCATTER_MUL_MAX)
+        return lib_fail(c,
+                        "reduction \"mul\" with %lld index rows; at most %d are supported (the "
+                        "product is written out)",
+                        (long long)qn, SCATTER_MUL_MAX);
     KILN_TRY(lib_begin(c));
+    if (mul) {
+        uint32_t t = lib_tensor(c, NULL, (enum kiln_dtype)x->dtype, x->ndim, x->shape);
+        if (t == KILN_NONE)
+            return c->ctx->err.status;
+        const char *nm[KILN_MAX_DIMS];
+        kiln_expr   ax[KILN_MAX_DIMS];
+        lib_generic_names(x->ndim, nm, NULL);
+        lib_axes(c, x->ndim, ax);
+        kiln_expr body =
+            kiln_mul(c->ctx, lib_load(c, 0, ax), mul_tree(c, scatter_nd_mul_factor, &k, ax, 0, qn));
+        return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nm);
+    }
 
     kiln_ctx       *ctx = c->ctx;
     enum kiln_dtype dt = (enum kiln_dtype)x->dtype;

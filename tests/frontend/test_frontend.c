@@ -1798,7 +1798,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 545);
+    backend_suite("node", 546);
 }
 
 static void
@@ -2385,7 +2385,7 @@ test_onnx_gather_nd_norms(void)
 
 /* ScatterElements on x[3, 4] along axis 1 with runtime int64 indices (duplicates, negative and
  * out-of-range ones): reduction none (the last update wins) and add, against a naive loop in
- * ONNX's order; ScatterND of whole rows with a duplicate; reduction mul is unsupported. */
+ * ONNX's order; ScatterND of whole rows with a duplicate; an unknown reduction is an error. */
 static void
 test_onnx_scatter(void)
 {
@@ -2457,11 +2457,11 @@ test_onnx_scatter(void)
     mb_input(&b, "x", 2, sx);
     mb_input(&b, "i", 2, sx);
     b.tt[b.nvi - 1].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-    mb_attr_s(&b, mb_node(&b, "ScatterElements", "s", 3, in, out), "reduction", "mul");
+    mb_attr_s(&b, mb_node(&b, "ScatterElements", "s", 3, in, out), "reduction", "prod");
     mb_output(&b, "y");
     const char *p[] = {"node 0 's' (ScatterElements, opset 16)",
-                       "reduction 'mul' is not supported"};
-    expect_error(&b, KILN_ERR_UNSUPPORTED, p, 2, __LINE__);
+                       "reduction 'prod' is not one of none, add, mul, max, min"};
+    expect_error(&b, KILN_ERR_INVALID, p, 2, __LINE__);
 }
 
 /* Linear align_corners interpolation of a[0..n) at output o of m: a naive 1-D oracle. */

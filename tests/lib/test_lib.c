@@ -314,6 +314,7 @@ static const struct shape_case shape_cases[] = {
     {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"min\"", "[3, 4]", 1},
     {"resize", "x:f32[1,3,4,5]", "sizes=[1,3,8,10] mode=\"linear\"", "[1, 3, 8, 10]", 1},
     {"resize", "x:i64[2,3]", "sizes=[4,2] scales=[5,3] scale_den=2", "[4, 2]", 1},
+    {"scatter_nd", "x:f32[3,4] i:i32[2,1] u:f32[2,4]", "reduction=\"mul\"", "[3, 4]", 1},
 };
 
 static void
@@ -825,8 +826,11 @@ static const struct error_case error_cases[] = {
     {"mod", "a:i32[4] b:i64[4]", "", "mod: dtypes of a (i32) and b (i64) differ"},
     {"mod", "a:i32[3] b:i32[4]", "", "mod: shapes [3] of a and [4] of b do not broadcast"},
     /* scatter */
-    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"mul\"",
-     "scatter_elements: reduction \"mul\" is not one of none, add, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,4]", "reduction=\"prod\"",
+     "scatter_elements: reduction \"prod\" is not one of none, add, mul, max, min"},
+    {"scatter_elements", "x:f32[3,4] i:i64[300,4] u:f32[300,4]", "reduction=\"mul\"",
+     "scatter_elements: reduction \"mul\" with 300 updates along axis 0; at most 256 are "
+     "supported (the product is written out)"},
     {"scatter_elements", "x:f32[3,4] i:f32[2,4] u:f32[2,4]", "",
      "scatter_elements: indices i have dtype f32; an integer dtype (i8, i32, i64) is required"},
     {"scatter_elements", "x:f32[3,4] i:i64[2,4] u:f32[2,3]", "",
@@ -843,8 +847,6 @@ static const struct error_case error_cases[] = {
      "scatter_nd: indices i [2, 3] must be [Q, k] with k at most the rank of input x [3, 4]"},
     {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,3]", "",
      "scatter_nd: updates u [2, 3] must be [Q] + input x [3, 4]'s dimensions from k = 1"},
-    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"mul\"",
-     "scatter_nd: reduction \"mul\" is not one of none, add, max, min"},
     /* interpolation */
     {"resize", "x:f32[2,3]", "", "resize: attribute sizes (the output shape) is required"},
     {"resize", "x:f32[2,3]", "sizes=[4]",
@@ -872,6 +874,11 @@ static const struct error_case error_cases[] = {
      "0"},
     {"resize", "x:f32[2,2,2,2,2,2]", "sizes=[3,3,3,3,3,3] mode=\"cubic\"",
      "resize: cubic interpolation over 6 axes reads more than 1024 taps per output"},
+    {"scatter_nd", "x:f32[3,4] i:i64[2,1] u:f32[2,4]", "reduction=\"div\"",
+     "scatter_nd: reduction \"div\" is not one of none, add, mul, max, min"},
+    {"scatter_nd", "x:f32[3,4] i:i64[257,1] u:f32[257,4]", "reduction=\"mul\"",
+     "scatter_nd: reduction \"mul\" with 257 index rows; at most 256 are supported (the product "
+     "is written out)"},
 };
 
 static void

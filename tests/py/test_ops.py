@@ -949,7 +949,7 @@ def gen_scatter_elements(g):
     axis = g.int(-r, r - 1)
     a = axis % r
     n = shape[a]
-    red = g.pick(["none", "add", "max", "min"])
+    red = g.pick(["none", "add", "mul", "max", "min"])
     ishape = tuple(g.int(1, 6) if d == a else g.int(1, shape[d]) for d in range(r))
     x = draw_typed(g, shape, "any" if red == "none" else "num")
     u = draw_typed(g, ishape, "num").astype(x.dtype)
@@ -966,6 +966,8 @@ def gen_scatter_elements(g):
             want[q] = u[p]
         elif red == "add":
             want[q] = want[q] + u[p]
+        elif red == "mul":
+            want[q] = want[q] * u[p]
         elif red == "max":
             want[q] = max(want[q], u[p])
         else:
@@ -979,7 +981,7 @@ def gen_scatter_nd(g):
     shape = g.shape(r, 1, 5)
     k = g.int(1, r)
     q = g.int(1, 6)
-    red = g.pick(["none", "add", "max", "min"])
+    red = g.pick(["none", "add", "mul", "max", "min"])
     dt = g.pick(INDEX_DTYPES)
     i = np.stack([g.rng.integers(-shape[c] - 2, shape[c] + 2, (q,)) for c in range(k)],
                  axis=1).astype(dt)
@@ -995,6 +997,8 @@ def gen_scatter_nd(g):
             want[p] = u[row]
         elif red == "add":
             want[p] = want[p] + u[row]
+        elif red == "mul":
+            want[p] = want[p] * u[row]
         elif red == "max":
             want[p] = np.maximum(want[p], u[row])
         else:
