@@ -1798,7 +1798,7 @@ backend_suite(const char *suite, int floor)
 static void
 test_backend_node(void)
 {
-    backend_suite("node", 546);
+    backend_suite("node", 615);
 }
 
 static void
@@ -1810,7 +1810,7 @@ test_backend_pytorch_converted(void)
 static void
 test_backend_pytorch_operator(void)
 {
-    backend_suite("pytorch-operator", 34);
+    backend_suite("pytorch-operator", 35);
 }
 
 /* ---- indexing, comparison, logic, casts (onnx_index.c) ---- */
