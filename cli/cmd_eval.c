@@ -309,7 +309,7 @@ run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, const doubl
 int
 cmd_eval(int argc, char **argv)
 {
-    struct opts o = {.passes = {0, -1}};
+    struct opts o = {.passes = {.dump_after = -1}};
     int         rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
