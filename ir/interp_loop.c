@@ -167,7 +167,7 @@ eval_load(struct interp *in, kiln_expr e)
              (long long)k);
         return r;
     }
-    r.i = kiln_scalar_wrap(kiln_scalar_to_int(v, KILN_DTYPE_I64), (enum kiln_dtype)n.dtype);
+    r.i = kiln_scalar_double_int(v, (enum kiln_dtype)n.dtype);
     return r;
 }
 
@@ -265,7 +265,7 @@ to_storage(union kiln_scalar v, enum kiln_dtype dt)
 {
     if (kiln_dtype_is_float(dt))
         return round_f32(v.f, dt);
-    return (double)kiln_scalar_wrap(v.i, dt);
+    return kiln_scalar_int_double(kiln_scalar_wrap(v.i, dt), dt);
 }
 
 static void exec(struct interp *in, const struct kiln_stmt *s);
