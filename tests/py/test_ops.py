@@ -421,6 +421,8 @@ def pool_params(g, dilation):
 def gen_max_pool2d(g):
     q = pool_params(g, True)
     x = g.arr((g.int(1, 2), g.int(1, 3), q["H"], q["W"]))
+    if g.coin(0.25):  # integers (ONNX MaxPool takes u8 and i8): padding reads the least value
+        x = draw_typed(g, x.shape, g.pick(["uint8", "int8", "int16", "uint64"]))
     want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"])
     attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"], dilation=q["dattr"],
                  ceil_mode=int(q["ceil"]) if q["ceil"] or g.coin(0.2) else None)
