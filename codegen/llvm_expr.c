@@ -29,6 +29,8 @@ cg_type(struct cg *cg, enum kiln_dtype dt)
 {
     switch (dt) {
     case KILN_DTYPE_F32:
+    case KILN_DTYPE_F16: /* computed in f32; half / bf16 bits in memory (cg_mem_type) */
+    case KILN_DTYPE_BF16:
         return cg->t_f32;
     case KILN_DTYPE_F64:
         return cg->t_f64;
@@ -46,8 +48,6 @@ cg_type(struct cg *cg, enum kiln_dtype dt)
         return cg->t_i64;
     case KILN_DTYPE_BOOL:
         return cg->t_i1;
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
     case KILN_DTYPE_COUNT:
         break;
     }
@@ -59,7 +59,61 @@ cg_type(struct cg *cg, enum kiln_dtype dt)
 LLVMTypeRef
 cg_mem_type(struct cg *cg, enum kiln_dtype dt)
 {
+    if (dt == KILN_DTYPE_F16)
+        return LLVMHalfTypeInContext(cg->lc);
+    if (dt == KILN_DTYPE_BF16)
+        return LLVMInt16TypeInContext(cg->lc);
     return dt == KILN_DTYPE_BOOL ? cg->t_i8 : cg_type(cg, dt);
+}
+
+/* ty with the element type of v's type (a vector type when v is a vector). */
+static LLVMTypeRef
+like(LLVMValueRef v, LLVMTypeRef ty)
+{
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    return LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMVectorType(ty, LLVMGetVectorSize(vt))
+                                                     : ty;
+}
+
+static LLVMValueRef iconst(struct cg *cg, LLVMTypeRef ty, int64_t v);
+
+LLVMValueRef
+cg_to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
+{
+    if (dt == KILN_DTYPE_BOOL)
+        return LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    if (dt == KILN_DTYPE_F16)
+        return LLVMBuildFPExt(cg->b, v, like(v, cg->t_f32), "");
+    if (dt == KILN_DTYPE_BF16) { /* the top half of an f32 */
+        LLVMValueRef w = LLVMBuildZExt(cg->b, v, like(v, cg->t_i32), "");
+        w = LLVMBuildShl(cg->b, w, iconst(cg, LLVMTypeOf(w), 16), "");
+        return LLVMBuildBitCast(cg->b, w, like(v, cg->t_f32), "");
+    }
+    return v;
+}
+
+LLVMValueRef
+cg_to_memory(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
+{
+    LLVMBuilderRef bl = cg->b;
+    if (dt == KILN_DTYPE_BOOL)
+        return LLVMBuildZExt(bl, v, like(v, cg->t_i8), "");
+    if (dt == KILN_DTYPE_F16)
+        return LLVMBuildFPTrunc(bl, v, like(v, LLVMHalfTypeInContext(cg->lc)), "");
+    if (dt == KILN_DTYPE_BF16) { /* round to nearest even, as kiln_scalar_round; NaN stays NaN */
+        LLVMTypeRef  it = like(v, cg->t_i32);
+        LLVMValueRef u = LLVMBuildBitCast(bl, v, it, "");
+        LLVMValueRef odd =
+            LLVMBuildAnd(bl, LLVMBuildLShr(bl, u, iconst(cg, it, 16), ""), iconst(cg, it, 1), "");
+        LLVMValueRef r = LLVMBuildAdd(bl, u, LLVMBuildAdd(bl, odd, iconst(cg, it, 0x7fff), ""), "");
+        r = LLVMBuildLShr(bl, r, iconst(cg, it, 16), "");
+        LLVMValueRef nan = LLVMBuildFCmp(bl, LLVMRealUNO, v, v, "");
+        LLVMValueRef q =
+            LLVMBuildOr(bl, LLVMBuildLShr(bl, u, iconst(cg, it, 16), ""), iconst(cg, it, 0x40), "");
+        r = LLVMBuildSelect(bl, nan, q, r, "");
+        return LLVMBuildTrunc(bl, r, like(v, LLVMInt16TypeInContext(cg->lc)), "");
+    }
+    return v;
 }
 
 static struct cg_val
@@ -275,14 +329,6 @@ cg_any_active(struct cg *cg)
     return cg_intrinsic(cg, "llvm.vector.reduce.or", &ty, 1, &cg->mask, 1);
 }
 
-static LLVMValueRef
-to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
-{
-    if (dt != KILN_DTYPE_BOOL)
-        return v;
-    return LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
-}
-
 static struct cg_val
 scalar_load(struct cg *cg, kiln_expr load, LLVMValueRef idx)
 {
@@ -294,7 +340,7 @@ scalar_load(struct cg *cg, kiln_expr load, LLVMValueRef idx)
         return bad;
     LLVMValueRef v = LLVMBuildLoad2(cg->b, cg_mem_type(cg, dt), p, "");
     LLVMSetAlignment(v, cg_align(cg, b, cg_mult(cg, kiln_load_idx(cg->ctx, load, 0))));
-    return uniform(to_register(cg, v, dt));
+    return uniform(cg_to_register(cg, v, dt));
 }
 
 /* ---- operators on scalars or vectors ---- */
@@ -507,6 +553,10 @@ op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
     LLVMTypeRef    tt = cg_type(cg, to), vt = LLVMTypeOf(v);
     if (!tt)
         return NULL;
+    if (to == KILN_DTYPE_F16 || to == KILN_DTYPE_BF16) { /* to f32, rounded to the dtype */
+        LLVMValueRef f = op_cast(cg, from, KILN_DTYPE_F32, v);
+        return f ? cg_to_register(cg, cg_to_memory(cg, f, to), to) : NULL;
+    }
     if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
         tt = LLVMVectorType(tt, LLVMGetVectorSize(vt));
     bool ff = kiln_dtype_is_float(from), tf = kiln_dtype_is_float(to);

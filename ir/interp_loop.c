@@ -190,12 +190,12 @@ eval_op(struct interp *in, enum kiln_op op, enum kiln_dtype dt, kiln_expr ea, ki
     return r;
 }
 
-/* Values of f32 (the dtype generated code computes in) are rounded after a cast; f16 and bf16
- * are not (the LLVM backend does not support them) and keep the double. */
+/* Values of f32 (the dtype generated code computes in) are rounded after a cast and when
+ * stored; so are f16 and bf16 (computed in f32, rounded by casts and stores); f64 is exact. */
 static double
 round_f32(double v, enum kiln_dtype dt)
 {
-    return dt == KILN_DTYPE_F32 ? kiln_scalar_round(v, dt) : v;
+    return dt != KILN_DTYPE_F64 ? kiln_scalar_round(v, dt) : v;
 }
 
 static union kiln_scalar

@@ -28,6 +28,8 @@ round_to(double v, int mant, int emin, double max)
 double
 kiln_scalar_held(double v, enum kiln_dtype dt)
 {
+    if (dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16) /* compiled code stores them rounded */
+        return kiln_scalar_round(v, dt);
     if (dt != KILN_DTYPE_F32 || isinf(v) || isnan(v))
         return v;
     double r = kiln_scalar_round(v, dt);

@@ -73,8 +73,9 @@ kiln_scalar_wrap(int64_t v, enum kiln_dtype dt)
  * other dtypes: v. (scalar.c) */
 double kiln_scalar_round(double v, enum kiln_dtype dt);
 /* What the double-precision oracles store for v in a tensor of dtype dt: +-inf when dt is f32
- * and v is beyond the f32 range (compiled code overflows there), else v unrounded (the oracles
- * stay exact for rewrites that change f32 rounding). Used by the graph interpreter (ir/interp.c)
+ * and v is beyond the f32 range (compiled code overflows there), v rounded for f16 and bf16
+ * (their rounding dwarfs any rewrite's), else v unrounded (the oracles stay exact for rewrites
+ * that change f32 rounding). Used by the graph interpreter (ir/interp.c)
  * and the kernel search's evaluator (kas/eval.c), which must agree. (scalar.c) */
 double kiln_scalar_held(double v, enum kiln_dtype dt);
 

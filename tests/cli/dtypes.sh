@@ -6,7 +6,8 @@
 # every output with the reference interpreter on seed 0 and a fresh random seed (printed).
 # Then the .npy side: `kiln eval --save-inputs` writes each argument in its own dtype (read
 # back by NumPy: dtype and values), `--inputs` replays them to the same outputs, and arrays
-# NumPy writes in these dtypes are read (the NumPy part is skipped without numpy).
+# NumPy writes in these dtypes are read (the NumPy part is skipped without numpy). Last, f16 and
+# bf16 (computed in f32 by the LLVM backend) compiled and checked the same way.
 #   bash tests/cli/dtypes.sh PATH_TO_KILN
 set -u
 KILN=${1:?usage: dtypes.sh PATH_TO_KILN}
@@ -70,6 +71,44 @@ EOF
         echo "FAIL: $dt: --save-inputs/--inputs did not replay the run" >&2
         fails=$((fails + 1))
     fi
+done
+
+# f16 and bf16 in compiled code: stored as half / bf16 bits, computed in f32, rounded by casts
+# and stores (the interpreters round there too)
+for dt in f16 bf16; do
+    cat >"$T/h_$dt.kg" <<EOF
+input a: $dt[4, 37]
+input b: $dt[4, 37]
+input c: f32[4, 37]
+x[i, j] = a[i, j] * b[i, j] + a[i, j]
+y[i, j] = f32(a[i, j]) * c[i, j] + f32(x[i, j])
+z[i, j] = $dt(c[i, j] * 3.0) - b[i, j]
+w[i, j] = select(a[i, j] < b[i, j], exp(a[i, j]), max(a[i, j], b[i, j]))
+n[i, j] = i32(a[i, j] * $dt(10.0)) + i32(f64(b[i, j]) * 100.0)
+s = reduce_sum(x, axes=[1])
+m = reduce_max(z, axes=[0])
+k = argmax(b, axis=1)
+output x
+output y
+output z
+output w
+output n
+output s
+output m
+output k
+EOF
+    if ! "$KILN" compile "$T/h_$dt.kg" -o "$T/h_$dt.so" >"$T/out" 2>&1; then
+        echo "FAIL: compile $dt: $(tail -3 "$T/out")" >&2
+        fails=$((fails + 1))
+        continue
+    fi
+    for s in 0 "$seed"; do
+        if ! "$KILN" run "$T/h_$dt.so" --check --seed "$s" >"$T/out" 2>&1; then
+            echo "FAIL: run --check $dt seed $s:" >&2
+            grep -v PASS "$T/out" | tail -8 >&2
+            fails=$((fails + 1))
+        fi
+    done
 done
 
 if "$PY" -c 'import numpy' 2>/dev/null; then
