@@ -16,7 +16,8 @@
  * a 64-bit hash of their values (as doubles, -0 hashed as 0 and every NaN alike), so two runs
  * can be compared at a glance. --out DIR writes every output as DIR/NAME.npy in float64
  * (integer and bool outputs hold integral values); --save-inputs also writes the arguments
- * there in their own dtype (bf16 as float32), so a random run can be replayed with --inputs DIR. */
+ * there (integer and bool ones in their own dtype, float ones as float64), so a random run can
+ * be replayed with --inputs DIR. */
 #include "cli.h"
 
 #include "../ir/ir.h"
@@ -317,7 +318,9 @@ run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, const doubl
     for (uint32_t i = 0; o->save_inputs && i < na; i++) {
         struct kiln_tensor_info t;
         kiln_graph_tensor(g, kiln_graph_arg(g, i), &t);
-        if (!write_npy(o->out, &t, argv_[i], t.dtype)) /* exact: the argument's dtype */
+        /* integers in their own dtype (exact beyond 2^53), floats as float64 */
+        if (!write_npy(o->out, &t, argv_[i],
+                       kiln_dtype_is_float(t.dtype) ? KILN_DTYPE_F64 : t.dtype))
             return 1;
     }
     return 0;

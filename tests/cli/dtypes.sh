@@ -123,7 +123,7 @@ for dt, npdt in [("u8", np.uint8), ("u16", np.uint16), ("u32", np.uint32), ("u64
     a = np.load(f"{d}/o_{dt}/a.npy")
     assert a.dtype == npdt, (dt, a.dtype)
     assert a.shape == (4, 33) and a.min() >= (0 if dt[0] == "u" else -4) and a.max() <= 8
-    assert np.load(f"{d}/o_{dt}/f.npy").dtype == np.float32
+    assert np.load(f"{d}/o_{dt}/f.npy").dtype == np.float64  # float arguments: float64
     info = np.iinfo(npdt)
     hi = info.max if dt != "u64" else 2**64 - 2048  # the largest u64 a double holds exactly
     v = np.array([[info.min, 1, hi - 1 if dt != "u64" else 2**63, hi]], dtype=npdt)
