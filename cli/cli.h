@@ -132,5 +132,8 @@ bool npy_parse(const unsigned char *buf, size_t len, struct npy_array *out, char
  * path is either the old file or the whole new one. */
 bool npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *data, char *err,
                    size_t errsize);
+/* The same in dtype dt (values stored as kiln_scalar_store stores them; bf16 written as f32). */
+bool npy_write(const char *path, int ndim, const int64_t *shape, const double *data,
+               enum kiln_dtype dt, char *err, size_t errsize);
 
 #endif /* KILN_CLI_H */

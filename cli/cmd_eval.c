@@ -5,7 +5,8 @@
  * Inputs are either drawn at random or read from DIR/NAME.npy for every argument. Random
  * inputs come from one xoshiro256** stream seeded with S (default 0), argument by argument in
  * declaration order, elements in row-major order: float elements uniform in [-1, 1) rounded to
- * the argument's dtype, integers uniform in [-4, 4], booleans 0 or 1 -- the same stream and
+ * the argument's dtype, integers uniform in [-4, 4] (unsigned ones [0, 8]), booleans 0 or 1 --
+ * the same stream and
  * draws as `kiln run`, so both see the same inputs for the same seed. A .npy file must have
  * the argument's shape; any supported .npy dtype is accepted and converted: to a float
  * argument by rounding to its dtype, to an integer or bool argument only when every value is
@@ -15,7 +16,8 @@
  * a 64-bit hash of their values (as doubles, -0 hashed as 0 and every NaN alike), so two runs
  * can be compared at a glance. --out DIR writes every output as DIR/NAME.npy in float64
  * (integer and bool outputs hold integral values); --save-inputs also writes the arguments
- * there, so a random run can be replayed with --inputs DIR. */
+ * there (integer and bool ones in their own dtype, float ones as float64), so a random run can
+ * be replayed with --inputs DIR. */
 #include "cli.h"
 
 #include "../ir/ir.h"
@@ -38,7 +40,8 @@ static const char usage[] =
     "prints what changed.\n"
     "\n"
     "  --seed S       seed of the random inputs (default 0): floats uniform in [-1, 1)\n"
-    "                 rounded to their dtype, integers uniform in [-4, 4], bools 0 or 1\n"
+    "                 rounded to their dtype, integers uniform in [-4, 4] (unsigned\n"
+    "                 [0, 8]), bools 0 or 1\n"
     "  --inputs DIR   read every argument from DIR/NAME.npy instead (C order; dtypes <f2\n"
     "                 <f4 <f8 |i1 <i4 <i8 |u1 |b1; the shape must match)\n"
     "  --out DIR      write every output to DIR/NAME.npy as float64 (DIR is created)\n"
@@ -129,6 +132,21 @@ int_range(enum kiln_dtype dt, double *lo, double *hi)
     case KILN_DTYPE_BOOL:
         *lo = 0, *hi = 1;
         return true;
+    case KILN_DTYPE_I16:
+        *lo = -32768, *hi = 32767;
+        return true;
+    case KILN_DTYPE_U8:
+        *lo = 0, *hi = 255;
+        return true;
+    case KILN_DTYPE_U16:
+        *lo = 0, *hi = 65535;
+        return true;
+    case KILN_DTYPE_U32:
+        *lo = 0, *hi = 4294967295.0;
+        return true;
+    case KILN_DTYPE_U64: /* the doubles below 2^64 */
+        *lo = 0, *hi = 18446744073709549568.0;
+        return true;
     case KILN_DTYPE_F32:
     case KILN_DTYPE_F16:
     case KILN_DTYPE_BF16:
@@ -198,13 +216,13 @@ fill_random(struct kiln_rng *r, enum kiln_dtype dt, double *vals, int64_t numel)
             vals[i] = kiln_scalar_round(2 * kiln_rng_uniform(r) - 1, dt);
         else if (dt == KILN_DTYPE_BOOL)
             vals[i] = (double)kiln_rng_below(r, 2);
-        else
-            vals[i] = (double)kiln_rng_below(r, 9) - 4;
+        else /* unsigned dtypes: [0, 8] */
+            vals[i] = (double)kiln_rng_below(r, 9) - (kiln_dtype_is_unsigned(dt) ? 0 : 4);
     }
 }
 
 static bool
-write_npy(const char *dir, const struct kiln_tensor_info *t, const double *vals)
+write_npy(const char *dir, const struct kiln_tensor_info *t, const double *vals, enum kiln_dtype dt)
 {
     char *path = npy_path(dir, t->name);
     char  err[300];
@@ -212,7 +230,7 @@ write_npy(const char *dir, const struct kiln_tensor_info *t, const double *vals)
         fprintf(stderr, "kiln: out of memory\n");
         return false;
     }
-    bool ok = npy_write_f64(path, t->ndim, t->shape, vals, err, sizeof err);
+    bool ok = npy_write(path, t->ndim, t->shape, vals, dt, err, sizeof err);
     if (!ok)
         fprintf(stderr, "kiln: %s: %s\n", path, err);
     free(path);
@@ -294,13 +312,15 @@ run(const struct opts *o, kiln_ctx *ctx, const struct kiln_graph *g, const doubl
     for (uint32_t i = 0; i < no; i++) {
         struct kiln_tensor_info t;
         kiln_graph_tensor(g, kiln_graph_output(g, i), &t);
-        if (!write_npy(o->out, &t, outv[i]))
+        if (!write_npy(o->out, &t, outv[i], KILN_DTYPE_F64))
             return 1;
     }
     for (uint32_t i = 0; o->save_inputs && i < na; i++) {
         struct kiln_tensor_info t;
         kiln_graph_tensor(g, kiln_graph_arg(g, i), &t);
-        if (!write_npy(o->out, &t, argv_[i]))
+        /* integers in their own dtype (exact beyond 2^53), floats as float64 */
+        if (!write_npy(o->out, &t, argv_[i],
+                       kiln_dtype_is_float(t.dtype) ? KILN_DTYPE_F64 : t.dtype))
             return 1;
     }
     return 0;

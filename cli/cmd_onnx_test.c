@@ -167,6 +167,18 @@ read_tensor(struct test *t, const char *path, struct kiln_onnx_tensor *out)
     return true;
 }
 
+/* ONNX's older bfloat16 node tests store their data as UINT16 tensors of bf16 bits (and
+ * expect truncation, not rounding): skipped, as before kiln read UINT16. */
+static bool
+bf16_as_bits(struct test *t, const char *path, const struct kiln_onnx_tensor *v,
+             enum kiln_dtype want)
+{
+    if (v->dtype != KILN_DTYPE_U16 || want != KILN_DTYPE_BF16)
+        return false;
+    snprintf(t->why, sizeof t->why, "%.800s: bf16 data stored as UINT16 bits", path);
+    return true;
+}
+
 static bool
 same_shape(const struct kiln_onnx_tensor *v, const struct kiln_module_arg *a)
 {
@@ -230,6 +242,8 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
             snprintf(path, sizeof path, "%s/input_%u.pb", set, k++);
             if (!read_tensor(t, path, &v))
                 return FAIL;
+            if (bf16_as_bits(t, path, &v, a.dtype))
+                return SKIP;
             if (v.dtype != a.dtype || !same_shape(&v, &a)) {
                 char s1[256], s2[256];
                 return fail(t, "%s: %s%s does not match input %s: %s%s", path,
@@ -265,6 +279,8 @@ run_set(struct test *t, const char *set, uint32_t ninputs, const double *const *
         snprintf(path, sizeof path, "%s/output_%u.pb", set, k++);
         if (!read_tensor(t, path, &want))
             return FAIL;
+        if (bf16_as_bits(t, path, &want, a.dtype))
+            return SKIP;
         if (!same_shape(&want, &a)) {
             char s1[256], s2[256];
             return fail(t, "output %s has shape %s, expected %s", a.name,

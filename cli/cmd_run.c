@@ -63,7 +63,8 @@ static const char usage[] =
     "                          [--min-time SEC]\n"
     "\n"
     "Loads a shared object written by `kiln compile`, calls it on seeded random inputs (the\n"
-    "same as `kiln eval`'s: floats uniform in [-1, 1), integers in [-4, 4]) and prints each\n"
+    "same as `kiln eval`'s: floats uniform in [-1, 1), integers in [-4, 4], unsigned ones in\n"
+    "[0, 8]) and prints each\n"
     "output's sum, L2 norm and hash as `kiln eval` does.\n"
     "\n"
     "A module compiled with --target cuda runs on CUDA device 0 (inputs uploaded, outputs\n"
@@ -258,8 +259,8 @@ fill_input(struct buffer *b, struct kiln_rng *r)
             v = 2 * kiln_rng_uniform(r) - 1; /* rounded by the store */
         else if (b->info.dtype == KILN_DTYPE_BOOL)
             v = (double)kiln_rng_below(r, 2);
-        else
-            v = (double)kiln_rng_below(r, 9) - 4;
+        else /* unsigned dtypes: [0, 8], as kiln eval */
+            v = (double)kiln_rng_below(r, 9) - (kiln_dtype_is_unsigned(b->info.dtype) ? 0 : 4);
         b->vals[i] = kiln_scalar_store(b->info.dtype, b->data, i, v);
     }
     b->saved = malloc((size_t)b->info.bytes ? (size_t)b->info.bytes : 1);

@@ -5,13 +5,15 @@
  * header: a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
  * padded with spaces to a multiple of 16 (64 since NumPy 1.14) and ending in '\n', then the
  * raw elements in C order. We read versions 1.0-3.0, C order only, the little-endian/byte
- * dtypes <f2 <f4 <f8 |i1 <i4 <i8 |u1 |b1 (and '<' spellings of the one-byte ones), converting
+ * dtypes <f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 (and '<' spellings of the one-byte
+ * ones), converting
  * every element to double; big-endian ('>') files are refused with a message that says how to
  * convert them, never byte-swapped silently. The reader treats the file as hostile: every length is
  * checked against the bytes present, the dict is parsed by a small strict scanner (exactly the keys
  * descr, fortran_order and shape, each once), extents must be non-negative and their product
  * at most 2^40, the data must be exactly numel * itemsize bytes, and booleans must be 0 or 1.
- * The writer emits version 1.0 with '<f8' and a header padded to 64 bytes. Elements are
+ * The writer emits version 1.0 with the descr of a kiln dtype ('<f8', '<u2', ...; bf16, which
+ * NumPy lacks, as '<f4') and a header padded to 64 bytes. Elements are
  * decoded byte by byte (little-endian), so the host's byte order does not matter. */
 #include "cli.h"
 
@@ -144,7 +146,8 @@ struct dtype_desc {
 static const struct dtype_desc dtypes[] = {
     {{"<f2", NULL}, 2, 'f'},  {{"<f4", NULL}, 4, 'f'},  {{"<f8", NULL}, 8, 'f'},
     {{"|i1", "<i1"}, 1, 'i'}, {{"<i4", NULL}, 4, 'i'},  {{"<i8", NULL}, 8, 'i'},
-    {{"|u1", "<u1"}, 1, 'u'}, {{"|b1", "<b1"}, 1, 'b'},
+    {{"|u1", "<u1"}, 1, 'u'}, {{"|b1", "<b1"}, 1, 'b'}, {{"<i2", NULL}, 2, 'i'},
+    {{"<u2", NULL}, 2, 'u'},  {{"<u4", NULL}, 4, 'u'},  {{"<u8", NULL}, 8, 'u'},
 };
 
 static const struct dtype_desc *
@@ -183,8 +186,8 @@ parse_header(const char *h, size_t n, struct npy_array *a, const struct dtype_de
                             descr, descr + 1);
             if (!*dt)
                 return fail(err, errsize,
-                            "unsupported dtype '%s' (supported: <f2 <f4 <f8 |i1 <i4 <i8 |u1 "
-                            "|b1, little-endian)",
+                            "unsupported dtype '%s' (supported: <f2 <f4 <f8 |i1 <i2 <i4 <i8 "
+                            "|u1 <u2 <u4 <u8 |b1, little-endian)",
                             descr);
             snprintf(a->descr, sizeof a->descr, "%s", descr);
         } else if (!strcmp(key, "fortran_order") && !seen_order) {
@@ -254,6 +257,8 @@ decode(const unsigned char *p, const struct dtype_desc *dt, double *out, int64_t
         case 'i':
             if (dt->size == 1)
                 out[i] = (int8_t)(uint8_t)bits;
+            else if (dt->size == 2)
+                out[i] = (int16_t)(uint16_t)bits;
             else if (dt->size == 4)
                 out[i] = (int32_t)(uint32_t)bits;
             else
@@ -340,13 +345,83 @@ npy_read(const char *path, struct npy_array *out, char *err, size_t errsize)
     return ok;
 }
 
+/* The .npy descr kiln writes for dt: bf16 (no NumPy dtype) as f32. */
+static const char *
+write_descr(enum kiln_dtype dt)
+{
+    switch (dt) {
+    case KILN_DTYPE_F16:
+        return "<f2";
+    case KILN_DTYPE_F32:
+    case KILN_DTYPE_BF16:
+        return "<f4";
+    case KILN_DTYPE_I8:
+        return "|i1";
+    case KILN_DTYPE_I16:
+        return "<i2";
+    case KILN_DTYPE_I32:
+        return "<i4";
+    case KILN_DTYPE_I64:
+        return "<i8";
+    case KILN_DTYPE_U8:
+        return "|u1";
+    case KILN_DTYPE_U16:
+        return "<u2";
+    case KILN_DTYPE_U32:
+        return "<u4";
+    case KILN_DTYPE_U64:
+        return "<u8";
+    case KILN_DTYPE_BOOL:
+        return "|b1";
+    case KILN_DTYPE_F64:
+    case KILN_DTYPE_COUNT:
+        break;
+    }
+    return "<f8";
+}
+
+/* Element v stored as dt (kiln_scalar_store: rounded or saturated), as little-endian bytes. */
+static void
+put_le(unsigned char *out, enum kiln_dtype dt, size_t size, double v)
+{
+    unsigned char native[8];
+    uint64_t      bits = 0;
+    kiln_scalar_store(dt, native, 0, v);
+    if (size == 1) {
+        bits = native[0];
+    } else if (size == 2) {
+        uint16_t u;
+        memcpy(&u, native, 2);
+        bits = u;
+    } else if (size == 4) {
+        uint32_t u;
+        memcpy(&u, native, 4);
+        bits = u;
+    } else {
+        memcpy(&bits, native, 8);
+    }
+    for (size_t k = 0; k < size; k++)
+        out[k] = (unsigned char)(bits >> (8 * k));
+}
+
 bool
 npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *data, char *err,
               size_t errsize)
 {
-    char   header[512];
+    return npy_write(path, ndim, shape, data, KILN_DTYPE_F64, err, errsize);
+}
+
+bool
+npy_write(const char *path, int ndim, const int64_t *shape, const double *data, enum kiln_dtype dt,
+          char *err, size_t errsize)
+{
+    char        header[512];
+    const char *descr = write_descr(dt);
+    if (dt == KILN_DTYPE_BF16 || dt >= KILN_DTYPE_COUNT)
+        dt = KILN_DTYPE_F32;
+    size_t esize = kiln_dtype_size(dt);
     size_t n = (size_t)snprintf(header, sizeof header,
-                                "{'descr': '<f8', 'fortran_order': False, 'shape': (");
+                                "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int i = 0; i < ndim; i++)
         n += (size_t)snprintf(header + n, sizeof header - n, "%lld,%s", (long long)shape[i],
                               i + 1 < ndim ? " " : "");
@@ -386,12 +461,8 @@ npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *da
     unsigned char chunk[8 * 1024];
     for (int64_t i = 0; i < numel && ok;) {
         size_t m = 0;
-        for (; m < sizeof chunk && i < numel; i++, m += 8) {
-            uint64_t bits;
-            memcpy(&bits, &data[i], 8);
-            for (int k = 0; k < 8; k++)
-                chunk[m + (size_t)k] = (unsigned char)(bits >> (8 * k));
-        }
+        for (; m < sizeof chunk && i < numel; i++, m += esize)
+            put_le(chunk + m, dt, esize, data[i]);
         ok = fwrite(chunk, 1, m, f) == m;
     }
     int saved = errno;

@@ -86,10 +86,17 @@ kiln_cg_dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
         *code = kDLBfloat;
         return;
     case KILN_DTYPE_I8:
+    case KILN_DTYPE_I16:
     case KILN_DTYPE_I32:
     case KILN_DTYPE_I64:
     case KILN_DTYPE_COUNT:
         *code = kDLInt;
+        return;
+    case KILN_DTYPE_U8:
+    case KILN_DTYPE_U16:
+    case KILN_DTYPE_U32:
+    case KILN_DTYPE_U64:
+        *code = kDLUInt;
         return;
     case KILN_DTYPE_BOOL:
         *code = KILN_DL_BOOL;

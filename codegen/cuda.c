@@ -152,6 +152,16 @@ ctype(enum kiln_dtype dt) /* in registers */
         return "long long";
     case KILN_DTYPE_BOOL:
         return "bool";
+    case KILN_DTYPE_U8:
+        return "unsigned char";
+    case KILN_DTYPE_U16:
+        return "unsigned short";
+    case KILN_DTYPE_U32:
+        return "unsigned int";
+    case KILN_DTYPE_U64:
+        return "unsigned long long";
+    case KILN_DTYPE_I16:
+        return "short";
     case KILN_DTYPE_F16:
     case KILN_DTYPE_BF16:
     case KILN_DTYPE_COUNT:
@@ -183,7 +193,7 @@ static void emit_expr(struct cu *c, kiln_expr e);
 static const char *
 int_suffix(enum kiln_dtype dt) /* the helper functions' type suffix */
 {
-    return dt == KILN_DTYPE_I64 ? "i64" : dt == KILN_DTYPE_I32 ? "i32" : "i8";
+    return kiln_dtype_name(dt); /* i8 .. i64, u8 .. u64 */
 }
 
 static void
@@ -1373,7 +1383,19 @@ static const char prelude[] =
     "    if (v >= (double)(HI)) return (T)(HI); return (T)v; }\n"
     "KILN_INT(i8, signed char, -128, 127)\n"
     "KILN_INT(i32, int, -2147483647 - 1, 2147483647)\n"
-    "KILN_INT(i64, long long, -9223372036854775807LL - 1, 9223372036854775807LL)\n\n";
+    "KILN_INT(i64, long long, -9223372036854775807LL - 1, 9223372036854775807LL)\n"
+    "KILN_INT(i16, short, -32768, 32767)\n"
+    "#define KILN_UINT(S, T, HI) \\\n"
+    "KILN_DEV T kiln_floordiv_##S(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); } \\\n"
+    "KILN_DEV T kiln_floormod_##S(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); } \\\n"
+    "KILN_DEV T kiln_abs_##S(T a) { return a; } \\\n"
+    "KILN_DEV T kiln_f2##S(double v) { \\\n"
+    "    if (v != v || v <= 0) return 0; \\\n"
+    "    if (v >= (double)(HI)) return (T)(HI); return (T)v; }\n"
+    "KILN_UINT(u8, unsigned char, 255)\n"
+    "KILN_UINT(u16, unsigned short, 65535)\n"
+    "KILN_UINT(u32, unsigned int, 4294967295U)\n"
+    "KILN_UINT(u64, unsigned long long, 18446744073709551615ULL)\n\n";
 
 /* The parameter list shared by every kernel. */
 static void

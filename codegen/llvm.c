@@ -975,8 +975,7 @@ emit_store(struct cg *cg, const struct kiln_stmt *s)
     LLVMValueRef    p = v ? cg_elem_ptr(cg, b, idx, true) : NULL;
     if (!p)
         return;
-    if (dt == KILN_DTYPE_BOOL)
-        v = LLVMBuildZExt(cg->b, v, cg->t_i8, "");
+    v = cg_to_memory(cg, v, dt); /* bool, f16, bf16 */
     LLVMSetAlignment(LLVMBuildStore(cg->b, v, p), cg_align(cg, b, cg_mult(cg, ie)));
 }
 
@@ -1321,7 +1320,7 @@ check_func(struct cg *cg)
     for (uint32_t b = 0; b < f->nbuf; b++) {
         const struct kiln_buffer *bf = &f->buf[b];
         enum kiln_dtype           dt = (enum kiln_dtype)bf->dtype;
-        if (dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16 || dt >= KILN_DTYPE_COUNT)
+        if (dt >= KILN_DTYPE_COUNT)
             return cg_fail(cg, KILN_ERR_UNSUPPORTED,
                            "buffer %s: dtype %s is not supported by the LLVM backend yet",
                            cg_buf_name(cg, b), dt < KILN_DTYPE_COUNT ? kiln_dtype_name(dt) : "?");

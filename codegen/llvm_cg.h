@@ -111,8 +111,12 @@ LLVMValueRef cg_intrinsic(struct cg *cg, const char *name, LLVMTypeRef *types, u
                           LLVMValueRef *args, unsigned nargs);
 
 /* ---- llvm_expr.c: expressions (scalar and SIMD) ---- */
-LLVMTypeRef   cg_type(struct cg *cg, enum kiln_dtype dt);     /* register type (bool = i1) */
-LLVMTypeRef   cg_mem_type(struct cg *cg, enum kiln_dtype dt); /* in memory (bool = i8) */
+LLVMTypeRef cg_type(struct cg *cg, enum kiln_dtype dt);     /* register type (bool = i1) */
+LLVMTypeRef cg_mem_type(struct cg *cg, enum kiln_dtype dt); /* in memory (bool = i8) */
+/* A loaded value (scalar or vector) of dt into its register type and back: bool i8 <-> i1,
+ * f16 half <-> f32, bf16 i16 bits <-> f32 (rounded to nearest even). */
+LLVMValueRef  cg_to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt);
+LLVMValueRef  cg_to_memory(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt);
 struct cg_val cg_emit(struct cg *cg, kiln_expr e);
 /* A flat i64 index: like cg_emit, but as a sum of terms in a fixed order plus a constant. */
 struct cg_val cg_emit_index(struct cg *cg, kiln_expr e);

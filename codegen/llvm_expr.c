@@ -13,6 +13,8 @@
  * `contract` fast-math flag (so a*b+c may become an FMA), min/max propagate NaN
  * (llvm.minimum/maximum), integer floordiv/floormod round toward -inf and never trap (a
  * divisor of 0 gives 0; -1 cannot overflow), float-to-int casts saturate (llvm.fptosi.sat).
+ * Unsigned dtypes share the integer types and compare, divide, widen and convert unsigned
+ * (icmp ult, udiv, zext, uitofp, llvm.fptoui.sat, llvm.umin/umax).
  * SELECT is lazy: with a uniform condition and a load in a branch it becomes a branch and a
  * phi; with a varying condition each side is evaluated under its own lane mask, which the
  * loads honour. tanh, erf and sin ... atanh call libm (lane by lane in vectors). f32 math runs in
@@ -28,19 +30,25 @@ cg_type(struct cg *cg, enum kiln_dtype dt)
 {
     switch (dt) {
     case KILN_DTYPE_F32:
+    case KILN_DTYPE_F16: /* computed in f32; half / bf16 bits in memory (cg_mem_type) */
+    case KILN_DTYPE_BF16:
         return cg->t_f32;
     case KILN_DTYPE_F64:
         return cg->t_f64;
     case KILN_DTYPE_I8:
+    case KILN_DTYPE_U8:
         return cg->t_i8;
+    case KILN_DTYPE_I16:
+    case KILN_DTYPE_U16:
+        return LLVMInt16TypeInContext(cg->lc);
     case KILN_DTYPE_I32:
+    case KILN_DTYPE_U32:
         return cg->t_i32;
     case KILN_DTYPE_I64:
+    case KILN_DTYPE_U64:
         return cg->t_i64;
     case KILN_DTYPE_BOOL:
         return cg->t_i1;
-    case KILN_DTYPE_F16:
-    case KILN_DTYPE_BF16:
     case KILN_DTYPE_COUNT:
         break;
     }
@@ -52,7 +60,61 @@ cg_type(struct cg *cg, enum kiln_dtype dt)
 LLVMTypeRef
 cg_mem_type(struct cg *cg, enum kiln_dtype dt)
 {
+    if (dt == KILN_DTYPE_F16)
+        return LLVMHalfTypeInContext(cg->lc);
+    if (dt == KILN_DTYPE_BF16)
+        return LLVMInt16TypeInContext(cg->lc);
     return dt == KILN_DTYPE_BOOL ? cg->t_i8 : cg_type(cg, dt);
+}
+
+/* ty with the element type of v's type (a vector type when v is a vector). */
+static LLVMTypeRef
+like(LLVMValueRef v, LLVMTypeRef ty)
+{
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    return LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMVectorType(ty, LLVMGetVectorSize(vt))
+                                                     : ty;
+}
+
+static LLVMValueRef iconst(struct cg *cg, LLVMTypeRef ty, int64_t v);
+
+LLVMValueRef
+cg_to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
+{
+    if (dt == KILN_DTYPE_BOOL)
+        return LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    if (dt == KILN_DTYPE_F16)
+        return LLVMBuildFPExt(cg->b, v, like(v, cg->t_f32), "");
+    if (dt == KILN_DTYPE_BF16) { /* the top half of an f32 */
+        LLVMValueRef w = LLVMBuildZExt(cg->b, v, like(v, cg->t_i32), "");
+        w = LLVMBuildShl(cg->b, w, iconst(cg, LLVMTypeOf(w), 16), "");
+        return LLVMBuildBitCast(cg->b, w, like(v, cg->t_f32), "");
+    }
+    return v;
+}
+
+LLVMValueRef
+cg_to_memory(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
+{
+    LLVMBuilderRef bl = cg->b;
+    if (dt == KILN_DTYPE_BOOL)
+        return LLVMBuildZExt(bl, v, like(v, cg->t_i8), "");
+    if (dt == KILN_DTYPE_F16)
+        return LLVMBuildFPTrunc(bl, v, like(v, LLVMHalfTypeInContext(cg->lc)), "");
+    if (dt == KILN_DTYPE_BF16) { /* round to nearest even, as kiln_scalar_round; NaN stays NaN */
+        LLVMTypeRef  it = like(v, cg->t_i32);
+        LLVMValueRef u = LLVMBuildBitCast(bl, v, it, "");
+        LLVMValueRef odd =
+            LLVMBuildAnd(bl, LLVMBuildLShr(bl, u, iconst(cg, it, 16), ""), iconst(cg, it, 1), "");
+        LLVMValueRef r = LLVMBuildAdd(bl, u, LLVMBuildAdd(bl, odd, iconst(cg, it, 0x7fff), ""), "");
+        r = LLVMBuildLShr(bl, r, iconst(cg, it, 16), "");
+        LLVMValueRef nan = LLVMBuildFCmp(bl, LLVMRealUNO, v, v, "");
+        LLVMValueRef q =
+            LLVMBuildOr(bl, LLVMBuildLShr(bl, u, iconst(cg, it, 16), ""), iconst(cg, it, 0x40), "");
+        r = LLVMBuildSelect(bl, nan, q, r, "");
+        return LLVMBuildTrunc(bl, r, like(v, LLVMInt16TypeInContext(cg->lc)), "");
+    }
+    return v;
 }
 
 static struct cg_val
@@ -280,14 +342,6 @@ cg_any_active(struct cg *cg)
     return cg_intrinsic(cg, "llvm.vector.reduce.or", &ty, 1, &cg->mask, 1);
 }
 
-static LLVMValueRef
-to_register(struct cg *cg, LLVMValueRef v, enum kiln_dtype dt)
-{
-    if (dt != KILN_DTYPE_BOOL)
-        return v;
-    return LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
-}
-
 static struct cg_val
 scalar_load(struct cg *cg, kiln_expr load, LLVMValueRef idx)
 {
@@ -299,7 +353,7 @@ scalar_load(struct cg *cg, kiln_expr load, LLVMValueRef idx)
         return bad;
     LLVMValueRef v = LLVMBuildLoad2(cg->b, cg_mem_type(cg, dt), p, "");
     LLVMSetAlignment(v, cg_align(cg, b, cg_mult(cg, kiln_load_idx(cg->ctx, load, 0))));
-    return uniform(to_register(cg, v, dt));
+    return uniform(cg_to_register(cg, v, dt));
 }
 
 /* ---- operators on scalars or vectors ---- */
@@ -397,6 +451,18 @@ floor_divmod(struct cg *cg, bool mod, LLVMValueRef a, LLVMValueRef b, const int6
     return q;
 }
 
+/* floordiv or floormod of unsigned integers: udiv/urem, a divisor of 0 gives 0. */
+static LLVMValueRef
+udivmod(struct cg *cg, bool mod, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMBuilderRef bl = cg->b;
+    LLVMValueRef   zero = LLVMConstNull(LLVMTypeOf(a));
+    LLVMValueRef   bz = LLVMBuildICmp(bl, LLVMIntEQ, b, zero, "");
+    LLVMValueRef   sb = LLVMBuildSelect(bl, bz, iconst(cg, LLVMTypeOf(a), 1), b, "");
+    LLVMValueRef   r = mod ? LLVMBuildURem(bl, a, sb, "") : LLVMBuildUDiv(bl, a, sb, "");
+    return LLVMBuildSelect(bl, bz, zero, r, "");
+}
+
 /* Binary operator op on operands of dtype dt (scalars or vectors of one shape). */
 static LLVMValueRef
 op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LLVMValueRef b,
@@ -404,6 +470,9 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
 {
     LLVMBuilderRef bl = cg->b;
     bool           fl = kiln_dtype_is_float(dt), bo = dt == KILN_DTYPE_BOOL;
+    bool           un = kiln_dtype_is_unsigned(dt);
+    if (un && (op == KILN_OP_FLOORDIV || op == KILN_OP_FLOORMOD))
+        return udivmod(cg, op == KILN_OP_FLOORMOD, a, b);
     switch (op) {
     case KILN_OP_ADD:
         return fl ? contract(LLVMBuildFAdd(bl, a, b, "")) : LLVMBuildAdd(bl, a, b, "");
@@ -418,9 +487,9 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
     case KILN_OP_FLOORMOD:
         return floor_divmod(cg, true, a, b, cdiv);
     case KILN_OP_MIN:
-        return call2(cg, fl ? "llvm.minimum" : "llvm.smin", a, b);
+        return call2(cg, fl ? "llvm.minimum" : un ? "llvm.umin" : "llvm.smin", a, b);
     case KILN_OP_MAX:
-        return call2(cg, fl ? "llvm.maximum" : "llvm.smax", a, b);
+        return call2(cg, fl ? "llvm.maximum" : un ? "llvm.umax" : "llvm.smax", a, b);
     case KILN_OP_POW:
         return call2(cg, "llvm.pow", a, b);
     case KILN_OP_FMOD:
@@ -432,13 +501,13 @@ op_binary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a, LL
         return fl ? LLVMBuildFCmp(bl, LLVMRealUNE, a, b, "")
                   : LLVMBuildICmp(bl, LLVMIntNE, a, b, "");
     case KILN_OP_LT:
-        return fl   ? LLVMBuildFCmp(bl, LLVMRealOLT, a, b, "")
-               : bo ? LLVMBuildICmp(bl, LLVMIntULT, a, b, "")
-                    : LLVMBuildICmp(bl, LLVMIntSLT, a, b, "");
+        return fl         ? LLVMBuildFCmp(bl, LLVMRealOLT, a, b, "")
+               : bo || un ? LLVMBuildICmp(bl, LLVMIntULT, a, b, "")
+                          : LLVMBuildICmp(bl, LLVMIntSLT, a, b, "");
     case KILN_OP_LE:
-        return fl   ? LLVMBuildFCmp(bl, LLVMRealOLE, a, b, "")
-               : bo ? LLVMBuildICmp(bl, LLVMIntULE, a, b, "")
-                    : LLVMBuildICmp(bl, LLVMIntSLE, a, b, "");
+        return fl         ? LLVMBuildFCmp(bl, LLVMRealOLE, a, b, "")
+               : bo || un ? LLVMBuildICmp(bl, LLVMIntULE, a, b, "")
+                          : LLVMBuildICmp(bl, LLVMIntSLE, a, b, "");
     case KILN_OP_AND:
         return LLVMBuildAnd(bl, a, b, "");
     case KILN_OP_OR:
@@ -463,6 +532,8 @@ op_unary(struct cg *cg, enum kiln_op op, enum kiln_dtype dt, LLVMValueRef a)
     case KILN_OP_ABS:
         if (kiln_dtype_is_float(dt))
             return call1(cg, "llvm.fabs", a);
+        if (kiln_dtype_is_unsigned(dt))
+            return a;
         return call2(cg, "llvm.abs", a, LLVMConstInt(cg->t_i1, 0, 0));
     case KILN_OP_FLOOR:
         return call1(cg, "llvm.floor", a);
@@ -519,6 +590,10 @@ op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
     LLVMTypeRef    tt = cg_type(cg, to), vt = LLVMTypeOf(v);
     if (!tt)
         return NULL;
+    if (to == KILN_DTYPE_F16 || to == KILN_DTYPE_BF16) { /* to f32, rounded to the dtype */
+        LLVMValueRef f = op_cast(cg, from, KILN_DTYPE_F32, v);
+        return f ? cg_to_register(cg, cg_to_memory(cg, f, to), to) : NULL;
+    }
     if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
         tt = LLVMVectorType(tt, LLVMGetVectorSize(vt));
     bool ff = kiln_dtype_is_float(from), tf = kiln_dtype_is_float(to);
@@ -531,11 +606,13 @@ op_cast(struct cg *cg, enum kiln_dtype from, enum kiln_dtype to, LLVMValueRef v)
         return LLVMBuildFPCast(bl, v, tt, "");
     if (ff) {
         LLVMTypeRef ov[2] = {tt, vt};
-        return cg_intrinsic(cg, "llvm.fptosi.sat", ov, 2, &v, 1);
+        return cg_intrinsic(cg, kiln_dtype_is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat",
+                            ov, 2, &v, 1);
     }
+    bool un = kiln_dtype_is_unsigned(from);
     if (tf)
-        return LLVMBuildSIToFP(bl, v, tt, "");
-    return LLVMBuildIntCast2(bl, v, tt, 1, "");
+        return un ? LLVMBuildUIToFP(bl, v, tt, "") : LLVMBuildSIToFP(bl, v, tt, "");
+    return LLVMBuildIntCast2(bl, v, tt, !un, "");
 }
 
 /* ---- the emitter ---- */
@@ -556,7 +633,7 @@ emit_binary(struct cg *cg, kiln_expr e)
     if (a.kind == CG_UNIFORM && b.kind == CG_UNIFORM)
         return uniform(op_binary(cg, op, dt, a.v, b.v, cb ? &c : NULL));
     if (a.kind != CG_VARYING && b.kind != CG_VARYING && !kiln_dtype_is_float(dt)
-        && dt != KILN_DTYPE_BOOL) {
+        && dt != KILN_DTYPE_BOOL && !kiln_dtype_is_unsigned(dt)) {
         int64_t sa = a.kind == CG_AFFINE ? a.stride : 0, sb = b.kind == CG_AFFINE ? b.stride : 0;
         switch (op) {
         case KILN_OP_ADD:

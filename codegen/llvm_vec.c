@@ -266,9 +266,7 @@ cg_emit_vector_load(struct cg *cg, kiln_expr load, struct cg_val idx)
             LLVMAddIncoming(phi, vals, bbs, 2);
             v = phi;
         }
-        if (dt == KILN_DTYPE_BOOL)
-            v = LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(mt), "");
-        return (struct cg_val){.v = v, .kind = CG_UNIFORM};
+        return (struct cg_val){.v = cg_to_register(cg, v, dt), .kind = CG_UNIFORM};
     }
     if (idx.kind == CG_AFFINE && idx.stride == 1) {
         LLVMValueRef p = cg_elem_ptr(cg, b, idx.v, !cg->mask);
@@ -298,8 +296,8 @@ cg_emit_vector_load(struct cg *cg, kiln_expr load, struct cg_val idx)
         if (v && cg->mask)
             v = LLVMBuildSelect(cg->b, cg->mask, v, LLVMConstNull(vt), "");
     }
-    if (v && dt == KILN_DTYPE_BOOL)
-        v = LLVMBuildICmp(cg->b, LLVMIntNE, v, LLVMConstNull(vt), "");
+    if (v)
+        v = cg_to_register(cg, v, dt);
     return (struct cg_val){.v = v, .kind = v ? CG_VARYING : CG_UNIFORM};
 }
 
@@ -324,7 +322,7 @@ cg_emit_vector_store(struct cg *cg, const struct kiln_stmt *s)
         LLVMValueRef      p = cg_elem_ptr(cg, b, idx.v, true);
         if (!p)
             return;
-        LLVMValueRef v = dt == KILN_DTYPE_BOOL ? LLVMBuildZExt(cg->b, val.v, mt, "") : val.v;
+        LLVMValueRef v = cg_to_memory(cg, val.v, dt);
         LLVMSetAlignment(LLVMBuildStore(cg->b, v, p), cg_align(cg, b, cg_mult(cg, ie)));
         if (end) {
             LLVMBuildBr(cg->b, end);
@@ -336,8 +334,7 @@ cg_emit_vector_store(struct cg *cg, const struct kiln_stmt *s)
     LLVMValueRef v = cg_vector(cg, val, dt);
     if (!v)
         return;
-    if (dt == KILN_DTYPE_BOOL)
-        v = LLVMBuildZExt(cg->b, v, vt, "");
+    v = cg_to_memory(cg, v, dt);
     if (idx.kind == CG_AFFINE && idx.stride == 1) {
         LLVMValueRef p = cg_elem_ptr(cg, b, idx.v, !cg->mask);
         if (!p)

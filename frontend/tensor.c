@@ -28,6 +28,16 @@ frontend_onnx_dtype(int32_t t)
         return KILN_DTYPE_I64;
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
         return KILN_DTYPE_BOOL;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+        return KILN_DTYPE_U8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+        return KILN_DTYPE_U16;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        return KILN_DTYPE_U32;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+        return KILN_DTYPE_U64;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+        return KILN_DTYPE_I16;
     default:
         return KILN_DTYPE_COUNT;
     }
@@ -174,6 +184,10 @@ frontend_tensor_decode(kiln_ctx *ctx, const Onnx__TensorProto *t, const char *wh
         case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
             have = t->n_int64_data;
             break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+            have = t->n_uint64_data;
+            break;
         default:
             have = t->n_int32_data;
             break;
@@ -197,6 +211,9 @@ frontend_tensor_decode(kiln_ctx *ctx, const Onnx__TensorProto *t, const char *wh
             d[i] = t->double_data[k];
         else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
             d[i] = (double)t->int64_data[k];
+        else if (type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32
+                 || type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64)
+            d[i] = (double)t->uint64_data[k];
         else
             d[i] = int32_field_value(type, t->int32_data[k]);
     }

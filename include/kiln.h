@@ -85,6 +85,11 @@ enum kiln_dtype {
     KILN_DTYPE_I32,
     KILN_DTYPE_I64,
     KILN_DTYPE_BOOL,
+    KILN_DTYPE_U8, /* appended after bool: the values above are ABI */
+    KILN_DTYPE_U16,
+    KILN_DTYPE_U32,
+    KILN_DTYPE_U64,
+    KILN_DTYPE_I16,
     KILN_DTYPE_COUNT
 };
 

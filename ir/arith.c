@@ -200,7 +200,8 @@ sub_bound(const struct kiln_ival_env *env, kiln_expr e)
 static struct kiln_ival
 bound_cmp(const struct kiln_ival_env *env, enum kiln_op op, kiln_expr a, kiln_expr b)
 {
-    if (!is_intlike(kiln_expr_dtype(env->ctx, a)))
+    enum kiln_dtype odt = kiln_expr_dtype(env->ctx, a);
+    if (!is_intlike(odt) || odt == KILN_DTYPE_U64) /* u64 orders its bit patterns unsigned */
         return (struct kiln_ival){0, 1};
     struct kiln_ival x = sub_bound(env, a), y = sub_bound(env, b);
     bool             t, f;
@@ -400,8 +401,8 @@ kiln_ival_exact(const struct kiln_ival_exact_env *env, kiln_expr e, struct kiln_
             return true;
         }
         return op == KILN_OP_VAR && env->var(env->ud, e, out);
-    case KILN_OPK_LOAD: /* an element holds its dtype's range; i64 has none */
-        return n->dtype != KILN_DTYPE_I64
+    case KILN_OPK_LOAD: /* an element holds its dtype's range; i64 and u64 have none */
+        return n->dtype != KILN_DTYPE_I64 && n->dtype != KILN_DTYPE_U64
                && kiln_dtype_range((enum kiln_dtype)n->dtype, &out->lo, &out->hi);
     case KILN_OPK_SELECT:
         if (!sub_exact(env, (kiln_expr){n->kid[1]}, &a)
@@ -412,10 +413,11 @@ kiln_ival_exact(const struct kiln_ival_exact_env *env, kiln_expr e, struct kiln_
     case KILN_OPK_CAST: {
         kiln_expr       k = {n->kid[0]};
         enum kiln_dtype from = kiln_expr_dtype(ctx, k);
-        if (!is_intlike(from) || !sub_exact(env, k, &a))
+        if (!is_intlike(from) || !sub_exact(env, k, &a) || (from == KILN_DTYPE_U64 && a.lo < 0))
             return false;
-        if ((n->dtype == KILN_DTYPE_I8 && (a.lo < INT8_MIN || a.hi > INT8_MAX))
-            || (n->dtype == KILN_DTYPE_I32 && (a.lo < INT32_MIN || a.hi > INT32_MAX)))
+        int64_t lo, hi; /* a value the cast would wrap is not exact; u64 reads >= 0 */
+        kiln_dtype_range((enum kiln_dtype)n->dtype, &lo, &hi);
+        if (a.lo < (n->dtype == KILN_DTYPE_U64 ? 0 : lo) || a.hi > hi)
             return false;
         *out = a;
         return true;

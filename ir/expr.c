@@ -77,7 +77,7 @@ node_eq(const struct kiln_node *a, const struct kiln_node *b)
 static uint64_t
 node_shash(const kiln_ctx *ctx, const struct kiln_node *n)
 {
-    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)n->op << 8) | n->dtype);
+    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)n->op << 8) | KILN_DTYPE_HASH(n->dtype));
     h = kiln_hash_u64(h, (uint64_t)n->imm);
     for (int i = 0; i < kiln_op_arity[n->op]; i++)
         h = kiln_hash_u64(h, n->kid[i] ? ctx->node[n->kid[i]].shash : 0);

@@ -368,7 +368,7 @@ load(struct interp *in, uint32_t t, enum kiln_dtype dt, const union kiln_scalar 
     if (kiln_dtype_is_float(dt))
         out->f = v;
     else
-        out->i = kiln_scalar_wrap(kiln_scalar_to_int(v, KILN_DTYPE_I64), dt);
+        out->i = kiln_scalar_double_int(v, dt);
     return true;
 }
 
@@ -475,19 +475,20 @@ next_point(int64_t *idx, const int64_t *ext, uint32_t n)
 }
 
 static union kiln_scalar
-identity(enum kiln_reduce r, bool fl)
+identity(enum kiln_reduce r, enum kiln_dtype dt)
 {
+    bool              fl = kiln_dtype_is_float(dt);
     union kiln_scalar v = {.i = 0};
-    if (r == KILN_REDUCE_MAX) {
+    if (r == KILN_REDUCE_MAX) { /* integers: the least value of dt (u64: 0) */
         if (fl)
             v.f = -INFINITY;
         else
-            v.i = INT64_MIN;
+            v.i = kiln_scalar_to_int(-INFINITY, dt);
     } else if (r == KILN_REDUCE_MIN) {
         if (fl)
             v.f = INFINITY;
         else
-            v.i = INT64_MAX;
+            v.i = kiln_scalar_to_int(INFINITY, dt);
     } else if (fl) {
         v.f = 0;
     }
@@ -509,13 +510,13 @@ combine(enum kiln_reduce r, enum kiln_dtype dt, union kiln_scalar *acc, union ki
         if (fl)
             acc->f = kiln_scalar_fmax(acc->f, v.f);
         else
-            acc->i = v.i > acc->i ? v.i : acc->i;
+            kiln_scalar_eval(KILN_OP_MAX, dt, dt, *acc, v, acc);
         break;
     case KILN_REDUCE_MIN:
         if (fl)
             acc->f = kiln_scalar_fmin(acc->f, v.f);
         else
-            acc->i = v.i < acc->i ? v.i : acc->i;
+            kiln_scalar_eval(KILN_OP_MIN, dt, dt, *acc, v, acc);
         break;
     case KILN_REDUCE_NONE:
         *acc = v;
@@ -546,7 +547,7 @@ eval_op(struct interp *in, uint32_t opi)
     int64_t flat = 0;
     memset(in->ax, 0, sizeof in->ax);
     while (ok) {
-        union kiln_scalar acc = identity(red, kiln_dtype_is_float(dt)), v;
+        union kiln_scalar acc = identity(red, dt), v;
         memset(in->rv, 0, sizeof in->rv);
         do {
             if (!run(in, &p, &v)) {
@@ -557,8 +558,9 @@ eval_op(struct interp *in, uint32_t opi)
         } while (red != KILN_REDUCE_NONE && next_point(in->rv, op->rext, op->nred));
         if (!ok)
             break;
-        out[flat++] = kiln_dtype_is_float(dt) ? kiln_scalar_held(acc.f, dt)
-                                              : (double)kiln_scalar_wrap(acc.i, dt);
+        out[flat++] = kiln_dtype_is_float(dt)
+                          ? kiln_scalar_held(acc.f, dt)
+                          : kiln_scalar_int_double(kiln_scalar_wrap(acc.i, dt), dt);
         if (!next_point(in->ax, t->shape, t->ndim))
             break;
     }

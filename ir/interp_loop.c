@@ -167,7 +167,7 @@ eval_load(struct interp *in, kiln_expr e)
              (long long)k);
         return r;
     }
-    r.i = kiln_scalar_wrap(kiln_scalar_to_int(v, KILN_DTYPE_I64), (enum kiln_dtype)n.dtype);
+    r.i = kiln_scalar_double_int(v, (enum kiln_dtype)n.dtype);
     return r;
 }
 
@@ -190,12 +190,12 @@ eval_op(struct interp *in, enum kiln_op op, enum kiln_dtype dt, kiln_expr ea, ki
     return r;
 }
 
-/* Values of f32 (the dtype generated code computes in) are rounded after a cast; f16 and bf16
- * are not (the LLVM backend does not support them) and keep the double. */
+/* Values of f32 (the dtype generated code computes in) are rounded after a cast and when
+ * stored; so are f16 and bf16 (computed in f32, rounded by casts and stores); f64 is exact. */
 static double
 round_f32(double v, enum kiln_dtype dt)
 {
-    return dt == KILN_DTYPE_F32 ? kiln_scalar_round(v, dt) : v;
+    return dt != KILN_DTYPE_F64 ? kiln_scalar_round(v, dt) : v;
 }
 
 static union kiln_scalar
@@ -265,7 +265,7 @@ to_storage(union kiln_scalar v, enum kiln_dtype dt)
 {
     if (kiln_dtype_is_float(dt))
         return round_f32(v.f, dt);
-    return (double)kiln_scalar_wrap(v.i, dt);
+    return kiln_scalar_int_double(kiln_scalar_wrap(v.i, dt), dt);
 }
 
 static void exec(struct interp *in, const struct kiln_stmt *s);

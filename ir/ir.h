@@ -83,6 +83,9 @@ kiln_op_kind(enum kiln_op op)
 /* dtype of LIST nodes and of the nil node: no value */
 #define KILN_DTYPE_VOID  KILN_DTYPE_COUNT
 #define KILN_DTYPE_INDEX KILN_DTYPE_I64
+/* The dtype structural hashes mix in: VOID as 8, its value before u8 .. i16 were appended, so
+ * hashes (and the records keyed by them) stay as they were; VOID and u8 never share an op. */
+#define KILN_DTYPE_HASH(dt) ((dt) == KILN_DTYPE_VOID ? 8u : (unsigned)(dt))
 
 typedef struct {
     uint32_t id;

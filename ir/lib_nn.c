@@ -58,7 +58,7 @@ get_pool(struct libcall *c, struct pool *pl, bool avg)
                                  "padding %lld must be at most half the kernel size %lld",
                                  (long long)pl->p[i], (long long)pl->k[i]);
     KILN_TRY(lib_get_layout(c, &pl->l));
-    return lib_want_float(c, 0);
+    return avg ? lib_want_float(c, 0) : lib_want_numeric(c, 0); /* max: integers too */
 }
 
 /* PyTorch's pooling output size; sets *ovf when it overflows. */

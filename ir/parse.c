@@ -1125,8 +1125,10 @@ lit_int(struct parser *p, const struct ast *e, enum kiln_dtype want)
         return kiln_float(p->ctx, (double)e->i, want);
     if (!kiln_dtype_is_int(want))
         want = KILN_DTYPE_I64;
-    int64_t lo = want == KILN_DTYPE_I8 ? INT8_MIN : want == KILN_DTYPE_I32 ? INT32_MIN : INT64_MIN;
-    int64_t hi = want == KILN_DTYPE_I8 ? INT8_MAX : want == KILN_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+    int64_t lo, hi; /* u64: literals up to INT64_MAX */
+    kiln_dtype_range(want, &lo, &hi);
+    if (want == KILN_DTYPE_U64)
+        lo = 0;
     if (e->i < lo || e->i > hi) {
         perr(p, e->line, e->col, "integer %lld does not fit in %s", (long long)e->i,
              kiln_dtype_name(want));

@@ -28,6 +28,8 @@ round_to(double v, int mant, int emin, double max)
 double
 kiln_scalar_held(double v, enum kiln_dtype dt)
 {
+    if (dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16) /* compiled code stores them rounded */
+        return kiln_scalar_round(v, dt);
     if (dt != KILN_DTYPE_F32 || isinf(v) || isnan(v))
         return v;
     double r = kiln_scalar_round(v, dt);
@@ -101,8 +103,11 @@ kiln_scalar_load(enum kiln_dtype dt, const void *data, int64_t i)
         float    f32;
         double   f64;
         uint16_t u16;
+        int16_t  i16;
         int32_t  i32;
+        uint32_t u32;
         int64_t  i64;
+        uint64_t u64;
     } u;
     switch (dt) {
     case KILN_DTYPE_F32:
@@ -127,6 +132,20 @@ kiln_scalar_load(enum kiln_dtype dt, const void *data, int64_t i)
         return (double)u.i64;
     case KILN_DTYPE_BOOL:
         return p[at] != 0;
+    case KILN_DTYPE_U8:
+        return p[at];
+    case KILN_DTYPE_U16:
+        memcpy(&u.u16, p + at, 2);
+        return u.u16;
+    case KILN_DTYPE_U32:
+        memcpy(&u.u32, p + at, 4);
+        return u.u32;
+    case KILN_DTYPE_U64:
+        memcpy(&u.u64, p + at, 8);
+        return (double)u.u64;
+    case KILN_DTYPE_I16:
+        memcpy(&u.i16, p + at, 2);
+        return u.i16;
     case KILN_DTYPE_COUNT:
         break;
     }
@@ -141,8 +160,10 @@ kiln_scalar_store(enum kiln_dtype dt, void *data, int64_t i, double v)
     bool           fl = kiln_dtype_is_float(dt);
     int64_t        x = fl ? 0 : kiln_scalar_to_int(v, dt);
     union {
-        float   f32;
-        int32_t i32;
+        float    f32;
+        int32_t  i32;
+        uint16_t u16;
+        uint32_t u32;
     } u;
     v = fl ? kiln_scalar_round(v, dt) : v;
     switch (dt) {
@@ -164,14 +185,25 @@ kiln_scalar_store(enum kiln_dtype dt, void *data, int64_t i, double v)
         break;
     }
     case KILN_DTYPE_I8:
+    case KILN_DTYPE_U8:
     case KILN_DTYPE_BOOL: /* x is in range: 0 or 1 for bool */
-        p[at] = (unsigned char)(int8_t)x;
+        p[at] = (unsigned char)((uint64_t)x & 0xffu);
+        break;
+    case KILN_DTYPE_I16:
+    case KILN_DTYPE_U16:
+        u.u16 = (uint16_t)((uint64_t)x & 0xffffu);
+        memcpy(p + at, &u.u16, 2);
+        break;
+    case KILN_DTYPE_U32:
+        u.u32 = (uint32_t)x;
+        memcpy(p + at, &u.u32, 4);
         break;
     case KILN_DTYPE_I32:
         u.i32 = (int32_t)x;
         memcpy(p + at, &u.i32, 4);
         break;
     case KILN_DTYPE_I64:
+    case KILN_DTYPE_U64:
         memcpy(p + at, &x, 8);
         break;
     case KILN_DTYPE_COUNT:

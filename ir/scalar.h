@@ -14,7 +14,9 @@
  * width after every operation (+, -, * wrap as two's complement); floordiv/floormod round
  * toward -inf with the divisor's sign, and a divisor of -1 wraps (INT64_MIN / -1 is INT64_MIN)
  * instead of trapping; comparisons give 0/1; min/max of floats propagate NaN; float -> int
- * truncates toward zero and saturates, NaN gives 0; any -> bool is `!= 0` (NaN is true). */
+ * truncates toward zero and saturates, NaN gives 0; any -> bool is `!= 0` (NaN is true).
+ * Unsigned dtypes hold their value (u64 its bit pattern, so u64 compares, divides, takes
+ * min/max and converts to float unsigned). */
 #ifndef KILN_SCALAR_H
 #define KILN_SCALAR_H
 
@@ -33,9 +35,17 @@ kiln_dtype_is_float(enum kiln_dtype dt) /* f16, bf16, f32, f64 */
 }
 
 static inline bool
-kiln_dtype_is_int(enum kiln_dtype dt) /* i8, i32, i64 (not bool) */
+kiln_dtype_is_unsigned(enum kiln_dtype dt) /* u8, u16, u32, u64 (not bool) */
 {
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64;
+    return dt == KILN_DTYPE_U8 || dt == KILN_DTYPE_U16 || dt == KILN_DTYPE_U32
+           || dt == KILN_DTYPE_U64;
+}
+
+static inline bool
+kiln_dtype_is_int(enum kiln_dtype dt) /* i8, i16, i32, i64, u8 .. u64 (not bool) */
+{
+    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I16 || dt == KILN_DTYPE_I32
+           || dt == KILN_DTYPE_I64 || kiln_dtype_is_unsigned(dt);
 }
 
 /* Two's complement wrap-around to dt's width; bool: != 0. */
@@ -46,17 +56,26 @@ kiln_scalar_wrap(int64_t v, enum kiln_dtype dt)
         return v != 0;
     if (dt == KILN_DTYPE_I8)
         return (int8_t)(uint8_t)((uint64_t)v & 0xffu);
+    if (dt == KILN_DTYPE_I16)
+        return (int16_t)(uint16_t)((uint64_t)v & 0xffffu);
     if (dt == KILN_DTYPE_I32)
         return (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    return v;
+    if (dt == KILN_DTYPE_U8)
+        return (int64_t)((uint64_t)v & 0xffu);
+    if (dt == KILN_DTYPE_U16)
+        return (int64_t)((uint64_t)v & 0xffffu);
+    if (dt == KILN_DTYPE_U32)
+        return (int64_t)((uint64_t)v & 0xffffffffu);
+    return v; /* i64, u64 (held as its bit pattern) */
 }
 
 /* v rounded to the nearest value of float dtype dt (ties to even; f16/bf16 overflow to inf);
  * other dtypes: v. (scalar.c) */
 double kiln_scalar_round(double v, enum kiln_dtype dt);
 /* What the double-precision oracles store for v in a tensor of dtype dt: +-inf when dt is f32
- * and v is beyond the f32 range (compiled code overflows there), else v unrounded (the oracles
- * stay exact for rewrites that change f32 rounding). Used by the graph interpreter (ir/interp.c)
+ * and v is beyond the f32 range (compiled code overflows there), v rounded for f16 and bf16
+ * (their rounding dwarfs any rewrite's), else v unrounded (the oracles stay exact for rewrites
+ * that change f32 rounding). Used by the graph interpreter (ir/interp.c)
  * and the kernel search's evaluator (kas/eval.c), which must agree. (scalar.c) */
 double kiln_scalar_held(double v, enum kiln_dtype dt);
 
@@ -71,7 +90,8 @@ double kiln_scalar_store(enum kiln_dtype dt, void *data, int64_t i, double v);
 double kiln_scalar_f16_value(uint16_t h);
 double kiln_scalar_bf16_value(uint16_t h);
 
-/* [lo, hi] of an integer or bool dtype; false (and the i64 range) for other dtypes. */
+/* [lo, hi] of an integer or bool dtype; false (and the i64 range) for other dtypes. u64 values
+ * are held as their bit patterns, so its range is the full i64 range too (true). */
 static inline bool
 kiln_dtype_range(enum kiln_dtype dt, int64_t *lo, int64_t *hi)
 {
@@ -81,25 +101,37 @@ kiln_dtype_range(enum kiln_dtype dt, int64_t *lo, int64_t *hi)
     } else if (dt == KILN_DTYPE_I8) {
         *lo = INT8_MIN;
         *hi = INT8_MAX;
+    } else if (dt == KILN_DTYPE_I16) {
+        *lo = INT16_MIN;
+        *hi = INT16_MAX;
     } else if (dt == KILN_DTYPE_I32) {
         *lo = INT32_MIN;
         *hi = INT32_MAX;
+    } else if (dt == KILN_DTYPE_U8 || dt == KILN_DTYPE_U16 || dt == KILN_DTYPE_U32) {
+        *lo = 0;
+        *hi = dt == KILN_DTYPE_U8 ? UINT8_MAX : dt == KILN_DTYPE_U16 ? UINT16_MAX : UINT32_MAX;
     } else {
         *lo = INT64_MIN;
         *hi = INT64_MAX;
-        return dt == KILN_DTYPE_I64;
+        return dt == KILN_DTYPE_I64 || dt == KILN_DTYPE_U64;
     }
     return true;
 }
 
 /* Float -> integer dtype: truncates toward zero and saturates to the dtype's range, NaN gives
- * 0 (llvm.fptosi.sat); to bool: x != 0 (NaN is true). */
+ * 0 (llvm.fptosi.sat, llvm.fptoui.sat for unsigned dtypes; u64 gives its bit pattern); to
+ * bool: x != 0 (NaN is true). */
 static inline int64_t
 kiln_scalar_to_int(double x, enum kiln_dtype dt)
 {
     int64_t lo, hi;
     if (dt == KILN_DTYPE_BOOL)
         return x != 0;
+    if (dt == KILN_DTYPE_U64) {
+        if (isnan(x) || x <= 0)
+            return 0;
+        return x >= 18446744073709551616.0 ? -1 : (int64_t)(uint64_t)x;
+    }
     kiln_dtype_range(dt, &lo, &hi); /* a float dtype saturates like i64 */
     if (isnan(x))
         return 0;
@@ -108,6 +140,21 @@ kiln_scalar_to_int(double x, enum kiln_dtype dt)
     if (x >= (double)hi) /* (double)INT64_MAX is 2^63 */
         return hi;
     return (int64_t)x;
+}
+
+/* Integer or bool value i of dtype dt as the interpreters hold it in a double (u64 unsigned),
+ * and back (wrapped to dt; a u64 beyond 2^53 rounds, like i64). */
+static inline double
+kiln_scalar_int_double(int64_t i, enum kiln_dtype dt)
+{
+    return dt == KILN_DTYPE_U64 ? (double)(uint64_t)i : (double)i;
+}
+
+static inline int64_t
+kiln_scalar_double_int(double v, enum kiln_dtype dt)
+{
+    return kiln_scalar_wrap(
+        kiln_scalar_to_int(v, dt == KILN_DTYPE_U64 ? KILN_DTYPE_U64 : KILN_DTYPE_I64), dt);
 }
 
 /* Rounds toward -inf; b != 0; b == -1 wraps. */
@@ -212,6 +259,7 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
                  union kiln_scalar b, union kiln_scalar *r)
 {
     bool              fl = kiln_dtype_is_float(odt), ok = true;
+    bool              u64 = odt == KILN_DTYPE_U64; /* bit patterns: unsigned order */
     double            x = a.f, y = b.f;
     int64_t           i = a.i, j = b.i;
     uint64_t          ui = (uint64_t)i, uj = (uint64_t)j;
@@ -241,23 +289,23 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         break;
     case KILN_OP_FLOORDIV:
         ok = !fl && j != 0;
-        v.i = ok ? kiln_scalar_floordiv(i, j) : 0;
+        v.i = !ok ? 0 : u64 ? (int64_t)(ui / uj) : kiln_scalar_floordiv(i, j);
         break;
     case KILN_OP_FLOORMOD:
         ok = !fl && j != 0;
-        v.i = ok ? kiln_scalar_floormod(i, j) : 0;
+        v.i = !ok ? 0 : u64 ? (int64_t)(ui % uj) : kiln_scalar_floormod(i, j);
         break;
     case KILN_OP_MIN:
         if (fl)
             v.f = kiln_scalar_fmin(x, y);
         else
-            v.i = i < j ? i : j;
+            v.i = (u64 ? ui < uj : i < j) ? i : j;
         break;
     case KILN_OP_MAX:
         if (fl)
             v.f = kiln_scalar_fmax(x, y);
         else
-            v.i = i > j ? i : j;
+            v.i = (u64 ? ui > uj : i > j) ? i : j;
         break;
     case KILN_OP_POW:
         ok = fl;
@@ -274,10 +322,10 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         v.i = fl ? x != y : i != j;
         break;
     case KILN_OP_LT:
-        v.i = fl ? x < y : i < j;
+        v.i = fl ? x < y : u64 ? ui < uj : i < j;
         break;
     case KILN_OP_LE:
-        v.i = fl ? x <= y : i <= j;
+        v.i = fl ? x <= y : u64 ? ui <= uj : i <= j;
         break;
     case KILN_OP_AND:
         ok = !fl;
@@ -301,7 +349,7 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
         if (fl)
             v.f = fabs(x);
         else
-            v.i = i < 0 ? (int64_t)(0 - ui) : i;
+            v.i = i < 0 && !u64 ? (int64_t)(0 - ui) : i;
         break;
     case KILN_OP_ERF: /* the float intrinsics, alphabetically */
     case KILN_OP_EXP:
@@ -344,7 +392,7 @@ kiln_scalar_eval(enum kiln_op op, enum kiln_dtype odt, enum kiln_dtype dt, union
 }
 
 /* Cast from -> to: float -> float keeps the double (no rounding), float -> int as
- * kiln_scalar_to_int, int -> float exact in double, int -> int wraps. */
+ * kiln_scalar_to_int, int -> float exact in double (u64 read unsigned), int -> int wraps. */
 static inline union kiln_scalar
 kiln_scalar_cast(enum kiln_dtype from, enum kiln_dtype to, union kiln_scalar a)
 {
@@ -355,7 +403,7 @@ kiln_scalar_cast(enum kiln_dtype from, enum kiln_dtype to, union kiln_scalar a)
     else if (ff)
         r.i = kiln_scalar_to_int(a.f, to);
     else if (tf)
-        r.f = (double)a.i;
+        r.f = from == KILN_DTYPE_U64 ? (double)(uint64_t)a.i : (double)a.i;
     else
         r.i = kiln_scalar_wrap(a.i, to);
     return r;

@@ -76,8 +76,8 @@ kid(const struct simp *S, kiln_expr e, int i)
 static inline bool
 is_intlike(enum kiln_dtype dt)
 {
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64
-           || dt == KILN_DTYPE_BOOL;
+    /* u64 is left out: its bit patterns order unsigned, unlike the rules' int64 arithmetic */
+    return (kiln_dtype_is_int(dt) && dt != KILN_DTYPE_U64) || dt == KILN_DTYPE_BOOL;
 }
 
 static inline bool

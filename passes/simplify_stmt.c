@@ -58,8 +58,8 @@ bound(struct walk *W, kiln_expr e)
 static bool
 is_intlike(enum kiln_dtype dt)
 {
-    return dt == KILN_DTYPE_I8 || dt == KILN_DTYPE_I32 || dt == KILN_DTYPE_I64
-           || dt == KILN_DTYPE_BOOL;
+    /* u64 is left out: its bit patterns order unsigned, unlike the rules' int64 arithmetic */
+    return (kiln_dtype_is_int(dt) && dt != KILN_DTYPE_U64) || dt == KILN_DTYPE_BOOL;
 }
 
 static bool

@@ -310,8 +310,15 @@ dtype_of(const struct kiln_abi_arg *a)
         return a->bits == 16 ? KILN_DTYPE_BF16 : KILN_DTYPE_COUNT;
     case kDLInt:
         return a->bits == 8    ? KILN_DTYPE_I8
+               : a->bits == 16 ? KILN_DTYPE_I16
                : a->bits == 32 ? KILN_DTYPE_I32
                : a->bits == 64 ? KILN_DTYPE_I64
+                               : KILN_DTYPE_COUNT;
+    case kDLUInt:
+        return a->bits == 8    ? KILN_DTYPE_U8
+               : a->bits == 16 ? KILN_DTYPE_U16
+               : a->bits == 32 ? KILN_DTYPE_U32
+               : a->bits == 64 ? KILN_DTYPE_U64
                                : KILN_DTYPE_COUNT;
     case KILN_DL_BOOL:
         return a->bits == 8 ? KILN_DTYPE_BOOL : KILN_DTYPE_COUNT;

@@ -112,6 +112,11 @@ tolerance(uint8_t dt)
     case KILN_DTYPE_I32:
     case KILN_DTYPE_I64:
     case KILN_DTYPE_BOOL:
+    case KILN_DTYPE_U8:
+    case KILN_DTYPE_U16:
+    case KILN_DTYPE_U32:
+    case KILN_DTYPE_U64:
+    case KILN_DTYPE_I16:
     case KILN_DTYPE_COUNT:
         break;
     }

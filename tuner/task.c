@@ -336,7 +336,7 @@ expr_kind(const struct kiln_graph *g, kiln_expr e)
         imm = 0;
     else if (n->op == KILN_OP_LOAD)
         imm = n->imm >= 0 && (uint64_t)n->imm < g->ntensor ? tensor_kind(g, (uint32_t)n->imm) : 0;
-    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)n->op << 8) | n->dtype);
+    uint64_t h = kiln_hash_u64(KILN_HASH_SEED, ((uint64_t)n->op << 8) | KILN_DTYPE_HASH(n->dtype));
     h = kiln_hash_u64(h, imm);
     uint32_t kid[3] = {n->kid[0], n->kid[1], n->kid[2]}; /* n moves when nodes are interned */
     bool     comm = kiln_op_flags[n->op] & KILN_OPF_COMM, sel = n->op == KILN_OP_SELECT;

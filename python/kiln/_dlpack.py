@@ -74,6 +74,11 @@ DTYPES = [
     DType("i32", KDL_INT, 32, "int32", "int32"),
     DType("i64", KDL_INT, 64, "int64", "int64"),
     DType("bool", KDL_BOOL, 8, "bool", "bool"),
+    DType("u8", KDL_UINT, 8, "uint8", "uint8"),
+    DType("u16", KDL_UINT, 16, "uint16", "uint16"),
+    DType("u32", KDL_UINT, 32, "uint32", "uint32"),
+    DType("u64", KDL_UINT, 64, "uint64", "uint64"),
+    DType("i16", KDL_INT, 16, "int16", "int16"),
 ]
 BY_NAME = {d.name: d for d in DTYPES}
 BY_NUMPY = {d.numpy: d for d in DTYPES if d.numpy}

@@ -203,11 +203,100 @@ test_module_vs_interpreter(void)
     env_fini(&e);
 }
 
+/* The integer dtypes without an older ABI code: each argument's DLPack type (kDLUInt for u8 ..
+ * u64, kDLInt 16 for i16), a call with those tensors computing y = a * 3 - b (wrapping at the
+ * width; unsigned) against the same arithmetic in C, and a signed tensor refused for an
+ * unsigned argument. */
+static void
+test_dtype_codes(void)
+{
+    static const struct {
+        const char *name;
+        uint8_t     code, bits;
+    } dts[] = {{"u8", kDLUInt, 8},
+               {"u16", kDLUInt, 16},
+               {"u32", kDLUInt, 32},
+               {"u64", kDLUInt, 64},
+               {"i16", kDLInt, 16}};
+    struct env      e;
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    if (!env_init(&e))
+        return;
+    for (size_t d = 0; d < KILN_COUNTOF(dts); d++) {
+        char so[128], src[256];
+        snprintf(so, sizeof so, "%s/dt%zu.so", e.tmp, d);
+        snprintf(src, sizeof src,
+                 "input a: %s[37]\ninput b: %s[37]\ny[i] = a[i] * %s(3) - b[i]\noutput y\n",
+                 dts[d].name, dts[d].name, dts[d].name);
+        kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph          *g = PARSE(ctx, src);
+        struct kiln_compile_options opt = {NULL, NULL, 0, "dt"};
+        struct kiln_module         *mod = NULL;
+        if (!g || kiln_graph_compile(ctx, g, &opt, so, NULL) != KILN_OK
+            || kiln_module_load(ctx, so, &mod) != KILN_OK) {
+            char msg[1024] = "";
+            if (kiln_ctx_error(ctx))
+                kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+            harness_fail(__FILE__, __LINE__, "%s: %s", dts[d].name, msg);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t i = 0; i < 3; i++) {
+            struct kiln_module_arg arg;
+            CHECK_EQ_INT(KILN_OK, kiln_module_arg(mod, i, &arg));
+            CHECK_EQ_STR(dts[d].name, kiln_dtype_name(arg.dtype));
+            CHECK_EQ_INT(dts[d].code, arg.dl_dtype.code);
+            CHECK_EQ_INT(dts[d].bits, arg.dl_dtype.bits);
+        }
+        size_t         size = dts[d].bits / 8;
+        uint64_t       mask = dts[d].bits == 64 ? ~0ull : (1ull << dts[d].bits) - 1;
+        unsigned char *a = kiln_rt_alloc(37 * 8), *b = kiln_rt_alloc(37 * 8),
+                      *y = kiln_rt_alloc(37 * 8);
+        uint64_t va[37], vb[37];
+        for (int i = 0; i < 37; i++) { /* little-endian hosts: the low bytes of each value */
+            va[i] = kiln_rng_next(&r) & mask;
+            vb[i] = kiln_rng_next(&r) & mask;
+            memcpy(a + (size_t)i * size, &va[i], size);
+            memcpy(b + (size_t)i * size, &vb[i], size);
+        }
+        int64_t    shape[1] = {37};
+        DLDataType t = {dts[d].code, dts[d].bits, 1};
+        DLTensor   ta = {a, {kDLCPU, 0}, 1, t, shape, NULL, 0};
+        DLTensor   tb = {b, {kDLCPU, 0}, 1, t, shape, NULL, 0};
+        DLTensor   ty = {y, {kDLCPU, 0}, 1, t, shape, NULL, 0};
+        DLTensor  *args[3] = {&ta, &tb, &ty};
+        CHECK_EQ_INT(KILN_OK, kiln_module_call(ctx, mod, args, 3, NULL));
+        int bad = 0;
+        for (int i = 0; i < 37; i++) {
+            uint64_t got = 0, want = (va[i] * 3 - vb[i]) & mask;
+            memcpy(&got, y + (size_t)i * size, size);
+            bad += got != want;
+        }
+        if (bad)
+            harness_fail(__FILE__, __LINE__, "%s: %d of 37 elements differ", dts[d].name, bad);
+        if (dts[d].code == kDLUInt) { /* the signed type of the same width is refused */
+            char want[128];
+            snprintf(want, sizeof want, "argument 0 (a) has dtype i%u, expected %s", dts[d].bits,
+                     dts[d].name);
+            ta.dtype.code = kDLInt;
+            CHECK_EQ_INT(KILN_ERR_INVALID, kiln_module_call(ctx, mod, args, 3, NULL));
+            CHECK(kiln_ctx_error(ctx) && strstr(kiln_ctx_error(ctx)->msg, want) != NULL);
+        }
+        kiln_rt_free(a);
+        kiln_rt_free(b);
+        kiln_rt_free(y);
+        kiln_module_free(mod);
+        kiln_ctx_free(ctx);
+    }
+    env_fini(&e);
+}
+
 SO_BUILD_LSAN_SUPPRESSIONS
 
 static const struct test tests[] = {
     {"consumer", test_consumer},
     {"module_vs_interpreter", test_module_vs_interpreter},
+    {"dtype_codes", test_dtype_codes},
 };
 
 int

@@ -783,7 +783,7 @@ static const struct error_case error_cases[] = {
      "logical_and: input a has dtype i32; bool is required"},
     {"logical_not", "a:f32[3]", "", "logical_not: input a has dtype f32; bool is required"},
     {"cast", "x:f32[3]", "", "cast: missing attribute dtype"},
-    {"cast", "x:f32[3]", "dtype=\"u8\"", "cast: unknown dtype \"u8\""},
+    {"cast", "x:f32[3]", "dtype=\"c64\"", "cast: unknown dtype \"c64\""},
     {"cast", "x:f32[3]", "dtype=1", "cast: attribute dtype must be a string"},
     {"expand", "x:f32[3]", "", "expand: missing attribute shape"},
     {"expand", "x:f32[3]", "shape=[2,4]", "expand: shape [2, 4] and [3] of x do not broadcast"},

@@ -41,7 +41,8 @@ warnings.filterwarnings("ignore", category=UserWarning)  # PyTorch notes on padd
 # ---- cases ----------------------------------------------------------------------------------
 
 KG_DTYPES = {"float32": "f32", "float64": "f64", "int8": "i8", "int32": "i32", "int64": "i64",
-             "bool": "bool"}
+             "bool": "bool",
+             "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "int16": "i16"}
 
 
 class Case:
@@ -385,8 +386,10 @@ def gen_binary(op):
             a, b = g.arr(sa, 0.1, 3), g.arr(sb, -2, 2)
         elif op == "div" and g.coin(0.4):
             # integers: truncation toward zero (C, ONNX), and 0 where the divisor is 0
-            dt = g.pick([np.int8, np.int32, np.int64])
-            a, b = g.rng.integers(-100, 101, sa).astype(dt), g.rng.integers(-9, 10, sb).astype(dt)
+            dt = g.pick([np.int8, np.int32, np.int64] + UINT_DTYPES + [np.int16])
+            lo = 0 if dt in UINT_DTYPES else -1
+            a = g.rng.integers(100 * lo, 101, sa).astype(dt)
+            b = g.rng.integers(9 * lo, 10, sb).astype(dt)
             args = {"a": a, "b": b}
             with np.errstate(divide="ignore", invalid="ignore"):
                 want = np.where(b == 0, 0, np.trunc(f64(a) / np.where(b == 0, 1, f64(b))))
@@ -418,6 +421,8 @@ def pool_params(g, dilation):
 def gen_max_pool2d(g):
     q = pool_params(g, True)
     x = g.arr((g.int(1, 2), g.int(1, 3), q["H"], q["W"]))
+    if g.coin(0.25):  # integers (ONNX MaxPool takes u8 and i8): padding reads the least value
+        x = draw_typed(g, x.shape, g.pick(["uint8", "int8", "int16", "uint64"]))
     want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"])
     attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"], dilation=q["dattr"],
                  ceil_mode=int(q["ceil"]) if q["ceil"] or g.coin(0.2) else None)
@@ -726,10 +731,21 @@ def clamp_indices(i, n):
     return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
 
 
+UINT_DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64]
+# u64 values beyond 2^63 (exact in float64, as the .npy files hold them) test unsigned order
+U64_VALUES = np.array([0, 1, 2, 3, 2**63, 2**63 + 2048, 2**64 - 2048], dtype=np.uint64)
+
+
 def draw_typed(g, shape, kind):
-    """An argument of a random dtype of kind: "num" (float or integer), "any" (also bool)."""
-    kinds = ["float", "int8", "int32", "int64"] + (["bool"] if kind == "any" else [])
-    k = g.pick(kinds)
+    """An argument of a random dtype of kind: "num" (float or integer), "any" (also bool), or a
+    dtype name ("uint16", ...)."""
+    kinds = ["float", "int8", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "int16"] + (["bool"] if kind == "any" else [])
+    k = kind if kind not in ("num", "any") else g.pick(kinds)
+    if k == "uint64":
+        return U64_VALUES[g.rng.integers(0, len(U64_VALUES), shape)]
+    if k.startswith("uint"):  # wrapped negatives: values near the top of the range
+        return g.rng.integers(-3, 4, shape).astype(np.int64).astype(k)
     if k == "float":
         # few distinct values, so equality and ties happen
         return np.round(g.arr(shape) * 2) / 2
@@ -774,7 +790,7 @@ def bcast_shapes(g, k):
 def gen_where(g):
     sc, sa, sb = bcast_shapes(g, 3)
     a = draw_typed(g, sa, "any")
-    b = draw_typed(g, sb, "any").astype(a.dtype)
+    b = draw_typed(g, sb, "any" if a.dtype.kind != "u" else a.dtype.name).astype(a.dtype)
     c = g.rng.random(sc) < 0.5
     return Case("where", {"c": c, "a": a, "b": b}, call("where", ["c", "a", "b"]),
                 np.where(c, a, b))
@@ -790,7 +806,7 @@ def gen_compare(op):
     def gen(g):
         sa, sb = bcast_shapes(g, 2)
         a = draw_typed(g, sa, "any" if op == "equal" else "num")
-        b = draw_typed(g, sb, "any").astype(a.dtype)
+        b = draw_typed(g, sb, "any" if a.dtype.kind != "u" else a.dtype.name).astype(a.dtype)
         if a.dtype == np.bool_:
             b = g.rng.random(sb) < 0.5
         return Case(op, {"a": a, "b": b}, call(op, ["a", "b"]), COMPARE[op](a, b))
@@ -811,12 +827,14 @@ def gen_logical_not(g):
 
 
 CAST_TO = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32,
-           "i64": np.int64, "bool": np.bool_}
+           "i64": np.int64, "bool": np.bool_,
+           "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "i16": np.int16}
 
 
 def gen_cast(g):
     shape = g.shape(g.int(0, 3))
-    src = g.pick(["float", "int8", "int32", "int64", "bool"])
+    src = g.pick(["float", "int8", "int32", "int64", "bool",
+                  "uint8", "uint16", "uint32", "uint64", "int16"])
     to = g.pick(list(CAST_TO))
     if src == "float":
         # within every target's range (float -> int saturates; NumPy leaves that undefined)
@@ -827,11 +845,17 @@ def gen_cast(g):
             x = x.astype(np.float32)  # the interpreter holds f32 values unrounded
     elif src == "bool":
         x = g.rng.random(shape) < 0.5
+    elif src == "uint64" and to != "f32":
+        x = draw_typed(g, shape, src)
     else:
-        lo = -128 if src == "int8" else -1000
-        x = g.rng.integers(lo, -lo, shape).astype(src)
+        # unsigned: wrapped, but exact in f32 (the interpreter holds f32 values unrounded)
+        lo = -128 if src in ("int8", "uint8") else 0 if to == "f32" and src[0] == "u" else -1000
+        x = g.rng.integers(lo, -lo if lo else 1000, shape).astype(np.int64).astype(src)
     if CAST_TO[to] == np.bool_:
         want = x != 0
+    elif np.issubdtype(CAST_TO[to], np.unsignedinteger) and x.dtype.kind == "f":
+        # float -> unsigned saturates (truncated toward zero; negatives give 0)
+        want = np.clip(np.trunc(f64(x)), 0, np.iinfo(CAST_TO[to]).max)
     elif np.issubdtype(CAST_TO[to], np.integer) and np.issubdtype(x.dtype, np.integer):
         want = x.astype(np.int64).astype(CAST_TO[to])  # wraps to the width, as two's complement
     elif np.issubdtype(CAST_TO[to], np.integer):
@@ -891,6 +915,8 @@ def gen_reduce(op):
             x = g.arr(shape, scale=g.pick([1, 10]))
         if op in ("reduce_max", "reduce_min") and x.size > 1 and g.coin(0.2):
             x.flat[g.int(0, x.size - 1)] = np.nan
+        if op in ("reduce_max", "reduce_min") and g.coin(0.3):  # unsigned order, identities
+            x = draw_typed(g, shape, g.pick(["uint8", "uint32", "uint64", "int16"]))
         attr, axis = draw_axes(g, len(shape))
         keep = g.pick([None, 0, 1])
         want = fn(f64(x), axis=axis, keepdims=keep != 0)

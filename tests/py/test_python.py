@@ -216,6 +216,36 @@ def eval_integers_keep_their_dtype():
 
 
 @test("libkiln")
+def dtype_table_matches_libkiln():
+    """kiln._dlpack's table is enum kiln_dtype in order: names and sizes from libkiln, DLPack
+    codes (kDLUInt for u8 .. u64), and every dtype's values survive kiln.eval (wrapping)."""
+    import ctypes
+    import numpy as np
+    import kiln
+    from kiln import _dlpack as dl, libkiln
+    L = libkiln.lib()
+    name = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int)(("kiln_dtype_name", L))
+    size = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int)(("kiln_dtype_size", L))
+    for i, d in enumerate(dl.DTYPES):
+        assert name(i).decode() == d.name, (i, name(i), d.name)
+        assert size(i) * 8 == d.bits, (d.name, size(i))
+    assert name(len(dl.DTYPES)) == b"void", "libkiln has dtypes the table lacks"
+    for n, code, bits in [("u8", dl.KDL_UINT, 8), ("u16", dl.KDL_UINT, 16),
+                          ("u32", dl.KDL_UINT, 32), ("u64", dl.KDL_UINT, 64),
+                          ("i16", dl.KDL_INT, 16)]:
+        d = dl.BY_NAME[n]
+        assert (d.code, d.bits, d.numpy, d.torch) == (code, bits, d.numpy, d.numpy)
+        assert dl.BY_NUMPY[np.dtype(d.numpy).name] is d and dl.BY_TORCH[d.torch] is d
+        npdt = np.dtype(d.numpy)
+        top = min(np.iinfo(npdt).max, 2**40)  # kiln.eval passes values as doubles
+        a = np.array([0, 1, 7, top // 3, top], dtype=npdt)
+        src = "input a: %s[5]\ny[i] = a[i] * %s(3) + %s(2)\noutput y\n" % (n, n, n)
+        y = kiln.eval(src, a)
+        want = a * npdt.type(3) + npdt.type(2)  # NumPy wraps arrays at the width
+        assert y.dtype == npdt and (y == want).all(), (n, y, want)
+
+
+@test("libkiln")
 def eval_rejects_bad_inputs():
     import numpy as np
     import kiln
