@@ -754,6 +754,12 @@ def draw_typed(g, shape, kind):
     return g.rng.integers(-3, 4, shape).astype(k)
 
 
+def typed_kind(a):
+    """draw_typed's kind for an argument of a's dtype (values valid for it: a u64 drawn as a
+    wrapped negative would not survive the .npy round trip through doubles)."""
+    return "float" if a.dtype.kind == "f" else a.dtype.name
+
+
 def gen_gather(g):
     r = g.int(1, 3)
     shape = g.shape(r, 1, 5)
@@ -978,7 +984,7 @@ def gen_scatter_elements(g):
     red = g.pick(["none", "add", "mul", "max", "min"])
     ishape = tuple(g.int(1, 6) if d == a else g.int(1, shape[d]) for d in range(r))
     x = draw_typed(g, shape, "any" if red == "none" else "num")
-    u = draw_typed(g, ishape, "num").astype(x.dtype)
+    u = draw_typed(g, ishape, typed_kind(x))
     i = draw_indices(g, ishape, n)
     want = x.copy()
     for p in np.ndindex(*ishape):  # ONNX ScatterElements, in order; out-of-range hits nothing
@@ -1012,7 +1018,7 @@ def gen_scatter_nd(g):
     i = np.stack([g.rng.integers(-shape[c] - 2, shape[c] + 2, (q,)) for c in range(k)],
                  axis=1).astype(dt)
     x = draw_typed(g, shape, "any" if red == "none" else "num")
-    u = draw_typed(g, (q,) + tuple(shape[k:]), "num").astype(x.dtype)
+    u = draw_typed(g, (q,) + tuple(shape[k:]), typed_kind(x))
     want = x.copy()
     for row in range(q):  # ONNX ScatterND, in order; a row with a component out of range hits nothing
         v = [int(i[row, c]) for c in range(k)]
