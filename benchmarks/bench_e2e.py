@@ -3,7 +3,7 @@
 PyTorch CPU (eager and its compiled modes) and ONNX Runtime, 1 and 2 threads, in one run.
 
     /usr/bin/python3 benchmarks/bench_e2e.py [--kiln BUILD/kiln] [--out DIR] [--db FILE.db]
-        [--models resnet18,mobilenet_v2] [--size HW] [--trials N[,N]] [--tune-minutes M[,M]]
+        [--models resnet18,mobilenet_v2] [--size HW] [--seq N] [--trials N[,N]] [--tune-minutes M[,M]]
         [--tune-batch N] [--tune-once] [--threads 1,2] [--engines LIST] [--reps N]
         [--rounds R] [--warmup N] [--seed S] [--no-tune]
 
@@ -36,6 +36,7 @@ Engines (--engines, comma separated; default all):
   kiln-py         the same prepared module through kiln.Prepared.__call__ (checks and converts every
                   argument on each call: the Python wrapper's overhead)
   torch-eager     eager, NCHW, torch.inference_mode()
+  torch-jit       torch.jit.trace + torch.jit.freeze, no layout change
   torch-eager-cl  eager, channels-last model and input
   torch-jit-cl    torch.jit.trace + torch.jit.freeze, channels-last
   torch-onednn-cl the same with torch.jit.enable_onednn_fusion(True) (oneDNN Graph fusion)
