@@ -6,7 +6,7 @@
 Run from the repository root (CTest does). Three groups:
 
 * libkiln: kiln.parse / graph_hash / eval (the reference interpreter) against NumPy and
-  PyTorch; needs BUILD/libkiln.so.
+  PyTorch, and import_onnx's shapes for symbolic dimensions; needs BUILD/libkiln.so.
 * module: kiln.load and Module calls (NumPy and PyTorch, zero-copy, out=, threads, every
   error) on tests/abi/fake_module.c compiled here with BUILD/libkiln_rt.a, plus `kiln run`
   on it (skipped while `kiln run --help` does not answer).
@@ -213,6 +213,28 @@ def eval_integers_keep_their_dtype():
     y = kiln.eval(src, a)
     assert y.dtype == np.int32, y.dtype
     assert list(y) == list(a * 3 + a // 2)
+
+
+@test("libkiln")
+def import_onnx_takes_shapes():
+    """import_onnx(shapes=): a symbolic dimension by its name or an input's whole shape; none
+    given is an error naming the dimension, a name that is neither is an error too."""
+    try:
+        from onnx import TensorProto, helper
+    except ImportError:
+        raise Skip("onnx is not installed")
+    import kiln
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "dyn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    assert kiln.import_onnx(model, shapes={"batch": 2}).args[0]["shape"] == (2, 3)
+    assert kiln.import_onnx(model, shapes={"x": (5, 3)}).args[0]["shape"] == (5, 3)
+    expect_error(lambda: kiln.import_onnx(model), "dimension 0 is 'batch'")
+    expect_error(lambda: kiln.import_onnx(model, shapes={"seq": 4}),
+                 "no graph input and no symbolic dimension")
+    expect_error(lambda: kiln.import_onnx(model, shapes={"x": (5, 4)}), "fixes it to 3")
 
 
 @test("libkiln")
