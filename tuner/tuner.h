@@ -440,8 +440,9 @@ void             kiln_measurer_free(struct kiln_measurer *m);
 /* Changes the run timeout of later measurements (the tuner tightens it to a multiple of the
  * best time found, so hopeless candidates cost little). */
 void kiln_measurer_set_run_timeout(struct kiln_measurer *m, double seconds);
-/* A candidate whose first (checked) call takes longer than `seconds` cannot become the best:
- * it gets one timed repeat and no warm-up, and its time is recorded as usual. 0: off. */
+/* A candidate whose first (checked) call and a second call both take longer than `seconds`
+ * cannot become the best: it gets one timed repeat and no warm-up, and its time is recorded as
+ * usual. 0: off. */
 void kiln_measurer_set_hopeless(struct kiln_measurer *m, double seconds);
 /* The CUDA device candidates of the cuda target are measured on (device 0), as a runner
  * process finds it: kiln_measure_cuda_device starts one (`--cuda-probe`, so the calling process

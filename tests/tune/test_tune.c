@@ -326,6 +326,9 @@ tune_beats_default(const char *name, const char *kg, uint32_t trials, enum kiln_
         goto out;
     struct kiln_tune_opts o;
     quick_opts(&o, db, trials);
+    /* one thread: the claim is about the search, and under load from other tests a parallel
+     * region can wait a scheduler tick for a preempted thread, which no schedule controls */
+    o.measure.threads = 1;
     o.strategy = strat;
     o.droplet_after = trials / 2;
     if (strat == KILN_STRATEGY_ANSOR)
