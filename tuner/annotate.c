@@ -260,13 +260,13 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
  * changes). The vector axis's length is kept to what leaves room for rows (see below). */
 static void
 register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
-              int lanes, const bool *vec, struct kiln_prog *p)
+              int lanes, const bool *vec, bool strict, struct kiln_prog *p)
 {
     if (!tiled(op))
         return;
     uint32_t vk =
         op->k_split[op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]]];
-    if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
+    if (!strict && vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.6) {
         /* one to four vectors' worth of lanes dividing what the outer parts leave, at most
          * as many vectors as rows can follow within the cap (vectors^2 <= tile_cap: 3 on
          * AVX2, 4 on AVX-512), the largest half of the time: a tile of R rows x V vectors
@@ -288,7 +288,7 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
         if (nc)
             v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[nc - 1] : pick(rng, c, nc);
     }
-    if (kiln_rng_uniform(rng) < 0.1)
+    if (!strict && kiln_rng_uniform(rng) < 0.1)
         return;
     for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > tile_cap(sk);
          tries++) {
@@ -313,7 +313,7 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
             v[kn->nparts - 1] = 1;
         }
     }
-    if (vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.7)
+    if (!strict && vk != KILN_NONE && vec[vk] && kiln_rng_uniform(rng) < 0.7)
         fill_tile(sk, op, rng, lanes, vec, vk, p);
 }
 
@@ -347,10 +347,11 @@ balanced(int64_t ext, int cores)
  * tile), most of the time. */
 static void
 parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct kiln_rng *rng,
-               struct kiln_prog *p)
+               bool strict, struct kiln_prog *p)
 {
     int cores = sk->priv->cores;
-    if (!tiled(op) || op->k_par == KILN_NONE || cores < 2 || kiln_rng_uniform(rng) < 0.1)
+    if (!tiled(op) || op->k_par == KILN_NONE || cores < 2
+        || (!strict && kiln_rng_uniform(rng) < 0.1))
         return;
     uint32_t va = op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]];
     uint32_t order[KILN_MAX_DIMS], n = 0;
@@ -390,11 +391,11 @@ parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, stru
  * loop keeps the cores evenly busy, most of the time. */
 static void
 plain_parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op,
-                     struct kiln_rng *rng, struct kiln_prog *p)
+                     struct kiln_rng *rng, bool strict, struct kiln_prog *p)
 {
     int cores = sk->priv->cores;
     if (op->mode != KILN_PLAN_PLAIN || op->k_par == KILN_NONE || cores < 2 || op->ndim == 0
-        || kiln_rng_uniform(rng) < 0.1)
+        || (!strict && kiln_rng_uniform(rng) < 0.1))
         return;
     const struct kiln_knob *kp = &sk->knob[op->k_par];
     int64_t                *par = &p->v[kp->slot];
@@ -471,10 +472,77 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
             sample_split(rng, k->extent, k->nparts, lanes, vec[i], &out->v[k->slot]);
     }
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
-        register_tile(sk, &sk->priv->op[i], rng, lanes, vec, out);
-        parallel_prior(sk, &sk->priv->op[i], rng, out);
-        plain_parallel_prior(sk, &sk->priv->op[i], rng, out);
+        register_tile(sk, &sk->priv->op[i], rng, lanes, vec, false, out);
+        parallel_prior(sk, &sk->priv->op[i], rng, false, out);
+        plain_parallel_prior(sk, &sk->priv->op[i], rng, false, out);
     }
+}
+
+bool
+kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p)
+{
+    int              lanes = sk->priv && sk->priv->lanes > 0 ? sk->priv->lanes : 4;
+    struct kiln_prog before = *p;
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
+        const struct kiln_op_plan *op = &sk->priv->op[i];
+        if (op->mode == KILN_PLAN_PLAIN && op->k_vec != KILN_NONE && op->ndim
+            && op->shape[op->ndim - 1] >= lanes) {
+            /* an elementwise op: vectorised along its last axis, a vector at a time or more */
+            const struct kiln_knob *k = &sk->knob[op->k_split[op->ndim - 1]];
+            int64_t                *on = &p->v[sk->knob[op->k_vec].slot], *l = &p->v[k->slot];
+            *on = 1;
+            if (*l < lanes && k->extent % lanes == 0)
+                *l = lanes;
+            continue;
+        }
+        if (op->mode == KILN_PLAN_RFACTOR && op->k_vec != KILN_NONE) {
+            p->v[sk->knob[op->k_vec].slot] = 1;
+            continue;
+        }
+        if (op->k_vaxis == KILN_NONE || !op->nvcand)
+            continue;
+        uint32_t kl = op->k_split[op->vcand[op->nvcand - 1]];
+        if (kl == KILN_NONE || sk->knob[kl].extent < lanes)
+            continue;
+        p->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
+        if (op->k_vec != KILN_NONE)
+            p->v[sk->knob[op->k_vec].slot] = 1;
+        /* arguments read with a stride along it packed, as the sampler's packed draws are */
+        if (op->k_pack != KILN_NONE && op->npack[op->vcand[op->nvcand - 1]])
+            p->v[sk->knob[op->k_pack].slot] = 1;
+        /* the innermost tile of the vector axis at least a vector long */
+        const struct kiln_knob *k = &sk->knob[kl];
+        int64_t                *l = &p->v[k->slot];
+        uint32_t                last = k->nparts - 1;
+        if (l[last] < lanes && k->extent % lanes == 0) {
+            /* move factors from the outer parts in (the product, so the tile, stays); when
+             * that cannot make a multiple of the lanes of at most KILN_MAX_INNER, one vector */
+            for (uint32_t j = 0; j < last && l[last] % lanes; j++) {
+                while (l[j] > 1 && l[last] % lanes) {
+                    int64_t f = 2;
+                    while (l[j] % f)
+                        f++;
+                    l[j] /= f;
+                    l[last] *= f;
+                }
+            }
+            if (l[last] % lanes || l[last] > KILN_MAX_INNER) {
+                for (uint32_t j = 0; j < last; j++)
+                    l[j] = 1;
+                l[last] = lanes;
+            }
+        }
+    }
+    /* then the sampling priors, without their escapes: register tiles within the registers,
+     * parallel loops that keep the cores evenly busy */
+    bool vec[KILN_MAX_KNOBS];
+    vector_knobs(sk, p, vec);
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
+        register_tile(sk, &sk->priv->op[i], rng, lanes, vec, true, p);
+        parallel_prior(sk, &sk->priv->op[i], rng, true, p);
+        plain_parallel_prior(sk, &sk->priv->op[i], rng, true, p);
+    }
+    return memcmp(before.v, p->v, sizeof(int64_t) * sk->nvalues) != 0;
 }
 
 static const double role_weight[] = {

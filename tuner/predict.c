@@ -27,6 +27,7 @@ kiln_predict_task(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_h
     struct kiln_evo_opts eo = {
         .population = o->population ? o->population : KILN_PREDICT_POPULATION,
         .generations = o->generations ? o->generations : KILN_PREDICT_GENERATIONS,
+        .in_prior = true,
     };
     struct kiln_evo_cand best;
     uint32_t             n = 0;

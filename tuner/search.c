@@ -226,6 +226,8 @@ kiln_evolve(const struct kiln_space *S, struct kiln_cost_model *cm, struct kiln_
             pop[i].p = o->init[i];
         else
             random_prog(S, rng, &pop[i].p);
+        if (o->in_prior)
+            kiln_prog_in_prior(&S->sk[pop[i].p.sketch], rng, &pop[i].p);
     }
     for (uint32_t gen = 0; gen <= gens; gen++) {
         if ((st = score(S, cm, pop, popn)) != KILN_OK)
@@ -256,6 +258,8 @@ kiln_evolve(const struct kiln_space *S, struct kiln_cost_model *cm, struct kiln_
                 else
                     kiln_prog_mutate(sk, rng, &next[i].p);
             }
+            if (o->in_prior)
+                kiln_prog_in_prior(sk, rng, &next[i].p);
         }
         struct kiln_evo_cand *tmp = pop;
         pop = next;

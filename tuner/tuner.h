@@ -153,6 +153,20 @@ enum kiln_status kiln_prog_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
  * parallel 0.01, renormalised over the knobs the sketch has). Returns false if nothing could
  * change. */
 bool kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p);
+/* Moves p into the region of the space where the sampling prior puts nearly all its draws, for
+ * prediction, whose cost model must rank programs it was never trained near:
+ *  - a tiled op whose output's innermost (contiguous) axis is at least a vector long takes it
+ *    as its vector axis, vectorised, its innermost tile a multiple of the lanes: another axis
+ *    stores the output with a stride, lane by lane (AVX2 has no scatter; AVX-512's costs about
+ *    an element a cycle). A batched matmul [12,128,128]x[12,128,64] was predicted vectorised
+ *    along its rows at 1.4 GFLOP/s where tuning finds 106; then along its columns, but one
+ *    lane wide;
+ *  - an elementwise op and a reduction's rfactor are vectorised (a softmax's exp was predicted
+ *    scalar);
+ *  - the register-tile cap and the balanced parallel loops of kiln_prog_sample, always.
+ * The programs it leaves out can win only in rare layouts (a short last axis is left free).
+ * True if p changed. The tuner measures, and keeps the whole space. */
+bool kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p);
 /* Crossover of two programs of one sketch: each knob from a or b at random. */
 void kiln_prog_crossover(const struct kiln_sketch *sk, struct kiln_rng *rng,
                          const struct kiln_prog *a, const struct kiln_prog *b,
@@ -273,6 +287,7 @@ struct kiln_evo_opts {
     uint32_t                ninit;         /* (at most population); the rest random samples */
     bool (*exclude)(void *ud, uint64_t h); /* true: not offered (measured already); NULL: none */
     void *ud;
+    bool  in_prior; /* every candidate moved by kiln_prog_in_prior (prediction) */
 };
 /* Ansor's evolutionary search: the population is scored by cm (every candidate lowered and its
  * features extracted inside a scratch scope); for `generations` generations parents are drawn

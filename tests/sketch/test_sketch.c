@@ -361,6 +361,11 @@ test_programs(void)
                     if (!check_prog(ctx, g, &tg, &sk[s], &q, &R, "mutant", false))
                         break;
                 }
+                /* prediction's move into the prior: valid, same results */
+                q = p;
+                if (kiln_prog_in_prior(&sk[s], &r, &q)
+                    && !check_prog(ctx, g, &tg, &sk[s], &q, &R, "in prior", false))
+                    break;
                 /* crossover with the previous sample */
                 if (it > 0) {
                     kiln_prog_crossover(&sk[s], &r, &p, &prev, &q);
