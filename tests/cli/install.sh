@@ -6,11 +6,11 @@
 # examples/cpp through find_package(kiln), examples/dlopen (kiln_abi.h and libdl alone) on a
 # module the installed kiln compiled; the installed `kiln compile`, `kiln run --check` and a
 # 4-trial `kiln tune`; and a prefix missing its runner or libkiln_rt.a giving an error naming
-# the path looked for.
+# the path looked for; and the Python package installed with pip, loading that prefix's libkiln.
 #   bash tests/cli/install.sh PATH_TO_KILN     (the kiln in a configured and built build tree)
 # Skips (exit 77) in a sanitizer build (its installed libraries need the sanitizer runtime the
-# examples do not link; the plain build runs this test) and without pkg-config or a C++
-# compiler (scripts/setup.sh installs both).
+# examples do not link; the plain build runs this test), and without pkg-config, a C++
+# compiler, or a Python with NumPy, pip and setuptools (scripts/setup.sh installs them all).
 set -u
 KILN=${1:?usage: install.sh PATH_TO_KILN}
 BUILD=$(cd "$(dirname "$KILN")" && pwd)
@@ -127,8 +127,48 @@ fi
 [ -e "$T/mm2.so" ] && fail "compile without libkiln_rt.a wrote $T/mm2.so"
 mv "$T/rt.a" "$P/lib/kiln/libkiln_rt.a"
 
+# the Python package installed with pip (from a copy: setuptools writes next to its sources),
+# used from outside this repository with the moved prefix's kiln on PATH: it must load that
+# prefix's libkiln, compile with it and match the reference interpreter
+PY=$(sed -n 's/^KILN_PYTHON:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+PY=${PY:-/usr/bin/python3}
+py_skip=""
+if ! "$PY" -c "import numpy, setuptools" 2>/dev/null || ! "$PY" -m pip --version >/dev/null 2>&1; then
+    py_skip="$PY lacks numpy, pip or setuptools (scripts/setup.sh installs them)"
+else
+    cp -r python "$T/pysrc" && rm -rf "$T"/pysrc/kiln/__pycache__
+    if "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --root-user-action=ignore \
+        --target "$T/py" "$T/pysrc" >"$T/log" 2>&1; then
+        (cd "$T/w" && env -u KILN_LIB -u KILN_BIN PATH="$P/bin:$PATH" PYTHONPATH="$T/py" \
+            "$PY" - "$T/py" "$P" "$T/w/py.so") >"$T/out" 2>&1 <<'PYEOF' || fail "the pip-installed package: $(cat "$T/out")"
+import os, sys
+import numpy as np
+import kiln
+site, prefix, so = sys.argv[1:]
+assert os.path.realpath(kiln.__file__).startswith(os.path.realpath(site)), kiln.__file__
+lib = kiln.lib()._name
+assert os.path.realpath(lib).startswith(os.path.realpath(prefix)), "libkiln from " + lib
+src = "input a: f32[8, 16]\nweight b: f32[16, 4]\nc[i, j] += a[i, k] * b[k, j]\noutput c\n"
+rng = np.random.default_rng(5)
+print("seed 5")
+a = rng.standard_normal((8, 16)).astype(np.float32)
+b = rng.standard_normal((16, 4)).astype(np.float32)
+m = kiln.compile(src, so)
+np.testing.assert_allclose(m(a, b), kiln.eval(src, a, b), rtol=1e-4, atol=1e-5)
+print("python: ok (libkiln %s)" % lib)
+PYEOF
+        cat "$T/out"
+    else
+        fail "pip install of python/: $(cat "$T/log")"
+    fi
+fi
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails failure(s)" >&2
     exit 1
+fi
+if [ -n "$py_skip" ]; then
+    echo "install.sh: skip: the C, C++ and dlopen parts passed; the Python part did not run: $py_skip"
+    exit 77
 fi
 echo "install.sh: passed (prefix $P, build $BUILD, source $SRC)"
