@@ -1,6 +1,7 @@
 /* codegen/cuda_so.c -- a shared object of the cuda target: the PTX of the module's kernels,
  * their launch table and the ABI tables, written as a small C file and compiled with the C
- * compiler that built kiln against libkiln_rt.a, whose kiln_rt_cuda_call
+ * compiler that built kiln (with the headers of an installed kiln, else the build tree's
+ * KILN_INCLUDE_DIR; util/install.c) against libkiln_rt.a, whose kiln_rt_cuda_call
  * (runtime/cuda_module.c) launches the kernels through the CUDA driver. The module exports
  * the same entry points as a CPU module (include/kiln_abi.h); its descriptor says kDLCUDA, so
  * kiln_call wants device pointers. A module with weight-derived buffers also has a
@@ -11,6 +12,7 @@
 #include "nvrtc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,8 +135,12 @@ kiln_cg_cuda_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
         st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "cuda", "cuda: cannot write %s: %s", csrc,
                        strerror(errno));
     } else {
-        static const char *const opts[] = {"-fPIC", "-O1", ("-I" KILN_INCLUDE_DIR)};
-        st = kiln_cg_cc_shared(ctx, "cuda", opts, 3, csrc, path);
+        char inc[PATH_MAX + 2] = "-I";
+        st =
+            kiln_install_path(ctx, KILN_INSTALL_INCLUDE, KILN_INCLUDE_DIR, inc + 2, sizeof inc - 2);
+        const char *const opts[] = {"-fPIC", "-O1", inc};
+        if (st == KILN_OK)
+            st = kiln_cg_cc_shared(ctx, "cuda", opts, 3, csrc, path);
     }
     unlink(csrc);
     rmdir(dir);

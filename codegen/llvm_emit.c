@@ -4,17 +4,19 @@
  * Each entry point builds and optimises a fresh module (llvm.c) in its own LLVM context and
  * disposes of everything LLVM allocated before returning; LLVM's messages are copied into the
  * context's error detail. The shared object is the object file linked by the C compiler that
- * built kiln (KILN_CC) with libkiln_rt.a (KILN_RT_LIB: the ABI entry points and the runtime)
- * and OpenMP, run with posix_spawn in a private temporary directory; its output becomes the
- * error detail when it fails. The JIT resolves libm and libc symbols from the process and
- * binds kiln_rt_* to this process's runtime as absolute symbols (the runtime's symbols have
- * hidden visibility, so a process-wide lookup would not find them). */
+ * built kiln (KILN_CC) with libkiln_rt.a (the ABI entry points and the runtime: an installed
+ * kiln's, else the build tree's KILN_RT_LIB; util/install.c) and OpenMP, run with posix_spawn
+ * in a private temporary directory; its output becomes the error detail when it fails. The JIT
+ * resolves libm and libc symbols from the process and binds kiln_rt_* to this process's runtime as
+ * absolute symbols (the runtime's symbols have hidden visibility, so a process-wide lookup would
+ * not find them). */
 #include "llvm_cg.h"
 
 #include "../runtime/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <spawn.h>
@@ -157,9 +159,10 @@ kiln_cg_cc_shared(kiln_ctx *ctx, const char *who, const char *const *opts, int n
                   const char *input, const char *path)
 {
     /* KILN_CC -shared OPTS -o path input --whole-archive KILN_RT_LIB <openmp flags> -lm */
-    char  flags[512];
+    char  flags[512], rt[PATH_MAX];
     char *argv[40];
     int   argc = 0;
+    KILN_TRY(kiln_install_path(ctx, KILN_INSTALL_RT_LIB, KILN_RT_LIB, rt, sizeof rt));
     snprintf(flags, sizeof flags, "%s", KILN_OPENMP_FLAGS);
     argv[argc++] = (char *)KILN_CC;
     argv[argc++] = (char *)"-shared";
@@ -169,7 +172,7 @@ kiln_cg_cc_shared(kiln_ctx *ctx, const char *who, const char *const *opts, int n
     argv[argc++] = (char *)path;
     argv[argc++] = (char *)input;
     argv[argc++] = (char *)"-Wl,--whole-archive"; /* the exported entry points are unused */
-    argv[argc++] = (char *)KILN_RT_LIB;
+    argv[argc++] = rt;
     argv[argc++] = (char *)"-Wl,--no-whole-archive";
     /* never unmapped by dlclose: libomp's worker threads may outlive the last caller */
     argv[argc++] = (char *)"-Wl,-z,nodelete";

@@ -710,7 +710,11 @@ kiln_measure_cuda_device(kiln_ctx *ctx, const struct kiln_measure_opts *o,
 {
     char runner[PATH_MAX];
     memset(dev, 0, sizeof *dev);
-    snprintf(runner, sizeof runner, "%s", o && o->runner ? o->runner : KILN_MEASURE_RUNNER);
+    if (o && o->runner)
+        snprintf(runner, sizeof runner, "%s", o->runner);
+    else
+        KILN_TRY(kiln_install_path(ctx, KILN_INSTALL_RUNNER, KILN_MEASURE_RUNNER, runner,
+                                   sizeof runner));
     if (access(runner, X_OK) != 0)
         return KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
                          "the measurement runner %s is not an executable: %s", runner,
@@ -905,9 +909,16 @@ kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_t
         m->threads = o->threads > 0 ? o->threads : cores > 0 ? (int)cores : 1;
     }
     m->workers = o->build_workers ? o->build_workers : cores > 0 ? (uint32_t)cores : 1;
-    snprintf(m->runner, sizeof m->runner, "%s", o->runner ? o->runner : KILN_MEASURE_RUNNER);
     m->dir[0] = 0;
     if (!m->target) {
+        kiln_measurer_free(m);
+        return ctx->err.status;
+    }
+    if (o->runner)
+        snprintf(m->runner, sizeof m->runner, "%s", o->runner);
+    else if (kiln_install_path(ctx, KILN_INSTALL_RUNNER, KILN_MEASURE_RUNNER, m->runner,
+                               sizeof m->runner)
+             != KILN_OK) {
         kiln_measurer_free(m);
         return ctx->err.status;
     }

@@ -146,4 +146,18 @@ bool kiln_add_overflows(int64_t a, int64_t b, int64_t *out);
 /* gcd of |a| and |b|; 0 when both are 0 or it is not representable (2^63) */
 int64_t kiln_gcd64(int64_t a, int64_t b);
 
+/* ---- the files kiln uses at run time (install.c): installed ones, else the build tree's ---- */
+enum kiln_install_file {
+    KILN_INSTALL_RUNNER,  /* the measurement runner: LIBDIR/kiln/kiln_measure_runner */
+    KILN_INSTALL_RT_LIB,  /* what generated shared objects link: LIBDIR/kiln/libkiln_rt.a */
+    KILN_INSTALL_INCLUDE, /* the directory of kiln_abi.h and kiln_abi_impl.h: INCLUDEDIR */
+};
+/* Writes f's path to out[size]: under the install prefix when the binary holding this code
+ * (libkiln.so, or the program that links libkiln.a) lies in PREFIX/LIBDIR or PREFIX/BINDIR of
+ * an installed kiln (PREFIX/LIBDIR/kiln exists), else build_path (the build tree's, compiled in
+ * by the caller). Fails (KILN_ERR_BACKEND, no crash) naming the path looked for when the file
+ * is not there. */
+enum kiln_status kiln_install_path(kiln_ctx *ctx, enum kiln_install_file f, const char *build_path,
+                                   char *out, size_t size);
+
 #endif /* KILN_UTIL_H */

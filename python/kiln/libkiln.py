@@ -3,12 +3,18 @@ as ``kiln compile`` does), structural hashes, the reference interpreter, compili
 sampler.
 
 libkiln is found through the ``KILN_LIB`` environment variable (a path to libkiln.so), else in
-the repository's build directory (``build/libkiln.so`` next to ``python/``). Every ``Graph``
-owns its own ``kiln_ctx``, freed with the graph.
+the repository's build directory (``build/libkiln.so`` next to ``python/``) when the package
+runs from the source tree and that exists, else (a package installed with pip) in the prefix of
+the installed ``kiln`` command on ``PATH`` (``PREFIX/bin/kiln`` -> ``PREFIX/lib/libkiln.so.0``,
+README.md "Install"), else where the dynamic linker finds ``libkiln``. Every ``Graph`` owns its
+own ``kiln_ctx``, freed with the graph.
 """
 
 import ctypes
+import ctypes.util
 import os
+import shutil
+import sysconfig
 
 from . import _dlpack as dl
 from .errors import Error
@@ -74,11 +80,32 @@ class _CompileOptions(ctypes.Structure):
 
 
 def _find():
+    """The path of libkiln.so to load, or raises ``kiln.Error`` naming the places looked in."""
     env = os.environ.get("KILN_LIB")
     if env:
         return env
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.path.join(repo, "build", "libkiln.so")
+    tried = [os.path.join(repo, "build", "libkiln.so")]
+    if os.path.isfile(os.path.join(repo, "CMakeLists.txt")) and os.path.exists(tried[0]):
+        return tried[0]
+    cmd = shutil.which("kiln")
+    if cmd:
+        bindir = os.path.dirname(os.path.realpath(cmd))
+        if os.path.basename(bindir) == "bin":
+            prefix = os.path.dirname(bindir)
+            arch = sysconfig.get_config_var("MULTIARCH") or ""
+            for libdir in ("lib", "lib64", os.path.join("lib", arch)):
+                path = os.path.join(prefix, libdir, "libkiln.so.0")
+                tried.append(path)
+                if os.path.exists(path):
+                    return path
+    found = ctypes.util.find_library("kiln")
+    if found:
+        return found
+    tried.append("libkiln on the dynamic linker's path")
+    raise Error("cannot find libkiln.so (looked for %s): build kiln (cmake --build build), "
+                "install it (cmake --install) with its kiln on PATH, or set KILN_LIB to its path"
+                % ", ".join(tried))
 
 
 class _OptimizeOptions(ctypes.Structure):  # struct kiln_optimize_options
@@ -101,7 +128,7 @@ def lib():
     if _LIB is not None:
         return _LIB
     path = _find()
-    if not os.path.exists(path):
+    if os.sep in path and not os.path.exists(path):
         raise Error("cannot find libkiln.so at %s: build kiln (cmake --build build) or set "
                     "KILN_LIB to its path" % path)
     try:

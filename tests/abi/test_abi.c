@@ -1,7 +1,7 @@
 /* tests/abi/test_abi.c -- generated shared objects used without libkiln: kiln compiles matrix
- * products of several sizes (kiln_graph_compile), and tests/abi/consumer.c, built here against
- * include/kiln_abi.h and libdl only, loads and checks each one (entry points, results, refused
- * misuse, thread counts, concurrent calls). The same objects are loaded through libkiln's
+ * products of several sizes (kiln_graph_compile), and examples/dlopen/consumer.c, built here
+ * against include/kiln_abi.h and libdl only, loads and checks each one (entry points, results,
+ * refused misuse, thread counts, concurrent calls). The same objects are loaded through libkiln's
  * kiln_module_* API and compared with the reference interpreter.
  *
  * Skips (exit 77) while `kiln compile --help` does not print a usage: until then the
@@ -112,7 +112,7 @@ test_consumer(void)
     snprintf(cmd, sizeof cmd,
              "mkdir -p '%s/inc' && cp include/kiln_abi.h '%s/inc/' && " SO_BUILD_CC
              " -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1" SO_BUILD_SAN
-             " -I'%s/inc' tests/abi/consumer.c -o '%s' -ldl -lpthread -lm",
+             " -I'%s/inc' examples/dlopen/consumer.c -o '%s' -ldl -lpthread -lm",
              e.tmp, e.tmp, e.tmp, consumer);
     if (so_build_run(cmd, e.log) != 0) {
         harness_fail(__FILE__, __LINE__, "building the consumer failed: %s", cmd);

@@ -4,7 +4,7 @@
  * (every iteration exactly once for many sizes and thread counts, error propagation, nested
  * calls serial), aligned allocation, the clock; and, through tests/abi/fake_module.c compiled
  * into a shared object with libkiln_rt.a, the exported entry points (runtime/so_entry.c), the
- * module loader's errors and the libkiln-free consumer program tests/abi/consumer.c. */
+ * module loader's errors and the libkiln-free consumer program examples/dlopen/consumer.c. */
 #include "../../runtime/runtime.h"
 #include "../abi/so_build.h"
 #include "../harness.h"
@@ -741,7 +741,7 @@ test_module(void)
     snprintf(cmd, sizeof cmd,
              SO_BUILD_CC
              " -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1" SO_BUILD_SAN
-             " -Iinclude tests/abi/consumer.c -o '%s/consumer' -ldl -lpthread -lm",
+             " -Iinclude examples/dlopen/consumer.c -o '%s/consumer' -ldl -lpthread -lm",
              s.tmp);
     if (so_build_run(cmd, s.log) != 0) {
         harness_fail(__FILE__, __LINE__, "building the consumer failed");

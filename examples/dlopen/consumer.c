@@ -1,16 +1,17 @@
-/* tests/abi/consumer.c -- a program that uses a generated shared object the way a user's C
- * program would: it includes only include/kiln_abi.h (and DLPack's header), links only libdl and
+/* examples/dlopen/consumer.c -- a program that uses a generated shared object the way a user's
+ * C program would: it includes only kiln_abi.h (and DLPack's header), links only libdl and
  * pthreads, and never touches libkiln.
  *
- *     consumer MODULE.so M K N
+ *     cc -I PREFIX/include consumer.c -o consumer -ldl -lpthread -lm     (kiln_abi.h's directory)
+ *     kiln compile examples/matmul.kg -o mm.so && ./consumer ./mm.so 128 256 64
  *
  * The module must compute C[M, N] = a[M, K] @ b[K, N] in f32 with arguments (a, b, C). The
  * consumer checks the exported entry points (version, metadata, source), runs the product and
  * compares it with its own, checks that misuse is refused with a message (wrong count, wrong
  * dtype, wrong shape, misaligned or aliased output), runs it with 1 thread and with all cores,
  * and from four threads at once with different outputs. Prints "consumer: ok" and exits 0, or
- * prints what failed and exits 1. Built and run by tests/abi/test_abi.c and
- * tests/runtime/test_runtime.c. */
+ * prints what failed and exits 1. Built and run by tests/abi/test_abi.c,
+ * tests/runtime/test_runtime.c and, against an installed kiln, tests/cli/install.sh. */
 #include "kiln_abi.h"
 
 #include <dlfcn.h>
