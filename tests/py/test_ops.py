@@ -1322,8 +1322,13 @@ def gen_resize(g):
         x = draw_typed(g, shape, "any")
     else:
         x = g.arr(shape)
-    # extrapolation_value takes x's dtype (integers truncate toward zero, bool is v != 0)
-    ev = float(np.asarray(0.0 if extrap is None else extrap).astype(x.dtype))
+    # extrapolation_value takes x's dtype as kiln's casts do: integers truncate toward zero,
+    # unsigned ones saturate (-3.5 is 0, where NumPy's cast wraps it to 2^64 - 3), bool is v != 0
+    e = 0.0 if extrap is None else extrap
+    if x.dtype.kind == "u":
+        ev = float(np.clip(np.trunc(e), 0, np.iinfo(x.dtype).max))
+    else:
+        ev = float(np.asarray(e).astype(x.dtype))
     want = onnx_resize(x, sizes, scales, mode, ct, nr, a, exclude, roiv, ev, antialias)
     attrs = dict(sizes=sizes, scales=nums, scale_den=den, mode=mode,
                  coordinate_transformation_mode=ct, nearest_mode=nr,
