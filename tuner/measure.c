@@ -27,6 +27,7 @@
  * integers in [-4, 4], booleans 0/1 (as `kiln run`). */
 #include "tuner.h"
 
+#include "queue.h"
 #include "runner/runner.h"
 
 #include <dirent.h>
@@ -68,30 +69,32 @@ kiln_measure_opts_default(struct kiln_measure_opts *o)
     o->run_timeout_s = 10;
     o->overlap = cores > 2;
     o->ref_max_flops = 1e8;
+    o->queue_timeout_s = 600;
 }
 
 struct kiln_measurer {
     kiln_ctx                *ctx;
     const struct kiln_graph *g;
     struct kiln_measure_opts o;
-    const char              *target;       /* canonical target string (ctx-owned) */
-    const char              *build_target; /* what builds compile for: target, or while the
-                                            * reference is made, ref_target */
-    const char *ref_target;                /* the default schedule's, when it is the reference */
-    int         threads;
-    uint32_t    workers;
-    double      flops;
-    char        dir[PATH_MAX];
-    char        job[PATH_MAX + 16];
-    char        runner[PATH_MAX];
-    uint32_t    nt, nin;
-    uint8_t    *dtype;  /* per tensor, enum kiln_dtype */
-    int64_t    *numel;  /* per tensor */
-    double    **ref;    /* per output (nt - nin), numel doubles */
-    double     *refmax; /* per output: max |ref| over finite values */
-    const char *ref_kind;
-    uint64_t    seq;        /* names of temporary files */
-    double      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
+    const char              *target;        /* canonical target string (ctx-owned) */
+    const char              *build_target;  /* what builds compile for: target, or while the
+                                             * reference is made, ref_target */
+    const char                 *ref_target; /* the default schedule's, when it is the reference */
+    int                         threads;
+    uint32_t                    workers;
+    double                      flops;
+    char                        dir[PATH_MAX];
+    char                        job[PATH_MAX + 16];
+    char                        runner[PATH_MAX];
+    uint32_t                    nt, nin;
+    uint8_t                    *dtype;  /* per tensor, enum kiln_dtype */
+    int64_t                    *numel;  /* per tensor */
+    double                    **ref;    /* per output (nt - nin), numel doubles */
+    double                     *refmax; /* per output: max |ref| over finite values */
+    const char                 *ref_kind;
+    uint64_t                    seq;        /* names of temporary files */
+    double                      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
+    struct kiln_queue_producer *remote;     /* o.queue: measured by workers (tuner/queue.c) */
 };
 
 /* Tolerance of max |out - ref| / max |ref|: f32 1e-4 leaves ~100x headroom over the rounding
@@ -697,6 +700,8 @@ kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in, uint3
         return KILN_ERR_INVALID;
     if (!kiln_ok(m->ctx))
         return m->ctx->err.status;
+    if (m->remote)
+        return kiln_queue_measure(m->remote, in, n, results, m->o.run_timeout_s, m->hopeless_s);
     return measure_batch(m, in, n, results, false);
 }
 
@@ -911,6 +916,16 @@ kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_t
         kiln_measurer_free(m);
         return ctx->err.status;
     }
+    if (o->queue) { /* workers make the inputs and the reference from the graph and the seed */
+        enum kiln_status st = kiln_queue_producer_new(ctx, g, m->target, o, seed, &m->remote);
+        if (st != KILN_OK) {
+            kiln_measurer_free(m);
+            return st;
+        }
+        m->ref_kind = "computed by each worker";
+        *out = m;
+        return KILN_OK;
+    }
     if (access(m->runner, X_OK) != 0) {
         enum kiln_status st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "measure",
                                         "the measurement runner %s is not an executable: %s",
@@ -994,6 +1009,7 @@ kiln_measurer_free(struct kiln_measurer *m)
     if (!m)
         return;
     kiln_ctx *ctx = m->ctx;
+    kiln_queue_producer_free(m->remote);
     if (m->dir[0])
         remove_dir(m->dir);
     uint32_t no = m->nt - m->nin;
