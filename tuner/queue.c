@@ -261,6 +261,7 @@ kiln_queue_job_decode(const char *const *f, const size_t *len, size_t nf, const 
     kiln_measure_opts_default(&j->mo);
     if (nf % 2)
         return whyf(why, whysize, "odd number of strings in the job (%zu)", nf), false;
+    char later[160] = ""; /* an unknown or repeated field: said once reply_to and id are read */
     for (size_t i = 0; i < nf; i += 2) {
         int k = 0;
         while (k < JF_COUNT
@@ -270,10 +271,17 @@ kiln_queue_job_decode(const char *const *f, const size_t *len, size_t nf, const 
         if (k == JF_COUNT) {
             if (!field_str(f[i], len[i], fname, sizeof fname))
                 snprintf(fname, sizeof fname, "(%zu bytes)", len[i]);
-            return whyf(why, whysize, "unknown job field '%s'", fname), false;
+            if (!later[0])
+                snprintf(later, sizeof later, "unknown job field '%s'", fname);
+            continue;
         }
-        if (val[k])
+        if (val[k] && (k == JF_REPLY_TO || k == JF_ID)) /* whom to answer is ambiguous */
             return whyf(why, whysize, "job field '%s' given twice", job_field[k]), false;
+        if (val[k]) {
+            if (!later[0])
+                snprintf(later, sizeof later, "job field '%s' given twice", job_field[k]);
+            continue;
+        }
         val[k] = f[i + 1];
         vl[k] = len[i + 1];
     }
@@ -294,6 +302,8 @@ kiln_queue_job_decode(const char *const *f, const size_t *len, size_t nf, const 
         return whyf(why, whysize, "job field 'id' missing, empty, too long or has a NUL byte"),
                false;
     }
+    if (later[0])
+        return whyf(why, whysize, "%s", later), false;
     for (int k = 0; k < JF_COUNT; k++)
         if (!val[k])
             return whyf(why, whysize, "job field '%s' missing", job_field[k]), false;

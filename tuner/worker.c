@@ -271,11 +271,11 @@ serve_entry(struct worker *w, const redisReply *e, long long deliveries)
             free(fl);
             return; /* stopped: stays pending */
         }
-    } else {
-        fprintf(stderr, "kiln worker: dropped entry %s, which names no reply stream: %s\n", eid,
-                rep.r.msg);
     }
-    if (rep.rejected)
+    if (!j.reply_to[0] || !rep.id[0])
+        fprintf(stderr, "kiln worker: dropped entry %s (no reply stream or id to answer): %s\n",
+                eid, rep.r.msg);
+    else if (rep.rejected)
         fprintf(stderr, "kiln worker: rejected job %s: %s\n", rep.id, rep.r.msg);
     else
         fprintf(stderr, "kiln worker: job %s: %s %.6g s (build %.2f s, run %.2f s)\n", rep.id,
