@@ -58,6 +58,7 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
         o.measure.build_workers = p->build_workers;
     o.measure.queue = p->queue;
     o.measure.queue_key = p->queue_key;
+    o.measure.queue_stop = p->stop;
     if (!(p->queue_timeout_s >= 0) || !isfinite(p->queue_timeout_s))
         return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune",
                          "queue timeout %g s is not a finite "

@@ -76,25 +76,25 @@ struct kiln_measurer {
     kiln_ctx                *ctx;
     const struct kiln_graph *g;
     struct kiln_measure_opts o;
-    const char              *target;        /* canonical target string (ctx-owned) */
-    const char              *build_target;  /* what builds compile for: target, or while the
-                                             * reference is made, ref_target */
-    const char                 *ref_target; /* the default schedule's, when it is the reference */
-    int                         threads;
-    uint32_t                    workers;
-    double                      flops;
-    char                        dir[PATH_MAX];
-    char                        job[PATH_MAX + 16];
-    char                        runner[PATH_MAX];
-    uint32_t                    nt, nin;
-    uint8_t                    *dtype;  /* per tensor, enum kiln_dtype */
-    int64_t                    *numel;  /* per tensor */
-    double                    **ref;    /* per output (nt - nin), numel doubles */
-    double                     *refmax; /* per output: max |ref| over finite values */
-    const char                 *ref_kind;
-    uint64_t                    seq;        /* names of temporary files */
-    double                      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
-    struct kiln_queue_producer *remote;     /* o.queue: measured by workers (tuner/queue.c) */
+    const char              *target;       /* canonical target string (ctx-owned) */
+    const char              *build_target; /* what builds compile for: target, or while the
+                                            * reference is made, ref_target */
+    const char *ref_target;                /* the default schedule's, when it is the reference */
+    int         threads;
+    uint32_t    workers;
+    double      flops;
+    char        dir[PATH_MAX];
+    char        job[PATH_MAX + 16];
+    char        runner[PATH_MAX];
+    uint32_t    nt, nin;
+    uint8_t    *dtype;  /* per tensor, enum kiln_dtype */
+    int64_t    *numel;  /* per tensor */
+    double    **ref;    /* per output (nt - nin), numel doubles */
+    double     *refmax; /* per output: max |ref| over finite values */
+    const char *ref_kind;
+    uint64_t    seq;        /* names of temporary files */
+    double      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
+    void       *remote;     /* struct kiln_queue_producer: o.queue, measured by workers */
 };
 
 /* Tolerance of max |out - ref| / max |ref|: f32 1e-4 leaves ~100x headroom over the rounding
@@ -917,7 +917,9 @@ kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_t
         return ctx->err.status;
     }
     if (o->queue) { /* workers make the inputs and the reference from the graph and the seed */
-        enum kiln_status st = kiln_queue_producer_new(ctx, g, m->target, o, seed, &m->remote);
+        struct kiln_queue_producer *qp = NULL;
+        enum kiln_status            st = kiln_queue_producer_new(ctx, g, m->target, o, seed, &qp);
+        m->remote = qp;
         if (st != KILN_OK) {
             kiln_measurer_free(m);
             return st;

@@ -32,14 +32,6 @@ static void KILN_PRINTF(3, 4) whyf(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 bool
 kiln_queue_available(void)
 {
@@ -557,6 +549,14 @@ kiln_queue_reply_decode(const char *const *f, const size_t *len, size_t nf,
 
 #ifdef KILN_HAVE_HIREDIS
 
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ---- the connection ---- */
 
 struct kiln_redis {
@@ -736,6 +736,9 @@ producer_connect(struct kiln_queue_producer *p, double deadline, const char *fir
             return KILN_OK;
         first_why = NULL;
         double left = deadline - now_s();
+        if (p->o.queue_stop && *p->o.queue_stop)
+            return KILN_FAIL(p->ctx, KILN_ERR_BACKEND, "queue",
+                             "%s; stopped while waiting for Redis", why);
         if (left <= 0)
             return KILN_FAIL(p->ctx, KILN_ERR_BACKEND, "queue",
                              "%s; gave up after %g s without an answer (the queue timeout)", why,
@@ -898,6 +901,11 @@ kiln_queue_measure(struct kiln_queue_producer *p, const struct kiln_measure_inpu
             }
         }
         freeReplyObject(rep);
+        if (st == KILN_OK && left > 0 && p->o.queue_stop && *p->o.queue_stop)
+            st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "queue",
+                           "stopped while waiting for workers; the %u unanswered jobs of this "
+                           "batch are not recorded (its other results neither)",
+                           left);
         if (st == KILN_OK && left > 0 && now_s() > deadline)
             st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "queue",
                            "no worker answered for %g s (%u of %u jobs of this batch unanswered); "

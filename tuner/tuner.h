@@ -401,12 +401,7 @@ struct kiln_measure_opts {
     double ref_max_flops;   /* reference interpreter up to this many flops (default 1e8),
                              * else the default schedule compiled is the reference */
     const char *runner;     /* kiln_measure_runner executable; NULL = the one built with kiln */
-    /* Measurement on workers (tuner/queue.h): redis://[[USER]:PASSWORD@]HOST:PORT/NAME sends
-     * every candidate as a job to `kiln worker`s; NULL = measured here. */
-    const char *queue;
-    const char *queue_key;       /* jobs stream; NULL = from the target and this machine's CPU */
-    double      queue_timeout_s; /* fail when no worker answers for this long: default 600 */
-    const char *tmp_dir;         /* where the private temporary directory goes; NULL = "/tmp" */
+    const char *tmp_dir;    /* where the private temporary directory goes; NULL = "/tmp" */
     /* For tests: called in the build worker after each build (of a candidate, or of the default
      * schedule as the reference: co->target says for which target) to so_path with the options
      * co; a failure makes it a COMPILE error. (tests/cuda_emu.h builds an emulation of a module
@@ -414,6 +409,13 @@ struct kiln_measure_opts {
     enum kiln_status (*build_hook)(void *ud, kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_compile_options *co, const char *so_path);
     void *build_hook_ud;
+
+    /* Measurement on workers (tuner/queue.h): redis://[[USER]:PASSWORD@]HOST:PORT/NAME sends
+     * every candidate as a job to `kiln worker`s; NULL = measured here. */
+    const char   *queue;
+    const char   *queue_key;       /* jobs stream; NULL = from the target and this machine's CPU */
+    double        queue_timeout_s; /* fail when no worker answers for this long: default 600 */
+    volatile int *queue_stop;      /* nonzero: stop waiting for workers (an error); may be NULL */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
 

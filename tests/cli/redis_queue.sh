@@ -220,6 +220,39 @@ $R XRANGE "$RT" - + | grep -q "handed out 3 times" || fail "no crash reply for c
 n=$($R XPENDING "$KEY2" workers | head -1)
 [ "$n" = 0 ] || fail "the twice-fatal job is still pending"
 
+# Redis restarting mid-run (no persistence: its streams are gone): the tuner and the worker
+# reconnect, the tuner sends the unanswered jobs again, and the run completes
+"$KILN" worker --queue "$URL" --claim-after 2 >"$T/wr.log" 2>&1 &
+PIDS+=($!)
+"$KILN" tune "$T/mm.kg" --db "$T/r.db" $Q --queue "$URL" --queue-timeout 60 2>"$T/r.err" &
+TPID=$!
+PIDS+=($TPID)
+for _ in $(seq 1 300); do
+    c=$("$KILN" records "$T/r.db" 2>/dev/null | awk 'NR == 2 {print $2}')
+    [ -n "$c" ] && [ "$c" -ge 2 ] && break
+    sleep 0.1
+done
+kill -9 "${PIDS[0]}"
+sleep 1
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+    >"$T/redis2.log" 2>&1 &
+PIDS[0]=$!
+wait $TPID
+rc=$?
+[ "$c" -lt 12 ] || fail "Redis restarted only after the run ($c records)"
+[ "$rc" = 0 ] || fail "kiln tune across a Redis restart exited $rc: $(cat "$T/r.err")"
+grep -q "retrying" "$T/r.err" || fail "no retry message from the tuner: $(cat "$T/r.err")"
+"$KILN" records "$T/r.db" --export "$T/r.jsonl" || fail "export r.db"
+python3 - "$T/r.jsonl" "$T/l.jsonl" <<'PY' || fail "records across the Redis restart (above)"
+import json, sys
+def recs(path):
+    return [json.loads(l) for l in open(path) if not l.startswith('{"graph"')]
+r, l = recs(sys.argv[1]), recs(sys.argv[2])
+assert len(r) == 12, f"{len(r)} records, want 12"
+assert all(x["error"] == "ok" and x["time_s"] > 0 for x in r), "an invalid record"
+assert [x["schedule"] for x in r] == [x["schedule"] for x in l], "other schedules than local"
+PY
+
 # Redis unreachable: a clear message, then failure after the queue timeout, no record
 kill -9 "${PIDS[0]}"
 "$KILN" tune "$T/mm.kg" --db "$T/u.db" $Q --queue "$URL" --queue-timeout 2 2>"$T/u.err"
