@@ -174,12 +174,13 @@ field_str(const char *v, size_t len, char *buf, size_t size)
     return true;
 }
 
-/* A decimal number in [lo, hi] (finite), nothing else in the field. */
+/* A decimal number in [lo, hi], nothing else in the field. */
 static bool
 field_num(const char *v, size_t len, double lo, double hi, double *out)
 {
     char buf[64], *end;
-    if (!field_str(v, len, buf, sizeof buf) || !buf[0] || buf[0] == ' ')
+    if (!field_str(v, len, buf, sizeof buf) || !buf[0]
+        || strspn(buf, "0123456789+-.eE") != len) /* no spaces, hex, inf or nan */
         return false;
     errno = 0;
     double d = strtod(buf, &end);
