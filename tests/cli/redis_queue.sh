@@ -189,6 +189,10 @@ assert set(got) == set(want_rejected) | {"m12", "m14"}, sorted(got)
 PY
 n=$($R XPENDING "$KEY" workers | head -1)
 [ "$n" = 0 ] || fail "$n malformed jobs left pending"
+kill -TERM $WM
+wait $WM
+rc=$?
+[ "$rc" = 0 ] || fail "the worker exited $rc on SIGTERM: $(tail -3 "$T/wm.log")"
 grep -q "dropped entry" "$T/wm.log" || fail "no line about the dropped entries"
 
 # a job that kills its worker twice (SIGKILL while it computes the reference, twice) is
