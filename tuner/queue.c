@@ -650,6 +650,8 @@ kiln_redis_cmd(struct kiln_redis *r, int argc, const char **argv, const size_t *
 
 /* ---- the tuner's side ---- */
 
+#define QUEUE_EID_LEN 48 /* a stream entry id, "1795761037602-0" */
+
 struct kiln_queue_producer {
     kiln_ctx                *ctx;
     struct kiln_redis       *r;
@@ -751,10 +753,11 @@ producer_connect(struct kiln_queue_producer *p, double deadline, const char *fir
     }
 }
 
-/* XADDs the job of candidate i; false (why) when the connection failed. */
+/* XADDs the job of candidate i, its entry id into eid; false (why) when the connection
+ * failed. */
 static bool
 send_job(struct kiln_queue_producer *p, const struct kiln_measure_input *in, uint64_t seq,
-         double run_timeout_s, double hopeless_s, char *why, size_t whysize,
+         double run_timeout_s, double hopeless_s, char *eid, char *why, size_t whysize,
          enum kiln_status *fatal)
 {
     const char *argv[3 + 2 * JF_COUNT];
@@ -775,8 +778,32 @@ send_job(struct kiln_queue_producer *p, const struct kiln_measure_input *in, uin
     if (rep->type == REDIS_REPLY_ERROR)
         *fatal = KILN_FAIL(p->ctx, KILN_ERR_BACKEND, "queue", "Redis refused a job (XADD %s): %s",
                            p->jobs_key, rep->str);
+    else if (rep->type == REDIS_REPLY_STRING && rep->len < QUEUE_EID_LEN)
+        memcpy(eid, rep->str, rep->len + 1);
     freeReplyObject(rep);
     return true;
+}
+
+/* After a failed batch: its unanswered jobs are taken off the stream (best effort), so no
+ * worker measures them for nobody. */
+static void
+withdraw_jobs(struct kiln_queue_producer *p, const bool *done, char (*eid)[QUEUE_EID_LEN],
+              uint32_t n)
+{
+    const char **argv = calloc(n + 2, sizeof *argv);
+    char         why[512];
+    int          argc = 2;
+    if (!argv || !p->r)
+        goto out;
+    argv[0] = "XDEL";
+    argv[1] = p->jobs_key;
+    for (uint32_t i = 0; i < n; i++)
+        if (!done[i] && eid[i][0])
+            argv[argc++] = eid[i];
+    if (argc > 2 && kiln_redis_connect(p->r, why, sizeof why))
+        kiln_redis_reply_free(kiln_redis_cmd(p->r, argc, argv, NULL, why, sizeof why));
+out:
+    free(argv);
 }
 
 /* The field strings of an entry [id, [f, v, ...]]; false if it has not that shape. */
@@ -812,8 +839,12 @@ kiln_queue_measure(struct kiln_queue_producer *p, const struct kiln_measure_inpu
     if (n == 0)
         return KILN_OK;
     bool *done = calloc(n, sizeof *done);
-    if (!done)
+    char(*eid)[QUEUE_EID_LEN] = calloc(n, sizeof *eid);
+    if (!done || !eid) {
+        free(done);
+        free(eid);
         return KILN_FAIL(ctx, KILN_ERR_NOMEM, "queue", "out of memory");
+    }
     uint64_t         base = p->seq;
     uint32_t         left = n, dropped = 0;
     enum kiln_status st = KILN_OK;
@@ -836,8 +867,8 @@ kiln_queue_measure(struct kiln_queue_producer *p, const struct kiln_measure_inpu
             bool sent = true;
             for (uint32_t i = 0; i < n && sent && st == KILN_OK; i++)
                 if (!done[i])
-                    sent = send_job(p, &in[i], base + i, run_timeout_s, hopeless_s, why, sizeof why,
-                                    &st);
+                    sent = send_job(p, &in[i], base + i, run_timeout_s, hopeless_s, eid[i], why,
+                                    sizeof why, &st);
             if (st != KILN_OK)
                 break;
             if (!sent) {
@@ -865,18 +896,18 @@ kiln_queue_measure(struct kiln_queue_producer *p, const struct kiln_measure_inpu
             && rep->element[0]->element[1]->type == REDIS_REPLY_ARRAY) {
             const redisReply *es = rep->element[0]->element[1];
             for (size_t k = 0; k < es->elements && st == KILN_OK; k++) {
-                const char             *eid, *f[2 * KILN_QUEUE_REPLY_FIELDS + 2];
+                const char             *rid, *f[2 * KILN_QUEUE_REPLY_FIELDS + 2];
                 size_t                  fl[2 * KILN_QUEUE_REPLY_FIELDS + 2], nf;
                 struct kiln_queue_reply r;
-                if (!entry_fields(es->element[k], &eid, f, fl, 2 * KILN_QUEUE_REPLY_FIELDS + 2,
+                if (!entry_fields(es->element[k], &rid, f, fl, 2 * KILN_QUEUE_REPLY_FIELDS + 2,
                                   &nf)) {
                     st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "queue",
                                    "malformed entry in the reply stream %s", p->reply_to);
                     break;
                 }
-                snprintf(p->last, sizeof p->last, "%s", eid);
+                snprintf(p->last, sizeof p->last, "%s", rid);
                 if (!kiln_queue_reply_decode(f, fl, nf, &r, why, sizeof why)) {
-                    st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "queue", "malformed reply %s: %s", eid,
+                    st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "queue", "malformed reply %s: %s", rid,
                                    why);
                     break;
                 }
@@ -914,7 +945,10 @@ kiln_queue_measure(struct kiln_queue_producer *p, const struct kiln_measure_inpu
                            p->timeout_s, left, n, p->jobs_key);
     }
     (void)dropped;
+    if (st != KILN_OK)
+        withdraw_jobs(p, done, eid, n);
     free(done);
+    free(eid);
     return st;
 }
 

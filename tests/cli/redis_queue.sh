@@ -8,8 +8,11 @@
 # the first 12 trials of a seed do not depend on any time). Then malformed jobs (garbage, missing
 # and repeated fields, huge values, an unparsable and a huge graph, a foreign reply stream) sent
 # to a worker with redis-cli: each answerable one gets a "rejected" reply, the others are
-# dropped, and the worker stays alive and measures a valid job afterwards. Finally an
-# unreachable Redis: kiln tune --queue fails after its timeout with a message, recording nothing.
+# dropped, and the worker stays alive, measures a valid job afterwards and stops cleanly on
+# SIGTERM. A job whose first two workers are SIGKILLed is a crash from the third. No worker on a
+# stream: the tuner fails naming it and withdraws its jobs. Redis restarting mid-run: the run
+# completes with the local schedules. Redis unreachable: kiln tune --queue fails after its
+# timeout with a message, recording nothing.
 # Skips (77) without redis-server/redis-cli or when kiln was built without hiredis.
 #   bash tests/cli/redis_queue.sh PATH_TO_KILN
 set -u
@@ -223,6 +226,16 @@ grep -q "job c1: crash" "$T/wc3.log" || fail "the twice-fatal job was not a cras
 $R XRANGE "$RT" - + | grep -q "handed out 3 times" || fail "no crash reply for c1"
 n=$($R XPENDING "$KEY2" workers | head -1)
 [ "$n" = 0 ] || fail "the twice-fatal job is still pending"
+
+# no worker serving the stream: the tuner fails after its timeout, naming the stream, records
+# nothing and takes its jobs back off the stream
+"$KILN" tune "$T/mm.kg" --db "$T/n.db" $Q --queue "$URL" --jobs-key "kiln:t$SEED:jobs:nobody" \
+    --queue-timeout 2 2>"$T/n.err"
+rc=$?
+[ "$rc" = 1 ] || fail "tune without workers exited $rc"
+grep -q "no worker answered for 2 s.*kiln:t$SEED:jobs:nobody" "$T/n.err" || fail "message: $(cat "$T/n.err")"
+[ -z "$("$KILN" records "$T/n.db" 2>/dev/null | awk 'NR == 2 {print $2}')" ] || fail "records without workers"
+[ "$($R XLEN "kiln:t$SEED:jobs:nobody")" = 0 ] || fail "the unanswered jobs stayed on the stream"
 
 # Redis restarting mid-run (no persistence: its streams are gone): the tuner and the worker
 # reconnect, the tuner sends the unanswered jobs again, and the run completes
