@@ -26,6 +26,7 @@ int cmd_costmodel(int argc, char **argv); /* cli/cmd_costmodel.c */
 int cmd_onnx_test(int argc, char **argv); /* cli/cmd_onnx_test.c */
 int cmd_sample(int argc, char **argv);    /* cli/cmd_sample.c */
 int cmd_search(int argc, char **argv);    /* cli/cmd_search.c (runs python -m kiln.search) */
+int cmd_worker(int argc, char **argv);    /* cli/cmd_worker.c */
 
 /* ---- shared helpers (cli/common.c) ---- */
 /* A new context (NULL when out of memory) whose temporary files go to $TMPDIR when it is set:

@@ -19,6 +19,8 @@ static const char usage[] =
     "                 [--timeout S] [--threads N] [--flush-cache | --flush-weights]\n"
     "                 [--build-workers N] [--log FILE.jsonl] [--curves DIR] [--quiet]\n"
     "                 [--time DURATION] [--cache PATH | --no-cache]\n"
+    "                 [--queue redis://[:PASSWORD@]HOST:PORT/NAME [--jobs-key KEY]\n"
+    "                  [--queue-timeout S]]\n"
     "                 [--no-simplify] [--no-channels-last] [--no-winograd] [--dump-after PASS]\n"
     "\n"
     "Searches schedules for every task of the graph (sketch rules, evolutionary search with an\n"
@@ -49,6 +51,12 @@ static const char usage[] =
     "a CUDA driver and device: without them kiln tune fails before it opens the database.\n"
     "Records are stored under the target, so `kiln compile --target cuda --db FILE.db`\n"
     "applies them.\n"
+    "\n"
+    "--queue URL: candidates are built and measured by `kiln worker`s on other machines\n"
+    "(Redis Streams; see `kiln help worker`), the records written here as usual. The jobs go to\n"
+    "the stream of the target and this machine's CPU model, or to --jobs-key KEY (what a\n"
+    "worker prints); the run fails when no worker answers for --queue-timeout seconds\n"
+    "(default 600) or Redis stays unreachable that long.\n"
     "\n"
     "Records cache: every record is also stored in the per-user records cache, which any\n"
     "model's tuning and compiling read: a task already tuned in another model starts from\n"
@@ -169,9 +177,10 @@ cmd_tune(int argc, char **argv)
     const char             *in = NULL, *log_path = NULL;
     p.db_path = "kiln.db";
     static const char *const valued[] = {
-        "--trials",        "--db",   "--target", "--strategy",      "--droplet-after", "--batch",
-        "--population",    "--seed", "--repeat", "--min-repeat-ms", "--timeout",       "--threads",
-        "--build-workers", "--log",  "--curves", "--time"};
+        "--trials",  "--db",         "--target",        "--strategy",     "--droplet-after",
+        "--batch",   "--population", "--seed",          "--repeat",       "--min-repeat-ms",
+        "--timeout", "--threads",    "--build-workers", "--log",          "--curves",
+        "--time",    "--queue",      "--jobs-key",      "--queue-timeout"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         uint64_t    v = 0;
@@ -254,6 +263,14 @@ cmd_tune(int argc, char **argv)
             p.flush_cache = 1;
         } else if (!strcmp(a, "--flush-weights")) {
             p.flush_weights = 1;
+        } else if (!strcmp(a, "--queue")) {
+            p.queue = val;
+        } else if (!strcmp(a, "--jobs-key")) {
+            p.queue_key = val;
+        } else if (!strcmp(a, "--queue-timeout")) {
+            if (!real("tune", a, val, &d))
+                return 2;
+            p.queue_timeout_s = d;
         } else if (!strcmp(a, "--quiet")) {
             ui.quiet = true;
         } else if (a[0] == '-' && a[1]) {

@@ -23,6 +23,7 @@ static const struct command commands[] = {
      "train a cost model on records, or measure how well one ranks them"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend conformance tests through kiln"},
     {"sample", cmd_sample, "sample new kernels to replace a convolution (.kg and PyTorch)"},
+    {"worker", cmd_worker, "measure candidates for tuners on other machines (Redis Streams)"},
     {"search", cmd_search, "search kernels faster than a convolution at its accuracy (PyTorch)"},
 };
 

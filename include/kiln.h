@@ -304,6 +304,14 @@ struct kiln_tune_params {      /* zero fields take the defaults given */
     void (*progress)(void *ud, const struct kiln_tune_progress *p);
     void         *progress_ud;
     volatile int *stop; /* set nonzero (e.g. from a signal handler) to stop early */
+    /* Measurement on `kiln worker`s over Redis Streams (tuner/README.md): the queue,
+     * redis://[[USER]:PASSWORD@]HOST:PORT/NAME, or NULL to measure here (the default); the jobs
+     * stream (NULL: from the target and this machine's CPU model, as a worker on a machine like
+     * this one serves); fail when no worker answers for queue_timeout_s (0: 600). CPU targets
+     * only; without Redis support in this build, KILN_ERR_UNSUPPORTED. */
+    const char *queue;
+    const char *queue_key;
+    double      queue_timeout_s;
 };
 KILN_API enum kiln_status kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g,
                                           const struct kiln_tune_params *params);

@@ -11,6 +11,8 @@ PACKAGES=(
   llvm-19-dev libomp-dev zlib1g-dev libzstd-dev libxml2-dev libedit-dev
   # tuner, records, interchange
   libxgboost-dev libsqlite3-dev libcjson-dev libdlpack-dev
+  # measurement workers on Redis Streams (kiln worker, kiln tune --queue) and their test
+  libhiredis-dev redis-server
   # ONNX import
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
   # reference libraries for benchmarks

@@ -56,6 +56,16 @@ kiln_graph_tune(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tun
         o.measure.flush_weights = true;
     if (p->build_workers)
         o.measure.build_workers = p->build_workers;
+    o.measure.queue = p->queue;
+    o.measure.queue_key = p->queue_key;
+    o.measure.queue_stop = p->stop;
+    if (!(p->queue_timeout_s >= 0) || !isfinite(p->queue_timeout_s))
+        return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune",
+                         "queue timeout %g s is not a finite "
+                         "non-negative number",
+                         p->queue_timeout_s);
+    if (p->queue_timeout_s > 0)
+        o.measure.queue_timeout_s = p->queue_timeout_s;
     o.log = p->log;
     o.curve_dir = p->curve_dir;
     o.cache_path = p->cache_path;

@@ -27,6 +27,7 @@
  * integers in [-4, 4], booleans 0/1 (as `kiln run`). */
 #include "tuner.h"
 
+#include "queue.h"
 #include "runner/runner.h"
 
 #include <dirent.h>
@@ -68,6 +69,7 @@ kiln_measure_opts_default(struct kiln_measure_opts *o)
     o->run_timeout_s = 10;
     o->overlap = cores > 2;
     o->ref_max_flops = 1e8;
+    o->queue_timeout_s = 600;
 }
 
 struct kiln_measurer {
@@ -92,6 +94,7 @@ struct kiln_measurer {
     const char *ref_kind;
     uint64_t    seq;        /* names of temporary files */
     double      hopeless_s; /* see kiln_measurer_set_hopeless; 0: none */
+    void       *remote;     /* struct kiln_queue_producer: o.queue, measured by workers */
 };
 
 /* Tolerance of max |out - ref| / max |ref|: f32 1e-4 leaves ~100x headroom over the rounding
@@ -697,6 +700,8 @@ kiln_measure(struct kiln_measurer *m, const struct kiln_measure_input *in, uint3
         return KILN_ERR_INVALID;
     if (!kiln_ok(m->ctx))
         return m->ctx->err.status;
+    if (m->remote)
+        return kiln_queue_measure(m->remote, in, n, results, m->o.run_timeout_s, m->hopeless_s);
     return measure_batch(m, in, n, results, false);
 }
 
@@ -914,6 +919,18 @@ kiln_measurer_new(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_t
         kiln_measurer_free(m);
         return ctx->err.status;
     }
+    if (o->queue) { /* workers make the inputs and the reference from the graph and the seed */
+        struct kiln_queue_producer *qp = NULL;
+        enum kiln_status            st = kiln_queue_producer_new(ctx, g, m->target, o, seed, &qp);
+        m->remote = qp;
+        if (st != KILN_OK) {
+            kiln_measurer_free(m);
+            return st;
+        }
+        m->ref_kind = "computed by each worker";
+        *out = m;
+        return KILN_OK;
+    }
     if (o->runner)
         snprintf(m->runner, sizeof m->runner, "%s", o->runner);
     else if (kiln_install_path(ctx, KILN_INSTALL_RUNNER, KILN_MEASURE_RUNNER, m->runner,
@@ -1005,6 +1022,7 @@ kiln_measurer_free(struct kiln_measurer *m)
     if (!m)
         return;
     kiln_ctx *ctx = m->ctx;
+    kiln_queue_producer_free(m->remote);
     if (m->dir[0])
         remove_dir(m->dir);
     uint32_t no = m->nt - m->nin;

@@ -601,15 +601,19 @@ enum kiln_status
 kiln_search_measure(struct tsession *S, struct ttask *T, const struct kiln_prog *progs, uint32_t n,
                     const char *strategy, uint32_t *done)
 {
-    uint32_t chunk = S->o->measure.build_workers ? S->o->measure.build_workers : 2;
+    /* on workers (--queue) up to 64 programs go out at once, for as many workers */
+    uint32_t cap = S->o->measure.queue ? 64 : 16;
+    uint32_t chunk = S->o->measure.queue           ? cap
+                     : S->o->measure.build_workers ? S->o->measure.build_workers
+                                                   : 2;
     *done = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += chunk) {
         uint32_t                   m = n - i0 < chunk ? n - i0 : chunk;
-        struct kiln_measure_input  in[16];
-        struct kiln_measure_result res[16];
-        char                      *js[16] = {0};
-        if (m > 16)
-            m = 16;
+        struct kiln_measure_input  in[64];
+        struct kiln_measure_result res[64];
+        char                      *js[64] = {0};
+        if (m > cap)
+            m = cap;
         if (S->o->stop && *S->o->stop)
             return KILN_OK;
         for (uint32_t k = 0; k < m; k++) {

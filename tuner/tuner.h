@@ -424,6 +424,13 @@ struct kiln_measure_opts {
     enum kiln_status (*build_hook)(void *ud, kiln_ctx *ctx, const struct kiln_graph *g,
                                    const struct kiln_compile_options *co, const char *so_path);
     void *build_hook_ud;
+
+    /* Measurement on workers (tuner/queue.h): redis://[[USER]:PASSWORD@]HOST:PORT/NAME sends
+     * every candidate as a job to `kiln worker`s; NULL = measured here. */
+    const char   *queue;
+    const char   *queue_key;       /* jobs stream; NULL = from the target and this machine's CPU */
+    double        queue_timeout_s; /* fail when no worker answers for this long: default 600 */
+    volatile int *queue_stop;      /* nonzero: stop waiting for workers (an error); may be NULL */
 };
 void kiln_measure_opts_default(struct kiln_measure_opts *o);
 
