@@ -478,6 +478,8 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
     }
 }
 
+#define PLAIN_PAR_WORK 32768
+
 bool
 kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p)
 {
@@ -535,6 +537,16 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
     }
     /* then the sampling priors, without their escapes: register tiles within the registers,
      * parallel loops that keep the cores evenly busy */
+    /* a plain op with work for several cores runs parallel: a fork and join costs a few
+     * microseconds, 32K element-steps tens of them (a softmax of [12,128,128] was predicted
+     * serial in four of its five stages, and ran slower on 2 threads than on 1) */
+    for (uint32_t i = 0; sk->priv && i < sk->priv->nop && sk->priv->cores > 1; i++) {
+        const struct kiln_op_plan *op = &sk->priv->op[i];
+        if (op->mode == KILN_PLAN_PLAIN && op->k_par != KILN_NONE && op->work >= PLAIN_PAR_WORK
+            && (op->k_loc == KILN_NONE || p->v[sk->knob[op->k_loc].slot] == 0)
+            && p->v[sk->knob[op->k_par].slot] == 0)
+            p->v[sk->knob[op->k_par].slot] = 1;
+    }
     bool vec[KILN_MAX_KNOBS];
     vector_knobs(sk, p, vec);
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {

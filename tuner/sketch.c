@@ -486,6 +486,11 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     case KILN_PLAN_PLAIN: {
         p->ndim = (uint8_t)t->ndim;
         memcpy(p->shape, t->shape, sizeof(int64_t) * t->ndim);
+        p->work = 1;
+        for (uint32_t k = 0; k < t->ndim; k++)
+            p->work *= t->shape[k];
+        for (uint32_t r = 0; r < op->nred; r++)
+            p->work *= op->rext[r];
         if (t->ndim == 0)
             return true;
         uint32_t last = t->ndim - 1u;

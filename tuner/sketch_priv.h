@@ -52,6 +52,7 @@ struct kiln_op_plan {
     /* PLAIN: the output's extents, outermost first (the parallel knob fuses a prefix) */
     int64_t shape[KILN_MAX_DIMS];
     uint8_t ndim;
+    int64_t work; /* PLAIN: output elements times the reduction's extent */
 };
 
 struct kiln_sketch_priv {

@@ -162,7 +162,7 @@ bool kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct
  *    along its rows at 1.4 GFLOP/s where tuning finds 106; then along its columns, but one
  *    lane wide;
  *  - an elementwise op and a reduction's rfactor are vectorised (a softmax's exp was predicted
- *    scalar);
+ *    scalar), and a plain op of at least 32K element-steps runs parallel;
  *  - the register-tile cap and the balanced parallel loops of kiln_prog_sample, always.
  * The programs it leaves out can win only in rare layouts (a short last axis is left free).
  * True if p changed. The tuner measures, and keeps the whole space. */
