@@ -47,13 +47,13 @@ const char *kiln_cg_target_str(kiln_ctx *ctx, const struct kiln_target *t);
 /* What one generated module holds. f's parameters are the graph's arguments then outputs. */
 struct kiln_cg_module {
     const struct kiln_func *f;
-    const char             *name; /* symbol-safe */
-    const uint8_t          *role; /* per parameter: enum kiln_arg_role */
+    const char             *name;     /* symbol-safe */
+    const uint8_t          *role;     /* per parameter: enum kiln_arg_role */
+    const char             *metadata; /* JSON (include/kiln_abi.h) */
+    const char             *source;   /* .kg text */
     /* NULL, or per parameter the values of a weight built into the module (converted to its
      * dtype when emitted; the descriptor's `embedded`), NULL for one the caller passes */
     const double *const *embed;
-    const char          *metadata; /* JSON (include/kiln_abi.h) */
-    const char          *source;   /* .kg text */
 };
 
 enum kiln_status kiln_cg_llvm_object(kiln_ctx *ctx, const struct kiln_cg_module *m,
