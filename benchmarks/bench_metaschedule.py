@@ -415,7 +415,8 @@ def report(opt, names, rows, ms_note):
         r, f = rows[n], flops(WORKLOADS[n])
         def ms_gf(t):
             return "-" if t is None else "%.3f (%.0f)" % (t * 1e3, f / t * 1e-9)
-        lines.append((n, ms_gf(r.get("kiln_s")), ms_gf(r.get("ms_s")), fmt(r.get("kiln_ms_ratio"), "%.2f"),
+        lines.append((n, ms_gf(r.get("kiln_s")), ms_gf(r.get("ms_s")),
+                      fmt(r.get("kiln_ms_ratio"), "%.2f"),
                       fmt(r.get("tune_s"), "%.0f"), fmt(r.get("ms_tune_s"), "%.0f"),
                       ms_gf(r["onednn_ms"] / 1e3), ms_gf(r["openblas_ms"] / 1e3)
                       if "openblas_ms" in r else "-", fmt(r.get("kiln_onednn_ratio"), "%.2f")))
@@ -518,18 +519,24 @@ def main(argv=None):
         r["kiln_onednn_ratio"] = r["bench_tune_kiln_ms"] / r["onednn_ms"]
 
     ms_so = {}
+    fail = False
     if ms_ok:
         for n in opt.names:
             log("MetaSchedule: tuning %s, %d trials ..." % (n, opt.trials))
             so = os.path.join(so_dir, n + ".tvm.so")
-            tune_s, records, best_us = ms_tune(opt, n, WORKLOADS[n],
-                                               os.path.join(opt.out, "ms", n), so)
+            try:
+                tune_s, records, best_us = ms_tune(opt, n, WORKLOADS[n],
+                                                   os.path.join(opt.out, "ms", n), so)
+            except Exception as e:  # TVM's errors: the other workloads and kiln's part go on
+                log("MetaSchedule: %s FAILED: %s: %s" % (n, type(e).__name__, e))
+                rows[n]["ms_error"] = "%s: %s" % (type(e).__name__, e)
+                fail = True
+                continue
             ms_so[n] = so
             rows[n].update(ms_tune_s=tune_s, ms_records=records, ms_tuner_best_us=best_us)
             log("MetaSchedule: %s tuned in %.1f s wall, %d records, best measured %s us"
                 % (n, tune_s, records, fmt(best_us, "%.1f")))
 
-    fail = False
     ctx = multiprocessing.get_context("spawn")
     for n in opt.names:
         w, r = WORKLOADS[n], rows[n]

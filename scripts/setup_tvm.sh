@@ -5,7 +5,8 @@
 # large and no test needs them). Idempotent: a venv whose TVM already imports is left alone.
 #
 # The pins are a combination known to work (benchmarks/README.md): apache-tvm 0.27.0.post1
-# segfaults with apache-tvm-ffi 0.1.15.post2 and works with 0.1.14.post1. MetaSchedule's tuner
+# works with apache-tvm-ffi 0.1.14.post1; with 0.1.15.post2 MetaSchedule's tune_tir segfaults
+# (in tvm::ffi::ToJSONGraph), so the ffi package is pinned too. MetaSchedule's tuner
 # also needs psutil, cloudpickle and xgboost; NumPy is for the benchmark itself.
 set -euo pipefail
 
@@ -20,7 +21,8 @@ if [ -x "$VENV/bin/python" ] && v=$("$VENV/bin/python" -c "$CHECK" 2>/dev/null);
   exit 0
 fi
 if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
-  echo "setup_tvm: $PY cannot make virtual environments: install python3-venv (scripts/setup.sh)" >&2
+  echo "setup_tvm: $PY cannot make virtual environments: install python3-venv" \
+    "(scripts/setup.sh does)" >&2
   exit 1
 fi
 echo "setup_tvm: creating $VENV and installing ${PINS[*]}"
