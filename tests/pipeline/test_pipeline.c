@@ -339,7 +339,7 @@ test_resnet18(void)
     if (st == KILN_OK) {
         copt.schedule_json = js;
         copt.schedule_len = strlen(js);
-        st = kiln_graph_compile(ctx, o, &copt, api, NULL);
+        st = kiln_graph_compile_weights(ctx, o, &copt, ow, api, NULL); /* embedded, as the CLI */
     }
     if (st != KILN_OK) {
         harness_fail(__FILE__, __LINE__, "C API: %s", errmsg(ctx));
