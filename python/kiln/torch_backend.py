@@ -431,9 +431,11 @@ def _compile(gm, example_inputs, opts):
 
 def register():
     """Registers the backend as "kiln" with Dynamo (done when this module is imported)."""
-    from torch._dynamo import list_backends, register_backend
-    if "kiln" not in list_backends(exclude_tags=()):
+    from torch._dynamo import register_backend
+    try:
         register_backend(kiln_backend, name="kiln")
+    except AssertionError:  # already registered (imported through the package's entry point)
+        pass
 
 
 register()

@@ -25,6 +25,7 @@ torch.manual_seed(S); the check is max |kiln - eager| / max |eager| <= 1e-4:
   are rebuilt, not loaded, and the rebuilt entry is then loaded;
 - tune: options={"tune": "3s", "db": DB} on a convolution tunes it (records in DB) and the
   module compiled with them matches;
+- example: python/examples/torch_compile.py on torchvision's MobileNetV2 at 64x64 passes;
 - options: an unknown option is an error naming it.
 """
 
@@ -306,6 +307,21 @@ def main():
             harness.check(n > 0 and kb.stats["compiled"] == before["compiled"] + 1,
                           "tune: no records measured (%d) or not compiled: %s" % (n, kb.stats))
             shutil.rmtree(tdir, ignore_errors=True)
+
+        if want in "example":
+            edir = tempfile.mkdtemp(prefix="kiln-torch-example-")
+            r = subprocess.run([sys.executable, os.path.join(REPO, "python", "examples",
+                                                             "torch_compile.py"),
+                                "--model", "mobilenet_v2", "--size", "64", "--cache", edir,
+                                "--seed", str(seed)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=dict(os.environ, KILN_BIN=kiln_bin))
+            out = [x for x in r.stdout.splitlines() if "relative error" in x]
+            print("example: " + (out[-1] if out else r.stdout[-2000:]))
+            harness.check(r.returncode == 0 and out and "'compiled': 1" in out[-1],
+                          "example: python/examples/torch_compile.py failed (exit %d)"
+                          % r.returncode)
+            shutil.rmtree(edir, ignore_errors=True)
 
         if want in "options":
             torch._dynamo.reset()
