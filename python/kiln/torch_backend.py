@@ -364,10 +364,10 @@ class _Compiled:
             x = xs[v]
             if x.requires_grad:
                 x = x.detach()
-            if not x.is_contiguous() or x.data_ptr() % a.align:
-                x = x.contiguous().clone() if x.is_contiguous() else x.contiguous()
-                if x.data_ptr() % a.align:
-                    x = torch.from_numpy(aligned(x.numpy(), max(a.align, 64)))
+            if not x.is_contiguous():
+                x = x.contiguous()
+            if x.data_ptr() % a.align:
+                x = torch.from_numpy(aligned(x.numpy(), max(a.align, 64)))
             args.append(x)
         out = self.mod(*args)
         return tuple(out) if isinstance(out, tuple) else (out,)
@@ -380,7 +380,8 @@ def kiln_backend(gm, example_inputs, options=None, mode=None):
         return _compile(gm, example_inputs, opts)
     except _Fallback as e:
         return _fallback(gm, str(e))
-    except (Error, OSError, ValueError) as e:  # a damaged cache entry, a full disk, ...
+    except (Error, OSError, ValueError, TypeError, RuntimeError) as e:
+        # a damaged cache entry, a full disk, a tensor NumPy cannot hold, ...
         return _fallback(gm, "%s: %s" % (type(e).__name__, e))
 
 
@@ -390,8 +391,8 @@ def _compile(gm, example_inputs, opts):
         raise _Fallback("the graph has %d inputs, Dynamo gave %d" % (len(phs), len(example_inputs)))
     for x in example_inputs:
         if not isinstance(x, torch.Tensor):
-            raise _Fallback("an input is a %s (dynamic shapes); kiln compiles static shapes"
-                            % type(x).__name__)
+            raise _Fallback("an input is a %s (dynamic shapes); kiln compiles static shapes: "
+                            "torch.compile(..., dynamic=False)" % type(x).__name__)
         if x.device.type != "cpu":
             raise _Fallback("an input is on %s; the kiln backend runs CPU graphs" % x.device)
         if x.dtype not in _DTYPES:

@@ -4,9 +4,9 @@
 
     /usr/bin/python3 tests/py/test_torch_compile.py --kiln BUILD/kiln [--seed S] [FILTER]
 
-Runs in the PyTorch 2 virtual environment .venv-torch/ (scripts/setup_torch.sh): started with
-another Python, it re-runs itself with .venv-torch/bin/python, and skips (exit 77) when that
-does not exist. Each model has random weights and a fresh random input drawn after
+Runs in the PyTorch 2 virtual environment .venv-torch/ (scripts/setup_torch.sh; or the one
+$KILN_TORCH_VENV names): started with another Python, it re-runs itself with that venv's python,
+and skips (exit 77) when it does not exist. Each model has random weights and a fresh random input drawn after
 torch.manual_seed(S); the check is max |kiln - eager| / max |eager| <= 1e-4:
 
 - cnn: a small CNN (convolutions, batch norm, ReLU, pooling, a linear layer), called twice
@@ -40,11 +40,12 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV_PY = os.path.join(REPO, ".venv-torch", "bin", "python")
+VENV = os.environ.get("KILN_TORCH_VENV") or os.path.join(REPO, ".venv-torch")
+VENV_PY = os.path.join(VENV, "bin", "python")
 
-if os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv-torch")):
+if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
     if not os.path.exists(VENV_PY):
-        print("skip: no PyTorch 2 virtual environment (.venv-torch/): run scripts/setup_torch.sh")
+        print("skip: no PyTorch 2 virtual environment (%s): run scripts/setup_torch.sh" % VENV)
         sys.exit(77)
     os.execv(VENV_PY, [VENV_PY, os.path.abspath(__file__)] + sys.argv[1:])
 
