@@ -277,7 +277,8 @@ def _build(gm, inputs, state, opts, entry):
         _run([kiln, "compile", onnx, "-o", os.path.join(tmp, so), "--save-weights",
               os.path.join(tmp, "weights")] + db + target, "kiln compile")
         mod = load(os.path.join(tmp, so))
-        info = {"module": so, "abi_version": _module.ABI_VERSION, "target": opts.get("target") or "llvm",
+        info = {"module": so, "abi_version": _module.ABI_VERSION,
+                "target": opts.get("target") or "llvm",
                 "host": host_id(), "module_target": mod.metadata.get("target"),
                 "tune": opts.get("tune")}
         with open(os.path.join(tmp, "entry.json"), "w") as f:

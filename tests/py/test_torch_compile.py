@@ -6,8 +6,8 @@
 
 Runs in the PyTorch 2 virtual environment .venv-torch/ (scripts/setup_torch.sh; or the one
 $KILN_TORCH_VENV names): started with another Python, it re-runs itself with that venv's python,
-and skips (exit 77) when it does not exist. Each model has random weights and a fresh random input drawn after
-torch.manual_seed(S); the check is max |kiln - eager| / max |eager| <= 1e-4:
+and skips (exit 77) when it does not exist. Each model has random weights and a fresh random
+input drawn after torch.manual_seed(S); the check is max |kiln - eager| / max |eager| <= 1e-4:
 
 - cnn: a small CNN (convolutions, batch norm, ReLU, pooling, a linear layer), called twice
   with different inputs; the linear layer's weight, which kiln keeps as it is, is bound as the
