@@ -142,6 +142,13 @@ def _reset_peak():
 
 def _import_libs(engine):
     """Imports what the engine needs, so that the baseline includes the libraries."""
+    if engine.startswith("torch2"):
+        # spawn gave this child the parent's sys.path (Debian's dist-packages, PyTorch 1.13):
+        # keep PyTorch 2's venv's site-packages instead
+        import site
+        venv = site.getsitepackages()
+        sys.path[:] = [p for p in sys.path if "-packages" not in p or p in venv] + [
+            p for p in venv if p not in sys.path]
     import numpy  # noqa: F401
     if engine.startswith("kiln"):
         import kiln  # noqa: F401
@@ -324,7 +331,8 @@ def child_main(conn, spec):
         setup_s = time.perf_counter() - t0
         setup_hwm_kb = _status_kb("VmHWM")
         reset = _reset_peak()
-        conn.send(("ready", y, setup_s))
+        # as bytes: a PyTorch 2 child's NumPy 2 pickles arrays that the parent's NumPy 1 cannot read
+        conn.send(("ready", (y.shape, y.tobytes()), setup_s))
         while True:
             msg = conn.recv()
             if msg[0] == "time":
@@ -574,6 +582,8 @@ def stop_children(children):
 
 
 def bench_model(opt, ctx, name, ort_ok):
+    import numpy as np
+
     bases, want, infos, x_path = prepare_model(opt, name)
     for n in opt.threads:
         log("%s, %d thread%s: %s" % (name, n, "" if n == 1 else "s",
@@ -593,7 +603,8 @@ def bench_model(opt, ctx, name, ort_ok):
         for spec in specs:
             ch = start_child(ctx, spec)
             children.append(ch)
-            _, y, setup_s = recv(ch)
+            _, (shape, raw), setup_s = recv(ch)
+            y = np.frombuffer(raw, dtype=np.float64).reshape(shape)
             err = rel_error(y, want)
             ch["err"], ch["setup_s"] = err, setup_s
             if not err <= TOL:

@@ -355,8 +355,14 @@ class _Compiled:
             else:  # kiln folded or re-laid it out: its own values, once
                 self.args.append(("weight", torch.from_numpy(aligned(
                     saved.astype(a.dtype.numpy), max(a.align, 64))), a))
+        # weight-derived buffers (packed, transformed weights) computed once: kiln_prepare
+        self.prepared = mod.prepare(*self._args(inputs))
 
     def __call__(self, *xs):
+        out = self.prepared(*self._args(xs))
+        return tuple(out) if isinstance(out, tuple) else (out,)
+
+    def _args(self, xs):
         args = []
         for kind, v, a in self.args:
             if kind == "weight":
@@ -370,8 +376,7 @@ class _Compiled:
             if x.data_ptr() % a.align:
                 x = torch.from_numpy(aligned(x.numpy(), max(a.align, 64)))
             args.append(x)
-        out = self.mod(*args)
-        return tuple(out) if isinstance(out, tuple) else (out,)
+        return args
 
 
 def kiln_backend(gm, example_inputs, options=None, mode=None):
