@@ -516,9 +516,7 @@ def prepare_model(opt, name):
             info["tune_stopped"] = stopped
             m = re.match(r"trials (\d+)/\d+\s+latency (\S+ \S+)", progress)
             info["tune_progress"] = ("%s trials, estimated latency %s" % m.groups()) if m else ""
-        cmd = [opt.kiln, "compile", onnx_path, "-o", so] + shapes
-        if not os.path.isdir(wdir):
-            cmd += ["--save-weights", wdir]
+        cmd = [opt.kiln, "compile", onnx_path, "-o", so] + shapes  # weights built in
         cmd += ["--db", db] if os.path.exists(db) else ["--no-db"]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -531,7 +529,7 @@ def prepare_model(opt, name):
         info["tuned"] = " ".join((p.stdout + p.stderr).replace(REPO + os.sep, "").split())
         info["planned"] = kiln_planned(so)
         for t in (opt.threads if n is None else [n]):
-            bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": wdir,
+            bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": None,
                         "kiln": opt.kiln, "db_path": db,
                         "torch_cache": os.path.join(opt.out, "torch_cache"),
                         "sizes": transformer_sizes(opt, name) if is_transformer(name) else {}}

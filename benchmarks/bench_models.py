@@ -89,8 +89,9 @@ def kiln_help(kiln, cmd):
 
 
 def compile_model(opt, name, onnx_path, so, wdir, db):
-    """`kiln compile` to ``so`` (weights to ``wdir``); returns (wall seconds, what it said)."""
-    cmd = [opt.kiln, "compile", onnx_path, "-o", so, "--save-weights", wdir]
+    """`kiln compile` to ``so`` (the weights built in; ``wdir`` is not written); returns (wall
+    seconds, what it said)."""
+    cmd = [opt.kiln, "compile", onnx_path, "-o", so]
     cmd += ["--db", db] if db else ["--no-db"]
     log("$ " + " ".join(cmd))
     t0 = time.perf_counter()

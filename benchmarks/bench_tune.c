@@ -13,18 +13,24 @@
  * and prints each one's best time: the tuning-efficiency comparison Droplet search is about.
  * --compare-only runs that comparison alone (no tuning into --db, no timing against oneDNN).
  *
+ * Each workload's tuning prints one line with its wall time ("NAME  tuning: ..."), and
+ * --write-kg DIR writes each workload's graph to DIR/NAME.kg: what bench_metaschedule.py needs
+ * to compile the same graph with the records of --db and time it next to TVM's kernel.
+ *
  * usage: bench_tune [--trials N] [--db FILE] [--only NAME] [--reps N] [--rounds R]
  *                   [--compare | --compare-only] [--droplet-after N] [--threads-tune N]
- *                   [--layout nhwc|nchw] */
+ *                   [--layout nhwc|nchw] [--write-kg DIR] */
 #include "kernel.h"
 #include "ref.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct workload {
@@ -125,6 +131,7 @@ flops_of(const struct workload *w)
 struct opts {
     uint32_t    trials, droplet_after;
     const char *db;
+    const char *write_kg; /* directory for NAME.kg, or NULL */
     int         reps, rounds, threads_tune;
     bool        compare, compare_only;
     bool        nhwc; /* kiln's convolutions take and give channels-last activations */
@@ -143,10 +150,16 @@ transpose_chw(const float *src, float *dst, int C, int HW, bool to_hwc)
         }
 }
 
+/* from the last progress report of the tuning in flight: trials done, best time */
+static uint32_t last_trials;
+static double   last_best_s;
+
 static void
 progress(void *ud, const struct kiln_tune_progress *p)
 {
     const char *name = ud;
+    last_trials = p->trials_done;
+    last_best_s = p->ntask ? p->task[0].best_s : 0;
     if (p->trials_done % 50 && p->trials_done != p->trials_total)
         return;
     fprintf(stderr, "  [%s] trials %u/%u best %.1f us  elapsed %.0f s\n", name, p->trials_done,
@@ -205,6 +218,32 @@ db_best(const char *db)
     return b.best_s;
 }
 
+static double
+now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int
+write_kg(const struct workload *w, const char *dir, const char *kg)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.kg", dir, w->name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_tune: --write-kg: cannot open %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    bool ok = fputs(kg, f) >= 0;
+    if (fclose(f) || !ok) {
+        fprintf(stderr, "bench_tune: --write-kg: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 /* The tuning-efficiency comparison: Ansor alone for --trials trials and Ansor+Droplet for
  * --droplet-after trials (Droplet from half of them), each into its own database. */
 static int
@@ -231,10 +270,20 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
     char kg[4096];
     bool nhwc = o->nhwc;
     graph_text(w, nhwc, kg, sizeof kg);
+    if (o->write_kg && write_kg(w, o->write_kg, kg))
+        return 1;
     if (o->compare_only)
         return compare(w, o, kg, flops_of(w));
+    double t0 = now_s();
+    last_trials = 0;
+    last_best_s = 0;
     if (tune(w, kg, o->db, o->trials, NULL, o->droplet_after, o->threads_tune))
         return 1;
+    /* records of this workload already in --db count towards --trials, so a resumed run
+     * measures (and takes) less: "trials" counts them */
+    printf("%-13s tuning: %.1f s wall, %d threads, %u trials, best measured %.1f us\n", w->name,
+           now_s() - t0, o->threads_tune, last_trials, last_best_s * 1e6);
+    fflush(stdout);
     struct kernel k;
     if (kernel_build(w->name, kg, NULL, o->db, &k))
         return 1;
@@ -315,7 +364,7 @@ run(const struct workload *w, const struct opts *o, double *ratio_dnnl)
 int
 main(int argc, char **argv)
 {
-    struct opts o = {1000, 300, "bench_tune.db", 15, 3, 2, false, false, true};
+    struct opts o = {1000, 300, "bench_tune.db", NULL, 15, 3, 2, false, false, true};
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -334,6 +383,8 @@ main(int argc, char **argv)
             o.rounds = atoi(argv[++i]);
         else if (!strcmp(a, "--threads-tune") && v)
             o.threads_tune = atoi(argv[++i]);
+        else if (!strcmp(a, "--write-kg") && v)
+            o.write_kg = argv[++i];
         else if (!strcmp(a, "--layout") && v && !strcmp(argv[i + 1], "nchw"))
             o.nhwc = false, i++;
         else if (!strcmp(a, "--layout") && v && !strcmp(argv[i + 1], "nhwc"))
@@ -345,7 +396,8 @@ main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_tune [--trials N] [--db FILE] [--only NAME[,NAME]] "
                             "[--reps N] [--rounds R] [--compare | --compare-only] "
-                            "[--droplet-after N] [--threads-tune N] [--layout nhwc|nchw]\n");
+                            "[--droplet-after N] [--threads-tune N] [--layout nhwc|nchw] "
+                            "[--write-kg DIR]\n");
             return 2;
         }
     }

@@ -4,7 +4,8 @@
  * imports an ONNX model and runs the graph pipeline on it), reads the schedule (or makes one:
  * the best tuning records, then schedules predicted by the cost model, kiln_graph_schedule),
  * and writes a shared object (or an object file when OUT ends in .o) through the public compile
- * API; --save-weights writes an ONNX model's weights as .npy files. */
+ * API. An ONNX model's weights are built into the module (CPU targets) unless
+ * --external-weights; --save-weights writes them as .npy files. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -18,7 +19,8 @@ static const char usage[] =
     "                    --no-db] [--cache PATH | --no-cache] [--untuned predict|serial]\n"
     "                    [--cost-model FILE] [--seed N] [--target T] [--name NAME]\n"
     "                    [--print-loops | --print-flat]\n"
-    "                    [--save-weights DIR] [--no-simplify] [--no-channels-last]\n"
+    "                    [--external-weights] [--save-weights DIR] [--no-simplify]\n"
+    "                    [--no-channels-last]\n"
     "                    [--no-winograd] [--dump-after PASS] [--no-memplan]\n"
     "\n"
     "Lowers the graph under the schedule (default: the default schedule, see docs/schedule.md)\n"
@@ -29,8 +31,13 @@ static const char usage[] =
     "(NVRTC; -fast-math: approximate division and math functions, denormals flushed; off by\n"
     "default), anything else a shared object taking tensors in GPU memory.\n"
     "--print-loops prints the lowered loop nest instead of compiling; --print-flat prints it\n"
-    "after storage flattening and simplification. For an ONNX model, --save-weights DIR\n"
-    "writes every weight (initializer) to DIR/NAME.npy (float64), NAME as in the metadata.\n"
+    "after storage flattening and simplification.\n"
+    "An ONNX model's weights (initializers) are built into the shared object, each in its\n"
+    "dtype, so the module takes only the model's inputs (and outputs); the metadata lists\n"
+    "them under \"embedded\". --external-weights keeps them as arguments of the module (role\n"
+    "\"weight\", passed in every call), for very large models. The cuda target always takes\n"
+    "them as arguments (a note on stderr says so). --save-weights DIR writes every weight to\n"
+    "DIR/NAME.npy (float64), NAME as in the metadata.\n"
     "Without --schedule, every task takes its best record from the tuning records databases\n"
     "(--db FILE.db, repeatable; default kiln.db when it exists; --no-db ignores it) and the\n"
     "per-user records cache (see kiln tune; --no-cache ignores it); a task without a record\n"
@@ -83,6 +90,41 @@ save_weights(const struct kiln_graph *g, const double *const *w, const char *dir
     return 0;
 }
 
+/* The weights to build into the module (those with values), or NULL, with a line on stderr
+ * saying what happens to them. */
+static const double *const *
+embedded_weights(const struct kiln_graph *g, const double *const *w, const char *target,
+                 const char *out)
+{
+    uint32_t n = 0;
+    double   bytes = 0;
+    for (uint32_t i = 0; w && i < kiln_graph_nargs(g); i++) {
+        struct kiln_tensor_info t;
+        kiln_graph_tensor(g, kiln_graph_arg(g, i), &t);
+        if (!w[i] || t.kind != KILN_TENSOR_WEIGHT)
+            continue;
+        double numel = 1;
+        for (int d = 0; d < t.ndim; d++)
+            numel *= (double)t.shape[d];
+        bytes += numel * (double)kiln_dtype_size(t.dtype);
+        n++;
+    }
+    if (!n)
+        return NULL;
+    if (target && !strncmp(target, "cuda", 4)) {
+        fprintf(stderr,
+                "kiln compile: note: the cuda target does not embed weights: %s takes the %u "
+                "weights as arguments (--save-weights DIR writes them)\n",
+                out, n);
+        return NULL;
+    }
+    fprintf(stderr,
+            "kiln compile: %u weights (%.1f MB) built into %s; it takes only the inputs "
+            "(--external-weights keeps them as arguments)\n",
+            n, bytes * 1e-6, out);
+    return w;
+}
+
 int
 cmd_compile(int argc, char **argv)
 {
@@ -91,6 +133,7 @@ cmd_compile(int argc, char **argv)
     const char          *db[CLI_MAX_DB + 2]; /* --db files, then kiln.db or the cache */
     uint32_t             ndb = 0;
     int                  print = 0, no_db = 0, no_memplan = 0, untuned = KILN_UNTUNED_PREDICT;
+    int                  external = 0;
     uint64_t             seed = 1;
     struct cli_passes    passes = {.dump_after = -1};
     struct cli_cache_opt cache = {0};
@@ -150,6 +193,8 @@ cmd_compile(int argc, char **argv)
             no_db = 1;
         else if (!strcmp(a, "--no-memplan"))
             no_memplan = 1;
+        else if (!strcmp(a, "--external-weights"))
+            external = 1;
         else if (!strcmp(a, "--save-weights"))
             wdir = argv[++i];
         else if (!strcmp(a, "--print-loops"))
@@ -236,12 +281,14 @@ cmd_compile(int argc, char **argv)
         }
         if (!sched_path)
             opt.schedule_len = strlen(opt.schedule_json);
+        const double *const *embed =
+            external || print ? NULL : embedded_weights(g, weights, target, out);
         if (print) {
             if (kiln_graph_lower_print(ctx, g, &opt, print == 2, &loops, NULL) != KILN_OK)
                 rc = cli_report(ctx);
             else
                 fputs(loops, stdout);
-        } else if (kiln_graph_compile(ctx, g, &opt, out, &mr) != KILN_OK) {
+        } else if (kiln_graph_compile_weights(ctx, g, &opt, embed, out, &mr) != KILN_OK) {
             if (sched_path && kiln_ctx_error(ctx)
                 && !strncmp(kiln_ctx_error(ctx)->msg, "schedule", 8)) {
                 fprintf(stderr, "kiln: %s: %s\n", sched_path, kiln_ctx_error(ctx)->msg);

@@ -4,10 +4,13 @@
  *     kiln run MODULE.so [--check] [--bench] [--seed S] [--threads N] [--repeat R]
  *                        [--min-time SEC]
  *
- * Inputs. Every argument (inputs and weights) is filled from one xoshiro256** stream seeded
+ * Inputs. Every argument (inputs and weights the module takes) is filled from one xoshiro256**
+ * stream seeded
  * with S (default 0), argument by argument, elements in row-major order: floating-point
  * elements uniform in [-1, 1) rounded to the dtype, integers uniform in [-4, 4], booleans 0 or
  * 1 -- the same stream and draws as `kiln eval`, so both see the same inputs for the same seed.
+ * The weights built into a module (kiln_module_embedded) are its own: they take no draws, and
+ * --check gives the reference interpreter the module's values (read from the module).
  * Buffers are 64-byte aligned (or the argument's alignment when larger) and framed by guard
  * bytes; outputs start as NaN (integers: the byte 0xa5).
  *
@@ -65,7 +68,8 @@ static const char usage[] =
     "Loads a shared object written by `kiln compile`, calls it on seeded random inputs (the\n"
     "same as `kiln eval`'s: floats uniform in [-1, 1), integers in [-4, 4], unsigned ones in\n"
     "[0, 8]) and prints each\n"
-    "output's sum, L2 norm and hash as `kiln eval` does.\n"
+    "output's sum, L2 norm and hash as `kiln eval` does. Weights built into the module\n"
+    "(`kiln compile MODEL.onnx` embeds them) keep their values; --check reads them from it.\n"
     "\n"
     "A module compiled with --target cuda runs on CUDA device 0 (inputs uploaded, outputs\n"
     "downloaded); --bench then times it with CUDA events.\n"
@@ -241,6 +245,28 @@ alloc_buffer(kiln_ctx *ctx, struct kiln_cuda *cu, struct buffer *b,
     return 1;
 }
 
+/* b for embedded weight i of m: its values read from the module's own copy (no allocation of
+ * the tensor, never passed to the call); *pos receives its place among the module's tensors.
+ * 0 on failure. */
+static int
+embedded_buffer(struct kiln_module *m, uint32_t i, struct buffer *b, uint32_t *pos)
+{
+    const void *data = NULL;
+    memset(b, 0, sizeof *b);
+    if (kiln_module_embedded(m, i, &b->info, &data, pos) != KILN_OK || !data)
+        return 0;
+    b->numel = 1;
+    for (int d = 0; d < b->info.ndim; d++)
+        b->numel *= b->info.shape[d];
+    b->vals = malloc(sizeof(double) * (size_t)(b->numel ? b->numel : 1));
+    if (!b->vals)
+        return 0;
+    b->data = (unsigned char *)data;
+    for (int64_t k = 0; k < b->numel; k++)
+        b->vals[k] = kiln_scalar_load(b->info.dtype, data, k);
+    return 1;
+}
+
 static void
 free_buffer(struct kiln_cuda *cu, struct buffer *b)
 {
@@ -281,11 +307,11 @@ fill_output(struct buffer *b)
     }
 }
 
-/* 0 if the guard bytes around b are intact. */
+/* 0 if the guard bytes around b are intact (an embedded weight has none). */
 static int
 guards_broken(const struct buffer *b)
 {
-    for (size_t i = 0; i < b->guard; i++) {
+    for (size_t i = 0; b->base && i < b->guard; i++) {
         if (b->base[i] != GUARD_BYTE || b->data[b->info.bytes + (int64_t)i] != GUARD_BYTE)
             return 1;
     }
@@ -648,20 +674,37 @@ cmd_run(int argc, char **argv)
         return 1;
     }
 
-    uint32_t       n = kiln_module_nargs(m);
-    struct buffer *bufs = calloc(n + 1, sizeof *bufs);
+    /* bufs: every tensor of the graph in its order (the module's source), the embedded
+     * weights at their places; args: the n tensors the call takes */
+    uint32_t       n = kiln_module_nargs(m), ne = kiln_module_nembedded(m), nt = n + ne;
+    struct buffer *bufs = calloc(nt + 1, sizeof *bufs);
     DLTensor     **args = calloc(n + 1, sizeof *args);
-    rc = bufs && args ? 0 : 1;
+    unsigned char *is_embedded = calloc(nt + 1, 1);
+    rc = bufs && args && is_embedded ? 0 : 1;
+    for (uint32_t i = 0; rc == 0 && i < ne; i++) {
+        uint32_t      pos = 0;
+        struct buffer b;
+        if (!embedded_buffer(m, i, &b, &pos) || pos >= nt || is_embedded[pos]) {
+            fprintf(stderr, "kiln: cannot read embedded weight %u of the module\n", i);
+            free(b.vals);
+            rc = 1;
+        } else {
+            bufs[pos] = b;
+            is_embedded[pos] = 1;
+        }
+    }
     struct kiln_rng r = kiln_rng_new(o.seed);
-    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+    for (uint32_t i = 0, k = 0; rc == 0 && i < n; i++, k++) {
+        while (is_embedded[k])
+            k++;
         struct kiln_module_arg info;
         kiln_module_arg(m, i, &info);
         if (info.dtype == KILN_DTYPE_COUNT) {
             fprintf(stderr, "kiln: argument %u (%s) has a dtype kiln run cannot fill\n", i,
                     info.name);
             rc = 1;
-        } else if (!alloc_buffer(ctx, cu, &bufs[i], &info)
-                   || (info.role != KILN_ARG_OUTPUT && !fill_input(&bufs[i], &r))) {
+        } else if (!alloc_buffer(ctx, cu, &bufs[k], &info)
+                   || (info.role != KILN_ARG_OUTPUT && !fill_input(&bufs[k], &r))) {
             if (kiln_ctx_error(ctx))
                 cli_report(ctx);
             else
@@ -669,16 +712,17 @@ cmd_run(int argc, char **argv)
             rc = 1;
         } else {
             if (info.role == KILN_ARG_OUTPUT)
-                fill_output(&bufs[i]);
-            args[i] = &bufs[i].t;
+                fill_output(&bufs[k]);
+            args[i] = &bufs[k].t;
         }
     }
-    for (uint32_t i = 0; cu && rc == 0 && i < n; i++) /* guards, inputs, NaN outputs */
-        if (kiln_cuda_upload(ctx, cu, bufs[i].dev, bufs[i].base, bufs[i].total) != KILN_OK)
+    for (uint32_t i = 0; cu && rc == 0 && i < nt; i++) /* guards, inputs, NaN outputs */
+        if (bufs[i].dev
+            && kiln_cuda_upload(ctx, cu, bufs[i].dev, bufs[i].base, bufs[i].total) != KILN_OK)
             rc = cli_report(ctx);
     struct kiln_graph *g = NULL;
     if (rc == 0 && (o.check || o.bench)) {
-        g = module_graph(ctx, m, bufs, n);
+        g = module_graph(ctx, m, bufs, nt);
         if (!g && o.check)
             rc = 1;
         kiln_ctx_error_clear(ctx);
@@ -687,10 +731,11 @@ cmd_run(int argc, char **argv)
         cli_report(ctx);
         rc = 1;
     }
-    for (uint32_t i = 0; cu && rc == 0 && i < n; i++)
-        if (kiln_cuda_download(ctx, cu, bufs[i].base, bufs[i].dev, bufs[i].total) != KILN_OK)
+    for (uint32_t i = 0; cu && rc == 0 && i < nt; i++)
+        if (bufs[i].dev
+            && kiln_cuda_download(ctx, cu, bufs[i].base, bufs[i].dev, bufs[i].total) != KILN_OK)
             rc = cli_report(ctx);
-    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+    for (uint32_t i = 0; rc == 0 && i < nt; i++) {
         struct buffer *b = &bufs[i];
         if (guards_broken(b)) {
             printf("FAIL: bytes around argument %u (%s) were written\n", i, b->info.name);
@@ -702,8 +747,9 @@ cmd_run(int argc, char **argv)
         }
     }
     if (rc == 0)
-        printf("inputs: random, seed %llu\n", (unsigned long long)o.seed);
-    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        printf("inputs: random, seed %llu%s\n", (unsigned long long)o.seed,
+               ne ? " (weights: the module's own)" : "");
+    for (uint32_t i = 0; rc == 0 && i < nt; i++) {
         struct buffer *b = &bufs[i];
         if (b->info.role != KILN_ARG_OUTPUT)
             continue;
@@ -728,15 +774,20 @@ cmd_run(int argc, char **argv)
                (unsigned long long)h);
     }
     if (rc == 0 && o.check) {
-        int pass = run_check(ctx, g, bufs, n);
+        int pass = run_check(ctx, g, bufs, nt);
         printf("%s\n", pass ? "PASS" : "FAIL");
         rc = pass ? 0 : 1;
     }
     if (rc == 0 && o.bench && !run_bench(ctx, cu, m, g, args, n, &o))
         rc = 1;
 
-    for (uint32_t i = 0; bufs && i < n; i++)
-        free_buffer(cu, &bufs[i]);
+    for (uint32_t i = 0; bufs && i < nt; i++) {
+        if (is_embedded && is_embedded[i])
+            free(bufs[i].vals); /* its data is the module's */
+        else
+            free_buffer(cu, &bufs[i]);
+    }
+    free(is_embedded);
     free(bufs);
     free(args);
     kiln_cuda_close(cu);

@@ -51,6 +51,9 @@ struct kiln_cg_module {
     const uint8_t          *role;     /* per parameter: enum kiln_arg_role */
     const char             *metadata; /* JSON (include/kiln_abi.h) */
     const char             *source;   /* .kg text */
+    /* NULL, or per parameter the values of a weight built into the module (converted to its
+     * dtype when emitted; the descriptor's `embedded`), NULL for one the caller passes */
+    const double *const *embed;
 };
 
 enum kiln_status kiln_cg_llvm_object(kiln_ctx *ctx, const struct kiln_cg_module *m,

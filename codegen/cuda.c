@@ -33,8 +33,8 @@
  * never overflows (tensors hold fewer than 2^40 elements) and which the compiler can
  * strength-reduce, so i64 tensor data that overflows is undefined here; floordiv/floormod round
  * toward -inf and never trap, float -> int truncates and saturates (NaN -> 0), float min/max
- * propagate NaN, select is lazy, rsqrt is 1/sqrt, sigmoid 1/(1+exp(-x)). Index arithmetic is
- * 64-bit. f16/bf16 are not supported yet (nor are they by the LLVM backend). */
+ * propagate NaN, select is lazy, rsqrt is 1/sqrt, sigmoid 1/(1+e) or e/(1+e) with e = exp(-|x|).
+ * Index arithmetic is 64-bit. f16/bf16 are not supported yet (nor are they by the LLVM backend). */
 #include "codegen.h"
 
 #include <inttypes.h>
@@ -367,9 +367,9 @@ emit_unary(struct cu *c, enum kiln_op op, enum kiln_dtype dt, kiln_expr a)
         emit_expr(c, a);
         OUT("))");
     } else if (op == KILN_OP_SIGMOID) {
-        OUT("(%s / (%s + %s(-(", one, one, f32 ? "expf" : "exp");
+        OUT("%s(", f32 ? "kiln_sigmoidf" : "kiln_sigmoid");
         emit_expr(c, a);
-        OUT("))))");
+        OUT(")");
     } else if (fl && math_name(op, f32)) {
         OUT("%s(", math_name(op, f32));
         emit_expr(c, a);
@@ -1367,6 +1367,10 @@ static const char prelude[] =
     "__longlong_as_double(0x7ff8000000000000LL) : fmin(a, b); }\n"
     "KILN_DEV double kiln_fmax(double a, double b) { return a != a || b != b ? "
     "__longlong_as_double(0x7ff8000000000000LL) : fmax(a, b); }\n"
+    "KILN_DEV float kiln_sigmoidf(float x) { float e = expf(-fabsf(x)), s = 1.0f / (1.0f + e); "
+    "return x >= 0.0f ? s : e * s; }\n"
+    "KILN_DEV double kiln_sigmoid(double x) { double e = exp(-fabs(x)), s = 1.0 / (1.0 + e); "
+    "return x >= 0.0 ? s : e * s; }\n"
     "template <typename T> KILN_DEV T kiln_min(T a, T b) { return a < b ? a : b; }\n"
     "template <typename T> KILN_DEV T kiln_max(T a, T b) { return a < b ? b : a; }\n"
     "#define KILN_INT(S, T, LO, HI) \\\n"

@@ -94,14 +94,43 @@ role_name(uint8_t r)
     return r == KILN_ARG_INPUT ? "input" : r == KILN_ARG_WEIGHT ? "weight" : "output";
 }
 
+/* The values to embed per parameter (NULL: an argument), or NULL when nothing is embedded:
+ * the weights given values for, on a CPU target. */
+static enum kiln_status
+embedded_of(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
+            const struct kiln_target *t, const double *const *weights, const double *const **out)
+{
+    *out = NULL;
+    if (!weights || kiln_target_is_cuda(t))
+        return KILN_OK;
+    const double **w = kiln_arena_alloc(ctx, sizeof *w * (f->nparam + 1));
+    if (!w)
+        return ctx->err.status;
+    bool any = false;
+    for (uint32_t i = 0; i < f->nparam; i++) {
+        w[i] = NULL;
+        if (role_of(g, f, i) != KILN_ARG_WEIGHT || !weights[i])
+            continue;
+        if (f->buf[f->param[i]].tensor != g->arg[i])
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "codegen",
+                             "parameter %u is not graph argument %u", i, i);
+        w[i] = weights[i];
+        any = true;
+    }
+    *out = any ? w : NULL;
+    return KILN_OK;
+}
+
 static enum kiln_status
 describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
          const struct kiln_target *t, const struct kiln_memory_report *mr, const char *name,
-         struct kiln_cg_module *m)
+         const double *const *weights, struct kiln_cg_module *m)
 {
-    uint8_t *role = kiln_arena_alloc(ctx, f->nparam + 1);
+    uint8_t             *role = kiln_arena_alloc(ctx, f->nparam + 1);
+    const double *const *embed;
     if (!role)
         return ctx->err.status;
+    KILN_TRY(embedded_of(ctx, g, f, t, weights, &embed));
     for (uint32_t i = 0; i < f->nparam; i++)
         role[i] = (uint8_t)role_of(g, f, i);
     struct kiln_buf js = {0};
@@ -110,16 +139,25 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
                    "{\"kiln_version\": \"%s\", \"abi_version\": %d, "
                               "\"name\": \"%s\", \"graph_hash\": \"%016" PRIx64 "\", \"target\": \"%s\", \"args\": [",
                    KILN_VERSION, KILN_ABI_VERSION, name, kiln_graph_hash(g), kiln_cg_target_str(ctx, t));
-    for (uint32_t i = 0; ok && i < f->nparam; i++) {
-        const struct kiln_buffer *b = &f->buf[f->param[i]];
-        ok = kiln_buf_printf(ctx, &js, "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [",
-                             i ? ", " : "", kiln_sym_str(ctx, b->name),
-                             kiln_dtype_name((enum kiln_dtype)b->dtype));
-        for (int d = 0; ok && d < b->ndim; d++)
-            ok = kiln_buf_printf(ctx, &js, "%s%" PRId64, d ? ", " : "", b->shape[d]);
-        ok = ok
-             && kiln_buf_printf(ctx, &js, "], \"role\": \"%s\", \"align\": %u}", role_name(role[i]),
-                                b->align);
+    /* "args": what a caller passes; "embedded": the weights built in (only when there are) */
+    for (int pass = 0; pass < (embed ? 2 : 1); pass++) {
+        if (pass)
+            ok = ok && kiln_buf_printf(ctx, &js, "], \"embedded\": [");
+        bool first = true;
+        for (uint32_t i = 0; ok && i < f->nparam; i++) {
+            if ((embed && embed[i]) != (pass == 1))
+                continue;
+            const struct kiln_buffer *b = &f->buf[f->param[i]];
+            ok = kiln_buf_printf(ctx, &js, "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"shape\": [",
+                                 first ? "" : ", ", kiln_sym_str(ctx, b->name),
+                                 kiln_dtype_name((enum kiln_dtype)b->dtype));
+            first = false;
+            for (int d = 0; ok && d < b->ndim; d++)
+                ok = kiln_buf_printf(ctx, &js, "%s%" PRId64, d ? ", " : "", b->shape[d]);
+            ok = ok
+                 && kiln_buf_printf(ctx, &js, "], \"role\": \"%s\", \"align\": %u}",
+                                    role_name(role[i]), b->align);
+        }
     }
     ok = ok
          && kiln_buf_printf(ctx, &js,
@@ -136,6 +174,7 @@ describe(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_func *f,
     m->f = f;
     m->name = name;
     m->role = role;
+    m->embed = embed;
     m->metadata = js.data;
     m->source = src;
     return KILN_OK;
@@ -203,12 +242,20 @@ kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                    const struct kiln_compile_options *opt, const char *path,
                    struct kiln_memory_report *report)
 {
+    return kiln_graph_compile_weights(ctx, g, opt, NULL, path, report);
+}
+
+enum kiln_status
+kiln_graph_compile_weights(kiln_ctx *ctx, const struct kiln_graph *g,
+                           const struct kiln_compile_options *opt, const double *const *weights,
+                           const char *path, struct kiln_memory_report *report)
+{
     struct built      b;
     struct kiln_func *f;
     enum kiln_status  st;
     KILN_TRY(build(ctx, g, opt, true, &b, &f));
-    KILN_TRY(
-        describe(ctx, g, f, &b.target, &b.mem, opt && opt->name ? opt->name : "kiln_graph", &b.m));
+    KILN_TRY(describe(ctx, g, f, &b.target, &b.mem, opt && opt->name ? opt->name : "kiln_graph",
+                      weights, &b.m));
     /* Written to a temporary file in the same directory and renamed into place: an
      * interrupted or failed compile never leaves a truncated module at path (which a loader
      * would map), and a module being loaded from path is never rewritten under it. */

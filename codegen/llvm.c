@@ -26,11 +26,13 @@
  * Every error is recorded once in the context (cg_fail) and generation stops. */
 #include "llvm_cg.h"
 
+#include "../ir/scalar.h"
 #include "../runtime/runtime.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STACK_ALLOCA_MAX 65536 /* bytes: larger STACK buffers go to kiln_rt_alloc */
@@ -1113,6 +1115,40 @@ const_string(struct cg *cg, const char *s)
     return g;
 }
 
+/* An embedded weight: param i's values converted to its dtype once, into a temporary buffer
+ * that LLVM copies into a constant byte array (the only copy kept while compiling), aligned
+ * to at least 64 bytes. */
+static LLVMValueRef
+embedded_data(struct cg *cg, uint32_t i)
+{
+    uint32_t                  b = cg->f->param[i];
+    const struct kiln_buffer *bf = &cg->f->buf[b];
+    int64_t                   bytes = 0, numel = 1;
+    if (!kiln_buffer_bytes(bf, &bytes) || bytes <= 0) {
+        cg_fail(cg, KILN_ERR_UNSUPPORTED, "weight %s is too large to embed", cg_buf_name(cg, b));
+        return NULL;
+    }
+    for (int d = 0; d < bf->ndim; d++)
+        numel *= bf->shape[d];
+    unsigned char *data = malloc((size_t)bytes);
+    if (!data) {
+        cg_fail(cg, KILN_ERR_NOMEM, "cannot convert weight %s (%lld bytes) to embed it",
+                cg_buf_name(cg, b), (long long)bytes);
+        return NULL;
+    }
+    memset(data, 0, (size_t)bytes);
+    for (int64_t k = 0; k < numel; k++)
+        kiln_scalar_store((enum kiln_dtype)bf->dtype, data, k, cg->m->embed[i][k]);
+    LLVMValueRef init = LLVMConstStringInContext2(cg->lc, (const char *)data, (size_t)bytes, 1);
+    free(data);
+    LLVMValueRef g = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kiln.weight");
+    LLVMSetInitializer(g, init);
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMSetAlignment(g, cg->balign[b] > 64 ? cg->balign[b] : 64);
+    return g;
+}
+
 /* struct kiln_abi_arg[] and struct kiln_abi_desc kiln_desc, laid out as in kiln_abi_impl.h */
 static void
 emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
@@ -1164,10 +1200,24 @@ emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
         LLVMSetLinkage(table, LLVMPrivateLinkage);
         LLVMSetAlignment(table, 8);
     }
-    LLVMTypeRef  df[9] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr,
-                          cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_i64};
-    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 9, 0);
-    LLVMValueRef fields[9] = {
+    LLVMValueRef embedded = LLVMConstNull(cg->t_ptr);
+    if (cg->m->embed) { /* const void *embedded[nargs]: NULL for what the caller passes */
+        for (uint32_t i = 0; i < f->nparam; i++) {
+            args[i] = cg->m->embed[i] ? embedded_data(cg, i) : LLVMConstNull(cg->t_ptr);
+            if (!args[i])
+                return;
+        }
+        LLVMValueRef init = LLVMConstArray2(cg->t_ptr, args, f->nparam);
+        embedded = LLVMAddGlobal(cg->mod, LLVMTypeOf(init), "kiln.embedded");
+        LLVMSetInitializer(embedded, init);
+        LLVMSetGlobalConstant(embedded, 1);
+        LLVMSetLinkage(embedded, LLVMPrivateLinkage);
+        LLVMSetAlignment(embedded, 8);
+    }
+    LLVMTypeRef  df[10] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                           cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_i64, cg->t_ptr};
+    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 10, 0);
+    LLVMValueRef fields[10] = {
         LLVMConstInt(cg->t_i32, KILN_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, f->nparam, 0),
         table,
@@ -1177,9 +1227,10 @@ emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
         LLVMConstInt(cg->t_i32, kDLCPU, 0),
         phased ? phased : LLVMConstNull(cg->t_ptr),
         cg_const_i64(cg, phased ? f->prep_bytes : 0),
+        embedded,
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, desc_ty, "kiln_desc");
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 9));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 10));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

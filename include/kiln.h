@@ -213,6 +213,17 @@ struct kiln_memory_report {
 KILN_API enum kiln_status kiln_graph_compile(kiln_ctx *ctx, const struct kiln_graph *g,
                                              const struct kiln_compile_options *opt,
                                              const char *path, struct kiln_memory_report *report);
+/* kiln_graph_compile with weights built into the module (embedded weights). weights: NULL =
+ * every weight is an argument (kiln_graph_compile); else one entry per graph argument
+ * (kiln_graph_arg order, as kiln_onnx_import and kiln_graph_optimize give them): a weight's
+ * values, converted to its dtype and built into the module, which then does not take it as
+ * an argument (include/kiln_abi.h, "Embedded weights"), or NULL to keep that argument; the
+ * entries of inputs are ignored. The cuda target ignores weights (its modules take every
+ * weight as an argument). The values are read while compiling only. */
+KILN_API enum kiln_status kiln_graph_compile_weights(kiln_ctx *ctx, const struct kiln_graph *g,
+                                                     const struct kiln_compile_options *opt,
+                                                     const double *const *weights, const char *path,
+                                                     struct kiln_memory_report *report);
 /* Memory planning (on by default): kiln_graph_compile places the intermediates computed at
  * root in one workspace allocated once per call, intermediates whose live ranges (first to
  * last root loop nest touching them) are disjoint sharing bytes. Off (on = 0) gives each its
@@ -692,11 +703,12 @@ kiln_graph_optimize(kiln_ctx *ctx, const struct kiln_graph *g, const double *con
 
 /* ---- loading and calling generated code (runtime/module.c) ----
  * A module is a shared object written by kiln_graph_compile, loaded into this process. Its
- * arguments are the graph's arguments (inputs and weights, declaration order) followed by its
- * outputs, passed as DLPack tensors (include/kiln_abi.h states the rules: the module's device
- * (kiln_module_device: CPU, or CUDA memory for the cuda target), declared dtype
- * and shape, compact row-major, aligned). Programs that only call generated code need not link
- * libkiln at all: dlopen the object and use kiln_abi.h; this API adds kiln's error handling.
+ * arguments are the graph's arguments (inputs and weights, declaration order; less the weights
+ * built into the module, see kiln_module_embedded) followed by its outputs, passed as DLPack
+ * tensors (include/kiln_abi.h states the rules: the module's device (kiln_module_device: CPU, or
+ * CUDA memory for the cuda target), declared dtype and shape, compact row-major, aligned). Programs
+ * that only call generated code need not link libkiln at all: dlopen the object and use kiln_abi.h;
+ * this API adds kiln's error handling.
  *
  *     struct kiln_module *m;
  *     if (kiln_module_load(ctx, "mm.so", &m) != KILN_OK) ...  // message in kiln_ctx_error(ctx)
@@ -747,6 +759,18 @@ KILN_API const char *kiln_module_source(const struct kiln_module *m);
 KILN_API uint32_t         kiln_module_nargs(const struct kiln_module *m);
 KILN_API enum kiln_status kiln_module_arg(const struct kiln_module *m, uint32_t i,
                                           struct kiln_module_arg *out);
+/* Embedded weights: a module compiled with its weights built in (kiln_graph_compile_weights;
+ * the default of `kiln compile` for an ONNX model on the CPU) does not take them as
+ * arguments, so kiln_module_nargs and kiln_module_arg leave them out. kiln_module_nembedded
+ * counts them; kiln_module_embedded describes the i-th (role KILN_ARG_WEIGHT), with *data (if
+ * not NULL) the module's read-only copy of its values (valid until kiln_module_free) and
+ * *position (if not NULL) its index among all the graph's arguments and outputs (the order of
+ * the module's source, kiln_module_source). KILN_ERR_INVALID (nothing recorded) for i out of
+ * range. */
+KILN_API uint32_t         kiln_module_nembedded(const struct kiln_module *m);
+KILN_API enum kiln_status kiln_module_embedded(const struct kiln_module *m, uint32_t i,
+                                               struct kiln_module_arg *out, const void **data,
+                                               uint32_t *position);
 /* Threads the module's parallel loops use; 0 = all cores (OpenMP's default). Per module: each
  * shared object has its own runtime, and the process's OpenMP setting is left alone. */
 KILN_API void kiln_module_set_num_threads(struct kiln_module *m, int32_t n);

@@ -13,13 +13,15 @@
  *     int32_t     kiln_call_prepared(const void *prepared, DLTensor *const *args,
  *                                    int32_t nargs, char *err, size_t errsize);
  *     void        kiln_prepared_free(void *prepared);
+ *     int32_t     kiln_embedded(int32_t i, DLTensor *t, const char **name);  // ABI version 2
  *
  * (and a constant `kiln_desc`, the descriptor these entry points and libkiln's loader read: an
  * internal contract between kiln's code generators and its runtime, include/kiln_abi_impl.h,
  * that a consumer never needs).
  *
- * kiln_call takes the graph's arguments (inputs and weights, in declaration order) followed
- * by its outputs, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
+ * kiln_call takes the graph's arguments (inputs and weights, in declaration order; less the
+ * weights built into the module, see "Two kinds of module") followed by its outputs, exactly
+ * the metadata's "args" in order, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
  * target's modules, data in device memory, the call finished when it returns), the declared
  * dtype and shape, native byte order (DLPack tensors are native byte order: the ABI has no
  * byte-order field, so a byte-swapped array must be converted by the caller), compact
@@ -56,6 +58,29 @@
  * Modules built before these entry points existed lack them; a consumer can fall back to
  * kiln_call.
  *
+ * Two kinds of module (embedded and external weights). `kiln compile MODEL.onnx -o M.so` on a
+ * CPU target builds the model's weights into the shared object (read-only data, each in its
+ * own dtype, aligned to at least 64 bytes): such a module takes only the inputs and outputs,
+ * and its metadata lists the weights under "embedded" (name, dtype, shape, role "weight",
+ * align) instead of "args". With --external-weights, for a .kg graph (which has no weight
+ * values) and for the cuda target, every weight is an argument (role "weight" in "args"), as
+ * in ABI version 1. Consumers that build the call from "args" handle both kinds alike.
+ *   - kiln_call of a module whose weights are all embedded computes the weight-derived
+ *     buffers (prepared_bytes > 0) once, at its first call, and keeps them until the object
+ *     is unloaded: threads making the first call at once all get correct results (one
+ *     prepares, the others wait). kiln_prepare / kiln_call_prepared work as for any module.
+ *   - kiln_call with the embedded weights passed as well fails with KILN_ABI_ERR_NARGS and a
+ *     message saying the weights are built in.
+ *   - kiln_embedded(i, t, name) returns the number of embedded weights (0 for a module with
+ *     none); for 0 <= i < that number and t non-NULL it fills *t with weight i (the order of
+ *     "embedded") as a compact kDLCPU tensor whose data points at the module's read-only copy
+ *     (shape owned by the module; do not write through it), and *name (when non-NULL) with its
+ *     name. It is how `kiln run --check` gives the reference interpreter the weights.
+ * ABI version 2 (this header) added embedded weights: the constant descriptor gained a field
+ * libkiln's loader reads, and a module's kiln_call may take fewer tensors than the graph has
+ * arguments, so a loader built for version 1 must not take a version 2 module for one it
+ * understands (and version 1 modules, which lack the field, are refused and rebuilt).
+ *
  * Example (plain C):
  *
  *     void *so = dlopen("./mm.so", RTLD_NOW | RTLD_LOCAL);
@@ -66,15 +91,18 @@
  *     char err[256];
  *     if (call(args, 3, err, sizeof err) != KILN_ABI_OK) fprintf(stderr, "%s\n", err);
  *
- * Metadata JSON: {"kiln_version": "0.1.0", "abi_version": 1, "name": "...",
+ * Metadata JSON: {"kiln_version": "0.1.0", "abi_version": 2, "name": "...",
  *   "graph_hash": "0123456789abcdef", "target": "llvm -mcpu=... -mattr=...",
  *   "args": [{"name": "a", "dtype": "f32", "shape": [64, 128], "role": "input"|"weight"|
  *             "output", "align": 4}, ...],
+ *   "embedded": [{"name": "w", "dtype": "f32", "shape": [128, 32], "role": "weight",
+ *                 "align": 4}, ...],      (only in a module with embedded weights)
  *   "weights_bytes": 32768, "inputs_bytes": 32768, "outputs_bytes": 8192,
  *   "workspace_bytes": 4096, "workspace_unplanned_bytes": 8192, "peak_bytes": 77824,
  *   "prepared_bytes": 0}
  * The *_bytes fields (added in kiln 0.1.0 without changing abi_version; readers must accept
- * their absence in older modules) describe one call's memory: the arguments by role; the
+ * their absence in older modules) describe one call's memory: the arguments by role
+ * (weights_bytes counts the embedded weights too: they are in memory all the same); the
  * workspace the call allocates for the intermediates computed at root (shared by live range
  * when the module was compiled with memory planning, else their sum); the sum of those
  * intermediates each in its own allocation; peak = weights + inputs + outputs + workspace +
@@ -94,7 +122,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 enum kiln_abi_status {
     KILN_ABI_OK = 0,

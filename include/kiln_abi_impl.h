@@ -64,6 +64,11 @@ struct kiln_abi_desc {
     /* NULL (and prepared_bytes 0) when the module has no weight-derived buffer */
     kiln_kernel_phased_fn kernel_phased;
     int64_t               prepared_bytes;
+    /* Embedded weights (ABI version 2): NULL when the caller passes every argument, else nargs
+     * entries, entry i the data of argument i when it is built into the module (a weight, in
+     * its dtype, aligned to at least the argument's align), NULL when the caller passes it.
+     * kiln_call takes the arguments whose entry is NULL, in order. */
+    const void *const *embedded;
 };
 
 /* The cuda target: a module's kernel launches its CUDA kernels through the runtime. The

@@ -41,6 +41,49 @@ mul_tree(struct libcall *c, mul_factor f, const void *ud, const kiln_expr *ax, i
 }
 
 /* Parses `reduction` into *kind, or *mul for "mul" (no reduction kind: written out). */
+/* What scatter_elements and scatter_nd check alike: input x (0) not a scalar, integer indices
+ * (1), updates (2) of x's dtype, a numeric x for a reduction; sx, si and su get the three
+ * shapes as text for the callers' own messages. */
+static enum kiln_status
+scatter_check(struct libcall *c, enum kiln_reduce kind, bool mul, char *sx, char *si, char *su)
+{
+    const struct kiln_tensor *x = lib_in(c, 0), *ix = lib_in(c, 1), *up = lib_in(c, 2);
+    if (x->ndim == 0)
+        return lib_fail(c, "input %s is a scalar; it needs at least 1 dimension",
+                        lib_in_name(c, 0));
+    enum kiln_dtype idt = (enum kiln_dtype)ix->dtype;
+    if (!kiln_dtype_is_int(idt))
+        return lib_fail(c, "indices %s have dtype %s; an integer dtype (i8, i32, i64) is required",
+                        lib_in_name(c, 1), kiln_dtype_name(idt));
+    if (up->dtype != x->dtype)
+        return lib_fail(c, "updates %s have dtype %s; input %s has %s", lib_in_name(c, 2),
+                        kiln_dtype_name((enum kiln_dtype)up->dtype), lib_in_name(c, 0),
+                        kiln_dtype_name((enum kiln_dtype)x->dtype));
+    if (kind != KILN_REDUCE_NONE || mul)
+        KILN_TRY(lib_want_numeric(c, 0));
+    lib_shape_str(x->shape, x->ndim, sx, LIB_SHAPE_BUF);
+    lib_shape_str(ix->shape, ix->ndim, si, LIB_SHAPE_BUF);
+    lib_shape_str(up->shape, up->ndim, su, LIB_SHAPE_BUF);
+    return KILN_OK;
+}
+
+/* Reduction "mul": x times the n updates' factors (f: the update where it hits, else 1), the
+ * product written out (the IR has no product reduction). */
+static enum kiln_status
+scatter_mul(struct libcall *c, mul_factor f, const void *ud, int64_t n)
+{
+    const struct kiln_tensor *x = lib_in(c, 0);
+    uint32_t                  t = lib_tensor(c, NULL, (enum kiln_dtype)x->dtype, x->ndim, x->shape);
+    if (t == KILN_NONE)
+        return c->ctx->err.status;
+    const char *nm[KILN_MAX_DIMS];
+    kiln_expr   ax[KILN_MAX_DIMS];
+    lib_generic_names(x->ndim, nm, NULL);
+    lib_axes(c, x->ndim, ax);
+    kiln_expr body = kiln_mul(c->ctx, lib_load(c, 0, ax), mul_tree(c, f, ud, ax, 0, n));
+    return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nm);
+}
+
 static enum kiln_status
 scatter_reduction(struct libcall *c, enum kiln_reduce *kind, bool *mul)
 {
@@ -110,24 +153,9 @@ kiln_lib_scatter_elements(struct libcall *c)
     KILN_TRY(lib_get_int(c, "axis", 0, &axis_attr));
     KILN_TRY(scatter_reduction(c, &kind, &mul));
     const struct kiln_tensor *x = lib_in(c, 0), *ix = lib_in(c, 1), *up = lib_in(c, 2);
-    if (x->ndim == 0)
-        return lib_fail(c, "input %s is a scalar; it needs at least 1 dimension",
-                        lib_in_name(c, 0));
+    char                      sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
+    KILN_TRY(scatter_check(c, kind, mul, sx, si, su));
     KILN_TRY(lib_axis(c, "axis", axis_attr, x->ndim, false, &s.axis));
-    enum kiln_dtype idt = (enum kiln_dtype)ix->dtype;
-    if (!kiln_dtype_is_int(idt))
-        return lib_fail(c, "indices %s have dtype %s; an integer dtype (i8, i32, i64) is required",
-                        lib_in_name(c, 1), kiln_dtype_name(idt));
-    if (up->dtype != x->dtype)
-        return lib_fail(c, "updates %s have dtype %s; input %s has %s", lib_in_name(c, 2),
-                        kiln_dtype_name((enum kiln_dtype)up->dtype), lib_in_name(c, 0),
-                        kiln_dtype_name((enum kiln_dtype)x->dtype));
-    if (kind != KILN_REDUCE_NONE || mul)
-        KILN_TRY(lib_want_numeric(c, 0));
-    char sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
-    lib_shape_str(x->shape, x->ndim, sx, sizeof sx);
-    lib_shape_str(ix->shape, ix->ndim, si, sizeof si);
-    lib_shape_str(up->shape, up->ndim, su, sizeof su);
     if (ix->ndim != x->ndim)
         return lib_fail(c, "indices %s %s must have the rank of input %s %s", lib_in_name(c, 1), si,
                         lib_in_name(c, 0), sx);
@@ -147,19 +175,8 @@ kiln_lib_scatter_elements(struct libcall *c)
                         "supported (the product is written out)",
                         (long long)s.m, s.axis, SCATTER_MUL_MAX);
     KILN_TRY(lib_begin(c));
-    if (mul) {
-        /* x times the hitting updates, the product written out (no product reduction) */
-        uint32_t t = lib_tensor(c, NULL, (enum kiln_dtype)x->dtype, x->ndim, x->shape);
-        if (t == KILN_NONE)
-            return c->ctx->err.status;
-        const char *nm[KILN_MAX_DIMS];
-        kiln_expr   ax[KILN_MAX_DIMS];
-        lib_generic_names(x->ndim, nm, NULL);
-        lib_axes(c, x->ndim, ax);
-        kiln_expr body =
-            kiln_mul(c->ctx, lib_load(c, 0, ax), mul_tree(c, scatter_mul_factor, &s, ax, 0, s.m));
-        return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nm);
-    }
+    if (mul)
+        return scatter_mul(c, scatter_mul_factor, &s, s.m);
 
     kiln_ctx       *ctx = c->ctx;
     enum kiln_dtype dt = (enum kiln_dtype)x->dtype;
@@ -266,23 +283,8 @@ kiln_lib_scatter_nd(struct libcall *c)
     KILN_TRY(lib_allow(c, attrs));
     KILN_TRY(scatter_reduction(c, &kind, &mul));
     const struct kiln_tensor *x = lib_in(c, 0), *ix = lib_in(c, 1), *up = lib_in(c, 2);
-    if (x->ndim == 0)
-        return lib_fail(c, "input %s is a scalar; it needs at least 1 dimension",
-                        lib_in_name(c, 0));
-    enum kiln_dtype idt = (enum kiln_dtype)ix->dtype;
-    if (!kiln_dtype_is_int(idt))
-        return lib_fail(c, "indices %s have dtype %s; an integer dtype (i8, i32, i64) is required",
-                        lib_in_name(c, 1), kiln_dtype_name(idt));
-    if (up->dtype != x->dtype)
-        return lib_fail(c, "updates %s have dtype %s; input %s has %s", lib_in_name(c, 2),
-                        kiln_dtype_name((enum kiln_dtype)up->dtype), lib_in_name(c, 0),
-                        kiln_dtype_name((enum kiln_dtype)x->dtype));
-    if (kind != KILN_REDUCE_NONE || mul)
-        KILN_TRY(lib_want_numeric(c, 0));
-    char sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
-    lib_shape_str(x->shape, x->ndim, sx, sizeof sx);
-    lib_shape_str(ix->shape, ix->ndim, si, sizeof si);
-    lib_shape_str(up->shape, up->ndim, su, sizeof su);
+    char                      sx[LIB_SHAPE_BUF], si[LIB_SHAPE_BUF], su[LIB_SHAPE_BUF];
+    KILN_TRY(scatter_check(c, kind, mul, sx, si, su));
     if (ix->ndim != 2 || ix->shape[1] > x->ndim)
         return lib_fail(c, "indices %s %s must be [Q, k] with k at most the rank of input %s %s",
                         lib_in_name(c, 1), si, lib_in_name(c, 0), sx);
@@ -300,18 +302,8 @@ kiln_lib_scatter_nd(struct libcall *c)
                         "product is written out)",
                         (long long)qn, SCATTER_MUL_MAX);
     KILN_TRY(lib_begin(c));
-    if (mul) {
-        uint32_t t = lib_tensor(c, NULL, (enum kiln_dtype)x->dtype, x->ndim, x->shape);
-        if (t == KILN_NONE)
-            return c->ctx->err.status;
-        const char *nm[KILN_MAX_DIMS];
-        kiln_expr   ax[KILN_MAX_DIMS];
-        lib_generic_names(x->ndim, nm, NULL);
-        lib_axes(c, x->ndim, ax);
-        kiln_expr body =
-            kiln_mul(c->ctx, lib_load(c, 0, ax), mul_tree(c, scatter_nd_mul_factor, &k, ax, 0, qn));
-        return lib_define(c, t, KILN_REDUCE_NONE, NULL, body, nm);
-    }
+    if (mul)
+        return scatter_mul(c, scatter_nd_mul_factor, &k, qn);
 
     kiln_ctx       *ctx = c->ctx;
     enum kiln_dtype dt = (enum kiln_dtype)x->dtype;

@@ -17,7 +17,9 @@
 #include "runtime.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,11 +179,35 @@ arg_name(const struct kiln_abi_arg *a)
     return a->name ? a->name : "?";
 }
 
-/* Checks one tensor t against argument i of d; 0 or a status with the message in err. */
-static int32_t
-check_arg(const struct kiln_abi_desc *d, int32_t i, const DLTensor *t, char *err, size_t errsize)
+int32_t
+kiln_abi_ncall(const struct kiln_abi_desc *d)
 {
-    const struct kiln_abi_arg *a = &d->args[i];
+    int32_t n = d->nargs;
+    for (int32_t i = 0; d->embedded && i < d->nargs; i++)
+        n -= d->embedded[i] != NULL;
+    return n;
+}
+
+/* The descriptor's index of the caller's argument i (< kiln_abi_ncall(d)): the i-th argument
+ * that is not embedded. */
+static int32_t
+slot_of(const struct kiln_abi_desc *d, int32_t i)
+{
+    if (!d->embedded)
+        return i;
+    for (int32_t k = 0; k < d->nargs; k++)
+        if (!d->embedded[k] && i-- == 0)
+            return k;
+    return d->nargs - 1; /* not reached for i < kiln_abi_ncall(d) */
+}
+
+/* Checks one tensor t, the caller's argument i, against argument slot of d; 0 or a status
+ * with the message in err. */
+static int32_t
+check_arg(const struct kiln_abi_desc *d, int32_t i, int32_t slot, const DLTensor *t, char *err,
+          size_t errsize)
+{
+    const struct kiln_abi_arg *a = &d->args[slot];
     const char                *name = arg_name(a);
     char                       b1[256], b2[256];
 
@@ -279,41 +305,46 @@ check_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, 
         return fail(err, errsize, KILN_ABI_ERR_RUNTIME,
                     "module built for kiln ABI version %d; this runtime implements version %d",
                     (int)d->abi_version, KILN_ABI_VERSION);
-    if (nargs != d->nargs || (nargs > 0 && !args)) {
+    int32_t want = kiln_abi_ncall(d);
+    if (nargs != want || (nargs > 0 && !args)) {
         char   names[160]; /* leaves room in a 256-byte err buffer */
         size_t len = 0;
         names[0] = 0;
-        for (int32_t i = 0; i < d->nargs && len < sizeof names; i++) {
+        for (int32_t i = 0; i < want && len < sizeof names; i++) {
             if (i)
                 put(names, sizeof names, &len, ", ");
-            put(names, sizeof names, &len, arg_name(&d->args[i]));
+            put(names, sizeof names, &len, arg_name(&d->args[slot_of(d, i)]));
         }
-        if (nargs == d->nargs)
+        if (nargs == want)
             return fail(err, errsize, KILN_ABI_ERR_NULL,
-                        "the argument array is NULL; expected %d arguments (%s)", (int)d->nargs,
-                        names);
-        return fail(err, errsize, KILN_ABI_ERR_NARGS, "expected %d argument%s (%s), got %d",
-                    (int)d->nargs, d->nargs == 1 ? "" : "s", names, (int)nargs);
+                        "the argument array is NULL; expected %d arguments (%s)", (int)want, names);
+        return fail(err, errsize, KILN_ABI_ERR_NARGS, "expected %d argument%s (%s), got %d%s",
+                    (int)want, want == 1 ? "" : "s", names, (int)nargs,
+                    d->embedded ? " (the module's weights are built in: pass the inputs and "
+                                  "outputs only)"
+                                : "");
     }
     for (int32_t i = 0; i < nargs; i++) {
-        int32_t st = check_arg(d, i, args[i], err, errsize);
+        int32_t st = check_arg(d, i, slot_of(d, i), args[i], err, errsize);
         if (st != KILN_ABI_OK)
             return st;
     }
     for (int32_t i = 0; i < nargs; i++) {
-        if (d->args[i].role != KILN_ARG_OUTPUT)
+        const struct kiln_abi_arg *ai = &d->args[slot_of(d, i)];
+        if (ai->role != KILN_ARG_OUTPUT)
             continue;
         uintptr_t lo = (uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset;
-        uintptr_t hi = lo + (uintptr_t)arg_bytes(&d->args[i]);
+        uintptr_t hi = lo + (uintptr_t)arg_bytes(ai);
         for (int32_t j = 0; j < nargs; j++) {
             if (j == i)
                 continue;
+            const struct kiln_abi_arg *aj = &d->args[slot_of(d, j)];
             uintptr_t lo2 = (uintptr_t)args[j]->data + (uintptr_t)args[j]->byte_offset;
-            uintptr_t hi2 = lo2 + (uintptr_t)arg_bytes(&d->args[j]);
+            uintptr_t hi2 = lo2 + (uintptr_t)arg_bytes(aj);
             if (lo < hi2 && lo2 < hi)
                 return fail(err, errsize, KILN_ABI_ERR_ALIAS,
                             "argument %d (%s) is an output and overlaps argument %d (%s)", (int)i,
-                            arg_name(&d->args[i]), (int)j, arg_name(&d->args[j]));
+                            arg_name(ai), (int)j, arg_name(aj));
         }
     }
     return KILN_ABI_OK;
@@ -325,20 +356,22 @@ run(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, int32_t
     void *prepared, char *err, size_t errsize)
 {
     enum { MAX_STACK_ARGS = 64 };
-    void        *stack[MAX_STACK_ARGS] = {0}; /* zeroed: GCC cannot see nargs entries get set */
-    void *const *data;
-    if (nargs > MAX_STACK_ARGS) {
-        void **heap = kiln_rt_alloc((int64_t)sizeof(void *) * nargs);
-        if (!heap)
+    void  *stack[MAX_STACK_ARGS] = {0}; /* zeroed: GCC cannot see nargs entries get set */
+    void **data = stack;
+    (void)nargs;
+    if (d->nargs > MAX_STACK_ARGS) {
+        data = kiln_rt_alloc((int64_t)sizeof(void *) * d->nargs);
+        if (!data)
             return fail(err, errsize, KILN_ABI_ERR_NOMEM,
-                        "cannot allocate the table of %d data pointers", (int)nargs);
-        for (int32_t i = 0; i < nargs; i++)
-            heap[i] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
-        data = heap;
-    } else {
-        for (int32_t i = 0; i < nargs; i++)
-            stack[i] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
-        data = stack;
+                        "cannot allocate the table of %d data pointers", (int)d->nargs);
+    }
+    for (int32_t k = 0, i = 0; k < d->nargs; k++) { /* embedded weights in their places */
+        if (d->embedded && d->embedded[k]) {
+            data[k] = (void *)d->embedded[k];
+        } else {
+            data[k] = (void *)((uintptr_t)args[i]->data + (uintptr_t)args[i]->byte_offset);
+            i++;
+        }
     }
     bool    has = prepared ? d->kernel_phased != NULL : d->kernel != NULL;
     int32_t st = !has       ? KILN_ABI_ERR_RUNTIME
@@ -460,4 +493,86 @@ kiln_abi_prepared_free(void *prepared)
     h->magic = 0; /* a stale handle read before the memory is reused is refused */
     kiln_rt_cuda_area_free(&h->cuda);
     kiln_rt_free(h);
+}
+
+/* ---- modules with embedded weights ----
+ *
+ * When every weight of a CPU module is built into it, nothing a caller passes can change the
+ * weight-derived buffers, so its kiln_call prepares them once, at the first call, into a
+ * handle kept in the module's lazy state, and runs the main phase from then on. Two threads
+ * making the first call at once: one prepares under the lock, the other waits for it; a failed
+ * preparation is not kept, the next call tries again. */
+
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether d's kiln_call prepares once: CPU, weight-derived buffers, every weight embedded. */
+static bool
+prepares_once(const struct kiln_abi_desc *d)
+{
+    if (!d || !d->embedded || !d->kernel_phased || d->prepared_bytes <= 0 || d->device != kDLCPU)
+        return false;
+    for (int32_t k = 0; k < d->nargs; k++)
+        if (d->args[k].role == KILN_ARG_WEIGHT && !d->embedded[k])
+            return false;
+    return true;
+}
+
+int32_t
+kiln_abi_call_lazy(const struct kiln_abi_desc *d, struct kiln_abi_lazy *lazy, DLTensor *const *args,
+                   int32_t nargs, char *err, size_t errsize)
+{
+    if (!lazy || !prepares_once(d))
+        return kiln_abi_call(d, args, nargs, err, errsize);
+    int32_t st = check_call(d, args, nargs, err, errsize);
+    if (st != KILN_ABI_OK)
+        return st;
+    struct prepared *h = atomic_load_explicit(&lazy->prepared, memory_order_acquire);
+    if (!h) {
+        pthread_mutex_lock(&lazy_lock);
+        h = atomic_load_explicit(&lazy->prepared, memory_order_relaxed);
+        if (!h) {
+            void *p = NULL;
+            st = kiln_abi_prepare(d, args, nargs, &p, err, errsize);
+            h = p;
+            if (st == KILN_ABI_OK)
+                atomic_store_explicit(&lazy->prepared, h, memory_order_release);
+        }
+        pthread_mutex_unlock(&lazy_lock);
+        if (st != KILN_ABI_OK)
+            return st;
+    }
+    return run(d, args, nargs, KILN_ABI_PHASE_MAIN, h->area, err, errsize);
+}
+
+void
+kiln_abi_lazy_free(struct kiln_abi_lazy *lazy)
+{
+    if (!lazy)
+        return;
+    kiln_abi_prepared_free(atomic_exchange(&lazy->prepared, NULL));
+}
+
+int32_t
+kiln_abi_embedded(const struct kiln_abi_desc *d, int32_t i, DLTensor *t, const char **name)
+{
+    int32_t n = d ? d->nargs - kiln_abi_ncall(d) : 0;
+    if (i < 0 || i >= n || !t)
+        return n;
+    for (int32_t k = 0; k < d->nargs; k++) {
+        if (!d->embedded[k] || i-- != 0)
+            continue;
+        const struct kiln_abi_arg *a = &d->args[k];
+        memset(t, 0, sizeof *t);
+        t->data = (void *)d->embedded[k];
+        t->device.device_type = kDLCPU;
+        t->ndim = a->ndim;
+        t->dtype.code = a->code;
+        t->dtype.bits = a->bits;
+        t->dtype.lanes = a->lanes;
+        t->shape = (int64_t *)a->shape;
+        if (name)
+            *name = arg_name(a);
+        break;
+    }
+    return n;
 }

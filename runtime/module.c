@@ -2,7 +2,8 @@
  * kiln_module_* API of include/kiln.h): dlopen it with RTLD_NOW | RTLD_LOCAL, look up the
  * entry points of include/kiln_abi.h and the `kiln_desc` descriptor (include/kiln_abi_impl.h),
  * check the ABI version, and call it through its own kiln_call, turning the ABI status and
- * message into a kiln_status in the context.
+ * message into a kiln_status in the context. The arguments it lists are those a caller passes:
+ * a module's embedded weights (kiln_abi_impl.h's `embedded`) are listed apart.
  *
  * Choices. A path without a slash is taken relative to the working directory ("./" is
  * prepended), never searched for on LD_LIBRARY_PATH as dlopen would. The ABI version is read
@@ -292,7 +293,13 @@ kiln_module_source(const struct kiln_module *m)
 uint32_t
 kiln_module_nargs(const struct kiln_module *m)
 {
-    return m ? (uint32_t)m->desc->nargs : 0;
+    return m ? (uint32_t)kiln_abi_ncall(m->desc) : 0;
+}
+
+uint32_t
+kiln_module_nembedded(const struct kiln_module *m)
+{
+    return m ? (uint32_t)(m->desc->nargs - kiln_abi_ncall(m->desc)) : 0;
 }
 
 static enum kiln_dtype
@@ -327,12 +334,19 @@ dtype_of(const struct kiln_abi_arg *a)
     }
 }
 
-enum kiln_status
-kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg *out)
+/* The descriptor's index of the i-th argument whose embedded-ness is `embedded`; -1: none. */
+static int32_t
+slot(const struct kiln_abi_desc *d, uint32_t i, bool embedded)
 {
-    if (!m || !out || i >= (uint32_t)m->desc->nargs)
-        return KILN_ERR_INVALID;
-    const struct kiln_abi_arg *a = &m->desc->args[i];
+    for (int32_t k = 0; k < d->nargs; k++)
+        if ((d->embedded && d->embedded[k]) == embedded && i-- == 0)
+            return k;
+    return -1;
+}
+
+static void
+describe_arg(const struct kiln_abi_arg *a, struct kiln_module_arg *out)
+{
     memset(out, 0, sizeof *out);
     out->name = a->name ? a->name : "";
     out->dtype = dtype_of(a);
@@ -349,6 +363,30 @@ kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg 
     for (int32_t d = 0; d < a->ndim; d++)
         bytes *= a->shape[d];
     out->bytes = bytes;
+}
+
+enum kiln_status
+kiln_module_arg(const struct kiln_module *m, uint32_t i, struct kiln_module_arg *out)
+{
+    int32_t k = m && out ? slot(m->desc, i, false) : -1;
+    if (k < 0)
+        return KILN_ERR_INVALID;
+    describe_arg(&m->desc->args[k], out);
+    return KILN_OK;
+}
+
+enum kiln_status
+kiln_module_embedded(const struct kiln_module *m, uint32_t i, struct kiln_module_arg *out,
+                     const void **data, uint32_t *position)
+{
+    int32_t k = m && out ? slot(m->desc, i, true) : -1;
+    if (k < 0)
+        return KILN_ERR_INVALID;
+    describe_arg(&m->desc->args[k], out);
+    if (data)
+        *data = m->desc->embedded[k];
+    if (position)
+        *position = (uint32_t)k;
     return KILN_OK;
 }
 

@@ -40,6 +40,24 @@ int32_t kiln_abi_call_prepared(const struct kiln_abi_desc *d, const void *prepar
                                DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
 void    kiln_abi_prepared_free(void *prepared);
 
+/* Arguments a caller passes to d's kiln_call: d->nargs less the embedded weights. */
+int32_t kiln_abi_ncall(const struct kiln_abi_desc *d);
+/* The state of a module whose kiln_call prepares its weight-derived buffers once (every weight
+ * embedded): zero-initialised, one per module (runtime/so_entry.c). */
+struct kiln_abi_lazy {
+    _Atomic(void *) prepared; /* the handle, set once by the first successful call */
+};
+/* kiln_abi_call, except that a CPU module whose weights are all embedded and which has
+ * weight-derived buffers prepares them at the first call (once, thread-safe) into lazy and
+ * runs only the main phase from then on. kiln_abi_lazy_free releases the handle. */
+int32_t kiln_abi_call_lazy(const struct kiln_abi_desc *d, struct kiln_abi_lazy *lazy,
+                           DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
+void    kiln_abi_lazy_free(struct kiln_abi_lazy *lazy);
+/* The embedded weights of d: returns their number; for 0 <= i < that number and t non-NULL,
+ * fills *t with weight i (in argument order) as a compact CPU tensor pointing at the module's
+ * read-only copy, and *name (when non-NULL) with its name. The kiln_embedded of kiln_abi.h. */
+int32_t kiln_abi_embedded(const struct kiln_abi_desc *d, int32_t i, DLTensor *t, const char **name);
+
 /* Monotonic time in seconds. */
 double kiln_rt_now(void);
 

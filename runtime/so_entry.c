@@ -1,6 +1,7 @@
 /* runtime/so_entry.c -- the exported functions of a generated shared object (include/
  * kiln_abi.h): version, metadata, source, the checked call, the prepared calls (prepare,
- * call_prepared, prepared_free) and the thread count, all implemented over `kiln_desc`, the
+ * call_prepared, prepared_free), the thread count and the embedded weights, all implemented
+ * over `kiln_desc`, the
  * constant descriptor (include/kiln_abi_impl.h) the code generator emits into the same shared
  * object.
  *
@@ -24,6 +25,17 @@ KILN_EXPORT int32_t kiln_prepare(DLTensor *const *args, int32_t nargs, void **pr
 KILN_EXPORT int32_t kiln_call_prepared(const void *prepared, DLTensor *const *args, int32_t nargs,
                                        char *err, size_t errsize);
 KILN_EXPORT void    kiln_prepared_free(void *prepared);
+KILN_EXPORT int32_t kiln_embedded(int32_t i, DLTensor *t, const char **name);
+
+/* The weight-derived buffers of a module with embedded weights, prepared by the first
+ * kiln_call (runtime/abi.c) and freed when the object is unloaded. */
+static struct kiln_abi_lazy lazy;
+
+__attribute__((destructor)) static void
+unload(void)
+{
+    kiln_abi_lazy_free(&lazy);
+}
 
 int32_t
 kiln_abi_version(void)
@@ -46,7 +58,7 @@ kiln_source(void)
 int32_t
 kiln_call(DLTensor *const *args, int32_t nargs, char *err, size_t errsize)
 {
-    return kiln_abi_call(&kiln_desc, args, nargs, err, errsize);
+    return kiln_abi_call_lazy(&kiln_desc, &lazy, args, nargs, err, errsize);
 }
 
 void
@@ -72,4 +84,10 @@ void
 kiln_prepared_free(void *prepared)
 {
     kiln_abi_prepared_free(prepared);
+}
+
+int32_t
+kiln_embedded(int32_t i, DLTensor *t, const char **name)
+{
+    return kiln_abi_embedded(&kiln_desc, i, t, name);
 }

@@ -23,8 +23,8 @@ PACKAGES=(
   python3-venv
   # real data
   dataset-fashion-mnist
-  # benchmarks: pip for ONNX Runtime (below)
-  python3-pip
+  # benchmarks: pip for ONNX Runtime (below), venv for TVM (scripts/setup_tvm.sh, opt-in)
+  python3-pip python3-venv
 )
 
 missing=()

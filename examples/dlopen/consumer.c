@@ -119,7 +119,9 @@ main(int argc, char **argv)
         return 1;
     EXPECT(version() == KILN_ABI_VERSION, "kiln_abi_version() = %d", (int)version());
     const char *md = metadata();
-    EXPECT(md && strstr(md, "\"abi_version\": 1") && strstr(md, "\"args\""), "metadata: %s",
+    char        abi_field[32];
+    snprintf(abi_field, sizeof abi_field, "\"abi_version\": %d", KILN_ABI_VERSION);
+    EXPECT(md && strstr(md, abi_field) && strstr(md, "\"args\""), "metadata: %s",
            md ? md : "(null)");
     EXPECT(source() && strstr(source(), "input"), "source: %s", source() ? source() : "(null)");
 

@@ -16,7 +16,7 @@ import sys
 from . import _dlpack as dl
 from .errors import Error
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 ABI_STATUS = ["ok", "nargs", "null", "device", "dtype", "shape", "stride", "align", "nomem",
               "runtime", "alias"]
 ROLES = ("input", "weight", "output")
@@ -296,6 +296,8 @@ class Module:
         self.all_args = [Arg(i, a) for i, a in enumerate(self.metadata.get("args", []))]
         self.args = [a for a in self.all_args if a.role != "output"]
         self.outputs = [a for a in self.all_args if a.role == "output"]
+        # weights built into the module (not passed): name, dtype, shape, as in the metadata
+        self.embedded = list(self.metadata.get("embedded", []))
 
     @property
     def name(self):

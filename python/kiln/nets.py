@@ -4,8 +4,10 @@ written with PyTorch's layers (needs PyTorch, torchvision and ONNX; nothing is d
     net = kiln.nets.build("resnet18", seed=0)           # random weights, eval mode
     x = torch.randn(1, 3, 224, 224)
     kiln.nets.export(net, x, "resnet18.onnx")          # opset 13, input "x", output "y"
-    # kiln compile resnet18.onnx -o r.so --save-weights W
+    # kiln compile resnet18.onnx -o r.so          (the weights are built into r.so)
     mod = kiln.load("r.so")
+    y = mod(x.numpy())
+    # with --external-weights --save-weights W the module takes every weight as well:
     y = mod(*kiln.nets.module_args(mod, x.numpy(), "W"))
 
 Used by tests/py/test_onnx_nets.py, benchmarks/bench_e2e.py and benchmarks/bench_models.py,
@@ -176,12 +178,14 @@ def export_transformer(net, inputs, names, path, opset=13):
                       output_names=["y"], dynamic_axes=dyn)
 
 
-def module_args(mod, x, weights_dir):
+def module_args(mod, x, weights_dir=None):
     """The arguments of ``mod`` (a ``kiln.Module`` compiled from an exported network) in its
     order: ``x`` for its inputs (one NumPy array for a module with one input, else a list of
-    them in the module's input order), each converted to the input's dtype, and every weight
-    read from ``weights_dir/NAME.npy`` (as written by ``kiln compile --save-weights``) in the
-    weight's dtype, all 64-byte aligned."""
+    them in the module's input order), each converted to the input's dtype, and, for a module
+    compiled with ``--external-weights``, every weight it takes read from
+    ``weights_dir/NAME.npy`` (as written by ``kiln compile --save-weights``) in the weight's
+    dtype, all 64-byte aligned. A module with its weights built in (the default) takes none:
+    ``weights_dir`` is then not read."""
     import numpy as np
 
     ins = [a for a in mod.args if a.role == "input"]
@@ -201,6 +205,10 @@ def module_args(mod, x, weights_dir):
                             % (a.name, list(v.shape), list(a.shape)))
             args.append(aligned(np.ascontiguousarray(v, dtype=a.dtype.numpy)))
             continue
+        if weights_dir is None:
+            raise Error("the module takes weight %s as an argument (compiled with "
+                        "--external-weights): pass the directory --save-weights wrote"
+                        % a.name)
         path = os.path.join(weights_dir, a.name + ".npy")
         w = np.load(path).astype(a.dtype.numpy)
         if list(w.shape) != list(a.shape):

@@ -9,8 +9,8 @@ Dynamo captures with kiln (PyTorch 2; python/README.md "torch.compile").
 
 Each graph goes through ONNX: the graph's parameters and buffers (Dynamo passes them as graph
 inputs) become ONNX initializers, the graph is exported with PyTorch's TorchScript-based ONNX
-exporter on the example inputs, ``kiln compile``d to a shared object (``--save-weights``: the
-weights as kiln prepared them) and loaded. Calls pass the real inputs and the weights zero-copy
+exporter on the example inputs, ``kiln compile``d to a shared object (``--external-weights
+--save-weights``: the weights stay arguments; their values as kiln prepared them are saved) and loaded. Calls pass the real inputs and the weights zero-copy
 through DLPack (``kiln.Module``); a weight kiln left unchanged is the parameter tensor itself.
 
 A graph kiln cannot take (training, dynamic shapes, a device or dtype kiln does not run, an
@@ -274,7 +274,9 @@ def _build(gm, inputs, state, opts, entry):
         # a name of its own per build: dlopen gives back the module already loaded under a path,
         # so a rebuilt entry must not reuse its predecessor's file name
         so = "module-%s.so" % os.urandom(6).hex()
-        _run([kiln, "compile", onnx, "-o", os.path.join(tmp, so), "--save-weights",
+        # weights stay arguments (--external-weights) so the parameters themselves are passed
+        _run([kiln, "compile", onnx, "-o", os.path.join(tmp, so), "--external-weights",
+              "--save-weights",
               os.path.join(tmp, "weights")] + db + target, "kiln compile")
         mod = load(os.path.join(tmp, so))
         info = {"module": so, "abi_version": _module.ABI_VERSION,

@@ -71,7 +71,7 @@ const struct kiln_abi_desc        kiln_desc = {
            3,
            args,
            kernel,
-           "{\"kiln_version\": \"0.1.0\", \"abi_version\": 1, \"name\": \"fake_mm\", \"graph_hash\": "
+           "{\"kiln_version\": \"0.1.0\", \"abi_version\": 2, \"name\": \"fake_mm\", \"graph_hash\": "
                   "\"0000000000000000\", \"target\": \"c\", \"args\": [{\"name\": \"a\", \"dtype\": \"f32\", "
                   "\"shape\": [5, 7], \"role\": \"input\", \"align\": 4}, {\"name\": \"b\", \"dtype\": "
                   "\"f32\", \"shape\": [7, 3], \"role\": \"weight\", \"align\": 4}, {\"name\": \"C\", "
@@ -80,4 +80,5 @@ const struct kiln_abi_desc        kiln_desc = {
            kDLCPU,
            NULL,
            0,
+           NULL,
 };

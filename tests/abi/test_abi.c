@@ -2,7 +2,10 @@
  * products of several sizes (kiln_graph_compile), and examples/dlopen/consumer.c, built here
  * against include/kiln_abi.h and libdl only, loads and checks each one (entry points, results,
  * refused misuse, thread counts, concurrent calls). The same objects are loaded through libkiln's
- * kiln_module_* API and compared with the reference interpreter.
+ * kiln_module_* API and compared with the reference interpreter. A product whose weight is
+ * built into the module (embedded) is called with its input and output alone, by two threads
+ * making the first call at once, and checked against the interpreter and the same product
+ * compiled with the weight as an argument.
  *
  * Skips (exit 77) while `kiln compile --help` does not print a usage: until then the
  * generated objects are not a finished feature. KILN_TEST_FORCE_COMPILE=1 runs it anyway. */
@@ -10,7 +13,9 @@
 #include "../harness.h"
 #include "so_build.h"
 
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -291,12 +296,220 @@ test_dtype_codes(void)
     env_fini(&e);
 }
 
+/* ---- embedded weights ---- */
+
+struct first_call {
+    kiln_call_fn       call;
+    DLTensor          *args[2];
+    pthread_barrier_t *bar;
+    int32_t            rc;
+    char               err[256];
+};
+
+static void *
+first_call_thread(void *p)
+{
+    struct first_call *f = p;
+    pthread_barrier_wait(f->bar);
+    f->rc = f->call(f->args, 2, f->err, sizeof f->err);
+    return NULL;
+}
+
+/* Elements of got[0..n) not within the usual tolerance of want (k terms per sum). */
+static int
+mismatches(const float *got, const double *want, int n, int k)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += !(fabs(got[i] - want[i]) <= (1e-5 + 1e-4 * fabs(want[i])) * sqrt(k));
+    return bad;
+}
+
+/* Compiles C = a b (b a weight with values w when w != NULL: embedded) with b packed, so the
+ * module has weight-derived buffers. 0 on failure (reported). */
+static int
+compile_embedded(const char *path, const char *src, const double *w)
+{
+    static const char sched[] =
+        "{\"steps\": [{\"op\": \"pack\", \"stage\": \"b\", \"dim\": 1, \"factor\": 4, "
+        "\"outer\": 0}]}";
+    kiln_ctx                   *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph          *g = PARSE(ctx, src);
+    const double               *ws[2] = {NULL, w};
+    struct kiln_compile_options opt = {NULL, sched, strlen(sched), "emb"};
+    int                         ok = g != NULL;
+    if (ok && kiln_graph_compile_weights(ctx, g, &opt, w ? ws : NULL, path, NULL) != KILN_OK) {
+        char msg[1024];
+        kiln_error_format(kiln_ctx_error(ctx), msg, sizeof msg);
+        harness_fail(__FILE__, __LINE__, "compiling %s: %s", path, msg);
+        ok = 0;
+    }
+    kiln_ctx_free(ctx);
+    return ok;
+}
+
+static void
+test_embedded(void)
+{
+    struct env e;
+    if (!env_init(&e))
+        return;
+    enum { M = 33, K = 17, N = 20 };
+    char src[256], emb[128], ext[128];
+    snprintf(src, sizeof src,
+             "input a: f32[%d, %d]\nweight b: f32[%d, %d]\nC[i, j] += a[i, k] * b[k, j]\n"
+             "output C\n",
+             M, K, K, N);
+    snprintf(emb, sizeof emb, "%s/emb.so", e.tmp);
+    snprintf(ext, sizeof ext, "%s/ext.so", e.tmp);
+    static double   da[M * K], db[K * N], dc[M * N];
+    float          *a = kiln_rt_alloc((int64_t)sizeof(float) * M * K);
+    float          *b = kiln_rt_alloc((int64_t)sizeof(float) * K * N);
+    float          *c = kiln_rt_alloc((int64_t)sizeof(float) * M * N);
+    float          *c1 = kiln_rt_alloc((int64_t)sizeof(float) * M * N);
+    float          *c2 = kiln_rt_alloc((int64_t)sizeof(float) * M * N);
+    float          *c3 = kiln_rt_alloc((int64_t)sizeof(float) * M * N);
+    size_t          cbytes = sizeof(float) * M * N;
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    for (int i = 0; i < M * K; i++)
+        da[i] = a[i] = (float)(2 * kiln_rng_uniform(&r) - 1);
+    for (int i = 0; i < K * N; i++) /* doubles: the module rounds them to f32 itself */
+        b[i] = (float)(db[i] = 2 * kiln_rng_uniform(&r) - 1);
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, src);
+    double            *dbf = malloc(sizeof(double) * K * N); /* the f32 values, for the oracle */
+    for (int i = 0; dbf && i < K * N; i++)
+        dbf[i] = b[i];
+    const double *in[2] = {da, dbf};
+    double       *out[1] = {dc};
+    if (!g || !dbf || kiln_graph_eval(ctx, g, in, out) != KILN_OK || !compile_embedded(emb, src, db)
+        || !compile_embedded(ext, src, NULL)) {
+        harness_fail(__FILE__, __LINE__, "setting up the embedded-weight modules failed");
+        goto done;
+    }
+    int64_t   sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    DLTensor  ta = {a, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sa, NULL, 0};
+    DLTensor  tb = {b, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sb, NULL, 0};
+    DLTensor  tc = {c, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sc, NULL, 0};
+    DLTensor  tc1 = {c1, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, sc, NULL, 0};
+    DLTensor *args3[3] = {&ta, &tb, &tc};
+
+    /* straight through the ABI: two threads make the first call (which prepares) at once */
+    void *so = dlopen(emb, RTLD_NOW | RTLD_LOCAL);
+    CHECK(so != NULL);
+    if (!so)
+        goto done;
+    kiln_call_fn     call;
+    kiln_metadata_fn md;
+    int32_t (*embedded)(int32_t, DLTensor *, const char **);
+    void *p = dlsym(so, "kiln_call"), *q = dlsym(so, "kiln_metadata"),
+         *w = dlsym(so, "kiln_embedded");
+    CHECK(p && q && w);
+    if (!p || !q || !w) {
+        dlclose(so);
+        goto done;
+    }
+    memcpy(&call, &p, sizeof call);
+    memcpy(&md, &q, sizeof md);
+    memcpy(&embedded, &w, sizeof embedded);
+    const char *meta = md();
+    CHECK(strstr(meta, "\"args\": [{\"name\": \"a\"") != NULL);
+    CHECK(strstr(meta, "\"embedded\": [{\"name\": \"b\", \"dtype\": \"f32\", \"shape\": [17, 20], "
+                       "\"role\": \"weight\"")
+          != NULL);
+    CHECK(strstr(meta, "\"prepared_bytes\": 0") == NULL); /* the lazy preparation is tested */
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    struct first_call f[2] = {{call, {&ta, &tc}, &bar, -1, ""}, {call, {&ta, &tc1}, &bar, -1, ""}};
+    pthread_t         th[2];
+    for (int i = 0; i < M * N; i++)
+        c[i] = c1[i] = NAN;
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(0, pthread_create(&th[i], NULL, first_call_thread, &f[i]));
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    for (int i = 0; i < 2; i++) {
+        if (f[i].rc != KILN_ABI_OK)
+            harness_fail(__FILE__, __LINE__, "first call %d: %s", i, f[i].err);
+    }
+    int bad = mismatches(c, dc, M * N, K) + mismatches(c1, dc, M * N, K);
+    if (bad)
+        harness_fail(__FILE__, __LINE__, "the concurrent first calls: %d elements differ", bad);
+    /* a later call, a refused call with the weight passed, and the embedded weight itself */
+    DLTensor *args2[2] = {&ta, &tc};
+    char      err[256] = "";
+    CHECK_EQ_INT(KILN_ABI_OK, call(args2, 2, err, sizeof err));
+    CHECK_EQ_INT(0, mismatches(c, dc, M * N, K));
+    CHECK_EQ_INT(KILN_ABI_ERR_NARGS, call(args3, 3, err, sizeof err));
+    CHECK(strstr(err, "expected 2 arguments (a, C), got 3") && strstr(err, "built in"));
+    DLTensor    tw;
+    const char *wname = NULL;
+    CHECK_EQ_INT(1, embedded(0, &tw, &wname));
+    CHECK_EQ_INT(1, embedded(1, &tw, NULL)); /* out of range: the count only */
+    CHECK_EQ_INT(1, embedded(0, &tw, &wname));
+    CHECK(wname && !strcmp(wname, "b") && tw.ndim == 2 && tw.shape[0] == K && tw.shape[1] == N);
+    CHECK(tw.dtype.code == kDLFloat && tw.dtype.bits == 32 && (uintptr_t)tw.data % 64 == 0);
+    CHECK(tw.data && !memcmp(tw.data, b, sizeof(float) * K * N));
+    dlclose(so);
+
+    /* through libkiln: two arguments listed, the weight apart; the same as the external one */
+    struct kiln_module *me = NULL, *mx = NULL;
+    CHECK_EQ_INT(KILN_OK, kiln_module_load(ctx, emb, &me));
+    CHECK_EQ_INT(KILN_OK, kiln_module_load(ctx, ext, &mx));
+    if (me && mx) {
+        CHECK_EQ_INT(2, kiln_module_nargs(me));
+        CHECK_EQ_INT(1, kiln_module_nembedded(me));
+        CHECK_EQ_INT(3, kiln_module_nargs(mx));
+        CHECK_EQ_INT(0, kiln_module_nembedded(mx));
+        struct kiln_module_arg ai;
+        const void            *data = NULL;
+        uint32_t               pos = 9;
+        CHECK_EQ_INT(KILN_OK, kiln_module_arg(me, 1, &ai));
+        CHECK(!strcmp(ai.name, "C") && ai.role == KILN_ARG_OUTPUT);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_module_arg(me, 2, &ai));
+        CHECK_EQ_INT(KILN_OK, kiln_module_embedded(me, 0, &ai, &data, &pos));
+        CHECK(!strcmp(ai.name, "b") && ai.role == KILN_ARG_WEIGHT && pos == 1 && data);
+        CHECK_EQ_INT(KILN_ERR_INVALID, kiln_module_embedded(me, 1, &ai, &data, &pos));
+        CHECK(strstr(kiln_module_metadata(mx), "\"embedded\"") == NULL);
+        CHECK(strstr(kiln_module_metadata(mx), "\"name\": \"b\", \"dtype\": \"f32\", \"shape\": "
+                                               "[17, 20], \"role\": \"weight\"")
+              != NULL);
+        tc.data = c2;
+        CHECK_EQ_INT(KILN_OK, kiln_module_call(ctx, me, args2, 2, NULL));
+        tc.data = c3;
+        CHECK_EQ_INT(KILN_OK, kiln_module_call(ctx, mx, args3, 3, NULL));
+        CHECK_EQ_INT(0, mismatches(c2, dc, M * N, K));
+        CHECK_EQ_INT(0, memcmp(c2, c3, cbytes)); /* same code, same weights: same bits */
+        struct kiln_prepared *pr = NULL;         /* explicit prepared calls work too */
+        CHECK_EQ_INT(KILN_OK, kiln_module_prepare(ctx, me, args2, 2, &pr, NULL));
+        memset(c2, 0, cbytes);
+        tc.data = c2;
+        CHECK_EQ_INT(KILN_OK, kiln_module_call_prepared(ctx, me, pr, args2, 2, NULL));
+        CHECK_EQ_INT(0, memcmp(c2, c3, cbytes));
+        kiln_module_prepared_free(me, pr);
+    }
+    kiln_module_free(me);
+    kiln_module_free(mx);
+done:
+    kiln_ctx_free(ctx);
+    free(dbf);
+    kiln_rt_free(a);
+    kiln_rt_free(b);
+    kiln_rt_free(c);
+    kiln_rt_free(c1);
+    kiln_rt_free(c2);
+    kiln_rt_free(c3);
+    env_fini(&e);
+}
+
 SO_BUILD_LSAN_SUPPRESSIONS
 
 static const struct test tests[] = {
     {"consumer", test_consumer},
     {"module_vs_interpreter", test_module_vs_interpreter},
     {"dtype_codes", test_dtype_codes},
+    {"embedded", test_embedded},
 };
 
 int

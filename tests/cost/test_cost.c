@@ -668,7 +668,7 @@ measure_one(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_target 
     CHECK_EQ_INT(count_stores(f->body), out->feat.nrow);
     check_rows(&out->feat, json);
     uint8_t               role[8] = {0, 1, 2};
-    struct kiln_cg_module m = {f, "cost", role, "{}", ""};
+    struct kiln_cg_module m = {f, "cost", role, "{}", "", NULL};
     struct kiln_jit      *j = NULL;
     if (kiln_cg_llvm_jit(ctx, &m, t, &j) != KILN_OK) {
         report(ctx, json);

@@ -50,7 +50,7 @@ run_and_compare(kiln_ctx *ctx, struct kiln_graph *g, const struct kiln_schedule 
         goto done;
     }
     uint8_t               role[64] = {0};
-    struct kiln_cg_module m = {f, "prop", role, "{}", ""};
+    struct kiln_cg_module m = {f, "prop", role, "{}", "", NULL};
     if (kiln_cg_llvm_jit(ctx, &m, &t, &jit) != KILN_OK) {
         why = "jit failed";
         goto done;

@@ -104,10 +104,11 @@ const struct kiln_abi_desc        kiln_desc = {
            3,
            args,
            kernel,
-           "{\"kiln_version\": \"0.1.0\", \"abi_version\": 1, \"name\": \"bad_mm\", \"graph_hash\": "
+           "{\"kiln_version\": \"0.1.0\", \"abi_version\": 2, \"name\": \"bad_mm\", \"graph_hash\": "
                   "\"0000000000000000\", \"target\": \"c\", \"args\": []}",
            "input a: f32[5, 7]\nweight b: f32[7, 3]\nC[i, j] += a[i, k] * b[k, j]\noutput C\n",
            kDLCPU,
     BAD == 11 ? kernel_phased : NULL,
     BAD == 11 ? (int64_t)sizeof(float) * K *N : 0,
+           NULL,
 };

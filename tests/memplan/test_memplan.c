@@ -248,7 +248,7 @@ run_case(const char *text, const char *sched_json, bool plan, uint64_t seed, int
         || kiln_memplan_check(f) != KILN_OK)
         why = "lowering or planning failed";
     uint8_t               role[64] = {0};
-    struct kiln_cg_module m = {f, "memplan", role, "{}", ""};
+    struct kiln_cg_module m = {f, "memplan", role, "{}", "", NULL};
     if (!why
         && (kiln_cg_target_parse(ctx, "llvm", &t) != KILN_OK
             || kiln_cg_llvm_jit(ctx, &m, &t, &jit) != KILN_OK))
@@ -515,7 +515,7 @@ test_alias_scopes(void)
     uint8_t              role[4] = {0, 2};
     CHECK(g && kiln_lower(ctx, g, &sched, &f) == KILN_OK
           && kiln_pass_memplan(f, true, &unplanned) == KILN_OK);
-    struct kiln_cg_module m = {f, "scopes", role, "{}", ""};
+    struct kiln_cg_module m = {f, "scopes", role, "{}", "", NULL};
     CHECK(kiln_cg_target_parse(ctx, "llvm", &t) == KILN_OK
           && kiln_cg_llvm_ir(ctx, &m, &t, &ir) == KILN_OK);
     /* statement 1 (b) touches a and b, statement 2 (c) a, b and c: scopes of those only */

@@ -8,8 +8,8 @@ MobileNetV2 against PyTorch.
 Run from the repository root (CTest does). For each network: build it with random weights
 (torch.manual_seed(S); nothing is downloaded), put it in eval mode, export it to ONNX (opset 13,
 PyTorch's exporter folds batch norms into the convolutions), `kiln compile MODEL.onnx -o
-MODEL.so --save-weights DIR`, load the shared object with the kiln Python package, call it on a
-random 1x3xHWxHW input with the weights from DIR (in the module's argument order) and compare
+MODEL.so` (the weights built into the module), load the shared object with the kiln Python
+package, call it on a random 1x3xHWxHW input alone and compare
 with PyTorch's output on the same input (building, export and argument loading are
 python/kiln/nets.py, shared with benchmarks/bench_e2e.py):
 
@@ -54,9 +54,8 @@ def run_net(name, kiln_bin, tmp, seed, size, keep_bn=False):
     path = os.path.join(tmp, name + ".onnx")
     kiln.nets.export(net, x, path, keep_bn=keep_bn)
     so = os.path.join(tmp, name + ".so")
-    wdir = os.path.join(tmp, name + "_w")
     t0 = time.time()
-    p = subprocess.run([kiln_bin, "compile", path, "-o", so, "--save-weights", wdir],
+    p = subprocess.run([kiln_bin, "compile", path, "-o", so],
                        capture_output=True, text=True)
     t_compile = time.time() - t0
     if p.returncode != 0:
@@ -69,8 +68,12 @@ def run_net(name, kiln_bin, tmp, seed, size, keep_bn=False):
         if nbn == 0 or want_report not in p.stderr:
             raise AssertionError("%d batch norms exported, report: %s" % (nbn, p.stderr.strip()))
         print("%-12s %s" % (name, p.stderr.strip().split("simplify: ")[-1]))
-    mod = kiln.load(so)
-    args = kiln.nets.module_args(mod, x.numpy(), wdir)
+    mod = kiln.load(so)  # the weights are built in: it takes x alone
+    if [a.name for a in mod.args] != ["x"] or not mod.embedded:
+        raise AssertionError("%s: expected x as the only argument and embedded weights, got "
+                             "%s and %d embedded" % (name, [a.name for a in mod.args],
+                                                     len(mod.embedded)))
+    args = [kiln.aligned(np.ascontiguousarray(x.numpy()))]
     mod(*args)  # warm-up
     t0 = time.time()
     got = mod(*args)
@@ -80,7 +83,7 @@ def run_net(name, kiln_bin, tmp, seed, size, keep_bn=False):
     rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     print("%-12s %dx%d: max|kiln - torch| / max|torch| = %.3g (limit %g); %d weights; "
           "compile %.2f s, run %.1f ms"
-          % (name, size, size, rel, TOL, len(mod.args) - 1, t_compile, 1e3 * t_run))
+          % (name, size, size, rel, TOL, len(mod.embedded), t_compile, 1e3 * t_run))
     if not rel <= TOL:
         raise AssertionError("%s: relative error %.3g exceeds %g" % (name, rel, TOL))
 

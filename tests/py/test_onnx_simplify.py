@@ -13,7 +13,8 @@ Run from the repository root (CTest does). Two models:
 - `const`: a model built with onnx.helper holding a constant subgraph (Mul and Transpose of
   initializers), a dead node, an Identity and a same-shape Reshape. Oracle: NumPy.
 
-Each is compiled with `kiln compile MODEL.onnx -o M.so --save-weights DIR`, run through the
+Each is compiled with `kiln compile MODEL.onnx -o M.so --external-weights --save-weights DIR`
+(weights as arguments, so the test sees which remain after simplification), run through the
 Python package with the saved weights, and compared: max |kiln - oracle| / max |oracle| <= 1e-4.
 The report line on stderr must show the folds (4 batch norms for `bn`; a dead statement and
 identities for `const`, whose constant subgraph the import has already folded, so the report
@@ -45,7 +46,9 @@ def compile_and_run(kiln_bin, tmp, name, path, inputs, extra=()):
 
     so = os.path.join(tmp, name + ".so")
     wdir = os.path.join(tmp, name + "_w")
-    p = subprocess.run([kiln_bin, "compile", path, "-o", so, "--save-weights", wdir, *extra],
+    # --external-weights: the module takes the weights, so the test sees which remain
+    p = subprocess.run([kiln_bin, "compile", path, "-o", so, "--external-weights",
+                        "--save-weights", wdir, *extra],
                        capture_output=True, text=True)
     if p.returncode != 0:
         raise AssertionError("kiln compile %s failed: %s" % (path, p.stderr.strip()))

@@ -11,7 +11,7 @@ Run from the repository root (CTest does). For each model and opset (13, and 17 
 writes LayerNormalization): build it with random weights (torch.manual_seed(S)), export it with
 symbolic `batch` (and, for token inputs, `seq`) dimensions, so that the export computes shapes at run time (Shape ->
 Gather -> Unsqueeze -> Concat -> Reshape, ConstantOfShape, Range, Expand) and kiln must fold
-them; `kiln compile MODEL.onnx -o M.so --save-weights DIR --input-shape batch=1 --input-shape
+them; `kiln compile MODEL.onnx -o M.so --input-shape batch=1 --input-shape
 seq=S` (ViT: batch only); call the module on the int64 token ids (and segments and mask) or
 the image and compare with PyTorch:
 
@@ -56,7 +56,7 @@ def run_model(name, opset, kiln_bin, tmp, seed, opt):
     tag = "%s_op%d" % (name, opset)
     path = os.path.join(tmp, tag + ".onnx")
     kiln.nets.export_transformer(net, inputs, names, path, opset)
-    so, wdir = os.path.join(tmp, tag + ".so"), os.path.join(tmp, tag + "_w")
+    so = os.path.join(tmp, tag + ".so")
     p = subprocess.run([kiln_bin, "compile", path, "-o", so], capture_output=True, text=True)
     if p.returncode == 0 or "'batch'" not in p.stderr:
         raise AssertionError("compiling without --input-shape: exit %d, %s"
@@ -65,13 +65,13 @@ def run_model(name, opset, kiln_bin, tmp, seed, opt):
     shapes = ["--input-shape", "batch=1"]
     if name != "vit_b_16":
         shapes += ["--input-shape", "seq=%d" % opt.seq]
-    p = subprocess.run([kiln_bin, "compile", path, "-o", so, "--save-weights", wdir] + shapes,
+    p = subprocess.run([kiln_bin, "compile", path, "-o", so] + shapes,
                        capture_output=True, text=True)
     t_compile = time.time() - t0
     if p.returncode != 0:
         raise AssertionError("kiln compile %s failed: %s" % (path, p.stderr.strip()))
     mod = kiln.load(so)
-    args = kiln.nets.module_args(mod, [x.numpy() for x in inputs], wdir)
+    args = kiln.nets.module_args(mod, [x.numpy() for x in inputs])  # weights built in
     got = np.asarray(mod(*args), dtype=np.float64)
     if got.shape != want.shape:
         raise AssertionError("output shape %s, PyTorch's %s" % (got.shape, want.shape))

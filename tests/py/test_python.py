@@ -286,7 +286,7 @@ def module_metadata():
     assert [a.name for a in m.args] == ["a", "b"] and [o.name for o in m.outputs] == ["C"]
     assert m.args[1].role == "weight" and m.outputs[0].align == 16
     assert m.outputs[0].shape == (5, 3) and m.outputs[0].dtype.name == "f32"
-    assert m.metadata["abi_version"] == 1
+    assert m.metadata["abi_version"] == 2
     assert "C[i, j] += a[i, k] * b[k, j]" in m.source
     assert "fake_mm" in repr(m)
 

@@ -38,7 +38,7 @@ add_kernel(void *const *data)
 }
 
 static const struct kiln_abi_desc desc3 = {KILN_ABI_VERSION, 3,    args3, add_kernel, "{}", "",
-                                           kDLCPU,           NULL, 0};
+                                           kDLCPU,           NULL, 0,     NULL};
 
 struct fixture {
     _Alignas(64) float a[32 + 16];
@@ -307,7 +307,7 @@ test_abi_kernel_status(void)
     d = desc3;
     d.abi_version = KILN_ABI_VERSION + 1;
     CHECK_EQ_INT(KILN_ABI_ERR_RUNTIME, kiln_abi_call(&d, f.args, 3, f.err, sizeof f.err));
-    CHECK_EQ_STR("module built for kiln ABI version 2; this runtime implements version 1", f.err);
+    CHECK_EQ_STR("module built for kiln ABI version 3; this runtime implements version 2", f.err);
 }
 
 /* ---- more arguments than the on-stack pointer table holds: 69 scalar inputs, 1 output ---- */
@@ -335,7 +335,7 @@ test_abi_many_args(void)
             names[i], kDLFloat, 64, 1, 0, NULL, 8, (uint8_t)(i == NMANY - 1 ? 2 : 0)};
     }
     struct kiln_abi_desc d = {KILN_ABI_VERSION, NMANY, many_args, sum_kernel, "{}", "",
-                              kDLCPU,           NULL,  0};
+                              kDLCPU,           NULL,  0,         NULL};
     double               v[NMANY];
     DLTensor             t[NMANY];
     DLTensor            *a[NMANY];
@@ -599,9 +599,9 @@ test_module(void)
         return;
     char path[256], v2[256], text[256], cmd[8192];
     snprintf(path, sizeof path, "%s/fake.so", s.tmp);
-    snprintf(v2, sizeof v2, "%s/fake_v2.so", s.tmp);
+    snprintf(v2, sizeof v2, "%s/fake_v1.so", s.tmp);
     snprintf(text, sizeof text, "%s/notes.so", s.tmp);
-    if (!build_fake(&s, "fake.so", "") || !build_fake(&s, "fake_v2.so", "-DFAKE_ABI_VERSION=2")) {
+    if (!build_fake(&s, "fake.so", "") || !build_fake(&s, "fake_v1.so", "-DFAKE_ABI_VERSION=1")) {
         sodir_fini(&s);
         return;
     }
@@ -685,7 +685,7 @@ test_module(void)
                      "cannot open /nonexistent/mm.so: No such file or directory");
     check_load_error(ctx, s.tmp, KILN_ERR_INVALID, "not a regular file");
     check_load_error(ctx, v2, KILN_ERR_UNSUPPORTED,
-                     "was built for kiln ABI version 2; this libkiln supports version 1");
+                     "was built for kiln ABI version 1; this libkiln supports version 2");
     FILE *f = fopen(text, "w");
     if (f) {
         fputs("not an ELF file\n", f);
