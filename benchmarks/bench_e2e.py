@@ -44,6 +44,11 @@ Engines (--engines, comma separated; default all):
                   prepacked weights), channels-last input
   ort             ONNX Runtime on the exported model, ORT_ENABLE_ALL, intra-op threads n, one
                   inter-op thread; skipped (with the reason) when onnxruntime cannot be imported
+  torch2-inductor torch.compile(net, dynamic=False) on PyTorch 2 (Inductor, its default
+                  backend), in a child run by .venv-torch/bin/python (scripts/setup_torch.sh);
+                  skipped when that venv is absent
+  torch2-kiln     torch.compile(net, backend="kiln") there, with the records database kiln
+                  tune filled for this thread count (python/README.md "torch.compile")
 All PyTorch engines use torch.set_num_threads(n) and torch.backends.mkldnn (oneDNN) enabled.
 
 Peak memory: each child reads /proc/self/status. "peak MB" is the peak resident set during the
@@ -79,7 +84,10 @@ PYDEPS = os.path.join(REPO, ".pydeps")
 TOL = 1e-4
 GOAL = 1.2
 ENGINES = ["kiln", "kiln-py", "torch-eager", "torch-jit", "torch-eager-cl", "torch-jit-cl",
-           "torch-onednn-cl", "torch-ofi-cl", "ort"]
+           "torch-onednn-cl", "torch-ofi-cl", "ort", "torch2-inductor", "torch2-kiln"]
+# PyTorch 2 (scripts/setup_torch.sh): the torch2-* engines run in children of its python
+VENV_PY = os.path.join(os.environ.get("KILN_TORCH_VENV") or os.path.join(REPO, ".venv-torch"),
+                       "bin", "python")
 MODELS = ["resnet18", "mobilenet_v2"]
 # the transformers of python/kiln/nets.py (kiln.nets.TRANSFORMERS), by name; not run by default
 TRANSFORMERS = ["bert_base", "gpt2_small", "vit_b_16"]
@@ -134,6 +142,13 @@ def _reset_peak():
 
 def _import_libs(engine):
     """Imports what the engine needs, so that the baseline includes the libraries."""
+    if engine.startswith("torch2"):
+        # spawn gave this child the parent's sys.path (Debian's dist-packages, PyTorch 1.13):
+        # keep PyTorch 2's venv's site-packages instead
+        import site
+        venv = site.getsitepackages()
+        sys.path[:] = [p for p in sys.path if "-packages" not in p or p in venv] + [
+            p for p in venv if p not in sys.path]
     import numpy  # noqa: F401
     if engine.startswith("kiln"):
         import kiln  # noqa: F401
@@ -204,6 +219,8 @@ def _torch_engine(spec, x):
     torch.set_num_threads(n)
     torch.backends.mkldnn.enabled = True
     eng = spec["engine"]
+    if eng.startswith("torch2"):
+        return _torch2_engine(spec, x)
     if is_transformer(spec["model"]):
         net = kiln.nets.transformer(spec["model"], spec["seed"], **spec["sizes"])[0]
         xs = tuple(torch.from_numpy(a) for a in x)
@@ -246,6 +263,36 @@ def _torch_engine(spec, x):
     return run
 
 
+def _torch2_engine(spec, x):
+    """torch.compile on PyTorch 2: Inductor (its default backend) or kiln's backend with the
+    records kiln tune wrote for this thread count (the backend's graphs have the same tasks as
+    the exported network), modules cached in --out."""
+    import torch
+
+    import kiln.nets
+
+    if is_transformer(spec["model"]):
+        net = kiln.nets.transformer(spec["model"], spec["seed"], **spec["sizes"])[0]
+        xs = tuple(torch.from_numpy(a) for a in x)
+    else:
+        net = kiln.nets.build(spec["model"], spec["seed"])
+        xs = (torch.from_numpy(x),)
+    if spec["engine"] == "torch2-kiln":
+        import kiln.torch_backend
+
+        opts = {"threads": spec["threads"], "kiln": spec["kiln"], "cache": spec["torch_cache"]}
+        if os.path.exists(spec["db_path"]):
+            opts["db"] = spec["db_path"]
+        model = torch.compile(net, backend="kiln", dynamic=False, options=opts)
+    else:
+        model = torch.compile(net, dynamic=False)
+
+    def run():
+        with torch.inference_mode():
+            return model(*xs)
+    return run
+
+
 def _ort_engine(spec, x):
     import onnxruntime as ort
 
@@ -284,7 +331,8 @@ def child_main(conn, spec):
         setup_s = time.perf_counter() - t0
         setup_hwm_kb = _status_kb("VmHWM")
         reset = _reset_peak()
-        conn.send(("ready", y, setup_s))
+        # as bytes: a PyTorch 2 child's NumPy 2 pickles arrays that the parent's NumPy 1 cannot read
+        conn.send(("ready", (y.shape, y.tobytes()), setup_s))
         while True:
             msg = conn.recv()
             if msg[0] == "time":
@@ -482,6 +530,8 @@ def prepare_model(opt, name):
         info["planned"] = kiln_planned(so)
         for t in (opt.threads if n is None else [n]):
             bases[t] = {"model": name, "onnx": onnx_path, "so": so, "weights": None,
+                        "kiln": opt.kiln, "db_path": db,
+                        "torch_cache": os.path.join(opt.out, "torch_cache"),
                         "sizes": transformer_sizes(opt, name) if is_transformer(name) else {}}
             infos[t] = info
     return bases, want, infos, x_path
@@ -490,7 +540,12 @@ def prepare_model(opt, name):
 def start_child(ctx, spec):
     parent, child = ctx.Pipe()
     p = ctx.Process(target=child_main, args=(child, spec), daemon=True)
-    p.start()
+    if spec["engine"].startswith("torch2"):  # PyTorch 2's python for this child only
+        multiprocessing.set_executable(VENV_PY)
+    try:
+        p.start()
+    finally:
+        multiprocessing.set_executable(sys.executable)
     child.close()
     return {"spec": spec, "proc": p, "conn": parent, "times": []}
 
@@ -525,11 +580,14 @@ def stop_children(children):
 
 
 def bench_model(opt, ctx, name, ort_ok):
+    import numpy as np
+
     bases, want, infos, x_path = prepare_model(opt, name)
     for n in opt.threads:
         log("%s, %d thread%s: %s" % (name, n, "" if n == 1 else "s",
                                      infos[n]["tuned"] or "tuning skipped"))
     engines = [e for e in opt.engines if (e != "ort" or ort_ok)
+               and (not e.startswith("torch2") or os.path.exists(VENV_PY))
                and not (is_transformer(name) and e in CNN_ONLY)]
     specs = []
     for n in opt.threads:
@@ -543,7 +601,8 @@ def bench_model(opt, ctx, name, ort_ok):
         for spec in specs:
             ch = start_child(ctx, spec)
             children.append(ch)
-            _, y, setup_s = recv(ch)
+            _, (shape, raw), setup_s = recv(ch)
+            y = np.frombuffer(raw, dtype=np.float64).reshape(shape)
             err = rel_error(y, want)
             ch["err"], ch["setup_s"] = err, setup_s
             if not err <= TOL:
@@ -609,7 +668,8 @@ def report(opt, name, children, infos, ort_note):
             print("%-16s %7d %10.2f %s %9.0f %9.0f %9.1e%s"
                   % (e, n, 1e3 * t, ratio, peak, setup, ch["err"],
                      "" if m["reset"] else " (peak not reset: includes setup)"))
-        torch_modes = {e: t for e, t in best.items() if e.startswith("torch")}
+        torch_modes = {e: t for e, t in best.items()
+                       if e.startswith("torch") and e != "torch2-kiln"}  # that one is kiln
         if k and torch_modes:
             te = min(torch_modes, key=torch_modes.get)
             verdicts.append((name, n, torch_modes[te] / k, te))
@@ -736,6 +796,8 @@ def main(argv=None):
     if "ort" in opt.engines and not ort_ok:
         ort_note = ort_info
         log("ort: skipped: " + ort_info)
+    if any(e.startswith("torch2") for e in opt.engines) and not os.path.exists(VENV_PY):
+        log("torch2-inductor, torch2-kiln: skipped: no %s (scripts/setup_torch.sh)" % VENV_PY)
     load = os.getloadavg()
     print("bench_e2e: %s; torch %s (%s); onnxruntime %s; load average %.2f %.2f %.2f"
           % (cpu_model(), torch.__version__, "oneDNN " + str(torch.backends.mkldnn.is_available()),
