@@ -14,8 +14,10 @@ struct tprog {
     struct kiln_feat feat;     /* nrow == 0 when the program did not lower */
     double           time_s, stddev_s;
     uint32_t         nrepeat;
-    uint32_t         nmeas; /* measurements merged: time_s is their mean (kiln_ttask_record) */
-    uint8_t          error; /* enum kiln_measure_error */
+    uint32_t         nmeas; /* measurements merged: time_s is their mean (kiln_ttask_record),
+                             * or a final selection's verdict (final_select) */
+    double  min_s;          /* its lowest single time (0 = none succeeded) */
+    uint8_t error;          /* enum kiln_measure_error */
 };
 
 enum tphase {
