@@ -810,6 +810,99 @@ test_tune_final_disturbed(void)
     free(u.fast);
 }
 
+/* Balanced parallel loops (tune_final_balanced): three imported schedules of a matmul
+ * c[64, 40] on 3 threads are the finalists: B splits i by 32 and runs the 2 outer iterations in
+ * parallel (2 is neither a multiple of 3 nor at least 12: unbalanced), A runs the 64 rows in
+ * parallel (balanced), C is the serial default. The hook plants B (the reference) at 1.0 ms,
+ * C at 1.01 and A at a_ms. */
+static const char bal_a[] =
+    "{\"steps\": [{\"op\": \"parallel\", \"stage\": \"c\", \"iter\": \"i\"}]}";
+static const char bal_b[] = "{\"steps\": [{\"op\": \"split\", \"stage\": \"c\", \"iter\": \"i\", "
+                            "\"factors\": [32]}, {\"op\": \"parallel\", \"stage\": \"c\", "
+                            "\"iter\": \"i.0\"}]}";
+static const char bal_c[] = "{\"steps\": []}";
+
+struct bal_ud {
+    double   a_s;
+    uint32_t calls, other;
+};
+
+static void
+bal_hook(void *ud, uint32_t round, uint32_t pos, bool reference, const char *js,
+         struct kiln_measure_result *r)
+{
+    struct bal_ud *u = ud;
+    (void)round;
+    (void)pos;
+    (void)reference;
+    u->calls++;
+    r->error = KILN_MEASURE_OK;
+    r->time_s = !strcmp(js, bal_b) ? 1.0e-3 : !strcmp(js, bal_c) ? 1.01e-3 : u->a_s;
+    u->other += strcmp(js, bal_a) && strcmp(js, bal_b) && strcmp(js, bal_c);
+}
+
+/* Within noise (3%) of the fastest finalist, whose parallel loop has 2 iterations for 3
+ * threads, the finalist whose loop balances them is the pick; 20% slower, it is not. Nothing
+ * is searched (the budget is the final selection's), so the finalists are those three. */
+static void
+test_tune_final_balanced(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[64, 48]\nweight b: f32[48, 40]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *db = tmp_path("balanced.db");
+    struct kiln_tasks  T;
+    struct kiln_target tg;
+    if (!g || kiln_tasks_extract(ctx, g, &T) != KILN_OK || T.n != 1
+        || kiln_cg_target_parse(ctx, "llvm", &tg) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "setup");
+        goto out;
+    }
+    const char *target = kiln_cg_target_str(ctx, &tg);
+    for (int run = 0; run < 2; run++) {
+        struct kiln_db *d;
+        unlink(db);
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        const char *sched[3] = {bal_b, bal_a, bal_c};
+        for (int i = 0; i < 3; i++) {
+            struct kiln_record rec = {.workload = T.task[0].key,
+                                      .target = target,
+                                      .schedule = sched[i],
+                                      .time_s = 1e-6 * (i + 1),
+                                      .flops = T.task[0].flops,
+                                      .strategy = "ansor"};
+            CHECK_EQ_INT(KILN_OK, kiln_db_add(d, &rec));
+        }
+        kiln_db_close(d);
+        struct bal_ud         u = {.a_s = run ? 1.2e-3 : 1.02e-3};
+        struct kiln_tune_opts o;
+        quick_opts(&o, db, 3 + 4 * 3);
+        o.confirm_after = 0;
+        o.final_top = 3;
+        o.final_rounds = 3;
+        o.measure.threads = 3;
+        o.final_hook = bal_hook;
+        o.final_hook_ud = &u;
+        CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+        struct kiln_record best = {0};
+        CHECK_EQ_INT(KILN_OK, kiln_db_open(ctx, db, &d));
+        CHECK(kiln_db_best(d, T.task[0].key, target, &best));
+        CHECK_EQ_INT(3 + 12 + 1, kiln_db_count(d, T.task[0].key, target));
+        kiln_db_close(d);
+        printf("  A at %.2f ms: %u final measurements; the pick: %s at %.3f ms\n", u.a_s * 1e3,
+               u.calls, best.schedule && !strcmp(best.schedule, bal_a) ? "A (balanced)" : "B",
+               best.time_s * 1e3);
+        CHECK_EQ_INT(12, u.calls);
+        CHECK_EQ_INT(0, u.other);
+        CHECK_EQ_STR(run ? bal_b : bal_a, best.schedule ? best.schedule : "");
+        CHECK_NEAR(run ? 1.0e-3 : 1.02e-3, best.time_s, 1e-12);
+    }
+out:
+    unlink(db);
+    free(db);
+    kiln_ctx_free(ctx);
+}
+
 /* A tuner killed mid-run loses no committed record, and the next run continues to exactly the
  * requested total. */
 static void
@@ -1640,6 +1733,7 @@ static const struct test tests[] = {
     {"tune_final_selection", test_tune_final_selection},
     {"tune_final_spike", test_tune_final_spike},
     {"tune_final_disturbed", test_tune_final_disturbed},
+    {"tune_final_balanced", test_tune_final_balanced},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
     {"cache_shared_task", test_cache_shared_task},
