@@ -797,6 +797,8 @@ free_tasks(struct ttask *T, uint32_t n)
         kiln_cm_free(T[i].cm);
         if (T[i].curve)
             fclose(T[i].curve);
+        if (T[i].rank_curve)
+            fclose(T[i].rank_curve);
     }
     free(T);
 }
@@ -847,6 +849,11 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
                              strerror(errno));
         fprintf(T->curve, "trial,time_s,best_s,strategy,error\n");
+        snprintf(path, sizeof path, "%s/rank%u_%s.csv", S->o->curve_dir, index, task->key);
+        if (!(T->rank_curve = fopen(path, "w")))
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
+                             strerror(errno));
+        fprintf(T->rank_curve, "trial,programs,spearman\n");
         for (uint32_t k = 0; k < T->nm; k++) { /* the resumed history first */
             double best = INFINITY;
             for (uint32_t j = 0; j <= k; j++)

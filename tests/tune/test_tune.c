@@ -1720,10 +1720,100 @@ test_welch(void)
     CHECK_NEAR(0.05, kiln_welch_p(1.0 - 1.860 * se, 0.1, 5, 1.0, 0.1, 5), 0.003);
 }
 
+/* Spearman's rank correlation against the textbook formula for distinct values,
+ * 1 - 6 sum(d^2) / (n (n^2 - 1)), on random permutations; ties by a hand-worked example. */
+static void
+test_spearman(void)
+{
+    struct kiln_rng r = kiln_rng_new(opt_seed());
+    enum { N = 9 };
+    for (int trial = 0; trial < 50; trial++) {
+        double x[N], y[N];
+        for (int i = 0; i < N; i++) {
+            x[i] = i;
+            y[i] = i;
+        }
+        for (int i = N - 1; i > 0; i--) { /* shuffle y */
+            uint32_t j = kiln_rng_below(&r, (uint32_t)i + 1);
+            double   t = y[i];
+            y[i] = y[j];
+            y[j] = t;
+        }
+        double d2 = 0;
+        for (int i = 0; i < N; i++)
+            d2 += (x[i] - y[i]) * (x[i] - y[i]);
+        CHECK_NEAR(1 - 6 * d2 / (N * (N * N - 1.0)), kiln_spearman(x, y, N), 1e-12);
+    }
+    double a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 20, 5}, c[4] = {4, 3, 2, 1}, k[4] = {7, 7, 7, 7};
+    CHECK_NEAR(1, kiln_spearman(a, a, 4), 1e-12);
+    CHECK_NEAR(-1, kiln_spearman(a, c, 4), 1e-12);
+    CHECK_NEAR(0, kiln_spearman(a, k, 4), 1e-12);
+    /* b's ranks (2, 3.5, 3.5, 1): about the mean 2.5, a's deviations (-1.5, -0.5, 0.5, 1.5)
+     * and b's (-0.5, 1, 1, -1.5) give Pearson -1.5 / sqrt(5 x 4.5) */
+    CHECK_NEAR(-1.5 / sqrt(5 * 4.5), kiln_spearman(a, b, 4), 1e-12);
+}
+
+/* The cost model's rank correlation per round (curve_dir/rank<i>_<key>.csv): a row for every
+ * evolutionary round whose batch the trained model chose, at most a batch of programs each,
+ * trials rising, and a correlation in [-1, 1]. */
+static void
+test_tune_rank_curve(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, "input a: f32[64, 48]\nweight b: f32[48, 40]\n"
+                                      "c[i, j] += a[i, k] * b[k, j]\noutput c\n");
+    char              *db = tmp_path("rank.db"), *dir = tmp_path("rank");
+    if (!g)
+        goto out;
+    struct kiln_tune_opts o;
+    quick_opts(&o, db, TRIALS);
+    o.batch = 8;
+    o.strategy = KILN_STRATEGY_ANSOR;
+    o.final_top = 0;
+    o.curve_dir = dir;
+    CHECK_EQ_INT(KILN_OK, kiln_tune(ctx, g, &o));
+    struct kiln_tasks T;
+    CHECK_EQ_INT(KILN_OK, kiln_tasks_extract(ctx, g, &T));
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank0_%s.csv", dir, T.n ? T.task[0].key : "");
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        char     line[256];
+        uint32_t rows = 0, last = 0;
+        CHECK(fgets(line, sizeof line, f) && !strcmp(line, "trial,programs,spearman\n"));
+        unsigned trial, n;
+        double   rho;
+        while (fscanf(f, "%u,%u,%lf\n", &trial, &n, &rho) == 3) {
+            printf("  after trial %u: %u programs, Spearman %.3f\n", trial, n, rho);
+            CHECK(trial > last && trial <= TRIALS);
+            CHECK(n >= 2 && n <= o.batch);
+            CHECK(rho >= -1 && rho <= 1);
+            last = trial;
+            rows++;
+        }
+        CHECK(feof(f));
+        fclose(f);
+        /* the first round (9 programs, the default's included) trains no model; later ones
+         * are chosen by it */
+        CHECK(rows >= 1);
+        unlink(path);
+    }
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    CHECK_EQ_INT(0, system(rm));
+out:
+    unlink(db);
+    free(db);
+    free(dir);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
     {"tasks_partition", test_tasks_partition},
     {"task_rename", test_task_rename},
     {"welch", test_welch},
+    {"spearman", test_spearman},
     {"tuned_schedule_whole_graph", test_tuned_schedule_whole_graph},
     {"tuned_next_best", test_tuned_next_best},
     {"tune_matmul", test_tune_matmul},
@@ -1734,6 +1824,7 @@ static const struct test tests[] = {
     {"tune_final_spike", test_tune_final_spike},
     {"tune_final_disturbed", test_tune_final_disturbed},
     {"tune_final_balanced", test_tune_final_balanced},
+    {"tune_rank_curve", test_tune_rank_curve},
     {"resume_after_kill", test_resume_after_kill},
     {"planted_faults_never_chosen", test_planted_faults_never_chosen},
     {"cache_shared_task", test_cache_shared_task},
