@@ -492,15 +492,20 @@ dup_or_null(kiln_ctx *ctx, const char *s)
 }
 
 /* a schedule's time is the mean of its measurements, and one that ever failed is out; the
- * schedules a final selection re-measured rank before those it did not (one measured once may
- * be a lucky time the final rounds never tested), in a database the records cache's were copied
- * into as well (tuner/tune.c) */
+ * schedule of the newest final selection's verdict (strategy 'final-pick': the pick, with its
+ * robust time, which is not a measurement) ranks first with that time, then those of older
+ * verdicts; then the schedules a final selection re-measured rank before those it did not (one
+ * measured once may be a lucky time the final rounds never tested), in a database the records
+ * cache's were copied into as well (tuner/tune.c) */
+#define PICK_SQL "strategy IN ('final-pick', 'cached:final-pick')"
 static const char ranked_sql[] =
-    "SELECT " SELECT_COLS ", mt FROM records JOIN (SELECT MIN(id) AS fid, "
-    "AVG(time_s) AS mt, MAX(strategy IN ('final', 'cached:final')) AS fin FROM records "
+    "SELECT " SELECT_COLS ", COALESCE((SELECT time_s FROM records WHERE id=pid), mt) FROM records "
+    "JOIN (SELECT MIN(id) AS fid, AVG(CASE WHEN " PICK_SQL " THEN NULL ELSE time_s END) AS mt, "
+    "MAX(strategy IN ('final', 'cached:final') OR " PICK_SQL ") AS fin, "
+    "MAX(CASE WHEN " PICK_SQL " THEN id END) AS pid FROM records "
     "WHERE workload=?1 AND target=?2 GROUP BY schedule "
     "HAVING MAX(error)=0 AND MIN(time_s)>0) ON id=fid "
-    "ORDER BY fin DESC, mt, fid";
+    "ORDER BY pid IS NULL, pid DESC, fin DESC, mt, fid";
 
 enum kiln_status
 kiln_db_each_ranked(struct kiln_db *d, const char *workload, const char *target,

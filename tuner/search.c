@@ -377,6 +377,78 @@ measured(void *ud, uint64_t h)
     return kiln_ttask_seen(ud, h);
 }
 
+/* Average ranks (1-based, ties sharing their mean rank) of v[0..n) into rk. */
+static void
+ranks(const double *v, uint32_t n, double *rk)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t less = 0, same = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            less += v[j] < v[i];
+            same += v[j] == v[i];
+        }
+        rk[i] = less + 0.5 * (same + 1);
+    }
+}
+
+double
+kiln_spearman(const double *x, const double *y, uint32_t n)
+{
+    double *rx = malloc(sizeof *rx * (n ? 2 * n : 1)), *ry = rx + n;
+    if (!rx || n < 2) {
+        free(rx);
+        return 0;
+    }
+    ranks(x, n, rx);
+    ranks(y, n, ry);
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        mx += rx[i] / n;
+        my += ry[i] / n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sxy += (rx[i] - mx) * (ry[i] - my);
+        sxx += (rx[i] - mx) * (rx[i] - mx);
+        syy += (ry[i] - my) * (ry[i] - my);
+    }
+    free(rx);
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+}
+
+/* The model's accuracy on the round's batch (T->m[from..nm), measured just now, with the model
+ * that chose them): Spearman's rank correlation of its scores against the measured throughput
+ * (1 / time; a failure 0), one row of the task's rank curve. */
+static enum kiln_status
+rank_round(struct ttask *T, uint32_t from)
+{
+    uint32_t          n = T->nm - from, k = 0;
+    struct kiln_feat *f = calloc(n, sizeof *f);
+    double           *score = calloc(n, sizeof *score), *thr = calloc(n, sizeof *thr);
+    enum kiln_status  st = KILN_OK;
+    if (!f || !score || !thr) {
+        st = KILN_FAIL(T->ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+        goto out;
+    }
+    for (uint32_t i = from; i < T->nm; i++) {
+        const struct tprog *q = &T->m[i];
+        if (!q->feat.nrow)
+            continue;
+        f[k] = q->feat;
+        thr[k++] = q->error == KILN_MEASURE_OK && q->time_s > 0 ? 1 / q->time_s : 0;
+    }
+    if (k < 2 || (st = kiln_cm_predict(T->cm, f, k, score)) != KILN_OK)
+        goto out;
+    T->rank_rho = kiln_spearman(score, thr, k);
+    T->rank_rounds++;
+    fprintf(T->rank_curve, "%u,%u,%.4f\n", T->trials, k, T->rank_rho);
+    fflush(T->rank_curve);
+out:
+    free(f);
+    free(score);
+    free(thr);
+    return st;
+}
+
 enum kiln_status
 kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_t *done)
 {
@@ -435,7 +507,11 @@ kiln_search_ansor_round(struct tsession *S, struct ttask *T, uint32_t n, uint32_
         batch[nb] = p;
         bh[nb++] = h;
     }
+    uint32_t nm0 = T->nm;
+    bool     model = kiln_cm_trained(T->cm);
     st = kiln_search_measure(S, T, batch, nb, "ansor", done);
+    if (st == KILN_OK && model && T->rank_curve && T->nm > nm0)
+        st = rank_round(T, nm0);
 out:
     free(batch);
     free(bh);

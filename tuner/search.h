@@ -14,8 +14,10 @@ struct tprog {
     struct kiln_feat feat;     /* nrow == 0 when the program did not lower */
     double           time_s, stddev_s;
     uint32_t         nrepeat;
-    uint32_t         nmeas; /* measurements merged: time_s is their mean (kiln_ttask_record) */
-    uint8_t          error; /* enum kiln_measure_error */
+    uint32_t         nmeas; /* measurements merged: time_s is their mean (kiln_ttask_record),
+                             * or a final selection's verdict (final_select) */
+    double  min_s;          /* its lowest single time (0 = none succeeded) */
+    uint8_t error;          /* enum kiln_measure_error */
 };
 
 enum tphase {
@@ -62,6 +64,9 @@ struct ttask {
     struct kiln_rng              rng;
     struct kiln_tune_task_status status;
     FILE                        *curve; /* CSV, or NULL */
+    FILE    *rank_curve;                /* CSV of the model's rank correlation per round, or NULL */
+    double   rank_rho;                  /* the last round's (kiln_spearman) */
+    uint32_t rank_rounds;               /* rounds it was computed for */
 };
 
 /* The tuning session: what a round needs besides its task. */
@@ -118,6 +123,9 @@ enum kiln_status kiln_search_droplet_round(struct tsession *S, struct ttask *T, 
 enum kiln_status kiln_search_measure(struct tsession *S, struct ttask *T,
                                      const struct kiln_prog *progs, uint32_t n,
                                      const char *strategy, uint32_t *done);
+/* Spearman's rank correlation of x and y (n pairs; ties get their mean rank): 1 for the same
+ * order, -1 for the reverse; 0 when either is constant or n < 2. */
+double kiln_spearman(const double *x, const double *y, uint32_t n);
 /* One-sided Welch t-test: probability that a mean as low as ma arises if ma >= mb. */
 double kiln_welch_p(double ma, double sa, uint32_t na, double mb, double sb, uint32_t nb);
 

@@ -54,6 +54,15 @@
 #define CONVERGE_GAIN   0.01
 /* the strategy of a record copied from the records cache: this prefix, then its own */
 #define CACHED_PREFIX "cached:"
+/* The verdict of a final selection (final_select): the pick, with its robust time */
+#define FINAL_PICK "final-pick"
+/* A final round whose reference time is above this many times the reference's median is
+ * disturbed, and rejected */
+#define FINAL_DISTURBED 1.5
+/* Finalists this close (relative), or within the reference's spread up to FINAL_NOISE_MAX, are
+ * within noise of each other */
+#define FINAL_NOISE     0.03
+#define FINAL_NOISE_MAX 0.10
 /* The least run limit of a candidate: starting its runner and loading its inputs; on the GPU
  * also creating the CUDA context and JIT-compiling the module's PTX (a few hundred ms) */
 #define RUN_FLOOR_CPU_S 0.5
@@ -289,6 +298,7 @@ merge(struct tsession *S, struct ttask *T, int32_t i, const char *schedule_json,
         q->time_s = 0;
     } else if (q->error == KILN_MEASURE_OK) {
         q->time_s = (q->time_s * q->nmeas + r->time_s) / (q->nmeas + 1);
+        q->min_s = q->min_s > 0 ? fmin(q->min_s, r->time_s) : r->time_s;
         q->stddev_s = fmax(q->stddev_s, r->stddev_s);
         q->nrepeat += r->nrepeat;
     }
@@ -325,6 +335,7 @@ kiln_ttask_record(struct tsession *S, struct ttask *T, const struct kiln_prog *p
     memset(q, 0, sizeof *q);
     S->nrecorded++;
     q->time_s = r->error == KILN_MEASURE_OK ? r->time_s : 0;
+    q->min_s = q->time_s;
     q->stddev_s = r->stddev_s;
     q->nrepeat = r->nrepeat;
     q->nmeas = 1;
@@ -389,7 +400,18 @@ key_known(const struct resume *R, uint64_t k)
 static bool
 take_record(struct resume *R, const struct kiln_record *rec, const char *strategy)
 {
-    struct ttask              *T = R->T;
+    struct ttask *T = R->T;
+    if (!strcmp(strategy_base(strategy), FINAL_PICK)) {
+        /* a final selection's verdict, not a measurement (no trial): its program takes the
+         * verdict's time and is the task's best, as kiln_db_best ranks it */
+        int32_t i = find_prog(T, kiln_sched_hash(rec->schedule));
+        if (i >= 0 && rec->error == KILN_MEASURE_OK && rec->time_s > 0
+            && T->m[i].error == KILN_MEASURE_OK) {
+            T->m[i].time_s = rec->time_s;
+            T->best = i;
+        }
+        return true;
+    }
     struct kiln_prog           p;
     bool                       has = false;
     struct kiln_measure_result r = {
@@ -775,6 +797,8 @@ free_tasks(struct ttask *T, uint32_t n)
         kiln_cm_free(T[i].cm);
         if (T[i].curve)
             fclose(T[i].curve);
+        if (T[i].rank_curve)
+            fclose(T[i].rank_curve);
     }
     free(T);
 }
@@ -825,6 +849,11 @@ setup_task(struct tsession *S, struct ttask *T, struct kiln_task *task, uint32_t
             return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
                              strerror(errno));
         fprintf(T->curve, "trial,time_s,best_s,strategy,error\n");
+        snprintf(path, sizeof path, "%s/rank%u_%s.csv", S->o->curve_dir, index, task->key);
+        if (!(T->rank_curve = fopen(path, "w")))
+            return KILN_FAIL(ctx, KILN_ERR_INVALID, "tune", "cannot write %s: %s", path,
+                             strerror(errno));
+        fprintf(T->rank_curve, "trial,programs,spearman\n");
         for (uint32_t k = 0; k < T->nm; k++) { /* the resumed history first */
             double best = INFINITY;
             for (uint32_t j = 0; j <= k; j++)
@@ -894,7 +923,7 @@ final_reserve(const struct tsession *S)
         uint32_t ok = 0;
         for (uint32_t k = 0; k < T->nm && ok < S->o->final_top; k++)
             ok += remeasurable(&T->m[k]);
-        r += ok * S->o->final_rounds;
+        r += (ok ? ok + 1 : 0) * S->o->final_rounds; /* the reference once more per round */
     }
     return r;
 }
@@ -935,7 +964,7 @@ search_time_left(const struct tsession *S)
         uint32_t ok = 0;
         for (uint32_t k = 0; k < T->nm && ok < S->o->final_top; k++)
             ok += remeasurable(&T->m[k]);
-        left -= ok * S->o->final_rounds * secs_per_trial(S, T);
+        left -= (ok ? ok + 1 : 0) * S->o->final_rounds * secs_per_trial(S, T);
     }
     return left;
 }
@@ -1004,48 +1033,311 @@ measure_default(struct tsession *S, struct ttask *T)
     return KILN_OK;
 }
 
-/* The end of a task's tuning: its final_top fastest programs are measured final_rounds times
- * more, round by round (each round measures every one of them once, so that a slow spell of
- * the machine falls on all of them alike), and each one's time becomes the mean of all its
- * measurements. The search's best is the lowest of hundreds of noisy times and so biased low:
- * a conv 1x1 best timed at 84.5 and 87.6 us by the tuner ran at 95-163 us when the same
- * measurer timed it twelve times more, and at 128 us in the benchmark. */
+/* ---- the final selection's verdict ---- */
+
+/* A value of a sorted array: its median (the mean of the middle two for an even count). */
+static double
+median_sorted(const double *v, uint32_t n)
+{
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The outermost parallel loops of a loop nest: *n counts them, and *balanced becomes false
+ * when one's extent is neither a multiple of threads nor at least 4 x threads (or is not a
+ * constant). */
+static void
+par_walk(kiln_ctx *ctx, const struct kiln_stmt *s, int threads, uint32_t *n, bool *balanced)
+{
+    if (!s)
+        return;
+    switch (s->kind) {
+    case KILN_STMT_FOR:
+        if (s->u.for_.loop == KILN_LOOP_PARALLEL) {
+            double e = 0;
+            (*n)++;
+            if (!kiln_expr_is_const(ctx, s->u.for_.extent, &e)
+                || !(e >= 4.0 * threads || (e >= threads && fmod(e, threads) == 0)))
+                *balanced = false;
+            return;
+        }
+        par_walk(ctx, s->u.for_.body, threads, n, balanced);
+        return;
+    case KILN_STMT_SEQ:
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            par_walk(ctx, s->u.seq.item[i], threads, n, balanced);
+        return;
+    case KILN_STMT_IF:
+        par_walk(ctx, s->u.if_.then, threads, n, balanced);
+        par_walk(ctx, s->u.if_.els, threads, n, balanced);
+        return;
+    case KILN_STMT_LET:
+        par_walk(ctx, s->u.let.body, threads, n, balanced);
+        return;
+    case KILN_STMT_ALLOC:
+        par_walk(ctx, s->u.alloc.body, threads, n, balanced);
+        return;
+    default:
+        return;
+    }
+}
+
+/* Whether schedule json of T's graph balances the cores: it has a parallel loop, and every
+ * outermost one has a multiple of the threads, or at least 4 x the threads, iterations (a
+ * conv whose parallel loop had two iterations on two threads doubled its time whenever
+ * either core was busy). False when it does not lower, and on the GPU. */
+static bool
+balanced_par(const struct tsession *S, struct ttask *T, const char *json)
+{
+    if (S->gpu || !json)
+        return false;
+    kiln_ctx            *ctx = T->ctx;
+    int                  threads = S->o->measure.threads > 0 ? S->o->measure.threads
+                                   : T->hw->num_cores > 0    ? T->hw->num_cores
+                                                             : 1;
+    struct kiln_scratch  sc = kiln_scratch_begin(ctx);
+    struct kiln_schedule sched = {0};
+    struct kiln_func    *f = NULL;
+    uint32_t             n = 0;
+    bool                 ok = true;
+    if (kiln_sched_from_json(ctx, json, strlen(json), &sched) == KILN_OK
+        && kiln_lower(ctx, T->t->g, &sched, &f) == KILN_OK)
+        par_walk(ctx, f->body, threads, &n, &ok);
+    kiln_ctx_error_clear(ctx);
+    kiln_scratch_end(ctx, sc);
+    return n && ok;
+}
+
+/* Stores the final selection's verdict on program q of T: a record of its schedule with
+ * strategy FINAL_PICK and the robust time, which kiln_db_best ranks first (it is not a
+ * measurement: no trial). The log gets it with why, in "msg". */
+static enum kiln_status
+store_verdict(struct tsession *S, struct ttask *T, const struct tprog *q, const char *json,
+              double time_s, double spread_s, const char *why)
+{
+    kiln_ctx   *ctx = T->ctx;
+    const char *prog_json = NULL;
+    if (q->has_prog) {
+        struct kiln_buf b = {0};
+        if (kiln_prog_to_json(ctx, &T->sk[q->p.sketch], &q->p, &b) == KILN_OK)
+            prog_json = b.data;
+        kiln_ctx_error_clear(ctx);
+    }
+    struct kiln_record rec = {.workload = T->t->key,
+                              .target = T->target,
+                              .schedule = json,
+                              .prog = prog_json,
+                              .time_s = time_s,
+                              .stddev_s = spread_s,
+                              .error = KILN_MEASURE_OK,
+                              .version = KILN_VERSION,
+                              .machine = S->machine ? S->machine : kiln_machine_desc(ctx),
+                              .timestamp = (int64_t)time(NULL),
+                              .flops = T->t->flops,
+                              .strategy = FINAL_PICK};
+    KILN_TRY(kiln_db_add(S->db, &rec));
+    if (S->cache && kiln_db_add(S->cache, &rec) != KILN_OK)
+        drop_cache(S, "writing a record");
+    if (S->o->log) {
+        FILE *f = S->o->log;
+        fprintf(f, "{\"task\": \"%s\", \"trial\": %u, \"strategy\": \"%s\", \"time_s\": %.9g, ",
+                T->t->key, T->trials, FINAL_PICK, time_s);
+        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"error\": \"ok\", \"msg\": ",
+                T->t->flops / time_s * 1e-9, time_s);
+        json_str(f, why);
+        fputs(", \"schedule\": ", f);
+        json_line(f, json);
+        fputs("}\n", f);
+        fflush(f);
+    }
+    return KILN_OK;
+}
+
+/* The end of a task's tuning: its final_top fastest programs (the finalists) are measured
+ * final_rounds times more, round by round: each round measures every finalist once, so that a
+ * slow spell of the machine falls on all of them alike, and the reference (the fastest
+ * finalist) once more at its end. The search's best is the lowest of hundreds of noisy times
+ * and so biased low: a conv 1x1 best timed at 84.5 and 87.6 us by the tuner ran at 95-163 us
+ * when the same measurer timed it twelve times more, and at 128 us in the benchmark. And a
+ * mean is not robust: a matmul timed at 7.25 ms was re-measured at 17-28 ms under load, and
+ * the mean stored 17.1 ms as the best.
+ *
+ * The verdict (tuner/README.md): a round is disturbed, and rejected, when either of its
+ * reference times is above FINAL_DISTURBED x the median of all the reference's times in the
+ * selection (when that rejects every round, the rounds whose larger reference time is least
+ * are kept); a finalist's time is the median of its times in the rounds kept. The pick is
+ * the fastest finalist, unless its parallel loops do not balance the cores and a finalist
+ * that does is within noise of it (FINAL_NOISE, or the reference's own spread over the rounds
+ * kept, up to FINAL_NOISE_MAX). The verdict is stored as a FINAL_PICK record, and a pick
+ * slower than the search's best single time by more than noise is a warning saying why. */
 static enum kiln_status
 final_select(struct tsession *S, struct ttask *T)
 {
-    enum { MAXTOP = 64 };
+    enum { MAXTOP = 64, MAXROUND = 64 };
     int32_t          idx[MAXTOP];
-    struct kiln_prog progs[MAXTOP];
     uint32_t         n = final_pick(T, S->o->final_top < MAXTOP ? S->o->final_top : MAXTOP, idx);
-    for (uint32_t r = 0; r < S->o->final_rounds; r++) {
-        uint32_t np = 0, done = 0;
-        for (uint32_t k = 0; k < n; k++)
-            if (T->m[idx[k]].has_prog && T->m[idx[k]].error == KILN_MEASURE_OK)
-                progs[np++] = T->m[idx[k]].p;
-        if (np > budget_left(S))
-            np = budget_left(S);
-        if (np)
-            KILN_TRY(kiln_search_measure(S, T, progs, np, "final", &done));
-        for (uint32_t k = 0; k < n; k++) {
-            const struct tprog *q = &T->m[idx[k]];
-            if (q->has_prog || q->error != KILN_MEASURE_OK || !budget_left(S)
-                || (S->o->stop && *S->o->stop))
-                continue;
-            struct kiln_measure_result res;
-            KILN_TRY(measure_schedule(S, T, q->sched, "final", &res));
-        }
-        if (!budget_left(S) || (S->o->stop && *S->o->stop) || time_left(S) <= 0)
-            break;
+    uint32_t         R = S->o->final_rounds < MAXROUND ? S->o->final_rounds : MAXROUND;
+    char            *js[MAXTOP] = {0};
+    double          *t = calloc((size_t)MAXTOP * MAXROUND, sizeof *t); /* t[k * MAXROUND + r] */
+    double           ref0[MAXROUND] = {0}, ref1[MAXROUND] = {0};
+    uint32_t         rounds = 0;
+    enum kiln_status st = KILN_OK;
+    kiln_ctx        *ctx = T->ctx;
+    if (!t)
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "tune", "out of memory");
+    /* the search's best single time, before the final rounds add theirs */
+    int32_t single = -1;
+    for (uint32_t i = 0; i < T->nm; i++)
+        if (T->m[i].error == KILN_MEASURE_OK && T->m[i].min_s > 0
+            && (single < 0 || T->m[i].min_s < T->m[single].min_s))
+            single = (int32_t)i;
+    double   single_s = single >= 0 ? T->m[single].min_s : 0;
+    uint32_t nf = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const struct tprog *q = &T->m[idx[k]];
+        js[nf] = q->has_prog ? kiln_ttask_schedule_json(T, &q->p) : strdup(q->sched);
+        if (js[nf]) /* (else out of memory, or a program that no longer emits: left out) */
+            idx[nf++] = idx[k];
     }
-    /* the pick, as kiln_db_best makes it: the fastest of these by the mean of all its times */
-    int32_t pick = -1;
+    n = nf;
+    /* round r: the reference (finalist 0), every other finalist, the reference again */
+    for (uint32_t r = 0; r < R && n && st == KILN_OK; r++) {
+        struct kiln_measure_input  in[MAXTOP + 1];
+        struct kiln_measure_result res[MAXTOP + 1];
+        if (budget_left(S) < n + 1 || (S->o->stop && *S->o->stop) || time_left(S) <= 0)
+            break;
+        for (uint32_t k = 0; k <= n; k++)
+            in[k] = (struct kiln_measure_input){.schedule_json = js[k < n ? k : 0], .check = true};
+        if ((st = kiln_measure(T->meas, in, n + 1, res)) != KILN_OK)
+            break;
+        for (uint32_t k = 0; k <= n && st == KILN_OK; k++) {
+            uint32_t f = k < n ? k : 0;
+            if (S->o->final_hook)
+                S->o->final_hook(S->o->final_hook_ud, r, k, k == 0 || k == n, js[f], &res[k]);
+            double v = res[k].error == KILN_MEASURE_OK ? res[k].time_s : 0;
+            if (k == 0)
+                ref0[r] = v;
+            else if (k == n)
+                ref1[r] = v;
+            /* the reference's time in the round: the mean of its two */
+            t[f * MAXROUND + r] = k < n ? v : t[r] > 0 && v > 0 ? 0.5 * (t[r] + v) : 0;
+            struct kiln_prog p = T->m[idx[f]].p;
+            st = kiln_ttask_record(S, T, T->m[idx[f]].has_prog ? &p : NULL, js[f], &res[k], "final",
+                                   true);
+        }
+        if (st == KILN_OK)
+            rounds++;
+    }
+    /* disturbed rounds */
+    bool     keep[MAXROUND];
+    double   rt[2 * MAXROUND], refmax[MAXROUND];
+    uint32_t nrt = 0, nkept = 0;
+    char     rejected[256] = "";
+    for (uint32_t r = 0; r < rounds; r++) {
+        refmax[r] = ref0[r] > 0 && ref1[r] > 0 ? fmax(ref0[r], ref1[r]) : 0;
+        if (refmax[r] > 0) {
+            rt[nrt++] = ref0[r];
+            rt[nrt++] = ref1[r];
+        }
+    }
+    qsort(rt, nrt, sizeof *rt, cmp_double);
+    double ref_med = median_sorted(rt, nrt), least = INFINITY;
+    for (uint32_t r = 0; r < rounds; r++) {
+        keep[r] = !(refmax[r] > FINAL_DISTURBED * ref_med);
+        nkept += keep[r];
+        if (refmax[r] > 0)
+            least = fmin(least, refmax[r]);
+    }
+    for (uint32_t r = 0; r < rounds && !nkept; r++)
+        nkept += keep[r] = !(refmax[r] > least);
+    for (uint32_t r = 0; r < rounds; r++)
+        if (!keep[r]) {
+            size_t len = strlen(rejected);
+            snprintf(rejected + len, sizeof rejected - len, "%s%u", len ? ", " : "", r + 1);
+        }
+    /* each finalist's median over the rounds kept; the reference's spread over them */
+    double   med[MAXTOP], spread = 0;
+    uint32_t nk[MAXTOP];
+    for (uint32_t k = 0; k < n; k++) {
+        double   v[MAXROUND];
+        uint32_t m = 0;
+        bool     failed = T->m[idx[k]].error != KILN_MEASURE_OK;
+        for (uint32_t r = 0; r < rounds; r++) {
+            double x = t[k * MAXROUND + r];
+            failed |= !(x > 0);
+            if (keep[r] && x > 0)
+                v[m++] = x;
+        }
+        qsort(v, m, sizeof *v, cmp_double);
+        med[k] = failed ? 0 : median_sorted(v, m);
+        nk[k] = m;
+        if (k == 0 && m && med[0] > 0)
+            spread = (v[m - 1] - v[0]) / med[0];
+    }
+    double  noise = fmin(fmax(FINAL_NOISE, spread), FINAL_NOISE_MAX);
+    int32_t fast = -1, pick = -1;
     for (uint32_t k = 0; k < n; k++)
-        if (T->m[idx[k]].error == KILN_MEASURE_OK && T->m[idx[k]].time_s > 0
-            && (pick < 0 || T->m[idx[k]].time_s < T->m[pick].time_s))
-            pick = idx[k];
-    if (pick >= 0)
-        T->best = pick;
-    return KILN_OK;
+        if (med[k] > 0 && (fast < 0 || med[k] < med[fast]))
+            fast = (int32_t)k;
+    char why[512] = "";
+    if (fast >= 0) {
+        pick = fast;
+        if (!balanced_par(S, T, js[fast]))
+            for (uint32_t k = 0; k < n; k++)
+                if ((int32_t)k != fast && med[k] > 0 && med[k] <= med[fast] * (1 + noise)
+                    && (pick == fast || med[k] < med[pick]) && balanced_par(S, T, js[k]))
+                    pick = (int32_t)k;
+        size_t len = (size_t)snprintf(
+            why, sizeof why,
+            "median of %u of %u final rounds (rounds rejected: %s; reference "
+            "median %.4g us, limit %.2fx)",
+            nk[pick], rounds, *rejected ? rejected : "none", ref_med * 1e6, FINAL_DISTURBED);
+        if (pick != fast && len < sizeof why)
+            len += (size_t)snprintf(why + len, sizeof why - len,
+                                    "; its parallel loops balance the cores, and the fastest "
+                                    "finalist's (%.4g us) do not and are within %.1f%%",
+                                    med[fast] * 1e6, noise * 100);
+        struct tprog *q = &T->m[idx[pick]];
+        if (single >= 0 && med[pick] > single_s * (1 + noise) && len < sizeof why) {
+            const char *what = "it was not a finalist";
+            char        buf[160];
+            for (uint32_t k = 0; k < n; k++)
+                if (idx[k] == single) {
+                    snprintf(buf, sizeof buf, "its final rounds' median was %.4g us", med[k] * 1e6);
+                    what = med[k] > 0 ? buf : "it failed in the final rounds";
+                }
+            if (single == idx[pick])
+                what = "that time was its lowest, and the final rounds measured it slower";
+            len += (size_t)snprintf(why + len, sizeof why - len,
+                                    "; slower than the %.4g us program %016llx timed once in "
+                                    "the search: %s",
+                                    single_s * 1e6, (unsigned long long)T->m[single].h, what);
+            warn(S,
+                 "task %s: the final pick, program %016llx at %.4g us (%s), is slower than a "
+                 "program measured earlier",
+                 T->t->key, (unsigned long long)q->h, med[pick] * 1e6, why);
+        }
+        double sd = 0;
+        for (uint32_t r = 0; r < rounds; r++) {
+            double x = t[(uint32_t)pick * MAXROUND + r];
+            if (keep[r] && x > 0)
+                sd += (x - med[pick]) * (x - med[pick]);
+        }
+        sd = nk[pick] > 1 ? sqrt(sd / (nk[pick] - 1)) : 0;
+        q->time_s = med[pick];
+        T->best = idx[pick];
+        st = store_verdict(S, T, q, js[pick], med[pick], sd, why);
+    }
+    for (uint32_t k = 0; k < MAXTOP; k++)
+        free(js[k]);
+    free(t);
+    return st;
 }
 
 /* Whether target spec names the cuda target (its first word), decided without parsing it:

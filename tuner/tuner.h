@@ -525,7 +525,9 @@ enum kiln_status kiln_db_add(struct kiln_db *db, const struct kiln_record *r);
 /* The valid schedules of workload/target, best first: a schedule measured more than once (the
  * tuner re-measures each new best: strategy "confirm") counts with the mean of its times, in
  * r->time_s, and is out if any of its measurements failed; schedules a final selection
- * measured (strategy "final") rank before all others; r is the schedule's first record. A
+ * measured (strategy "final") rank before all others, and before them the schedules of final
+ * selections' verdicts (strategy "final-pick": not a measurement), the newest first, with the
+ * verdict's time in r->time_s; r is the schedule's first record. A
  * damaged row comes with bad set (why; r->id is its row) instead of failing the walk. fn
  * returns false to stop; strings are valid during the call only. */
 enum kiln_status
@@ -609,14 +611,15 @@ struct kiln_tune_opts {
     /* Droplet moves to a neighbour only if it is at least this share faster than the centre
      * (and significantly so): 0.01. 1 = never moves, so each Droplet phase measures one
      * neighbourhood and converges (tests use it to make the phases independent of timing). */
-    double                   droplet_min_gain;
-    uint32_t                 confirm_after; /* re-measure new bests from this trial on: 64 */
-    uint32_t                 final_top;     /* final selection: the task's fastest programs, 8 */
-    uint32_t                 final_rounds;  /* each re-measured this many times, interleaved: 4 */
-    uint32_t                 batch;         /* programs measured per round: 16 */
-    uint32_t                 population;    /* evolutionary population: 256 */
-    uint32_t                 generations;   /* per round: 4 */
-    double                   eps_random;    /* share of random programs per batch: 0.05 */
+    double   droplet_min_gain;
+    uint32_t confirm_after; /* re-measure new bests from this trial on: 64 */
+    uint32_t final_top;     /* final selection: the task's fastest programs, 8 */
+    uint32_t final_rounds;  /* each re-measured this many times, interleaved, with a reference
+                             * at both ends of each round: 4 (tuner/README.md) */
+    uint32_t                 batch;       /* programs measured per round: 16 */
+    uint32_t                 population;  /* evolutionary population: 256 */
+    uint32_t                 generations; /* per round: 4 */
+    double                   eps_random;  /* share of random programs per batch: 0.05 */
     uint64_t                 seed;
     enum kiln_strategy       strategy;
     struct kiln_measure_opts measure;
@@ -632,6 +635,14 @@ struct kiln_tune_opts {
      * default schedule of the first task (they must implement that task's graph). */
     const char *const *plant;
     uint32_t           nplant;
+    /* For tests: called with final_hook_ud on every measurement of a final selection, before
+     * it is recorded, with the round, the position in the round (0 and the last one are the
+     * reference), the schedule and its result, which it may change: tests plant load spikes
+     * and disturbed rounds with it, so what they check does not depend on the machine's
+     * timing. NULL: none. */
+    void (*final_hook)(void *ud, uint32_t round, uint32_t pos, bool reference,
+                       const char *schedule_json, struct kiln_measure_result *r);
+    void *final_hook_ud;
 };
 void kiln_tune_opts_default(struct kiln_tune_opts *o);
 
