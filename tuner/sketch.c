@@ -456,15 +456,16 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
-/* Whether op i, a reduction computed plain, can keep one accumulator per vector lane along its
- * last output axis `last` (a vector tile of it inside the reduction loops): every load reads
+/* Whether op i is a lane-wise reduction: computed plain, it can keep one accumulator per
+ * vector lane along its last output axis `last` (a vector tile of it inside the reduction
+ * loops). Every load reads
  * that axis only as its own last index, `last` or `last +- c` (the lanes contiguous), or not
  * at all (the value broadcast). An NHWC max or average pooling, a global pooling over H and W,
  * a reduction over a middle axis qualify; a reduction over the last input axis does not (its
  * lanes would be strided: the rfactor sketches vectorise it), nor a channels-last depthwise
  * convolution, whose weights [c, 1, kh, kw] would be gathered. */
-static bool
-lanes_along_last(const struct ana *A, uint32_t i)
+bool
+kiln_sk_lanes_along_last(const struct ana *A, uint32_t i)
 {
     const kiln_ctx           *ctx = A->ctx;
     const struct kiln_opdef  *op = &A->g->op[i];
@@ -533,7 +534,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         if (t->ndim == 0)
             return true;
         uint32_t last = t->ndim - 1u;
-        if (t->shape[last] > 1 && (op->nred == 0 || lanes_along_last(A, i))) {
+        if (t->shape[last] > 1 && (op->nred == 0 || kiln_sk_lanes_along_last(A, i))) {
             snprintf(kn, sizeof kn, "%s.%s vector tile", tn, names[last]);
             p->k_split[last] = kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1,
                                                 t->shape[last], 0, kn);
