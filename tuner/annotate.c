@@ -489,12 +489,15 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
         const struct kiln_op_plan *op = &sk->priv->op[i];
         if (op->mode == KILN_PLAN_PLAIN && op->k_vec != KILN_NONE && op->ndim
             && op->shape[op->ndim - 1] >= lanes) {
-            /* an elementwise op: vectorised along its last axis, a vector at a time or more */
+            /* an elementwise op, or a reduction with one accumulator per lane (an NHWC pooling):
+             * vectorised along its last axis, a vector at a time or more; an extent that is no
+             * multiple of the lanes (37 channels) whole when it fits one innermost tile (32 + 4
+             * + 1 lanes, no masks), else in vector-long tiles, the last one partial */
             const struct kiln_knob *k = &sk->knob[op->k_split[op->ndim - 1]];
             int64_t                *on = &p->v[sk->knob[op->k_vec].slot], *l = &p->v[k->slot];
             *on = 1;
-            if (*l < lanes && k->extent % lanes == 0)
-                *l = lanes;
+            if (*l < lanes)
+                *l = k->extent % lanes == 0 || k->extent > KILN_MAX_INNER ? lanes : k->extent;
             continue;
         }
         if (op->mode == KILN_PLAN_RFACTOR && op->k_vec != KILN_NONE) {

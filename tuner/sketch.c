@@ -456,6 +456,46 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
+/* Whether op i is a lane-wise reduction: computed plain, it can keep one accumulator per
+ * vector lane along its last output axis `last` (a vector tile of it inside the reduction
+ * loops). Every load reads
+ * that axis only as its own last index, `last` or `last +- c` (the lanes contiguous), or not
+ * at all (the value broadcast). An NHWC max or average pooling, a global pooling over H and W,
+ * a reduction over a middle axis qualify; a reduction over the last input axis does not (its
+ * lanes would be strided: the rfactor sketches vectorise it), nor a channels-last depthwise
+ * convolution, whose weights [c, 1, kh, kw] would be gathered. */
+bool
+kiln_sk_lanes_along_last(const struct ana *A, uint32_t i)
+{
+    const kiln_ctx           *ctx = A->ctx;
+    const struct kiln_opdef  *op = &A->g->op[i];
+    const struct kiln_tensor *t = &A->g->tensor[op->out];
+    if (t->ndim == 0 || t->shape[t->ndim - 1] <= 1 || op->reduce == KILN_REDUCE_NONE)
+        return false;
+    uint32_t     last = t->ndim - 1u;
+    struct loads L;
+    kiln_sk_loads_of(ctx, A->eff[i], &L);
+    if (L.overflow)
+        return false;
+    for (uint32_t j = 0; j < L.n; j++) {
+        uint32_t n = kiln_load_nidx(ctx, L.l[j]);
+        for (uint32_t d = 0; d < n; d++) {
+            kiln_expr ix = kiln_load_idx(ctx, L.l[j], d);
+            if (!mentions_axis(ctx, ix, last))
+                continue;
+            const struct kiln_node *x = kiln_node_get(ctx, ix);
+            int64_t                 c;
+            bool                    along = plain_axis(ctx, ix) == (int)last
+                         || ((x->op == KILN_OP_ADD || x->op == KILN_OP_SUB)
+                             && plain_axis(ctx, (kiln_expr){x->kid[0]}) == (int)last
+                             && kiln_expr_is_int(ctx, (kiln_expr){x->kid[1]}, &c));
+            if (d + 1 != n || !along)
+                return false;
+        }
+    }
+    return true;
+}
+
 /* No knobs: every knob index KILN_NONE, nothing to pad. */
 static void
 plan_clear(struct kiln_op_plan *p)
@@ -494,7 +534,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         if (t->ndim == 0)
             return true;
         uint32_t last = t->ndim - 1u;
-        if (op->nred == 0 && t->shape[last] > 1) {
+        if (t->shape[last] > 1 && (op->nred == 0 || kiln_sk_lanes_along_last(A, i))) {
             snprintf(kn, sizeof kn, "%s.%s vector tile", tn, names[last]);
             p->k_split[last] = kiln_sk_add_knob(ctx, sk, KILN_KNOB_SPLIT, KILN_KNOB_TILE, 1,
                                                 t->shape[last], 0, kn);
@@ -905,6 +945,15 @@ emit_inline_plain(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
         if (kiln_sk_val(E, p->k_vec, 0, 0) && f >= 2) {
             KILN_TRY(kiln_sk_emit_split(E, tn, &L, names[last], 1, &f));
             snprintf(vec, sizeof vec, "%.58s.1", names[last]);
+            if (op->nred) {
+                /* a reduction: the vector part inside the reduction loops, one accumulator per
+                 * lane (spatial ..., last.0, reductions ..., last.1) */
+                char want[KILN_MAX_DIMS + KILN_MAX_REDUCE + 1][KILN_SKETCH_NAME];
+                memcpy(want, L.name, sizeof(L.name[0]) * L.n);
+                memmove(&want[last + 1], &want[last + 2], sizeof(want[0]) * op->nred);
+                memcpy(want[L.n - 1], vec, KILN_SKETCH_NAME);
+                KILN_TRY(kiln_sk_emit_order(E, tn, &L, want));
+            }
         }
     }
     int64_t par = kiln_sk_val(E, p->k_loc, 0, 0) ? 0 : kiln_sk_val(E, p->k_par, 0, 0);

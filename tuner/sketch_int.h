@@ -39,6 +39,9 @@ enum kiln_status kiln_sk_analyse(kiln_ctx *ctx, const struct kiln_graph *g,
 /* Some output axis of op i of extent > 1 is absent from every index of op i's loads (L) of
  * tensor t: op i reuses t. */
 bool kiln_sk_misses_an_axis(const struct ana *A, uint32_t i, const struct loads *L, uint32_t t);
+/* Op i is a reduction whose last output axis (extent > 1) every load reads as its own last
+ * index or not at all: computed plain, each vector lane keeps its own accumulator. */
+bool kiln_sk_lanes_along_last(const struct ana *A, uint32_t i);
 /* The number of tensors op i reuses (kiln_sk_misses_an_axis), those of one element aside. */
 uint32_t kiln_sk_reused_tensors(const struct ana *A, uint32_t i);
 /* Appends a knob to sk; KILN_NONE when the sketch has no slots left. */
