@@ -385,17 +385,17 @@ parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, stru
     }
 }
 
-/* A plain op's parallel loop fuses its `par` outermost axes (the last one over its vector
- * tiles when it is split). Over the batch axis alone that is one iteration at batch 1: ResNet-18's
- * max pooling drew it and ran on one core, at 3 GFLOP/s. Such draws fuse more axes until the
- * loop keeps the cores evenly busy, most of the time. */
+/* A plain or rfactor op's parallel loop fuses its `par` outermost axes (the last one over its
+ * vector tiles when it is split). Over the batch axis alone that is one iteration at batch 1:
+ * ResNet-18's max pooling drew it and ran on one core, at 3 GFLOP/s. Such draws fuse more axes
+ * until the loop keeps the cores evenly busy, most of the time. */
 static void
 plain_parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op,
                      struct kiln_rng *rng, bool strict, struct kiln_prog *p)
 {
     int cores = sk->priv->cores;
-    if (op->mode != KILN_PLAN_PLAIN || op->k_par == KILN_NONE || cores < 2 || op->ndim == 0
-        || (!strict && kiln_rng_uniform(rng) < 0.1))
+    if ((op->mode != KILN_PLAN_PLAIN && op->mode != KILN_PLAN_RFACTOR) || op->k_par == KILN_NONE
+        || cores < 2 || op->ndim == 0 || (!strict && kiln_rng_uniform(rng) < 0.1))
         return;
     const struct kiln_knob *kp = &sk->knob[op->k_par];
     int64_t                *par = &p->v[kp->slot];
@@ -557,7 +557,7 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
         const struct kiln_op_plan *op = &sk->priv->op[i];
         if (op->k_par == KILN_NONE || p->v[sk->knob[op->k_par].slot] != 0)
             continue;
-        if (op->mode == KILN_PLAN_PLAIN && op->work >= PAR_WORK
+        if ((op->mode == KILN_PLAN_PLAIN || op->mode == KILN_PLAN_RFACTOR) && op->work >= PAR_WORK
             && (op->k_loc == KILN_NONE || p->v[sk->knob[op->k_loc].slot] == 0))
             p->v[sk->knob[op->k_par].slot] = 1;
         else if (tiled(op) && tiled_work(sk, op) >= PAR_WORK)
