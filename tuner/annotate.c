@@ -385,17 +385,17 @@ parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op, stru
     }
 }
 
-/* A plain op's parallel loop fuses its `par` outermost axes (the last one over its vector
- * tiles when it is split). Over the batch axis alone that is one iteration at batch 1: ResNet-18's
- * max pooling drew it and ran on one core, at 3 GFLOP/s. Such draws fuse more axes until the
- * loop keeps the cores evenly busy, most of the time. */
+/* A plain or rfactor op's parallel loop fuses its `par` outermost axes (the last one over its
+ * vector tiles when it is split). Over the batch axis alone that is one iteration at batch 1:
+ * ResNet-18's max pooling drew it and ran on one core, at 3 GFLOP/s. Such draws fuse more axes
+ * until the loop keeps the cores evenly busy, most of the time. */
 static void
 plain_parallel_prior(const struct kiln_sketch *sk, const struct kiln_op_plan *op,
                      struct kiln_rng *rng, bool strict, struct kiln_prog *p)
 {
     int cores = sk->priv->cores;
-    if (op->mode != KILN_PLAN_PLAIN || op->k_par == KILN_NONE || cores < 2 || op->ndim == 0
-        || (!strict && kiln_rng_uniform(rng) < 0.1))
+    if ((op->mode != KILN_PLAN_PLAIN && op->mode != KILN_PLAN_RFACTOR) || op->k_par == KILN_NONE
+        || cores < 2 || op->ndim == 0 || (!strict && kiln_rng_uniform(rng) < 0.1))
         return;
     const struct kiln_knob *kp = &sk->knob[op->k_par];
     int64_t                *par = &p->v[kp->slot];
@@ -478,7 +478,19 @@ kiln_prog_sample(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
     }
 }
 
-#define PLAIN_PAR_WORK 32768
+#define PAR_WORK 32768
+
+/* A tiled op's work in multiply-add steps: the product of its split axes' extents (spatial and
+ * reduction). */
+static int64_t
+tiled_work(const struct kiln_sketch *sk, const struct kiln_op_plan *op)
+{
+    int64_t w = 1;
+    for (uint32_t d = 0; d < KILN_MAX_DIMS + KILN_MAX_REDUCE; d++)
+        if (op->k_split[d] != KILN_NONE && w < INT64_MAX / (sk->knob[op->k_split[d]].extent + 1))
+            w *= sk->knob[op->k_split[d]].extent;
+    return w;
+}
 
 bool
 kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p)
@@ -540,14 +552,18 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
     }
     /* then the sampling priors, without their escapes: register tiles within the registers,
      * parallel loops that keep the cores evenly busy */
-    /* a plain op with work for several cores runs parallel: a fork and join costs a few
+    /* an op with work for several cores runs parallel: a fork and join costs a few
      * microseconds, 32K element-steps tens of them (a softmax of [12,128,128] was predicted
-     * serial in four of its five stages, and ran slower on 2 threads than on 1) */
+     * serial in four of its five stages, and ran slower on 2 threads than on 1; BERT-base's
+     * [128,768]x[768,3072] matmul was predicted serial, so 2 threads ran it on one core) */
     for (uint32_t i = 0; sk->priv && i < sk->priv->nop && sk->priv->cores > 1; i++) {
         const struct kiln_op_plan *op = &sk->priv->op[i];
-        if (op->mode == KILN_PLAN_PLAIN && op->k_par != KILN_NONE && op->work >= PLAIN_PAR_WORK
-            && (op->k_loc == KILN_NONE || p->v[sk->knob[op->k_loc].slot] == 0)
-            && p->v[sk->knob[op->k_par].slot] == 0)
+        if (op->k_par == KILN_NONE || p->v[sk->knob[op->k_par].slot] != 0)
+            continue;
+        if ((op->mode == KILN_PLAN_PLAIN || op->mode == KILN_PLAN_RFACTOR) && op->work >= PAR_WORK
+            && (op->k_loc == KILN_NONE || p->v[sk->knob[op->k_loc].slot] == 0))
+            p->v[sk->knob[op->k_par].slot] = 1;
+        else if (tiled(op) && tiled_work(sk, op) >= PAR_WORK)
             p->v[sk->knob[op->k_par].slot] = 1;
     }
     bool vec[KILN_MAX_KNOBS];

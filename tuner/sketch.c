@@ -507,6 +507,20 @@ plan_clear(struct kiln_op_plan *p)
 }
 
 /* Knobs of op i under its chosen mode; false when the sketch runs out of knob slots. */
+/* A plain or rfactor op's output extents and work (output elements times the reduction's
+ * extent), which the prediction prior's parallel rules read. */
+static void
+plan_extents(const struct kiln_opdef *op, const struct kiln_tensor *t, struct kiln_op_plan *p)
+{
+    p->ndim = (uint8_t)t->ndim;
+    memcpy(p->shape, t->shape, sizeof(int64_t) * t->ndim);
+    p->work = 1;
+    for (uint32_t k = 0; k < t->ndim; k++)
+        p->work *= t->shape[k];
+    for (uint32_t r = 0; r < op->nred; r++)
+        p->work *= op->rext[r];
+}
+
 static bool
 plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t i,
            struct kiln_op_plan *p)
@@ -524,13 +538,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     case KILN_PLAN_CONSUMER:
         return true;
     case KILN_PLAN_PLAIN: {
-        p->ndim = (uint8_t)t->ndim;
-        memcpy(p->shape, t->shape, sizeof(int64_t) * t->ndim);
-        p->work = 1;
-        for (uint32_t k = 0; k < t->ndim; k++)
-            p->work *= t->shape[k];
-        for (uint32_t r = 0; r < op->nred; r++)
-            p->work *= op->rext[r];
+        plan_extents(op, t, p);
         if (t->ndim == 0)
             return true;
         uint32_t last = t->ndim - 1u;
@@ -554,6 +562,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
         return true;
     }
     case KILN_PLAN_RFACTOR: {
+        plan_extents(op, t, p);
         int64_t R = 1;
         for (uint32_t r = 0; r < op->nred; r++)
             R *= op->rext[r];
@@ -1019,6 +1028,14 @@ emit_rfactor(struct emit *E, uint32_t i, const struct kiln_op_plan *p)
     if (par > nsp)
         par = nsp;
     KILN_TRY(emit_parallel(E, rf, &R, 0, (uint32_t)par, NULL));
+    /* the combine (tn over the partial results) parallel over the same spatial axes: it reads
+     * rf's row as rf wrote it (a softmax's max over [12,128] rows of 64 partials ran serial) */
+    if (par > t->ndim)
+        par = t->ndim;
+    struct leaves C = {.n = 0};
+    for (uint32_t k = 0; k < t->ndim; k++)
+        memcpy(C.name[C.n++], names[k], KILN_SKETCH_NAME);
+    KILN_TRY(emit_parallel(E, tn, &C, 0, (uint32_t)par, NULL));
     if (p->rf_inner && kiln_sk_val(E, p->k_vec, 0, 0) && f >= 2)
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, rf, rin));
     return KILN_OK;

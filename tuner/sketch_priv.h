@@ -49,10 +49,10 @@ struct kiln_op_plan {
     /* arguments read under a bounds-checking select that the pad step accepts */
     uint32_t padt[4];
     uint8_t  npad;
-    /* PLAIN: the output's extents, outermost first (the parallel knob fuses a prefix) */
+    /* PLAIN, RFACTOR: the output's extents, outermost first (the parallel knob fuses a prefix) */
     int64_t shape[KILN_MAX_DIMS];
     uint8_t ndim;
-    int64_t work; /* PLAIN: output elements times the reduction's extent */
+    int64_t work; /* PLAIN, RFACTOR: output elements times the reduction's extent */
 };
 
 struct kiln_sketch_priv {

@@ -9,6 +9,7 @@
  * loop-nest interpreter against the reference, CUDA C within the launch limits, NVRTC and
  * ptxas where the toolkit is found, and the CPU sketches unchanged. */
 #include "../../codegen/nvrtc.h"
+#include "../../passes/passes.h"
 #include "../../passes/state.h"
 #include "../../tuner/sketch_priv.h"
 #include "../harness.h"
@@ -1045,6 +1046,82 @@ test_plain_reduce_vector(void)
     }
 }
 
+/* The outermost loop of every root loop nest in s (under its allocations): counts the nests,
+ * and those whose first loop is parallel with an extent that keeps `cores` cores evenly busy
+ * (a multiple of them, or at least 8 per core). */
+static void
+root_nests(const struct kiln_func *f, const struct kiln_stmt *s, int cores, uint32_t *n,
+           uint32_t *busy)
+{
+    while (s && (s->kind == KILN_STMT_ALLOC || s->kind == KILN_STMT_LET))
+        s = s->kind == KILN_STMT_ALLOC ? s->u.alloc.body : s->u.let.body;
+    if (!s)
+        return;
+    if (s->kind == KILN_STMT_SEQ) {
+        for (uint32_t i = 0; i < s->u.seq.n; i++)
+            root_nests(f, s->u.seq.item[i], cores, n, busy);
+        return;
+    }
+    if (s->kind != KILN_STMT_FOR)
+        return;
+    int64_t ext = 0;
+    ++*n;
+    kiln_expr e = kiln_simplify_expr(f->ctx, s->u.for_.extent, NULL, 0);
+    if (s->u.for_.loop == KILN_LOOP_PARALLEL && kiln_expr_is_int(f->ctx, e, &ext) && ext >= cores
+        && (ext % cores == 0 || ext >= 8 * cores))
+        ++*busy;
+}
+
+/* Prediction's prior (kiln_prog_in_prior) on 2 cores: every loop nest of ops with work for
+ * several cores starts with a parallel loop that keeps both busy, for tiled ops (a matmul) and
+ * for each stage of a softmax: its rfactor partials and their combine included (a BERT-base
+ * matmul and four of a softmax's five stages were predicted serial, so 2 threads ran them on
+ * one core). The programs compute what the reference computes. */
+static void
+test_prior_parallel(void)
+{
+    static const char *const cases[] = {
+        "input x: f32[12, 32, 128]\ny = softmax(x, axis=-1)\noutput y\n",
+        "input A: f32[64, 96]\nweight B: f32[96, 128]\nC[i, j] += A[i, k] * B[k, j]\noutput C\n",
+    };
+    for (size_t c = 0; c < KILN_COUNTOF(cases); c++) {
+        kiln_ctx           *ctx = kiln_ctx_new(NULL);
+        struct kiln_hw      hw = {2, 8, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
+        struct kiln_target  tg;
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0;
+        struct kiln_rng     r = kiln_rng_new(kiln_hash_str(opt_seed(), cases[c]));
+        struct kiln_graph  *g = PARSE(ctx, cases[c]);
+        struct ref          R = {0};
+        CHECK(g && kiln_cg_target_parse(ctx, "llvm", &tg) == KILN_OK
+              && kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) == KILN_OK && nsk > 0
+              && make_ref(ctx, g, &r, &R));
+        for (uint32_t s = 0; g && s < nsk; s++) {
+            uint32_t nests = 0, busy = 0;
+            for (int it = 0; it < 8; it++) {
+                struct kiln_prog p;
+                kiln_prog_sample(&sk[s], &r, &p);
+                kiln_prog_in_prior(&sk[s], &r, &p);
+                const char       *st;
+                struct kiln_func *f = lower_prog(ctx, g, &sk[s], &p, "prior_parallel", &st);
+                if (!f)
+                    break;
+                uint32_t n0 = nests, b0 = busy;
+                root_nests(f, f->body, 2, &nests, &busy);
+                if (busy - b0 != nests - n0)
+                    printf("  not all parallel (%u of %u): %s\n", busy - b0, nests - n0, st);
+                if (it == 0)
+                    CHECK(check_prog(ctx, g, &tg, &sk[s], &p, &R, "prior_parallel", false));
+            }
+            printf("case %zu sketch %s: %u of %u root loop nests parallel on 2 cores\n", c,
+                   sk[s].desc, busy, nests);
+            CHECK(nests > 0 && busy == nests);
+        }
+        free_ref(&R);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* The example networks (whole graphs, larger than tasks): every sketch's sampled programs and
  * a neighbour of each lower (not run: the shapes are too large for the interpreter). */
 static void
@@ -1596,6 +1673,7 @@ main(int argc, char **argv)
         {"prior", test_prior},
         {"plain_parallel", test_plain_parallel},
         {"plain_reduce_vector", test_plain_reduce_vector},
+        {"prior_parallel", test_prior_parallel},
         {"gpu_programs", test_gpu_programs},
         {"gpu_limits", test_gpu_limits},
         {"gpu_neighbours", test_gpu_neighbours},
