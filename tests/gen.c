@@ -552,6 +552,51 @@ kiln_test_gen_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_rn
     add_pad(ctx, g, r, s);
 }
 
+/* Each stage at root: its spatial loops fused, split by 64 (or fewer when shorter), the outer
+ * part bound to blockIdx.x and the inner to threadIdx.x. */
+bool
+kiln_test_gpu_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_schedule *out)
+{
+    struct kiln_schedule none = {0};
+    struct kiln_state    st;
+    struct kiln_buf      js = {0};
+    if (kiln_state_build(ctx, g, &none, &st) != KILN_OK)
+        return false;
+    kiln_buf_puts(ctx, &js, "{\"steps\": [");
+    const char *sep = "";
+    for (uint32_t o = 0; o < st.norder; o++) {
+        const struct kiln_stage *sg = &st.st[st.order[o]];
+        if (sg->attach != KILN_ATTACH_ROOT || sg->ndim == 0)
+            continue;
+        const char *nm = kiln_sym_str(ctx, sg->name);
+        char        fused[512] = "";
+        int64_t     ext = 1;
+        for (uint32_t k = 0; k < sg->ndim; k++) {
+            ext *= sg->it[k].extent;
+            strncat(fused, k ? "@" : "", sizeof fused - strlen(fused) - 1);
+            strncat(fused, kiln_sym_str(ctx, sg->it[k].name), sizeof fused - strlen(fused) - 1);
+        }
+        if (sg->ndim > 1) {
+            kiln_buf_printf(ctx, &js, "%s{\"op\": \"fuse\", \"stage\": \"%s\", \"iters\": [", sep,
+                            nm);
+            for (uint32_t k = 0; k < sg->ndim; k++)
+                kiln_buf_printf(ctx, &js, "%s\"%s\"", k ? ", " : "",
+                                kiln_sym_str(ctx, sg->it[k].name));
+            kiln_buf_puts(ctx, &js, "]}");
+            sep = ", ";
+        }
+        kiln_buf_printf(ctx, &js,
+                        "%s{\"op\": \"split\", \"stage\": \"%s\", \"iter\": \"%s\", \"factors\": "
+                        "[%lld]}, {\"op\": \"bind\", \"stage\": \"%s\", \"iter\": \"%s.0\", "
+                        "\"thread\": \"blockIdx.x\"}, {\"op\": \"bind\", \"stage\": \"%s\", "
+                        "\"iter\": \"%s.1\", \"thread\": \"threadIdx.x\"}",
+                        sep, nm, fused, (long long)(ext < 64 ? ext : 64), nm, fused, nm, fused);
+        sep = ", ";
+    }
+    kiln_buf_puts(ctx, &js, "]}");
+    return js.data && kiln_sched_from_json(ctx, js.data, js.len, out) == KILN_OK;
+}
+
 const char *const kiln_test_op_cases[] = {
     "input x: f32[2, 3, 7, 6]\nweight w: f32[4, 3, 3, 3]\nweight b: f32[4]\ny = conv2d(x, w, b, "
     "stride=2, padding=1)\n",

@@ -18,6 +18,10 @@ void kiln_test_gen_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct ki
 /* Whether stage c reads tensor t through bounds checks a `pad` step accepts. */
 bool kiln_test_pads(kiln_ctx *ctx, const struct kiln_state *st, const struct kiln_stage *c,
                     uint32_t t);
+/* A schedule running g on a GPU: each stage at root, its spatial loops fused, split by 64 (or
+ * fewer when shorter), the outer part bound to blockIdx.x and the inner to threadIdx.x; false
+ * with the context's error when it cannot be built. */
+bool kiln_test_gpu_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_schedule *out);
 /* One .kg text per library op (test_lower checks every op has one). */
 extern const char *const kiln_test_op_cases[];
 extern const size_t      kiln_test_nop_cases;

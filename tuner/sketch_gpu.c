@@ -21,6 +21,7 @@ struct gpu_plan {
     /* knobs, KILN_NONE when absent: spatial axes S1 S2 S3, reduction axes R1 R2 */
     uint32_t k_split[KILN_MAX_DIMS + KILN_MAX_REDUCE];
     uint32_t k_threads, k_unroll;
+    uint32_t k_vec; /* tiled ops with an f32 output whose last axis is tiled: vectorise S3 */
     /* KILN_PLAN_TILE: reused inputs that may be copied into shared memory, their loads in the op's
      * definition (for the size of the copy) and their on/off knobs */
     uint32_t  shared_t[GPU_MAX_SHARED], k_shared[GPU_MAX_SHARED];
@@ -64,7 +65,7 @@ plan_clear(struct gpu_plan *p)
 {
     for (uint32_t k = 0; k < KILN_MAX_DIMS + KILN_MAX_REDUCE; k++)
         p->k_split[k] = KILN_NONE;
-    p->k_threads = p->k_unroll = KILN_NONE;
+    p->k_threads = p->k_unroll = p->k_vec = KILN_NONE;
     p->nshared = 0;
 }
 
@@ -156,6 +157,13 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
                                        KILN_UNROLL_NSTEPS, kn);
         if (p->k_unroll == KILN_NONE)
             return false;
+        if (t->dtype == KILN_DTYPE_F32 && t->ndim > 0 && p->k_split[t->ndim - 1] != KILN_NONE) {
+            snprintf(kn, sizeof kn, "%s gpu vectorize", tn);
+            p->k_vec =
+                kiln_sk_add_knob(ctx, sk, KILN_KNOB_CHOICE, KILN_KNOB_VECTORIZE, 0, 0, 2, kn);
+            if (p->k_vec == KILN_NONE)
+                return false;
+        }
         if (p->mode != KILN_PLAN_TILE || !red)
             return true;
         shared_candidates(A, i, p);
@@ -540,7 +548,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         X = kiln_graph_tensor_name(g, g->op[p->consumer].out);
         kiln_sketch_axis_names(ctx, g, p->consumer, xnames);
     }
-    char want[64][KILN_SKETCH_NAME];
+    char want[64][KILN_SKETCH_NAME], XL_last[KILN_SKETCH_NAME] = "";
     if (X) {
         /* the bound stage: [unsplit S0 fused: blockIdx.x] [S2 fused: threadIdx.x] S1 S3, each
          * axis split S0 S2 S1 S3 (outer to inner), so that a thread's S1 x S3 elements are one
@@ -569,6 +577,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
             return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
                              X);
         KILN_TRY(emit_bind(E, X, XL.name[th], KILN_BIND_THREAD_X));
+        snprintf(XL_last, sizeof XL_last, "%s", XL.name[XL.n - 1]);
         struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
                                .stage = kiln_sk_sym(E, P),
                                .target = kiln_sk_sym(E, X),
@@ -648,6 +657,17 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
                 tf[q] = l[sax[ns - nt + q]][1];
             KILN_TRY(emit_fill(E, cn, &CL, tf, nt));
         }
+    }
+    /* the vector knob: the innermost per-thread loop, the last spatial axis's S3 part, and with
+     * a bound stage X its innermost loop too (the same axis and length), vectorised when that
+     * length is 2 or a multiple of 4: codegen/cuda.c makes such a loop float2 / float4
+     * accesses where they are contiguous and provably aligned, the rest of it scalar per lane,
+     * and the whole loop the serial one when its body is not a single f32 store */
+    int64_t vlen = ns > 0 && sax[ns - 1] == nd - 1 ? l[nd - 1][2] : 0;
+    if (kiln_sk_val(E, p->k_vec, 0, 0) && (vlen == 2 || (vlen >= 4 && vlen % 4 == 0))) {
+        if (X)
+            KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, X, XL_last));
+        KILN_TRY(kiln_sk_step1(E, KILN_STEP_VECTORIZE, P, PL.name[PL.n - 1]));
     }
     if (unroll) {
         struct kiln_step st = {

@@ -84,51 +84,6 @@ compile_case(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_schedu
     return true;
 }
 
-/* Each stage at root: its spatial loops fused, split by 64 (or fewer when shorter), the outer
- * part bound to blockIdx.x and the inner to threadIdx.x. */
-static bool
-gpu_schedule(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_schedule *out)
-{
-    struct kiln_schedule none = {0};
-    struct kiln_state    st;
-    struct kiln_buf      js = {0};
-    if (kiln_state_build(ctx, g, &none, &st) != KILN_OK)
-        return false;
-    kiln_buf_puts(ctx, &js, "{\"steps\": [");
-    const char *sep = "";
-    for (uint32_t o = 0; o < st.norder; o++) {
-        const struct kiln_stage *sg = &st.st[st.order[o]];
-        if (sg->attach != KILN_ATTACH_ROOT || sg->ndim == 0)
-            continue;
-        const char *nm = kiln_sym_str(ctx, sg->name);
-        char        fused[512] = "";
-        int64_t     ext = 1;
-        for (uint32_t k = 0; k < sg->ndim; k++) {
-            ext *= sg->it[k].extent;
-            strncat(fused, k ? "@" : "", sizeof fused - strlen(fused) - 1);
-            strncat(fused, kiln_sym_str(ctx, sg->it[k].name), sizeof fused - strlen(fused) - 1);
-        }
-        if (sg->ndim > 1) {
-            kiln_buf_printf(ctx, &js, "%s{\"op\": \"fuse\", \"stage\": \"%s\", \"iters\": [", sep,
-                            nm);
-            for (uint32_t k = 0; k < sg->ndim; k++)
-                kiln_buf_printf(ctx, &js, "%s\"%s\"", k ? ", " : "",
-                                kiln_sym_str(ctx, sg->it[k].name));
-            kiln_buf_puts(ctx, &js, "]}");
-            sep = ", ";
-        }
-        kiln_buf_printf(ctx, &js,
-                        "%s{\"op\": \"split\", \"stage\": \"%s\", \"iter\": \"%s\", \"factors\": "
-                        "[%lld]}, {\"op\": \"bind\", \"stage\": \"%s\", \"iter\": \"%s.0\", "
-                        "\"thread\": \"blockIdx.x\"}, {\"op\": \"bind\", \"stage\": \"%s\", "
-                        "\"iter\": \"%s.1\", \"thread\": \"threadIdx.x\"}",
-                        sep, nm, fused, (long long)(ext < 64 ? ext : 64), nm, fused, nm, fused);
-        sep = ", ";
-    }
-    kiln_buf_puts(ctx, &js, "]}");
-    return js.data && kiln_sched_from_json(ctx, js.data, js.len, out) == KILN_OK;
-}
-
 /* Every library op: the default schedule (one thread per kernel) and the GPU schedule. */
 static void
 test_library_ops(void)
@@ -142,7 +97,7 @@ test_library_ops(void)
         struct kiln_schedule none = {0}, gpu = {0};
         if (g) {
             compile_case(ctx, g, &none, "default schedule", &nk);
-            if (gpu_schedule(ctx, g, &gpu))
+            if (kiln_test_gpu_schedule(ctx, g, &gpu))
                 compile_case(ctx, g, &gpu, "GPU schedule", &nk);
             else
                 harness_fail(__FILE__, __LINE__, "op case %zu: no GPU schedule: %s", i,
@@ -596,7 +551,7 @@ emu_check(void *so, const struct emu_case *c, uint64_t seed)
     return ok;
 }
 
-/* Lowers text under schedule json (NULL: default; "gpu": gpu_schedule) into case c. */
+/* Lowers text under schedule json (NULL: default; "gpu": kiln_test_gpu_schedule) into case c. */
 static bool
 emu_case(struct emu_case *c, const char *text, const char *json, const char *what, uint32_t i)
 {
@@ -608,7 +563,7 @@ emu_case(struct emu_case *c, const char *text, const char *json, const char *wha
     snprintf(name, sizeof name, "c%u", i);
     bool ok = c->g != NULL;
     if (ok && json && !strcmp(json, "gpu"))
-        ok = gpu_schedule(c->ctx, c->g, &s);
+        ok = kiln_test_gpu_schedule(c->ctx, c->g, &s);
     else if (ok && json)
         ok = kiln_sched_from_json(c->ctx, json, strlen(json), &s) == KILN_OK;
     ok = ok && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK;
@@ -650,11 +605,11 @@ emu_random_case(struct emu_case *c, uint64_t seed, const char *what, uint32_t i)
 }
 
 /* Case c: a program of GPU sketch number sk of text (tuner/sketch_gpu.c), or of its first
- * sketch whose description holds frag (when not NULL), drawn from seed; false when there is no
- * such sketch. */
+ * sketch whose description holds frag (when not NULL), drawn from seed, with every vector knob
+ * on when vec; false when there is no such sketch. */
 static bool
 emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *frag, uint64_t seed,
-                const char *what, uint32_t i)
+                bool vec, const char *what, uint32_t i)
 {
     struct kiln_target  t;
     struct kiln_hw      hw;
@@ -681,6 +636,9 @@ emu_sketch_case(struct emu_case *c, const char *text, uint32_t sk, const char *f
     struct kiln_prog     p;
     struct kiln_schedule s = {0};
     kiln_prog_sample(&sks[sk], &r, &p);
+    for (uint32_t k = 0; vec && k < sks[sk].nknob; k++)
+        if (sks[sk].knob[k].role == KILN_KNOB_VECTORIZE)
+            p.v[sks[sk].knob[k].slot] = 1;
     bool ok = kiln_prog_schedule(c->ctx, c->g, &sks[sk], &p, &s) == KILN_OK
               && kiln_lower(c->ctx, c->g, &s, &c->f) == KILN_OK;
     if (ok)
@@ -700,7 +658,7 @@ test_emulated(void)
 {
     enum {
         NRANDOM = 16,
-        CAP = 6 * 64 + 32 + 9 + 1 + 2 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM
+        CAP = 6 * 64 + 32 + 9 + 1 + 2 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM + 3 * 8
     };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
@@ -709,7 +667,7 @@ test_emulated(void)
         for (uint32_t sk = 0; sk < 4; sk++) {
             snprintf(what[n], sizeof what[n], "op case %zu, GPU sketch %u", i, sk);
             if (emu_sketch_case(&cases[n], kiln_test_op_cases[i], sk, NULL,
-                                opt_seed() + 97 * i + sk, what[n], n))
+                                opt_seed() + 97 * i + sk, false, what[n], n))
                 n++;
             else
                 kiln_ctx_free(cases[n].ctx);
@@ -767,13 +725,48 @@ test_emulated(void)
             snprintf(what[n], sizeof what[n], "cross-thread sketch %zu, draw %llu", i,
                      (unsigned long long)d);
             if (emu_sketch_case(&cases[n], xsk[i], 0, "gpu-cross-thread-reduce",
-                                opt_seed() + 31 * i + d, what[n], n))
+                                opt_seed() + 31 * i + d, false, what[n], n))
                 n++;
             else {
                 harness_fail(__FILE__, __LINE__, "%s: no such sketch or program", what[n]);
                 kiln_ctx_free(cases[n].ctx);
             }
         }
+    /* programs of the tiled GPU sketches with their vector knob on (tuner/sketch_gpu.c): for
+     * each sketch of a matmul and two convolutions that has one, the first of 40 draws whose
+     * kernels make float4/float2 accesses; every graph must have some */
+    static const char *const vsk[] = {
+        "input a: f32[40, 64]\nweight b: f32[64, 48]\nc[i, j] += a[i, k] * b[k, j]\noutput c\n",
+        "input x: f32[1, 8, 16, 16]\nweight w: f32[16, 8, 3, 3]\ny = conv2d(x, w, padding=1)\n",
+        ("input x: f32[1, 8, 14, 14]\nweight w: f32[8, 8, 3, 3]\nweight b: f32[8]\n"
+         "y = conv2d(x, w, b, padding=1)\nz = relu(y)\noutput z\n"),
+    };
+    for (size_t i = 0; i < KILN_COUNTOF(vsk); i++) {
+        uint32_t found = 0;
+        for (uint32_t sk = 0; sk < 8 && n < CAP; sk++)
+            for (uint64_t d = 0; d < 40; d++) {
+                uint64_t sd = opt_seed() + 1000 * i + 40 * sk + d;
+                snprintf(what[n], sizeof what[n],
+                         "vector knob: graph %zu, GPU sketch %u, seed %llu", i, sk,
+                         (unsigned long long)sd);
+                bool     ok = emu_sketch_case(&cases[n], vsk[i], sk, NULL, sd, true, what[n], n);
+                uint32_t nv = 0;
+                for (uint32_t k = 0; ok && k < cases[n].src.nkernel; k++)
+                    nv += cases[n].src.kernel[k].nvector;
+                if (nv > 0) {
+                    printf("%s: %u float4/float2 accesses\n", what[n], nv);
+                    n++;
+                    found++;
+                    break;
+                }
+                kiln_ctx_free(cases[n].ctx);
+                if (!ok)
+                    break; /* no such sketch */
+            }
+        if (!found)
+            harness_fail(__FILE__, __LINE__,
+                         "vector knob: no program of graph %zu has float4 accesses", i);
+    }
     snprintf(what[n], sizeof what[n], "shared-memory matmul");
     if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
         n++;

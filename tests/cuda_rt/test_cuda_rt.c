@@ -5,16 +5,25 @@
  * by --seed) and compared with the same function computed on the CPU, then timed with CUDA
  * events; and the driver-side errors (PTX the JIT refuses, a missing kernel, bad launch
  * shapes); and generated modules of the cuda target run through kiln_module_call and through
- * prepared calls (kiln_module_prepare, kiln_module_call_prepared) against the reference. The
- * device parts skip without a driver or device ("no CUDA driver: ..."). */
+ * prepared calls (kiln_module_prepare, kiln_module_call_prepared) against the reference; and
+ * every library op compiled for the device under several schedules (lib_ops; also runs on the
+ * emulating stand-in driver of tests/measure/fake_cuda.c). The device parts skip without a
+ * driver or device ("no CUDA driver: ..."). */
+#include "../../codegen/codegen.h"
 #include "../../codegen/nvrtc.h"
+#include "../../ir/scalar.h"
+#include "../../passes/passes.h"
 #include "../../runtime/cuda.h"
+#include "../../tuner/tuner.h"
+#include "../cuda_emu.h"
 #include "../gen.h"
 #include "../harness.h"
 #include "kiln.h"
 #include "kiln_abi.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -525,9 +534,252 @@ test_prepared(void)
     kiln_ctx_free(ctx);
 }
 
+/* ---- every library op on the device ---- */
+
+/* The schedules each library op runs under: the default (one thread per kernel), the GPU
+ * schedule of tests/gen.c, and a program of each of its first GPU sketches (tuner/sketch_gpu.c). */
+#define LIBOP_SKETCHES 4
+
+/* Fills argument a's host copy with random values as `kiln run` does (floats in [-1, 1],
+ * booleans 0/1, integers in [-4, 4], unsigned in [0, 8]), keeping them as doubles in vals. */
+static void
+libop_fill(const struct kiln_module_arg *a, void *data, double *vals, int64_t n, struct kiln_rng *r)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        if (kiln_dtype_is_float(a->dtype))
+            v = 2 * kiln_rng_uniform(r) - 1;
+        else if (a->dtype == KILN_DTYPE_BOOL)
+            v = (double)kiln_rng_below(r, 2);
+        else
+            v = (double)kiln_rng_below(r, 9) - (kiln_dtype_is_unsigned(a->dtype) ? 0 : 4);
+        vals[i] = kiln_scalar_store(a->dtype, data, i, v);
+    }
+}
+
+/* Runs the module so (g compiled for the device) on cu: random inputs from seed uploaded, the
+ * call, every output downloaded and compared with the reference interpreter (floats within
+ * 1e-4 of the largest magnitude, as the tuner's check; integers exactly). 1 pass, 0 fail, -1
+ * when the reference refuses the random inputs (not counted). */
+static int
+libop_run(kiln_ctx *ctx, struct kiln_cuda *cu, const struct kiln_graph *g, const char *so,
+          const char *what, uint64_t seed)
+{
+    struct kiln_module *m = NULL;
+    if (kiln_module_load(ctx, so, &m) != KILN_OK) {
+        harness_fail(__FILE__, __LINE__, "%s: %s", what, msg(ctx));
+        return 0;
+    }
+    uint32_t na = kiln_graph_nargs(g), n = kiln_module_nargs(m);
+    if (n != na + kiln_graph_noutputs(g)) {
+        harness_fail(__FILE__, __LINE__, "%s: the module takes %u tensors, the graph %u", what, n,
+                     na + kiln_graph_noutputs(g));
+        kiln_module_free(m);
+        return 0;
+    }
+    struct kiln_module_arg a[16];
+    void                  *host[16] = {0};
+    double                *vals[16] = {0};
+    uint64_t               dev[16] = {0};
+    DLTensor               t[16], *args[16];
+    struct kiln_rng        r = kiln_rng_new(seed);
+    int                    res = n <= 16;
+    if (!res)
+        harness_fail(__FILE__, __LINE__, "%s: %u tensors, more than this test holds", what, n);
+    for (uint32_t i = 0; res == 1 && i < n; i++) {
+        res = kiln_module_arg(m, i, &a[i]) == KILN_OK;
+        int64_t numel = 1;
+        for (int d = 0; res && d < a[i].ndim; d++)
+            numel *= a[i].shape[d];
+        host[i] = res ? calloc(1, (size_t)a[i].bytes + 16) : NULL;
+        vals[i] = res ? calloc((size_t)numel + 1, sizeof(double)) : NULL;
+        res = host[i] && vals[i];
+        if (res && i < na)
+            libop_fill(&a[i], host[i], vals[i], numel, &r);
+        else if (res) /* outputs: NaN or 0xff bytes, so an element never written shows */
+            for (int64_t e = 0; e < numel; e++)
+                kiln_scalar_store(a[i].dtype, host[i], e,
+                                  kiln_dtype_is_float(a[i].dtype) ? NAN : -1.0);
+        res = res && kiln_cuda_alloc(ctx, cu, (size_t)a[i].bytes + 16, &dev[i]) == KILN_OK
+              && kiln_cuda_upload(ctx, cu, dev[i], host[i], (size_t)a[i].bytes) == KILN_OK;
+        t[i] = (DLTensor){(void *)(uintptr_t)dev[i], {kDLCUDA, 0}, a[i].ndim, a[i].dl_dtype,
+                          (int64_t *)a[i].shape,     NULL,         0};
+        args[i] = &t[i];
+    }
+    res = res && kiln_module_call(ctx, m, args, (int32_t)n, NULL) == KILN_OK;
+    for (uint32_t i = na; res && i < n; i++)
+        res = kiln_cuda_download(ctx, cu, host[i], dev[i], (size_t)a[i].bytes) == KILN_OK;
+    if (!res && n <= 16)
+        harness_fail(__FILE__, __LINE__, "%s: %s", what, msg(ctx));
+    /* the reference in double precision, on the inputs as stored */
+    double *want[16] = {0};
+    for (uint32_t i = na; res && i < n; i++) {
+        want[i] = calloc((size_t)kiln_graph_tensor_numel(g, kiln_graph_output(g, i - na)) + 1,
+                         sizeof(double));
+        res = want[i] != NULL;
+    }
+    if (res && kiln_graph_eval(ctx, g, (const double *const *)vals, want + na) != KILN_OK) {
+        printf("  %s: the reference refused the random inputs: %s\n", what, msg(ctx));
+        kiln_ctx_error_clear(ctx);
+        res = -1;
+    }
+    double scale = 0;
+    for (uint32_t i = 0; res == 1 && i < n; i++)
+        for (int64_t e = 0; e < kiln_graph_tensor_numel(g, i < na ? kiln_graph_arg(g, i)
+                                                                  : kiln_graph_output(g, i - na));
+             e++)
+            scale = fmax(scale, fabs(i < na ? vals[i][e] : want[i][e]));
+    for (uint32_t i = na; res == 1 && i < n; i++) {
+        int64_t numel = kiln_graph_tensor_numel(g, kiln_graph_output(g, i - na));
+        int     bad = 0;
+        for (int64_t e = 0; e < numel; e++) {
+            double got = kiln_scalar_load(a[i].dtype, host[i], e), w = want[i][e];
+            bool   ok = got == w || (isnan(got) && isnan(w));
+            if (!ok && kiln_dtype_is_float(a[i].dtype) && !isinf(w))
+                ok = fabs(got - w) <= 1e-4 * (1 + scale);
+            if (!ok && bad++ < 3)
+                harness_fail(__FILE__, __LINE__, "%s (seed %llu): %s[%lld] = %.9g, want %.9g", what,
+                             (unsigned long long)seed, a[i].name, (long long)e, got, w);
+        }
+        if (bad)
+            res = 0;
+    }
+    for (uint32_t i = 0; i < n && i < 16; i++) {
+        kiln_cuda_free(cu, dev[i]);
+        free(host[i]);
+        free(vals[i]);
+        free(want[i]);
+    }
+    kiln_module_free(m);
+    return res;
+}
+
+/* Compiles case text under json (NULL: the default schedule) for target into dir and runs it
+ * (libop_run); with the emulating stand-in driver (tests/measure/fake_cuda.c) the module's
+ * emulation is built beside it. */
+static int
+libop_case(kiln_ctx *ctx, struct kiln_cuda *cu, const struct kiln_graph *g, const char *json,
+           const char *target, const char *dir, bool emu, const char *what, uint64_t seed)
+{
+    static unsigned serial; /* a new name for each module: dlopen and the stand-in driver
+                             * keep what they loaded by its path */
+    char so[PATH_MAX];
+    snprintf(so, sizeof so, "%s/m%u.so", dir, serial++);
+    struct kiln_compile_options o = {.target = target,
+                                     .schedule_json = json,
+                                     .schedule_len = json ? strlen(json) : 0,
+                                     .name = "op"};
+    if (kiln_graph_compile(ctx, g, &o, so, NULL) != KILN_OK
+        || (emu && kiln_test_emu_module(ctx, g, &o, so, NULL) != KILN_OK)) {
+        harness_fail(__FILE__, __LINE__, "%s: compiling for %s: %s", what, target, msg(ctx));
+        kiln_ctx_error_clear(ctx);
+        return 0;
+    }
+    int  res = libop_run(ctx, cu, g, so, what, seed);
+    char emu_so[PATH_MAX + 8];
+    snprintf(emu_so, sizeof emu_so, "%s.emu", so);
+    unlink(so);
+    unlink(emu_so);
+    return res;
+}
+
+/* Every library op (tests/gen.c's cases) compiled for the device and run through
+ * kiln_module_call against the reference interpreter: under the default schedule, the GPU
+ * schedule and a program of each of its first GPU sketches. KILN_TEST_SHARD=I/N runs only the
+ * cases whose index is I modulo N (the device check script runs shards at once). With the
+ * stand-in driver of tests/measure/fake_cuda.c first on LD_LIBRARY_PATH the kernels run
+ * emulated on CPU threads, so this runs without a GPU too (slowly: one C++ compile a module). */
+static void
+test_lib_ops(void)
+{
+    if (!kiln_nvrtc_available()) {
+        harness_skip("no NVRTC: the CUDA toolkit's libnvrtc could not be loaded");
+        return;
+    }
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    struct kiln_cuda *cu = open_or_skip(ctx);
+    if (!cu) {
+        kiln_ctx_free(ctx);
+        return;
+    }
+    unsigned    shard = 0, nshard = 1;
+    const char *sh = getenv("KILN_TEST_SHARD");
+    if (sh && (sscanf(sh, "%u/%u", &shard, &nshard) != 2 || nshard == 0 || shard >= nshard)) {
+        harness_fail(__FILE__, __LINE__, "KILN_TEST_SHARD=%s: expected I/N with I < N", sh);
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    bool emu = strstr(kiln_cuda_name(cu), "kiln emulated GPU") != NULL;
+    char target[64], dir[] = "/tmp/kiln_test_libops_XXXXXX";
+    snprintf(target, sizeof target, "cuda -arch=%s", kiln_cuda_arch(cu));
+    printf("library ops on %s (%s), shard %u of %u\n", kiln_cuda_name(cu), kiln_cuda_arch(cu),
+           shard, nshard);
+    if (!mkdtemp(dir)) {
+        harness_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+        kiln_cuda_close(cu);
+        kiln_ctx_free(ctx);
+        return;
+    }
+    uint32_t pass = 0, fail = 0, refused = 0;
+    for (size_t i = shard; i < kiln_test_nop_cases; i += nshard) {
+        kiln_ctx           *c = kiln_ctx_new(NULL);
+        struct kiln_graph  *g = PARSE(c, kiln_test_op_cases[i]);
+        struct kiln_target  tg;
+        struct kiln_hw      hw;
+        struct kiln_sketch *sks = NULL;
+        uint32_t            nsk = 0;
+        if (g && kiln_cg_target_parse(c, target, &tg) == KILN_OK) {
+            kiln_hw_from_target(&tg, &hw);
+            if (kiln_sketches_generate(c, g, &hw, &sks, &nsk) != KILN_OK) {
+                harness_fail(__FILE__, __LINE__, "op case %zu: no GPU sketches: %s", i, msg(c));
+                nsk = 0;
+            }
+        }
+        for (uint32_t k = 0; g && k < 2 + (nsk < LIBOP_SKETCHES ? nsk : LIBOP_SKETCHES); k++) {
+            char                 what[96];
+            struct kiln_schedule s = {0};
+            struct kiln_buf      js = {0};
+            bool                 ok = true;
+            uint64_t             seed = opt_seed() + 97 * i + k;
+            if (k == 1) {
+                ok = kiln_test_gpu_schedule(c, g, &s);
+                snprintf(what, sizeof what, "op case %zu, GPU schedule", i);
+            } else if (k >= 2) {
+                struct kiln_rng  r = kiln_rng_new(seed);
+                struct kiln_prog p;
+                kiln_prog_sample(&sks[k - 2], &r, &p);
+                ok = kiln_prog_schedule(c, g, &sks[k - 2], &p, &s) == KILN_OK;
+                snprintf(what, sizeof what, "op case %zu, GPU sketch %u (%s)", i, k - 2,
+                         sks[k - 2].desc);
+            } else {
+                snprintf(what, sizeof what, "op case %zu, default schedule", i);
+            }
+            ok = ok && (k == 0 || kiln_sched_to_json(c, &s, &js) == KILN_OK);
+            int res = 0;
+            if (!ok)
+                harness_fail(__FILE__, __LINE__, "%s: no schedule: %s", what, msg(c));
+            else
+                res = libop_case(c, cu, g, k ? js.data : NULL, target, dir, emu, what, seed);
+            pass += res == 1;
+            fail += res == 0;
+            refused += res < 0;
+        }
+        kiln_ctx_free(c);
+    }
+    rmdir(dir);
+    printf("library ops on %s: %u programs matched the reference, %u did not, %u inputs the "
+           "reference refused (seed %llu)\n",
+           kiln_cuda_name(cu), pass, fail, refused, (unsigned long long)opt_seed());
+    CHECK(pass > 0);
+    kiln_cuda_close(cu);
+    kiln_ctx_free(ctx);
+}
+
 static const struct test tests[] = {
-    {"module", test_module}, {"prepared", test_prepared}, {"args", test_args},
-    {"open", test_open},     {"kernel", test_kernel},     {"driver_errors", test_driver_errors},
+    {"module", test_module},   {"prepared", test_prepared}, {"args", test_args},
+    {"open", test_open},       {"kernel", test_kernel},     {"driver_errors", test_driver_errors},
+    {"lib_ops", test_lib_ops},
 };
 
 int

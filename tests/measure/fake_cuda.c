@@ -114,6 +114,7 @@ EXPORT cu_result cuEventElapsedTime_v2(float *ms, cu_event start, cu_event end);
 EXPORT cu_result cuEventDestroy_v2(cu_event e);
 EXPORT cu_result cuGetErrorName(cu_result r, const char **s);
 EXPORT cu_result cuGetErrorString(cu_result r, const char **s);
+EXPORT cu_result cuGetExportTable(const void **table, const void *id);
 
 cu_result
 cuInit(unsigned flags)
@@ -482,4 +483,16 @@ cuGetErrorString(cu_result r, const char **s)
             return CUDA_SUCCESS;
         }
     return ERR_INVALID_VALUE;
+}
+
+/* NVRTC loads libcuda.so.1 too and asks it for private tables: there are none here (without the
+ * entry point NVRTC crashes in a process that compiles with this driver loaded, as
+ * test_cuda_rt lib_ops does; it compiles without the tables) */
+cu_result
+cuGetExportTable(const void **table, const void *id)
+{
+    (void)id;
+    if (table)
+        *table = NULL;
+    return CUDA_ERROR_NOT_FOUND;
 }
