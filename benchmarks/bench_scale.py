@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """benchmarks/bench_scale.py -- how compile time and memory grow with the graph (issue 26).
 
-    /usr/bin/python3 benchmarks/bench_scale.py [--kiln BUILD/kiln] [--sizes 250,500,1000,2000]
-        [--cases chain,fan,onnx_chain] [--stages parse,lower,compile] [--timeout S] [--out DIR]
+    /usr/bin/python3 benchmarks/bench_scale.py [--kiln BUILD/kiln] [--sizes 1000,10000,100000]
+        [--cases chain,fan,onnx_chain] [--stages parse,lower,compile] [--untuned serial|predict]
+        [--timeout S] [--out DIR]
 
 Each case is a graph of N statements (or ONNX nodes) built for every N of --sizes:
 
@@ -15,6 +16,11 @@ and each stage runs `kiln` on it in a process of its own:
   parse        `kiln inspect FILE`: read or import the graph, graph passes, statistics
   lower        `kiln compile FILE --print-flat -o /dev/null`: also lowered, flattened, simplified
   compile      `kiln compile FILE -o OUT.so`: also compiled by LLVM and linked
+
+`lower` and `compile` pass `--no-db --untuned U` (default serial): with `serial`, the graph's
+tasks keep the default schedule and the benchmark measures compilation itself; `predict` (what
+`kiln compile` does by default) adds the cost model's schedule search per task (tuner/), whose
+cost is measured separately this way.
 
 For each, the wall time and the peak resident memory of that process (wait4's ru_maxrss), and
 the growth exponent between consecutive sizes, log(t2 / t1) / log(n2 / n1): 1 is linear, 2
@@ -136,9 +142,10 @@ def exponent(prev, cur):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
-    ap.add_argument("--sizes", default="250,500,1000,2000")
+    ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--untuned", default="serial", choices=["serial", "predict"])
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=None, help="keep the generated files here")
     opt = ap.parse_args(argv)
@@ -165,7 +172,7 @@ def main(argv):
     env_note = "machine: %s" % (open("/proc/cpuinfo").read().split("model name")[1]
                                 .split("\n")[0].strip(" :\t") if os.path.exists("/proc/cpuinfo")
                                 else "?")
-    print(env_note)
+    print(env_note + "; --untuned " + opt.untuned)
     print("%-11s %-8s %8s %10s %9s %6s %10s %9s %6s %9s" % (
         "case", "stage", "n", "kiln s", "MiB", "exp", "ORT s", "MiB", "exp", "kiln/ORT"))
     for case in cases:
@@ -186,7 +193,8 @@ def main(argv):
                 else:
                     cmd = [opt.kiln, "compile", f, "-o", f + ".so"]
                 if stage != "parse":
-                    cmd.append("--no-db")  # records would change the schedule, not the cost
+                    # records would change the schedule, not the cost
+                    cmd += ["--no-db", "--untuned", opt.untuned]
                 t, mem = (None, None) if dead else run(cmd, opt.timeout)
                 dead = dead or t is None
                 cur = (n, t)

@@ -222,13 +222,15 @@ entry_alloca(struct cg *cg, LLVMTypeRef ty, unsigned align)
     return a;
 }
 
-/* Starts filling fn: an entry block for allocas that branches to the first code block. */
+/* Starts filling fn with the per-buffer pointer array bufptr (all NULL; NULL = a new one): an
+ * entry block for allocas that branches to the first code block. */
 static bool
-begin_fn(struct cg *cg, LLVMValueRef fn)
+begin_fn_with(struct cg *cg, LLVMValueRef fn, LLVMValueRef *bufptr)
 {
     memset(&cg->fn, 0, sizeof cg->fn);
     cg->fn.fn = fn;
-    cg->fn.bufptr = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (cg->f->nbuf + 1));
+    cg->fn.bufptr =
+        bufptr ? bufptr : kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (cg->f->nbuf + 1));
     if (!cg->fn.bufptr) {
         cg->failed = true;
         return false;
@@ -239,6 +241,12 @@ begin_fn(struct cg *cg, LLVMValueRef fn)
     LLVMBuildBr(cg->b, start);
     LLVMPositionBuilderAtEnd(cg->b, start);
     return true;
+}
+
+static bool
+begin_fn(struct cg *cg, LLVMValueRef fn)
+{
+    return begin_fn_with(cg, fn, NULL);
 }
 
 /* ---- loops ---- */
@@ -788,25 +796,83 @@ emit_phased(struct cg *cg, const struct kiln_stmt *s)
  * search, the vectoriser's register pressure), and kiln_body inlined into kiln_kernel holds
  * every loop nest of the graph: a chain of 1,000 statements took 4.6 s and 2,000 took 26 s.
  * So when the root has more than PART_ROOTS statements, every PART_ROOTS of them go into a
- * function of their own, `kiln_body.partN(params..., workspace[, phase, prepared])`, never
- * inlined, called in order by kiln_body, whose status it checks. A part rebuilds the views of
- * the planned buffers from its own workspace (and prepared area) parameter; it cannot reach a
+ * function of their own, `kiln_body.partN(params...[, workspace][, phase, prepared])`, never
+ * inlined, called in order by kiln_body, whose status it checks. A part takes only the graph
+ * parameters its statements use and rebuilds the views of only the planned buffers they use
+ * from its own workspace (and prepared area) parameter; it cannot reach a
  * root temporary of another kind (a heap or stack allocation of kiln_body's: memory planning
  * off), so such functions stay whole. Graphs of up to PART_ROOTS root statements (every tuned
  * kernel) are emitted exactly as before. */
 #define PART_ROOTS 32
 
-/* Whether every buffer of the ALLOC chain above the root lives in the workspace or in the
- * prepared area, so that a part can rebuild its pointer. */
+/* Whether every buffer of the ALLOC chain above the root (if any: a graph with no temporaries
+ * has no workspace and is split too) lives in the workspace or in the prepared area, so that
+ * a part can rebuild its pointer. */
 static bool
 parts_possible(const struct cg *cg, const struct kiln_stmt *s)
 {
-    if (s != cg->root || s->kind != KILN_STMT_SEQ || s->u.seq.n <= PART_ROOTS || !cg->fn.ws)
+    if (s != cg->root || s->kind != KILN_STMT_SEQ || s->u.seq.n <= PART_ROOTS)
         return false;
     for (uint32_t b = 0; b < cg->f->nbuf; b++)
         if (cg->top[b] && cg->f->buf[b].ws_offset < 0 && cg->f->buf[b].prep_offset < 0)
             return false;
     return true;
+}
+
+/* Part collection: marks buffer b used by part `stamp`, once. */
+struct part_walk {
+    struct cg *cg;
+    uint32_t   stamp;
+};
+
+static void
+part_use(struct part_walk *w, uint32_t b)
+{
+    struct cg *cg = w->cg;
+    if (b < cg->f->nbuf && cg->part_mark[b] != w->stamp) {
+        cg->part_mark[b] = w->stamp;
+        cg->part_used[cg->npart_used++] = b;
+    }
+}
+
+static bool
+part_load(void *ud, kiln_expr e)
+{
+    struct part_walk *w = ud;
+    part_use(w, (uint32_t)w->cg->ctx->node[e.id].imm);
+    return true;
+}
+
+static enum kiln_walk
+part_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field f,
+          kiln_expr e)
+{
+    (void)s;
+    (void)f;
+    kiln_expr_visit_loads(((struct part_walk *)v->user)->cg->ctx, e, part_load, v->user);
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+part_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    if (s->kind == KILN_STMT_STORE)
+        part_use(v->user, s->u.store.buf);
+    return KILN_WALK_GO;
+}
+
+/* The buffers root statements [first, end) of s load or store, in cg->part_used. Each part
+ * takes and rebuilds only these: passing every parameter and rebuilding every planned view in
+ * every part made code generation quadratic in the graph (a fan of 10,000 outputs ran LLVM's
+ * scheduler over 3 million argument stores and did not finish in 10 minutes). */
+static void
+part_buffers(struct cg *cg, const struct kiln_stmt *s, uint32_t first, uint32_t end)
+{
+    struct part_walk         w = {cg, first / PART_ROOTS + 1};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = part_pre, .expr = part_expr};
+    cg->npart_used = 0;
+    for (uint32_t k = first; k < end; k++)
+        kiln_stmt_visit(&v, s->u.seq.item[k]);
 }
 
 static void
@@ -817,54 +883,89 @@ emit_parts(struct cg *cg, const struct kiln_stmt *s)
     uint32_t                np = f->nparam + 1 + (phased ? 2 : 0);
     LLVMTypeRef            *pt = kiln_arena_alloc(cg->ctx, sizeof(LLVMTypeRef) * np);
     LLVMValueRef           *args = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * np);
-    if (!pt || !args) {
+    uint32_t               *param_of = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    uint32_t               *pbuf = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nparam + 1));
+    /* one pointer array for every part (its entries are cleared after each): one per part
+     * made memory quadratic in the graph */
+    LLVMValueRef *bufptr = kiln_arena_alloc(cg->ctx, sizeof(LLVMValueRef) * (f->nbuf + 1));
+    cg->part_mark = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    cg->part_used = kiln_arena_alloc(cg->ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    if (!pt || !args || !param_of || !pbuf || !bufptr || !cg->part_mark || !cg->part_used) {
         cg->failed = true;
         return;
     }
-    for (uint32_t i = 0; i < np; i++)
-        pt[i] = cg->t_ptr;
     for (uint32_t i = 0; i < f->nparam; i++)
-        args[i] = cg->fn.bufptr[f->param[i]];
-    args[f->nparam] = cg->fn.ws;
-    if (phased) {
-        pt[f->nparam + 1] = cg->t_i32;
-        args[f->nparam + 1] = cg->fn.phase;
-        args[f->nparam + 2] = cg->fn.prep;
-    }
-    LLVMTypeRef  ty = LLVMFunctionType(cg->t_i32, pt, np, 0);
+        if (f->param[i] < f->nbuf)
+            param_of[f->param[i]] = i + 1;
     struct cg_fn body = cg->fn;
     for (uint32_t first = 0; first < s->u.seq.n && !cg->failed; first += PART_ROOTS) {
-        char name[48];
+        uint32_t end = s->u.seq.n - first > PART_ROOTS ? first + PART_ROOTS : s->u.seq.n;
+        part_buffers(cg, s, first, end);
+        /* its parameters: the graph parameters it uses (in parameter order), the workspace
+         * (if any), then the phase and the prepared area */
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < cg->npart_used; i++)
+            if (param_of[cg->part_used[i]])
+                pbuf[n++] = param_of[cg->part_used[i]] - 1;
+        for (uint32_t i = 1; i < n; i++) /* insertion sort: a part uses few parameters */
+            for (uint32_t j = i; j > 0 && pbuf[j - 1] > pbuf[j]; j--) {
+                uint32_t t = pbuf[j];
+                pbuf[j] = pbuf[j - 1];
+                pbuf[j - 1] = t;
+            }
+        for (uint32_t i = 0; i < n; i++) {
+            pt[i] = cg->t_ptr;
+            args[i] = body.bufptr[f->param[pbuf[i]]];
+        }
+        uint32_t na = n;
+        if (body.ws) {
+            pt[na] = cg->t_ptr;
+            args[na++] = body.ws;
+        }
+        if (phased) {
+            pt[na] = cg->t_i32;
+            args[na++] = body.phase;
+            pt[na] = cg->t_ptr;
+            args[na++] = body.prep;
+        }
+        LLVMTypeRef ty = LLVMFunctionType(cg->t_i32, pt, na, 0);
+        char        name[48];
         snprintf(name, sizeof name, "kiln_body.part%u", first / PART_ROOTS);
         LLVMValueRef fn = LLVMAddFunction(cg->mod, name, ty);
         LLVMSetLinkage(fn, LLVMInternalLinkage);
         fn_attrs(cg, fn, false);
         enum_attr(cg, fn, LLVMAttributeFunctionIndex, "noinline", 0);
-        for (uint32_t i = 0; i < f->nparam; i++)
-            ptr_param_attrs(cg, fn, i + 1, f->param[i]);
-        unsigned at = f->nparam + 1;
-        enum_attr(cg, fn, at, "noalias", 0);
-        enum_attr(cg, fn, at, "nonnull", 0);
-        enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
-        enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->ws_bytes);
+        for (uint32_t i = 0; i < n; i++)
+            ptr_param_attrs(cg, fn, i + 1, f->param[pbuf[i]]);
+        unsigned at = n + 1; /* the workspace */
+        if (body.ws) {
+            enum_attr(cg, fn, at, "noalias", 0);
+            enum_attr(cg, fn, at, "nonnull", 0);
+            enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
+            enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->ws_bytes);
+            at++;
+        }
         if (phased) {
-            at = f->nparam + 3;
+            at++; /* the prepared area, after the phase */
             enum_attr(cg, fn, at, "noalias", 0);
             enum_attr(cg, fn, at, "nonnull", 0);
             enum_attr(cg, fn, at, "align", KILN_WS_ALIGN);
             enum_attr(cg, fn, at, "dereferenceable", (uint64_t)f->prep_bytes);
         }
         LLVMBasicBlockRef resume = LLVMGetInsertBlock(cg->b);
-        if (!begin_fn(cg, fn))
+        if (!begin_fn_with(cg, fn, bufptr))
             return;
-        for (uint32_t i = 0; i < f->nparam; i++)
-            cg->fn.bufptr[f->param[i]] = LLVMGetParam(fn, i);
-        cg->fn.ws = LLVMGetParam(fn, f->nparam);
+        for (uint32_t i = 0; i < n; i++)
+            cg->fn.bufptr[f->param[pbuf[i]]] = LLVMGetParam(fn, i);
+        uint32_t p = n;
+        if (body.ws)
+            cg->fn.ws = LLVMGetParam(fn, p++);
         if (phased) {
-            cg->fn.phase = LLVMGetParam(fn, f->nparam + 1);
-            cg->fn.prep = LLVMGetParam(fn, f->nparam + 2);
+            cg->fn.phase = LLVMGetParam(fn, p);
+            cg->fn.prep = LLVMGetParam(fn, p + 1);
         }
-        for (uint32_t b = 0; b < f->nbuf; b++) {
+        for (uint32_t i = 0; i < cg->npart_used; i++) {
+            uint32_t b = cg->part_used[i];
             if (!cg->top[b])
                 continue;
             const struct kiln_buffer *bf = &f->buf[b];
@@ -874,14 +975,16 @@ emit_parts(struct cg *cg, const struct kiln_stmt *s)
                 LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, ws ? cg->fn.ws : cg->fn.prep, &off, 1, "");
             set_view(cg, b, cg->fn.bufptr[b]);
         }
-        for (uint32_t k = first; k < s->u.seq.n && k < first + PART_ROOTS && !cg->failed; k++)
+        for (uint32_t k = first; k < end && !cg->failed; k++)
             emit_phased(cg, s->u.seq.item[k]);
         if (cg->failed)
             return;
         LLVMBuildRet(cg->b, LLVMConstInt(cg->t_i32, 0, 0));
+        for (uint32_t i = 0; i < cg->npart_used; i++)
+            bufptr[cg->part_used[i]] = NULL;
         cg->fn = body;
         LLVMPositionBuilderAtEnd(cg->b, resume);
-        LLVMValueRef st = LLVMBuildCall2(cg->b, ty, fn, args, np, "");
+        LLVMValueRef st = LLVMBuildCall2(cg->b, ty, fn, args, na, "");
         error_exit_if(cg, LLVMBuildICmp(cg->b, LLVMIntNE, st, LLVMConstInt(cg->t_i32, 0, 0), ""),
                       st);
     }
@@ -889,55 +992,52 @@ emit_parts(struct cg *cg, const struct kiln_stmt *s)
 
 /* ---- other statements ---- */
 
-static void
-emit_alloc(struct cg *cg, const struct kiln_stmt *s)
+/* Binds the data pointer of ALLOC s's buffer in the function being filled; a heap allocation
+ * is returned in *heap (else NULL), to be freed by alloc_leave. */
+static bool
+alloc_enter(struct cg *cg, const struct kiln_stmt *s, LLVMValueRef *heap)
 {
+    *heap = NULL;
     uint32_t b = s->u.alloc.buf;
     if (b >= cg->f->nbuf) {
         cg_fail(cg, KILN_ERR_INVALID, "allocation of buffer %u, which does not exist", b);
-        return;
+        return false;
     }
     const struct kiln_buffer *bf = &cg->f->buf[b];
     LLVMTypeRef               mt = cg_mem_type(cg, (enum kiln_dtype)bf->dtype);
     int64_t                   bytes = buf_bytes(cg, b);
     if (!mt)
-        return;
+        return false;
     if (cg->fn.bufptr[b]) {
         cg_fail(cg, KILN_ERR_INVALID, "buffer %s is allocated twice", cg_buf_name(cg, b));
-        return;
+        return false;
     }
     if (bf->prep_offset >= 0) { /* a view of the prepared area, which the caller owns */
         if (!cg->fn.prep) {
             cg_fail(cg, KILN_ERR_INVALID, "prepared buffer %s outside kiln_body",
                     cg_buf_name(cg, b));
-            return;
+            return false;
         }
         LLVMValueRef off = cg_const_i64(cg, bf->prep_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.prep, &off, 1, "");
         set_view(cg, b, cg->fn.bufptr[b]);
-        cg_emit_stmt(cg, s->u.alloc.body);
-        cg->fn.bufptr[b] = NULL;
-        return;
+        return !cg->failed;
     }
     if (bf->ws_offset >= 0) { /* a view of the workspace: nothing to allocate or free */
         if (!cg->fn.ws) {
             cg_fail(cg, KILN_ERR_INVALID, "workspace buffer %s outside the workspace",
                     cg_buf_name(cg, b));
-            return;
+            return false;
         }
         LLVMValueRef off = cg_const_i64(cg, bf->ws_offset);
         cg->fn.bufptr[b] = LLVMBuildInBoundsGEP2(cg->b, cg->t_i8, cg->fn.ws, &off, 1, "");
         set_view(cg, b, cg->fn.bufptr[b]);
-        cg_emit_stmt(cg, s->u.alloc.body);
-        cg->fn.bufptr[b] = NULL;
-        return;
+        return !cg->failed;
     }
     if (bf->scope == KILN_SCOPE_STACK && bytes <= STACK_ALLOCA_MAX) {
         int64_t n = bytes / (int64_t)kiln_dtype_size((enum kiln_dtype)bf->dtype);
         cg->fn.bufptr[b] = entry_alloca(cg, LLVMArrayType2(mt, (uint64_t)(n ? n : 1)), TEMP_ALIGN);
-        cg_emit_stmt(cg, s->u.alloc.body);
-        cg->fn.bufptr[b] = NULL;
-        return;
+        return !cg->failed;
     }
     LLVMValueRef sz = cg_const_i64(cg, bytes ? bytes : 1);
     LLVMValueRef p = call_rt(cg, "kiln_rt_alloc", &sz, 1);
@@ -946,15 +1046,51 @@ emit_alloc(struct cg *cg, const struct kiln_stmt *s)
     if (!kiln_vec_reserve(cg->ctx, (void **)&cg->fn.heap, &cg->fn.capheap, sizeof *cg->fn.heap,
                           cg->fn.nheap + 1)) {
         cg->failed = true;
-        return;
+        return false;
     }
     cg->fn.heap[cg->fn.nheap++] = p;
     cg->fn.bufptr[b] = p;
-    cg_emit_stmt(cg, s->u.alloc.body);
-    cg->fn.bufptr[b] = NULL;
+    *heap = p;
+    return !cg->failed;
+}
+
+/* Ends ALLOC s's scope: unbinds its buffer and frees a heap allocation. */
+static void
+alloc_leave(struct cg *cg, const struct kiln_stmt *s, LLVMValueRef heap)
+{
+    cg->fn.bufptr[s->u.alloc.buf] = NULL;
+    if (!heap)
+        return;
     cg->fn.nheap--;
     if (!cg->failed)
-        call_rt(cg, "kiln_rt_free", &p, 1);
+        call_rt(cg, "kiln_rt_free", &heap, 1);
+}
+
+/* An ALLOC and the ALLOCs directly nested in it, in a loop: lowering wraps the function body
+ * in one ALLOC per root temporary, and recursing along that chain overflowed the stack at
+ * about 60,000 statements. */
+static void
+emit_alloc(struct cg *cg, const struct kiln_stmt *s)
+{
+    uint32_t n = 0;
+    for (const struct kiln_stmt *a = s; a && a->kind == KILN_STMT_ALLOC; a = a->u.alloc.body)
+        n++;
+    const struct kiln_stmt **chain = kiln_arena_alloc(cg->ctx, sizeof *chain * n);
+    LLVMValueRef            *heap = kiln_arena_alloc(cg->ctx, sizeof *heap * n);
+    if (!chain || !heap) {
+        cg->failed = true;
+        return;
+    }
+    uint32_t k = 0;
+    for (const struct kiln_stmt *a = s; k < n; a = a->u.alloc.body) {
+        chain[k] = a;
+        if (!alloc_enter(cg, a, &heap[k]))
+            return;
+        k++;
+    }
+    cg_emit_stmt(cg, chain[n - 1]->u.alloc.body);
+    while (k-- > 0)
+        alloc_leave(cg, chain[k], heap[k]);
 }
 
 static void

@@ -82,7 +82,10 @@ struct cg {
     LLVMMetadataRef             *scope; /* per buffer: its scope in the root statement, or NULL */
     uint32_t                    *scope_used; /* the buffers with a scope there */
     uint32_t                     nroot;      /* root statements tagged so far */
-    bool                        *top;      /* per buffer: allocated in the ALLOC chain above root */
+    bool                        *top; /* per buffer: allocated in the ALLOC chain above root */
+    uint32_t                    *part_mark; /* per buffer: the part (+1) that last used it */
+    uint32_t                    *part_used; /* the buffers the current part uses */
+    uint32_t                     npart_used;
     bool                         in_phase; /* emitting the root statement itself (emit_phased) */
     bool                         failed;
 };

@@ -329,6 +329,31 @@ check_kid(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
     return kiln_stmt_visit(v, s);
 }
 
+/* An ALLOC's checks, from pre: with no ALLOC callback the visitor walks a chain of ALLOCs in a
+ * loop (a check_alloc recursing into the body overflowed the stack at about 60,000 root
+ * temporaries). */
+static enum kiln_walk
+check_alloc(struct vstate *vs, const struct kiln_stmt *s)
+{
+    const kiln_ctx *ctx = vs->f->ctx;
+    if (s->u.alloc.buf >= vs->f->nbuf || vs->f->buf[s->u.alloc.buf].scope == KILN_SCOPE_GLOBAL) {
+        snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
+        return KILN_WALK_FAIL;
+    }
+    if ((vs->f->buf[s->u.alloc.buf].ws_offset >= 0 || vs->f->buf[s->u.alloc.buf].prep_offset >= 0)
+        && vs->nested) {
+        snprintf(vs->msg, sizeof vs->msg, "%s buffer %s is allocated inside a loop, if or sequence",
+                 vs->f->buf[s->u.alloc.buf].ws_offset >= 0 ? "workspace" : "prepared",
+                 kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
+        return KILN_WALK_FAIL;
+    }
+    if (!s->u.alloc.body) {
+        snprintf(vs->msg, sizeof vs->msg, "missing statement");
+        return KILN_WALK_FAIL;
+    }
+    return KILN_WALK_GO;
+}
+
 static enum kiln_walk
 check_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 {
@@ -337,8 +362,9 @@ check_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
         snprintf(vs->msg, sizeof vs->msg, "unknown statement kind %d", s->kind);
         return KILN_WALK_FAIL;
     }
-    if (s->kind != KILN_STMT_ALLOC)
-        vs->nested = true; /* the chain never resumes below another statement */
+    if (s->kind == KILN_STMT_ALLOC)
+        return check_alloc(vs, s);
+    vs->nested = true; /* the chain never resumes below another statement */
     return KILN_WALK_GO;
 }
 
@@ -454,25 +480,6 @@ check_if(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
                    || (s->u.if_.els && check_kid(v, s->u.if_.els) == KILN_WALK_FAIL));
 }
 
-static enum kiln_walk
-check_alloc(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
-{
-    struct vstate  *vs = v->user;
-    const kiln_ctx *ctx = vs->f->ctx;
-    if (s->u.alloc.buf >= vs->f->nbuf || vs->f->buf[s->u.alloc.buf].scope == KILN_SCOPE_GLOBAL) {
-        snprintf(vs->msg, sizeof vs->msg, "allocation of a missing or global buffer");
-        return KILN_WALK_FAIL;
-    }
-    if ((vs->f->buf[s->u.alloc.buf].ws_offset >= 0 || vs->f->buf[s->u.alloc.buf].prep_offset >= 0)
-        && vs->nested) {
-        snprintf(vs->msg, sizeof vs->msg, "%s buffer %s is allocated inside a loop, if or sequence",
-                 vs->f->buf[s->u.alloc.buf].ws_offset >= 0 ? "workspace" : "prepared",
-                 kiln_sym_str(ctx, vs->f->buf[s->u.alloc.buf].name));
-        return KILN_WALK_FAIL;
-    }
-    return check_kid(v, s->u.alloc.body);
-}
-
 enum kiln_status
 kiln_func_verify(const struct kiln_func *f, bool flat)
 {
@@ -513,8 +520,7 @@ kiln_func_verify(const struct kiln_func *f, bool flat)
                                   .store = check_store,
                                   .seq = check_seq,
                                   .if_ = check_if,
-                                  .let = check_let,
-                                  .alloc = check_alloc};
+                                  .let = check_let};
     if (check_kid(&v, f->body) != KILN_WALK_GO)
         return KILN_FAIL(f->ctx, KILN_ERR_INTERNAL, "verify", "%s: %s",
                          kiln_sym_str(f->ctx, f->name), vs.msg);

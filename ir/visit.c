@@ -2,11 +2,14 @@
  *
  * Both recurse by default and call a pass's callbacks only for the statement kinds it set,
  * so a pass states what it does at the nodes it cares about and nothing else. Recursion
- * depth is the statement nesting depth: sequence items are walked in a loop. The mutator
+ * depth is the statement nesting depth, less chains of ALLOCs: sequence items are walked in a
+ * loop, and so is an ALLOC nested directly in an ALLOC when the pass has no ALLOC callback
+ * (lowering wraps the body in one ALLOC per root temporary). The mutator
  * never writes its input: a node whose children all come back unchanged is returned as is,
  * any other is rebuilt as a shallow copy holding the new children. */
 #include "ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- visitor ---- */
@@ -62,11 +65,62 @@ kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
     return KILN_WALK_GO;
 }
 
+static enum kiln_walk visit_node(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+
+/* A chain of ALLOCs (lowering wraps the function body in one per root temporary) for a
+ * visitor with no ALLOC callback: pre on each ALLOC going down, the innermost body, then post
+ * on each going up, in a loop; recursing along the chain overflowed the stack at about 60,000
+ * statements. */
+static enum kiln_walk
+visit_alloc_chain(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    const struct kiln_stmt **up = NULL; /* the ALLOCs entered, for post */
+    uint32_t                 n = 0, cap = 0;
+    enum kiln_walk           r = KILN_WALK_GO;
+    const struct kiln_stmt  *a = s;
+    for (; a && a->kind == KILN_STMT_ALLOC; a = a->u.alloc.body) {
+        if (v->post && n == cap) {
+            const struct kiln_stmt **g = realloc(up, sizeof *up * (cap ? 2 * cap : 64));
+            if (!g) /* out of memory: the rest of the chain by recursion */
+                break;
+            up = g;
+            cap = cap ? 2 * cap : 64;
+        }
+        r = v->pre ? v->pre(v, a) : KILN_WALK_GO;
+        if (ends(r))
+            goto out;
+        if (v->post)
+            up[n++] = a;
+        if (r == KILN_WALK_SKIP) { /* its body is not visited; its post still runs */
+            a = NULL;
+            break;
+        }
+    }
+    if (a && ends(r = a->kind == KILN_STMT_ALLOC ? visit_node(v, a) : kiln_stmt_visit(v, a)))
+        goto out;
+    r = KILN_WALK_GO;
+    while (n > 0)
+        if (ends(r = v->post(v, up[--n])))
+            goto out;
+    r = KILN_WALK_GO;
+out:
+    free(up);
+    return r;
+}
+
 enum kiln_walk
 kiln_stmt_visit(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 {
     if (!s)
         return KILN_WALK_GO;
+    if (s->kind == KILN_STMT_ALLOC && !v->alloc)
+        return visit_alloc_chain(v, s);
+    return visit_node(v, s);
+}
+
+static enum kiln_walk
+visit_node(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
     enum kiln_walk r = v->pre ? v->pre(v, s) : KILN_WALK_GO;
     if (ends(r))
         return r;
@@ -225,8 +279,64 @@ kiln_stmt_mutate_children(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
     return fresh(m, &t);
 }
 
+static struct kiln_stmt *mutate_node(struct kiln_stmt_mutator *m, struct kiln_stmt *s);
+
+/* A chain of ALLOCs for a mutator with no ALLOC callback, in a loop (as the visitor's): the
+ * innermost body mutated, then each ALLOC rebuilt around it going up (kept when its body came
+ * back unchanged) and given to post. Returns NULL, nothing done, when the
+ * chain could not be recorded (*fallback: out of memory), and the caller recurses instead. */
+static struct kiln_stmt *
+mutate_alloc_chain(struct kiln_stmt_mutator *m, struct kiln_stmt *s, bool *fallback)
+{
+    struct kiln_stmt **up = NULL;
+    uint32_t           n = 0, cap = 0;
+    struct kiln_stmt  *a = s;
+    *fallback = false;
+    for (; a && a->kind == KILN_STMT_ALLOC; a = a->u.alloc.body) {
+        if (n == cap) {
+            struct kiln_stmt **g = realloc(up, sizeof *up * (cap ? 2 * cap : 64));
+            if (!g) {
+                free(up);
+                *fallback = true;
+                return NULL;
+            }
+            up = g;
+            cap = cap ? 2 * cap : 64;
+        }
+        up[n++] = a;
+    }
+    struct kiln_stmt *r = kiln_stmt_mutate(m, a); /* a NULL body fails there */
+    while (r && n > 0) {
+        struct kiln_stmt *al = up[--n];
+        if (m->copy || r != al->u.alloc.body) {
+            struct kiln_stmt t = *al;
+            t.u.alloc.body = r;
+            al = fresh(m, &t);
+        }
+        r = al;
+        if (r && m->post && !m->stop)
+            r = m->post(m, r);
+    }
+    free(up);
+    return r;
+}
+
 struct kiln_stmt *
 kiln_stmt_mutate(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
+{
+    if (!kiln_ok(m->ctx))
+        return NULL;
+    if (s && s->kind == KILN_STMT_ALLOC && !m->alloc && !m->stop) {
+        bool              fallback;
+        struct kiln_stmt *r = mutate_alloc_chain(m, s, &fallback);
+        if (!fallback)
+            return r;
+    }
+    return mutate_node(m, s);
+}
+
+static struct kiln_stmt *
+mutate_node(struct kiln_stmt_mutator *m, struct kiln_stmt *s)
 {
     if (!kiln_ok(m->ctx))
         return NULL;

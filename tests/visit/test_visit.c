@@ -356,7 +356,122 @@ test_mutate_errors(void)
     kiln_ctx_free(n.ctx);
 }
 
+/* ---- a deep chain of ALLOCs ----
+ *
+ * Lowering wraps the body in one ALLOC per root temporary; walking that chain by recursion
+ * overflowed the stack at about 60,000 statements. DEEP nested ALLOCs (far more than an 8 MB
+ * stack held by recursion) around B[0] = A[0]. */
+#define DEEP 300000
+
+struct deep {
+    kiln_ctx         *ctx;
+    struct kiln_func *f;
+    uint32_t          A, B, first; /* buffer of the outermost ALLOC */
+    struct kiln_stmt *root, *store;
+};
+
+static struct deep
+build_deep(void)
+{
+    struct deep d = {.ctx = kiln_ctx_new(NULL)};
+    int64_t     sh[1] = {4};
+    d.f = kiln_func_new(d.ctx, "deep");
+    d.A = kiln_func_add_buffer(d.f, "A", KILN_DTYPE_F32, 1, sh, KILN_SCOPE_GLOBAL, 0);
+    d.B = kiln_func_add_buffer(d.f, "B", KILN_DTYPE_F32, 1, sh, KILN_SCOPE_GLOBAL, 1);
+    kiln_expr zero = kiln_idx(d.ctx, 0);
+    d.store = kiln_stmt_store(d.ctx, d.B, 1, &zero, kiln_func_load(d.f, d.A, 1, &zero));
+    struct kiln_stmt *s = d.store;
+    char              name[32];
+    for (uint32_t k = 0; k < DEEP; k++) {
+        snprintf(name, sizeof name, "T%u", DEEP - 1 - k);
+        uint32_t b =
+            kiln_func_add_buffer(d.f, name, KILN_DTYPE_F32, 1, sh, KILN_SCOPE_HEAP, KILN_NONE);
+        s = kiln_stmt_alloc(d.ctx, b, s);
+        d.first = b;
+    }
+    CHECK(s != NULL);
+    d.root = d.f->body = s;
+    return d;
+}
+
+struct deep_walk {
+    uint32_t pre, post, stores;
+    int64_t  last_pre, last_post; /* buffers: pre goes outward-in, post inward-out */
+    bool     order_ok;
+};
+
+static enum kiln_walk
+deep_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct deep_walk *w = v->user;
+    if (s->kind == KILN_STMT_ALLOC) {
+        w->order_ok &= w->last_pre < 0 || (int64_t)s->u.alloc.buf == w->last_pre - 1;
+        w->last_pre = s->u.alloc.buf;
+        w->pre++;
+    }
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+deep_post(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    struct deep_walk *w = v->user;
+    if (s->kind == KILN_STMT_ALLOC) {
+        w->order_ok &= w->last_post < 0 || (int64_t)s->u.alloc.buf == w->last_post + 1;
+        w->last_post = s->u.alloc.buf;
+        w->post++;
+    }
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+deep_store(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    (void)s;
+    ((struct deep_walk *)v->user)->stores++;
+    return KILN_WALK_GO;
+}
+
+static void
+test_deep_alloc_chain_visit(void)
+{
+    struct deep              d = build_deep();
+    struct deep_walk         w = {.last_pre = -1, .last_post = -1, .order_ok = true};
+    struct kiln_stmt_visitor v = {
+        .user = &w, .pre = deep_pre, .post = deep_post, .store = deep_store};
+    CHECK_EQ_INT(KILN_WALK_GO, kiln_stmt_visit(&v, d.root));
+    CHECK_EQ_INT(DEEP, w.pre);
+    CHECK_EQ_INT(DEEP, w.post);
+    CHECK_EQ_INT(1, w.stores);
+    CHECK(w.order_ok);
+    CHECK_EQ_INT(d.first, w.last_post); /* the outermost ALLOC's post is the last */
+    /* the verifier walks the chain too (the code generator runs it first) */
+    CHECK_EQ_INT(KILN_OK, kiln_func_verify(d.f, false));
+    kiln_ctx_free(d.ctx);
+}
+
+static void
+test_deep_alloc_chain_mutate(void)
+{
+    struct deep              d = build_deep();
+    struct kiln_stmt_mutator m = {.ctx = d.ctx, .expr = same_expr};
+    CHECK(kiln_stmt_mutate(&m, d.root) == d.root); /* nothing changed: the same chain */
+    m.copy = true;                                 /* a deep copy: every ALLOC new */
+    struct kiln_stmt *r = kiln_stmt_mutate(&m, d.root);
+    CHECK(r != NULL);
+    uint32_t n = 0;
+    bool     fresh = true;
+    for (const struct kiln_stmt *a = r, *o = d.root; a && a->kind == KILN_STMT_ALLOC;
+         a = a->u.alloc.body, o = o->u.alloc.body, n++)
+        fresh &= a != o && a->u.alloc.buf == o->u.alloc.buf;
+    CHECK_EQ_INT(DEEP, n);
+    CHECK(fresh);
+    kiln_ctx_free(d.ctx);
+}
+
 static const struct test tests[] = {
+    {"deep_alloc_chain_visit", test_deep_alloc_chain_visit},
+    {"deep_alloc_chain_mutate", test_deep_alloc_chain_mutate},
     {"visit_counts", test_visit_counts},
     {"visit_kind_callback", test_visit_kind_callback},
     {"visit_skip_stop_fail", test_visit_skip_stop_fail},
