@@ -95,10 +95,10 @@ write_host(const struct kiln_cg_module *m, const struct kiln_cuda_source *src, c
     fputs(",\n    ", fp);
     put_string(fp, m->source ? m->source : "");
     if (src->prep_bytes > 0)
-        fprintf(fp, ",\n    kDLCUDA, kiln_kernel_phased, %lld, NULL};\n",
+        fprintf(fp, ",\n    kDLCUDA, kiln_kernel_phased, %lld, NULL, NULL};\n",
                 (long long)src->prep_bytes);
     else
-        fputs(",\n    kDLCUDA, NULL, 0, NULL};\n", fp);
+        fputs(",\n    kDLCUDA, NULL, 0, NULL, NULL};\n", fp);
     return !ferror(fp);
 }
 

@@ -1350,10 +1350,10 @@ emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
         LLVMSetLinkage(embedded, LLVMPrivateLinkage);
         LLVMSetAlignment(embedded, 8);
     }
-    LLVMTypeRef  df[10] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr,
-                           cg->t_ptr, cg->t_i32, cg->t_ptr, cg->t_i64, cg->t_ptr};
-    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 10, 0);
-    LLVMValueRef fields[10] = {
+    LLVMTypeRef  df[11] = {cg->t_i32, cg->t_i32, cg->t_ptr, cg->t_ptr, cg->t_ptr, cg->t_ptr,
+                           cg->t_i32, cg->t_ptr, cg->t_i64, cg->t_ptr, cg->t_ptr};
+    LLVMTypeRef  desc_ty = LLVMStructTypeInContext(cg->lc, df, 11, 0);
+    LLVMValueRef fields[11] = {
         LLVMConstInt(cg->t_i32, KILN_ABI_VERSION, 0),
         LLVMConstInt(cg->t_i32, f->nparam, 0),
         table,
@@ -1364,9 +1364,10 @@ emit_tables(struct cg *cg, LLVMValueRef kernel, LLVMValueRef phased)
         phased ? phased : LLVMConstNull(cg->t_ptr),
         cg_const_i64(cg, phased ? f->prep_bytes : 0),
         embedded,
+        const_string(cg, cg->t->features), /* the calls refuse a CPU without them */
     };
     LLVMValueRef desc = LLVMAddGlobal(cg->mod, desc_ty, "kiln_desc");
-    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 10));
+    LLVMSetInitializer(desc, LLVMConstNamedStruct(desc_ty, fields, 11));
     LLVMSetGlobalConstant(desc, 1);
     LLVMSetLinkage(desc, LLVMExternalLinkage);
     LLVMSetVisibility(desc, LLVMDefaultVisibility);

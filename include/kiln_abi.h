@@ -14,6 +14,17 @@
  *                                    int32_t nargs, char *err, size_t errsize);
  *     void        kiln_prepared_free(void *prepared);
  *     int32_t     kiln_embedded(int32_t i, DLTensor *t, const char **name);  // ABI version 2
+ *     int32_t     kiln_cpu_check(char *err, size_t errsize);                 // ABI version 2
+ *
+ * kiln_cpu_check returns KILN_ABI_OK when this CPU has the features the code was built for
+ * (the target's LLVM feature string; on x86 the SIMD and bit-manipulation features, read with
+ * cpuid, and for AVX and AVX-512 the OS's support, XCR0), else KILN_ABI_ERR_CPU with a message
+ * naming the missing ones. Loaders call it before anything else (libkiln's kiln_module_load,
+ * `kiln run` and the Python package's kiln.load refuse such a module); every checked call
+ * (kiln_call, kiln_prepare, kiln_call_prepared) also runs it, once per module, so that a
+ * module built for AVX-512 and called on an AVX2 machine returns KILN_ABI_ERR_CPU instead of
+ * dying of SIGILL. Features outside its table, and every feature of other architectures, are
+ * not checked.
  *
  * (and a constant `kiln_desc`, the descriptor these entry points and libkiln's loader read: an
  * internal contract between kiln's code generators and its runtime, include/kiln_abi_impl.h,
@@ -21,9 +32,9 @@
  *
  * kiln_call takes the graph's arguments (inputs and weights, in declaration order; less the
  * weights built into the module, see "Two kinds of module") followed by its outputs, exactly
- * the metadata's "args" in order, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for the cuda
- * target's modules, data in device memory, the call finished when it returns), the declared
- * dtype and shape, native byte order (DLPack tensors are native byte order: the ABI has no
+ * the metadata's "args" in order, as DLPack tensors: on the module's device (kDLCPU; kDLCUDA for
+ * the cuda target's modules, data in device memory, the call finished when it returns), the
+ * declared dtype and shape, native byte order (DLPack tensors are native byte order: the ABI has no
  * byte-order field, so a byte-swapped array must be converted by the caller), compact
  * row-major (strides NULL or equal to the compact strides), data non-NULL and aligned to the
  * argument's "align" in the metadata (at least the element size; at least 16 bytes for the
@@ -136,6 +147,7 @@ enum kiln_abi_status {
     KILN_ABI_ERR_NOMEM,   /* a temporary buffer could not be allocated */
     KILN_ABI_ERR_RUNTIME, /* the device or the thread pool failed */
     KILN_ABI_ERR_ALIAS,   /* an output overlaps another argument's memory */
+    KILN_ABI_ERR_CPU,     /* the CPU lacks a feature the code was built for (AVX-512, ...) */
 };
 
 /* What an argument is: the metadata's "role" ("input", "weight", "output") and the role a

@@ -69,6 +69,10 @@ struct kiln_abi_desc {
      * its dtype, aligned to at least the argument's align), NULL when the caller passes it.
      * kiln_call takes the arguments whose entry is NULL, in order. */
     const void *const *embedded;
+    /* The CPU features the code was built for: the target's LLVM feature string ("+avx2,+fma,
+     * -xop,..."); NULL or "" when not known (the cuda target). Every call, and the loaders,
+     * refuse a CPU that lacks a checkable one (runtime/abi.c, kiln_abi_cpu_check). */
+    const char *cpu_features;
 };
 
 /* The cuda target: a module's kernel launches its CUDA kernels through the runtime. The

@@ -292,6 +292,139 @@ status_text(int32_t st)
     }
 }
 
+/* ---- CPU features ----
+ * The features a module was built for are its target's LLVM feature string. The x86 ones that
+ * change which instructions the code may contain are looked up with cpuid, and the AVX and
+ * AVX-512 ones also need the OS to save their registers (XCR0); a "+" feature of the table
+ * that the CPU lacks refuses the call. Features outside the table (and every feature on other
+ * architectures) are not checked. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+enum { R_EAX, R_EBX, R_ECX, R_EDX };
+enum { OS_NONE, OS_AVX, OS_AVX512 };
+struct cpu_feature {
+    const char *name;
+    uint32_t    leaf, sub;
+    uint8_t     reg, bit, os;
+};
+static const struct cpu_feature cpu_features[] = {
+    {"sse3", 1, 0, R_ECX, 0, OS_NONE},
+    {"pclmul", 1, 0, R_ECX, 1, OS_NONE},
+    {"ssse3", 1, 0, R_ECX, 9, OS_NONE},
+    {"fma", 1, 0, R_ECX, 12, OS_AVX},
+    {"cx16", 1, 0, R_ECX, 13, OS_NONE},
+    {"sse4.1", 1, 0, R_ECX, 19, OS_NONE},
+    {"sse4.2", 1, 0, R_ECX, 20, OS_NONE},
+    {"movbe", 1, 0, R_ECX, 22, OS_NONE},
+    {"popcnt", 1, 0, R_ECX, 23, OS_NONE},
+    {"aes", 1, 0, R_ECX, 25, OS_NONE},
+    {"avx", 1, 0, R_ECX, 28, OS_AVX},
+    {"f16c", 1, 0, R_ECX, 29, OS_AVX},
+    {"sse", 1, 0, R_EDX, 25, OS_NONE},
+    {"sse2", 1, 0, R_EDX, 26, OS_NONE},
+    {"bmi", 7, 0, R_EBX, 3, OS_NONE},
+    {"avx2", 7, 0, R_EBX, 5, OS_AVX},
+    {"bmi2", 7, 0, R_EBX, 8, OS_NONE},
+    {"avx512f", 7, 0, R_EBX, 16, OS_AVX512},
+    {"avx512dq", 7, 0, R_EBX, 17, OS_AVX512},
+    {"adx", 7, 0, R_EBX, 19, OS_NONE},
+    {"avx512ifma", 7, 0, R_EBX, 21, OS_AVX512},
+    {"avx512cd", 7, 0, R_EBX, 28, OS_AVX512},
+    {"sha", 7, 0, R_EBX, 29, OS_NONE},
+    {"avx512bw", 7, 0, R_EBX, 30, OS_AVX512},
+    {"avx512vl", 7, 0, R_EBX, 31, OS_AVX512},
+    {"avx512vbmi", 7, 0, R_ECX, 1, OS_AVX512},
+    {"avx512vbmi2", 7, 0, R_ECX, 6, OS_AVX512},
+    {"gfni", 7, 0, R_ECX, 8, OS_NONE},
+    {"vaes", 7, 0, R_ECX, 9, OS_AVX},
+    {"vpclmulqdq", 7, 0, R_ECX, 10, OS_AVX},
+    {"avx512vnni", 7, 0, R_ECX, 11, OS_AVX512},
+    {"avx512bitalg", 7, 0, R_ECX, 12, OS_AVX512},
+    {"avx512vpopcntdq", 7, 0, R_ECX, 14, OS_AVX512},
+    {"avx512vp2intersect", 7, 0, R_EDX, 8, OS_AVX512},
+    {"avx512fp16", 7, 0, R_EDX, 23, OS_AVX512},
+    {"avxvnni", 7, 1, R_EAX, 4, OS_AVX},
+    {"avx512bf16", 7, 1, R_EAX, 5, OS_AVX512},
+    {"lzcnt", 0x80000001u, 0, R_ECX, 5, OS_NONE},
+    {"sse4a", 0x80000001u, 0, R_ECX, 6, OS_NONE},
+    {"fma4", 0x80000001u, 0, R_ECX, 16, OS_AVX},
+};
+
+/* Whether this CPU (and its OS) has feature f. */
+static bool
+cpu_has(const struct cpu_feature *f)
+{
+    unsigned r[4] = {0, 0, 0, 0};
+    if (!__get_cpuid_count(f->leaf, f->sub, &r[R_EAX], &r[R_EBX], &r[R_ECX], &r[R_EDX]))
+        return false;
+    if (!(r[f->reg] >> f->bit & 1))
+        return false;
+    if (f->os == OS_NONE)
+        return true;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) /* OSXSAVE: xgetbv works */
+        return false;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    uint32_t need = f->os == OS_AVX ? 0x6u : 0xe6u; /* XMM+YMM; and opmask, ZMM hi256, hi16 */
+    return (lo & need) == need;
+}
+
+static const struct cpu_feature *
+cpu_feature(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof cpu_features / sizeof cpu_features[0]; i++)
+        if (strlen(cpu_features[i].name) == len && !memcmp(cpu_features[i].name, name, len))
+            return &cpu_features[i];
+    return NULL;
+}
+#endif
+
+int32_t
+kiln_abi_cpu_check(const char *features, char *err, size_t errsize)
+{
+    if (err && errsize > 0)
+        err[0] = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    char   missing[160];
+    size_t len = 0;
+    missing[0] = 0;
+    for (const char *p = features ? features : ""; *p;) {
+        size_t                    n = strcspn(p, ",");
+        const struct cpu_feature *f = n > 1 && p[0] == '+' ? cpu_feature(p + 1, n - 1) : NULL;
+        if (f && !cpu_has(f)) {
+            if (len)
+                put(missing, sizeof missing, &len, ", ");
+            put(missing, sizeof missing, &len, f->name);
+        }
+        p += n + (p[n] == ',');
+    }
+    if (len)
+        return fail(err, errsize, KILN_ABI_ERR_CPU,
+                    "this module was built for CPU features this CPU lacks: %s (compile it "
+                    "again on this machine, or for a target without them)",
+                    missing);
+#else
+    (void)features;
+#endif
+    return KILN_ABI_OK;
+}
+
+/* kiln_abi_cpu_check of d's features, once per descriptor: 0 or the status with err. A module
+ * has one descriptor, so the verdict is kept in one slot per process and descriptor. */
+static int32_t
+check_cpu(const struct kiln_abi_desc *d, char *err, size_t errsize)
+{
+    static _Atomic(const struct kiln_abi_desc *) ok_desc;
+    if (!d->cpu_features || !d->cpu_features[0] || atomic_load(&ok_desc) == d)
+        return KILN_ABI_OK;
+    int32_t st = kiln_abi_cpu_check(d->cpu_features, err, errsize);
+    if (st == KILN_ABI_OK)
+        atomic_store(&ok_desc, d);
+    return st;
+}
+
 /* Checks the arguments of a call (all of kiln_abi_call's checks); 0 or a status with err. */
 static int32_t
 check_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, char *err,
@@ -305,6 +438,9 @@ check_call(const struct kiln_abi_desc *d, DLTensor *const *args, int32_t nargs, 
         return fail(err, errsize, KILN_ABI_ERR_RUNTIME,
                     "module built for kiln ABI version %d; this runtime implements version %d",
                     (int)d->abi_version, KILN_ABI_VERSION);
+    int32_t cpu = check_cpu(d, err, errsize);
+    if (cpu != KILN_ABI_OK)
+        return cpu;
     int32_t want = kiln_abi_ncall(d);
     if (nargs != want || (nargs > 0 && !args)) {
         char   names[160]; /* leaves room in a 256-byte err buffer */

@@ -234,6 +234,9 @@ kiln_module_load(kiln_ctx *ctx, const char *path, struct kiln_module **out)
         && (desc->abi_version != KILN_ABI_VERSION || desc->nargs < 0
             || (desc->nargs > 0 && !desc->args)))
         st = KILN_FAIL(ctx, KILN_ERR_INVALID, "module", "%s has a malformed kiln_desc", path);
+    char cpu[256];
+    if (st == KILN_OK && kiln_abi_cpu_check(desc->cpu_features, cpu, sizeof cpu) != KILN_ABI_OK)
+        st = KILN_FAIL(ctx, KILN_ERR_UNSUPPORTED, "module", "cannot load %s: %s", path, cpu);
     struct kiln_module *m = NULL;
     if (st == KILN_OK) {
         m = kiln_mem_realloc(ctx, NULL, 0, sizeof *m);

@@ -40,6 +40,12 @@ int32_t kiln_abi_call_prepared(const struct kiln_abi_desc *d, const void *prepar
                                DLTensor *const *args, int32_t nargs, char *err, size_t errsize);
 void    kiln_abi_prepared_free(void *prepared);
 
+/* 0 when this CPU has every checkable feature of the LLVM feature string `features` ("+avx2,
+ * +fma,-xop,..."; NULL or "" checks nothing), else KILN_ABI_ERR_CPU with err naming the ones
+ * it lacks. x86 only (cpuid and XCR0; the table in abi.c); elsewhere always 0. Every checked
+ * call runs it on its descriptor's cpu_features (once per module); the loaders run it at load.
+ * The kiln_cpu_check of kiln_abi.h. */
+int32_t kiln_abi_cpu_check(const char *features, char *err, size_t errsize);
 /* Arguments a caller passes to d's kiln_call: d->nargs less the embedded weights. */
 int32_t kiln_abi_ncall(const struct kiln_abi_desc *d);
 /* The state of a module whose kiln_call prepares its weight-derived buffers once (every weight

@@ -25,6 +25,7 @@ KILN_EXPORT int32_t kiln_prepare(DLTensor *const *args, int32_t nargs, void **pr
 KILN_EXPORT int32_t kiln_call_prepared(const void *prepared, DLTensor *const *args, int32_t nargs,
                                        char *err, size_t errsize);
 KILN_EXPORT void    kiln_prepared_free(void *prepared);
+KILN_EXPORT int32_t kiln_cpu_check(char *err, size_t errsize);
 KILN_EXPORT int32_t kiln_embedded(int32_t i, DLTensor *t, const char **name);
 
 /* The weight-derived buffers of a module with embedded weights, prepared by the first
@@ -90,4 +91,10 @@ int32_t
 kiln_embedded(int32_t i, DLTensor *t, const char **name)
 {
     return kiln_abi_embedded(&kiln_desc, i, t, name);
+}
+
+int32_t
+kiln_cpu_check(char *err, size_t errsize)
+{
+    return kiln_abi_cpu_check(kiln_desc.cpu_features, err, errsize);
 }

@@ -291,6 +291,13 @@ class Module:
         if v != ABI_VERSION:
             raise Error("%s was built for kiln ABI version %d; this package supports version %d"
                         % (path, v, ABI_VERSION))
+        # refuse a CPU without the features the code was built for (it would die of SIGILL)
+        if hasattr(so, "kiln_cpu_check"):
+            so.kiln_cpu_check.restype = ctypes.c_int32
+            so.kiln_cpu_check.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            err = ctypes.create_string_buffer(256)
+            if so.kiln_cpu_check(err, len(err)) != 0:
+                raise Error("cannot load %s: %s" % (path, err.value.decode(errors="replace")))
         self.metadata = json.loads(so.kiln_metadata().decode())
         self.source = so.kiln_source().decode()
         self.all_args = [Arg(i, a) for i, a in enumerate(self.metadata.get("args", []))]

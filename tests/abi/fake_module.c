@@ -81,4 +81,5 @@ const struct kiln_abi_desc        kiln_desc = {
            NULL,
            0,
            NULL,
+           NULL,
 };

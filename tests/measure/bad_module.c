@@ -111,4 +111,5 @@ const struct kiln_abi_desc        kiln_desc = {
     BAD == 11 ? kernel_phased : NULL,
     BAD == 11 ? (int64_t)sizeof(float) * K *N : 0,
            NULL,
+           NULL,
 };

@@ -38,7 +38,7 @@ add_kernel(void *const *data)
 }
 
 static const struct kiln_abi_desc desc3 = {KILN_ABI_VERSION, 3,    args3, add_kernel, "{}", "",
-                                           kDLCPU,           NULL, 0,     NULL};
+                                           kDLCPU,           NULL, 0,     NULL,       NULL};
 
 struct fixture {
     _Alignas(64) float a[32 + 16];
@@ -335,7 +335,7 @@ test_abi_many_args(void)
             names[i], kDLFloat, 64, 1, 0, NULL, 8, (uint8_t)(i == NMANY - 1 ? 2 : 0)};
     }
     struct kiln_abi_desc d = {KILN_ABI_VERSION, NMANY, many_args, sum_kernel, "{}", "",
-                              kDLCPU,           NULL,  0,         NULL};
+                              kDLCPU,           NULL,  0,         NULL,       NULL};
     double               v[NMANY];
     DLTensor             t[NMANY];
     DLTensor            *a[NMANY];
