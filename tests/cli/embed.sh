@@ -73,6 +73,10 @@ done
 grep -q "weights: the module's own" <("$KILN" run "$T/emb.so" 2>&1) \
     || fail "kiln run does not say the embedded weights are used"
 
+# a sanitizer build's modules need its runtime, which /usr/bin/python3 has not loaded
+if grep -q __asan_ "$T/emb.so"; then
+    echo "skip the Python checks: the modules are built with AddressSanitizer"
+else
 PYTHONPATH=python "$PY" - "$T" <<'PYEOF' || fail "Python checks"
 import sys
 import numpy as np
@@ -101,6 +105,7 @@ except kiln.Error as e:
 else:
     raise AssertionError("the embedded module accepted its weights as arguments")
 PYEOF
+fi
 
 "$KILN" compile "$T/m.onnx" -o "$T/c.cu" --no-db --target cuda 2>"$T/err" \
     || fail "compile --target cuda: $(cat "$T/err")"
