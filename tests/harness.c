@@ -208,3 +208,19 @@ harness_schedule_error(kiln_ctx *ctx, const struct kiln_graph *g, const struct k
     free(bufs);
     return err;
 }
+
+bool
+has_line_with(const char *text, const char *s1, const char *s2)
+{
+    for (const char *p = text; p && *p;) {
+        const char *e = strchr(p, '\n');
+        size_t      len = e ? (size_t)(e - p) : strlen(p);
+        char        line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1),
+                 p);
+        if (strstr(line, s1) && strstr(line, s2))
+            return true;
+        p = e ? e + 1 : NULL;
+    }
+    return false;
+}

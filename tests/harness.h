@@ -24,6 +24,8 @@ void     harness_fail(const char *file, int line, const char *fmt, ...) KILN_PRI
 void     harness_skip(const char *why);
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL if unreadable. */
 char *read_file(const char *path, size_t *len);
+/* Whether some line of text contains both s1 and s2 (lines cut at 1023 bytes). */
+bool has_line_with(const char *text, const char *s1, const char *s2);
 /* Parses text or fails the test with the formatted error; returns NULL on failure. */
 struct kiln_graph *parse_or_fail(kiln_ctx *ctx, const char *text, const char *file, int line);
 /* Max relative error of g lowered under s (kiln_lower, then the loop-nest interpreter) against

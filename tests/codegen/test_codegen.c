@@ -933,22 +933,6 @@ aligned_copy(kiln_ctx *ctx, uint32_t align, int64_t n)
     return f;
 }
 
-static bool
-has_line_with(const char *text, const char *s1, const char *s2)
-{
-    for (const char *p = text; p && *p;) {
-        const char *e = strchr(p, '\n');
-        size_t      len = e ? (size_t)(e - p) : strlen(p);
-        char        line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1),
-                 p);
-        if (strstr(line, s1) && strstr(line, s2))
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
-}
-
 static void
 test_alignment(void)
 {

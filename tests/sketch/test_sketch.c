@@ -885,22 +885,6 @@ test_plain_parallel(void)
     kiln_ctx_free(ctx);
 }
 
-static bool
-has_line_with(const char *text, const char *s1, const char *s2)
-{
-    for (const char *p = text; p && *p;) {
-        const char *e = strchr(p, '\n');
-        size_t      len = e ? (size_t)(e - p) : strlen(p);
-        char        line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1),
-                 p);
-        if (strstr(line, s1) && strstr(line, s2))
-            return true;
-        p = e ? e + 1 : NULL;
-    }
-    return false;
-}
-
 /* Whether the loop nest text has, inside a loop of reduction iterator `red` of `stage` (or a
  * piece of it that lowering's partitioning or unrolling renamed `red.N`), a vector loop of
  * stage other than an initialisation. */
