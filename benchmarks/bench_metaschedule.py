@@ -36,6 +36,9 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_e2e as e2e  # noqa: E402  (cpu_model; it imports no torch at the top)
+
 VENV_PY = os.path.join(REPO, ".venv-tvm", "bin", "python")
 
 # name: ("matmul", size) or ("conv", C, H, K, R, stride, pad, groups), as in bench_tune.c
@@ -435,17 +438,6 @@ def report(opt, names, rows, ms_note):
     return g
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return "%s, %d cores" % (line.split(":", 1)[1].strip(), os.cpu_count())
-    except OSError:
-        pass
-    return "%d cores" % os.cpu_count()
-
-
 # ---------------------------------------------------------------- main
 
 def parse_args(argv):
@@ -504,7 +496,7 @@ def main(argv=None):
                   ".venv-tvm/" % ms_why)
     import numpy as np
     log("bench_metaschedule: %s; %d trials, %d thread(s); %s; NumPy %s; TVM %s; load %.2f"
-        % (cpu_model(), opt.trials, opt.threads, ", ".join(opt.names), np.__version__,
+        % (e2e.cpu_model(), opt.trials, opt.threads, ", ".join(opt.names), np.__version__,
            ms_why if ms_ok else "absent", os.getloadavg()[0]))
     if not ms_ok:
         log("MetaSchedule: " + ms_why)
@@ -566,7 +558,7 @@ def main(argv=None):
     g = report(opt, opt.names, rows, None if ms_ok else ms_why)
     log("load average at the end: %.2f" % os.getloadavg()[0])
     with open(os.path.join(opt.out, "results.json"), "w") as f:
-        json.dump({"cpu": cpu_model(), "trials": opt.trials, "threads": opt.threads,
+        json.dump({"cpu": e2e.cpu_model(), "trials": opt.trials, "threads": opt.threads,
                    "tvm": ms_why if ms_ok else None, "workloads": rows, "geomean": g}, f,
                   indent=1)
     return 1 if fail else 0
