@@ -19,11 +19,10 @@ PACKAGES=(
   libdnnl-dev libopenblas-dev
   # oracles and training (Debian's Python)
   python3 python3-numpy python3-torch python3-torchvision python3-onnx
-  # the PyTorch 2 virtual environment (scripts/setup_torch.sh)
-  python3-venv
   # real data
   dataset-fashion-mnist
-  # benchmarks: pip for ONNX Runtime (below), venv for TVM (scripts/setup_tvm.sh, opt-in)
+  # pip for ONNX Runtime (below); venv for PyTorch 2 (scripts/setup_torch.sh) and TVM
+  # (scripts/setup_tvm.sh, opt-in)
   python3-pip python3-venv
 )
 
