@@ -8,7 +8,9 @@
 #                         drivers, test_cuda_rt, test_measure, test_tune, bench_gpu, and
 #                         CMakeCache.txt (the paths the binaries were built at)
 #   DEST/libs.tar.xz      the shared libraries they load that are not glibc's, the C++
-#                         runtime's or CUDA's (those come from the GPU machine)
+#                         runtime's or CUDA's (those come from the GPU machine), and under
+#                         include/ DLPack's header, which a cuda module's host code is
+#                         compiled with (codegen/cuda_so.c) and such a machine may lack
 #   DEST/kiln-bundle      a marker
 #
 # Compressed (about 50 MB with LLVM 19's 130 MB library, whose xz takes CPU minutes), so that it
@@ -48,6 +50,10 @@ ldd "${bins[@]}" "$B"/libkiln.so.* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {
     *) cp -L "$path" "$D/lib/$name" ;;
     esac
 done
+dl=$(echo '#include <dlpack/dlpack.h>' | cc -E -M -x c - 2>/dev/null | tr ' \\' '\n\n' | grep -m1 '/dlpack/dlpack.h$') ||
+    { echo "gpu_bundle: no <dlpack/dlpack.h> found" >&2; exit 1; }
+mkdir -p "$D/lib/include/dlpack"
+cp "$dl" "$D/lib/include/dlpack/"
 tar -cJf "$D/libs.tar.xz" -C "$D/lib" .
 tar -cJf "$D/build.tar.xz" -C "$D" build
 rm -rf "$D/lib" "$D/build"

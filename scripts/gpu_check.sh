@@ -22,6 +22,8 @@
 #   tune_rate           `kiln tune` of one bench_gpu workload (conv3x3_28) for the device for
 #                       KILN_GPU_TUNE_SECONDS (default 90): trials per minute, then bench_gpu
 #                       of that workload with the records
+# bench_gpu runs right after the unit tests (it takes seconds). KILN_GPU_CHECKS, a comma-separated
+# list of groups (unit, bench_gpu, lib_ops, cnn or cnn.NET, tune_rate), runs only those.
 # Where there is a CUDA device, a device test that skips is a FAIL (it must run there); without
 # one, the device checks print SKIP with the reason. OUTDIR gets summary.txt (the lines above,
 # then the totals) and check.log (every check's output under a header), few files, so that a
@@ -59,6 +61,9 @@ line() { # STATUS NAME [REASON]
 }
 
 left() { echo $((BUDGET - ($(date +%s) - START))); }
+
+# want GROUP: whether KILN_GPU_CHECKS (a comma-separated list of groups; empty: all) names it
+want() { [ -z "${KILN_GPU_CHECKS:-}" ] || [[ ",$KILN_GPU_CHECKS," == *",$1,"* ]]; }
 
 # run NAME LIMIT CMD...: CMD under timeout (its limit or the time left), output to $T/NAME.out
 # and check.log; sets RC (124: timed out, 125: no time left, not run).
@@ -130,6 +135,7 @@ if [ -n "$B" ] && [ -f "$B/kiln-bundle" ]; then
         tar -xJf "$B/build.tar.xz" -C "$B"
     fi
     export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export C_INCLUDE_PATH="$B/lib/include${C_INCLUDE_PATH:+:$C_INCLUDE_PATH}"
     src=$(sed -n 's/^kiln_SOURCE_DIR:STATIC=//p' "$B/build/CMakeCache.txt")
     bin=$(sed -n 's/^kiln_BINARY_DIR:STATIC=//p' "$B/build/CMakeCache.txt")
     if [ -n "$src" ] && [ ! -e "$src" ]; then
@@ -175,32 +181,50 @@ fi
 command -v nvidia-smi >/dev/null && nvidia-smi >>"$LOG" 2>&1
 
 # ---- the device tests of the unit tests ----
-for t in open kernel driver_errors module prepared; do
-    run "test_cuda_rt.$t" 120 "$B/test_cuda_rt" "$t"
-    judge "test_cuda_rt.$t"
-done
-run gpu_device 180 "$B/test_measure" gpu_device
-judge gpu_device
-run tune_gpu_device 240 "$B/test_tune" tune_gpu_device
-judge tune_gpu_device
+if want unit; then
+    for t in open kernel driver_errors module prepared; do
+        run "test_cuda_rt.$t" 120 "$B/test_cuda_rt" "$t"
+        judge "test_cuda_rt.$t"
+    done
+    run gpu_device 180 "$B/test_measure" gpu_device
+    judge gpu_device
+    run tune_gpu_device 240 "$B/test_tune" tune_gpu_device
+    judge tune_gpu_device
 
-# tests/cli/cuda_run.sh passes without a GPU too (the stand-in driver's part): only its GPU part
-# counts here
-run cuda_run.sh 120 bash tests/cli/cuda_run.sh "$B/kiln"
-if [ "$RC" = 0 ] && grep -q '^PASS$' "$T/cuda_run.sh.out"; then
-    line PASS cuda_run.sh
-elif [ "$RC" = 0 ] || [ "$RC" = 77 ]; then
-    why=$(grep -m1 '^note\|^skip' "$T/cuda_run.sh.out" | cut -c1-200)
-    skipped cuda_run.sh "${why:-no CUDA driver: only its stand-in driver part ran, and passed}"
-else
-    judge cuda_run.sh
+    # tests/cli/cuda_run.sh passes without a GPU too (the stand-in driver's part): only its GPU part
+    # counts here
+    run cuda_run.sh 120 bash tests/cli/cuda_run.sh "$B/kiln"
+    if [ "$RC" = 0 ] && grep -q '^PASS$' "$T/cuda_run.sh.out"; then
+        line PASS cuda_run.sh
+    elif [ "$RC" = 0 ] || [ "$RC" = 77 ]; then
+        why=$(grep -m1 '^note\|^skip' "$T/cuda_run.sh.out" | cut -c1-200)
+        skipped cuda_run.sh "${why:-no CUDA driver: only its stand-in driver part ran, and passed}"
+    else
+        judge cuda_run.sh
+    fi
+fi
+
+# ---- bench_gpu with the hand-written schedules ----
+if want bench_gpu; then
+    if [ ! -x "$B/bench_gpu" ]; then
+        line SKIP bench_gpu "not built: no CUDA toolkit with cuBLAS and cuDNN"
+    else
+        run bench_gpu 180 "$B/bench_gpu" --reps 5 --rounds 2
+        if [ "$RC" != 0 ] && grep -q 'no CUDA driver\|no CUDA device' "$T/bench_gpu.out"; then
+            skipped bench_gpu "$(last_words bench_gpu)"
+        else
+            judge bench_gpu
+            grep -i 'geomean\|geometric' "$T/bench_gpu.out" | sed 's/^/bench_gpu: /' >>"$SUMMARY"
+        fi
+    fi
 fi
 
 # ---- every library op: shards of test_cuda_rt lib_ops at once ----
-if [ "$GPU" = 1 ]; then
-    n=$(nproc)
-    [ "$n" -gt 8 ] && n=8
-    cat >"$T/lib_ops.sh" <<EOF
+if want lib_ops; then
+    if [ "$GPU" = 1 ]; then
+        n=$(nproc)
+        [ "$n" -gt 8 ] && n=8
+        cat >"$T/lib_ops.sh" <<EOF
 for i in \$(seq 0 $((n - 1))); do
     KILN_TEST_SHARD=\$i/$n timeout 230 "$B/test_cuda_rt" lib_ops >"$T/lib_ops.\$i" 2>&1 &
 done
@@ -210,23 +234,25 @@ cat "$T"/lib_ops.[0-9]*
 grep -h '^library ops on' "$T"/lib_ops.[0-9]*
 exit \$rc
 EOF
-    run lib_ops 240 bash "$T/lib_ops.sh"
-    if [ "$RC" = 0 ]; then
-        p=$(grep -h 'programs matched' "$T/lib_ops.out" |
-            sed 's/.*: \([0-9]*\) programs matched.*/\1/' | awk '{s += $1} END {print s}')
-        echo "lib_ops: ${p:-0} programs matched the reference" >>"$SUMMARY"
-        line PASS lib_ops
+        run lib_ops 240 bash "$T/lib_ops.sh"
+        if [ "$RC" = 0 ]; then
+            p=$(grep -h 'programs matched' "$T/lib_ops.out" |
+                sed 's/.*: \([0-9]*\) programs matched.*/\1/' | awk '{s += $1} END {print s}')
+            echo "lib_ops: ${p:-0} programs matched the reference" >>"$SUMMARY"
+            line PASS lib_ops
+        else
+            judge lib_ops
+        fi
     else
-        judge lib_ops
+        line SKIP lib_ops "no CUDA device"
     fi
-else
-    line SKIP lib_ops "no CUDA device"
 fi
 
 # ---- both CNNs end to end ----
 python3 scripts/cnn_kg.py "$T/nets" >>"$LOG" 2>&1 || line FAIL cnn "scripts/cnn_kg.py failed"
 for net in resnet18 mobilenet_v2; do
     [ -f "$T/nets/$net.kg" ] || continue
+    want cnn || want "cnn.$net" || continue
     if [ "$GPU" = 0 ]; then # the graph parses; compiling it here would cost minutes for nothing
         run "cnn.$net.parse" 60 "$B/kiln" inspect "$T/nets/$net.kg"
         [ "$RC" = 0 ] && line SKIP "cnn.$net" "no CUDA device" || judge "cnn.$net.parse"
@@ -247,43 +273,32 @@ for net in resnet18 mobilenet_v2; do
     fi
 done
 
-# ---- bench_gpu with the hand-written schedules ----
-if [ ! -x "$B/bench_gpu" ]; then
-    line SKIP bench_gpu "not built: no CUDA toolkit with cuBLAS and cuDNN"
-else
-    run bench_gpu 180 "$B/bench_gpu" --reps 5 --rounds 2
-    if [ "$RC" != 0 ] && grep -q 'no CUDA driver\|no CUDA device' "$T/bench_gpu.out"; then
-        skipped bench_gpu "$(last_words bench_gpu)"
-    else
-        judge bench_gpu
-        grep -i 'geomean\|geometric' "$T/bench_gpu.out" | sed 's/^/bench_gpu: /' >>"$SUMMARY"
-    fi
-fi
-
 # ---- tuning on the device: trials per minute ----
-tune_s=${KILN_GPU_TUNE_SECONDS:-90}
-if [ "$GPU" = 0 ]; then
-    line SKIP tune_rate "no CUDA device"
-elif [ ! -x "$B/bench_gpu" ]; then
-    line SKIP tune_rate "bench_gpu (which writes the workload) is not built"
-else
-    "$B/bench_gpu" --write-kg "$T/kg" >>"$LOG" 2>&1
-    t0=$(date +%s)
-    run tune_rate $((tune_s + 60)) "$B/kiln" tune "$T/kg/conv3x3_28.kg" --target cuda \
-        --time "$tune_s" --db "$T/tune.db" --no-cache --log "$T/tune.jsonl"
-    secs=$(($(date +%s) - t0))
-    trials=$(wc -l <"$T/tune.jsonl" 2>/dev/null || echo 0)
-    if [ "$RC" = 0 ] && [ "$trials" -gt 0 ]; then
-        echo "tune_rate: $trials trials in $secs s: $((trials * 60 / (secs > 0 ? secs : 1))) trials per minute" |
-            tee -a "$SUMMARY"
-        line PASS tune_rate
-        run tuned_bench 120 "$B/bench_gpu" --db "$T/tune.db" --only conv3x3_28 --reps 5 --rounds 2
-        judge tuned_bench
-        grep 'conv3x3_28' "$T/tuned_bench.out" | sed 's/^/tuned_bench: /' >>"$SUMMARY"
-    elif [ "$RC" = 0 ]; then
-        line FAIL tune_rate "no trial measured in $secs s"
+if want tune_rate; then
+    tune_s=${KILN_GPU_TUNE_SECONDS:-90}
+    if [ "$GPU" = 0 ]; then
+        line SKIP tune_rate "no CUDA device"
+    elif [ ! -x "$B/bench_gpu" ]; then
+        line SKIP tune_rate "bench_gpu (which writes the workload) is not built"
     else
-        judge tune_rate
+        "$B/bench_gpu" --write-kg "$T/kg" >>"$LOG" 2>&1
+        t0=$(date +%s)
+        run tune_rate $((tune_s + 60)) "$B/kiln" tune "$T/kg/conv3x3_28.kg" --target cuda \
+            --time "$tune_s" --db "$T/tune.db" --no-cache --log "$T/tune.jsonl"
+        secs=$(($(date +%s) - t0))
+        trials=$(wc -l <"$T/tune.jsonl" 2>/dev/null || echo 0)
+        if [ "$RC" = 0 ] && [ "$trials" -gt 0 ]; then
+            echo "tune_rate: $trials trials in $secs s: $((trials * 60 / (secs > 0 ? secs : 1))) trials per minute" |
+                tee -a "$SUMMARY"
+            line PASS tune_rate
+            run tuned_bench 120 "$B/bench_gpu" --db "$T/tune.db" --only conv3x3_28 --reps 5 --rounds 2
+            judge tuned_bench
+            grep 'conv3x3_28' "$T/tuned_bench.out" | sed 's/^/tuned_bench: /' >>"$SUMMARY"
+        elif [ "$RC" = 0 ]; then
+            line FAIL tune_rate "no trial measured in $secs s"
+        else
+            judge tune_rate
+        fi
     fi
 fi
 
