@@ -133,6 +133,9 @@ struct kiln_cuda_kernel {
     uint32_t    shared_bytes; /* static __shared__ memory */
     uint32_t    nvector;      /* float4 / float2 loads and stores in its code */
     bool        prepare;      /* stores prepared buffers: run once per kiln_prepare */
+    /* its parameters: the module arguments it accesses (indices into f->param, ascending),
+     * then the workspace and the prepared area */
+    uint32_t *param, nparam;
 };
 struct kiln_cuda_source {
     const char              *text; /* the CUDA C translation unit, ctx-owned */

@@ -58,6 +58,9 @@ struct cu {
     int64_t  kernel_end; /* and the current kernel's temporaries here */
     int64_t  ws_end;     /* the largest of those ends */
     uint32_t nkernel;    /* kernels emitted */
+    /* per buffer: its parameter index + 1 (0: not a parameter), and the kernel (+1) that last
+     * accessed it; the buffers the kernel being emitted accesses */
+    uint32_t *param_of, *mark, *used, nused;
     /* the kernel being emitted */
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;
@@ -1402,27 +1405,53 @@ static const char prelude[] =
     "KILN_UINT(u64, unsigned long long, 18446744073709551615ULL)\n\n";
 
 /* The parameter list shared by every kernel. */
-static void
-emit_params(struct cu *c)
+/* The kernel's parameters: the module arguments it accesses (*param, indices in parameter order,
+ * *nparam of them), then the workspace and the prepared area. Passing every argument to every
+ * kernel made each launch carry the whole module's pointers (MobileNetV2's 264 exceeded the
+ * runtime's launch buffer) and the kernels' text quadratic in the graph. */
+static bool
+emit_params(struct cu *c, uint32_t **param, uint32_t *nparam)
 {
     const struct kiln_func *f = c->f;
+    uint32_t                n = 0;
+    for (uint32_t i = 0; i < c->nused; i++)
+        if (c->param_of[c->used[i]])
+            n++;
+    uint32_t *p = kiln_arena_alloc(c->ctx, sizeof(uint32_t) * (n + 1));
+    if (!p)
+        return false;
+    n = 0;
+    for (uint32_t i = 0; i < c->nused; i++)
+        if (c->param_of[c->used[i]])
+            p[n++] = c->param_of[c->used[i]] - 1;
+    for (uint32_t i = 1; i < n; i++) /* insertion sort: a kernel accesses few arguments */
+        for (uint32_t j = i; j > 0 && p[j - 1] > p[j]; j--) {
+            uint32_t t = p[j];
+            p[j] = p[j - 1];
+            p[j - 1] = t;
+        }
     OUT("(");
-    for (uint32_t i = 0; i < f->nparam; i++) {
-        uint32_t b = f->param[i];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t b = f->param[p[i]];
         OUT("%s *__restrict__ ", mtype((enum kiln_dtype)f->buf[b].dtype));
         buf_name(c, b);
         OUT(", ");
     }
     OUT("char *__restrict__ kiln_ws, char *__restrict__ kiln_prep)");
+    *param = p;
+    *nparam = n;
+    return true;
 }
 
-/* Views of the workspace and prepared area for every buffer placed there. */
+/* Views of the workspace and prepared area for every buffer placed there that the kernel
+ * accesses. */
 static void
 emit_views(struct cu *c)
 {
     const struct kiln_func *f = c->f;
-    for (uint32_t b = 0; b < f->nbuf; b++) {
-        int64_t off = c->ws_off[b] >= 0 ? c->ws_off[b] : f->buf[b].prep_offset;
+    for (uint32_t i = 0; i < c->nused; i++) {
+        uint32_t b = c->used[i];
+        int64_t  off = c->ws_off[b] >= 0 ? c->ws_off[b] : f->buf[b].prep_offset;
         if (off < 0)
             continue;
         indent(c);
@@ -1526,7 +1555,10 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     if (kn[0] >= '0' && kn[0] <= '9')
         kn[0] = '_';
     OUT("extern \"C\" __global__ void __launch_bounds__(%" PRIu64 ") %s", threads, kn);
-    emit_params(c);
+    c->nused = kiln_stmt_buffers(c->ctx, s, c->f->nbuf, c->mark, c->nkernel + 1, c->used, 0);
+    uint32_t *param, nparam;
+    if (!emit_params(c, &param, &nparam))
+        return c->ctx->err.status;
     OUT("\n{\n");
     c->depth = 1;
     emit_views(c);
@@ -1546,7 +1578,9 @@ emit_kernel(struct cu *c, const struct kiln_stmt *s, const char *name, struct ki
     *k = (struct kiln_cuda_kernel){.name = kiln_arena_strdup(c->ctx, kn),
                                    .shared_bytes = c->shared_bytes,
                                    .nvector = c->nvector,
-                                   .prepare = prepare};
+                                   .prepare = prepare,
+                                   .param = param,
+                                   .nparam = nparam};
     memcpy(k->grid, c->grid, sizeof k->grid);
     memcpy(k->block, c->block, sizeof k->block);
     c->nkernel++;
@@ -1562,8 +1596,16 @@ kiln_cg_cuda_source(kiln_ctx *ctx, const struct kiln_func *f, const char *name,
     struct kiln_buf text = {0};
     struct cu       c = {.ctx = ctx, .f = f, .out = &text, .lane = -1};
     c.ws_off = kiln_arena_alloc(ctx, sizeof(int64_t) * (f->nbuf + 1));
-    if (!c.ws_off)
+    c.param_of = kiln_arena_alloc(ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    c.mark = kiln_arena_alloc(ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    c.used = kiln_arena_alloc(ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    if (!c.ws_off || !c.param_of || !c.mark || !c.used)
         return ctx->err.status;
+    memset(c.param_of, 0, sizeof(uint32_t) * (f->nbuf + 1));
+    memset(c.mark, 0, sizeof(uint32_t) * (f->nbuf + 1));
+    for (uint32_t i = 0; i < f->nparam; i++)
+        if (f->param[i] < f->nbuf)
+            c.param_of[f->param[i]] = i + 1;
     for (uint32_t b = 0; b < f->nbuf; b++)
         c.ws_off[b] = f->buf[b].ws_offset;
     c.kernel_end = c.ws_end = (f->ws_bytes + CU_ALIGN - 1) / CU_ALIGN * CU_ALIGN;

@@ -66,14 +66,24 @@ write_host(const struct kiln_cg_module *m, const struct kiln_cuda_source *src, c
                 kiln_dtype_size((enum kiln_dtype)bf->dtype), m->role ? m->role[i] : 0);
     }
     fputs("    {NULL, 0, 0, 0, 0, NULL, 0, 0}};\n\n", fp);
+    for (uint32_t k = 0; k < src->nkernel; k++) { /* each kernel's arguments */
+        const struct kiln_cuda_kernel *kn = &src->kernel[k];
+        fprintf(fp, "static const int32_t kiln_kparam_%u[] = {", k);
+        for (uint32_t i = 0; i < kn->nparam; i++)
+            fprintf(fp, "%s%u", i ? ", " : "", kn->param[i]);
+        fputs(kn->nparam ? "};\n" : "0};\n", fp);
+    }
     fputs("static const struct kiln_abi_cuda_kernel kiln_kernels[] = {\n", fp);
     for (uint32_t k = 0; k < src->nkernel; k++) {
         const struct kiln_cuda_kernel *kn = &src->kernel[k];
-        fprintf(fp, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, %u, %s},\n", kn->name, kn->grid[0],
-                kn->grid[1], kn->grid[2], kn->block[0], kn->block[1], kn->block[2],
-                kn->shared_bytes, kn->prepare ? "KILN_ABI_PHASE_PREPARE" : "KILN_ABI_PHASE_MAIN");
+        fprintf(fp, "    {\"%s\", {%u, %u, %u}, {%u, %u, %u}, %u, %s, %u, kiln_kparam_%u},\n",
+                kn->name, kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0], kn->block[1],
+                kn->block[2], kn->shared_bytes,
+                kn->prepare ? "KILN_ABI_PHASE_PREPARE" : "KILN_ABI_PHASE_MAIN", kn->nparam, k);
     }
-    fputs("    {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0}};\n\nstatic const char kiln_ptx[] =\n    ", fp);
+    fputs(
+        "    {NULL, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, NULL}};\n\nstatic const char kiln_ptx[] =\n    ",
+        fp);
     put_string(fp, ptx);
     fprintf(fp,
             ";\n\nstatic struct kiln_abi_cuda_module kiln_cuda = {kiln_ptx, kiln_kernels, %u, %u, "

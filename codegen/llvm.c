@@ -819,48 +819,6 @@ parts_possible(const struct cg *cg, const struct kiln_stmt *s)
     return true;
 }
 
-/* Part collection: marks buffer b used by part `stamp`, once. */
-struct part_walk {
-    struct cg *cg;
-    uint32_t   stamp;
-};
-
-static void
-part_use(struct part_walk *w, uint32_t b)
-{
-    struct cg *cg = w->cg;
-    if (b < cg->f->nbuf && cg->part_mark[b] != w->stamp) {
-        cg->part_mark[b] = w->stamp;
-        cg->part_used[cg->npart_used++] = b;
-    }
-}
-
-static bool
-part_load(void *ud, kiln_expr e)
-{
-    struct part_walk *w = ud;
-    part_use(w, (uint32_t)w->cg->ctx->node[e.id].imm);
-    return true;
-}
-
-static enum kiln_walk
-part_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field f,
-          kiln_expr e)
-{
-    (void)s;
-    (void)f;
-    kiln_expr_visit_loads(((struct part_walk *)v->user)->cg->ctx, e, part_load, v->user);
-    return KILN_WALK_GO;
-}
-
-static enum kiln_walk
-part_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
-{
-    if (s->kind == KILN_STMT_STORE)
-        part_use(v->user, s->u.store.buf);
-    return KILN_WALK_GO;
-}
-
 /* The buffers root statements [first, end) of s load or store, in cg->part_used. Each part
  * takes and rebuilds only these: passing every parameter and rebuilding every planned view in
  * every part made code generation quadratic in the graph (a fan of 10,000 outputs ran LLVM's
@@ -868,11 +826,11 @@ part_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
 static void
 part_buffers(struct cg *cg, const struct kiln_stmt *s, uint32_t first, uint32_t end)
 {
-    struct part_walk         w = {cg, first / PART_ROOTS + 1};
-    struct kiln_stmt_visitor v = {.user = &w, .pre = part_pre, .expr = part_expr};
+    uint32_t stamp = first / PART_ROOTS + 1;
     cg->npart_used = 0;
     for (uint32_t k = first; k < end; k++)
-        kiln_stmt_visit(&v, s->u.seq.item[k]);
+        cg->npart_used = kiln_stmt_buffers(cg->ctx, s->u.seq.item[k], cg->f->nbuf, cg->part_mark,
+                                           stamp, cg->part_used, cg->npart_used);
 }
 
 static void

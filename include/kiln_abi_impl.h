@@ -87,6 +87,10 @@ struct kiln_abi_cuda_kernel {
     uint32_t    shared_bytes; /* static shared memory (informational) */
     int32_t     phase;        /* KILN_ABI_PHASE_PREPARE: it computes weight-derived buffers
                                * (kiln_prepare launches it), else KILN_ABI_PHASE_MAIN */
+    /* its parameters: the module arguments param[0..nparam) (indices into data), then the
+     * workspace and the prepared area; param NULL: every argument in order */
+    int32_t        nparam;
+    const int32_t *param;
 };
 struct kiln_abi_cuda_module {
     const char                        *ptx; /* NUL-terminated PTX of all the kernels */

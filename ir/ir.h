@@ -612,6 +612,11 @@ struct kiln_stmt_visitor {
 };
 enum kiln_walk kiln_stmt_visit(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
 enum kiln_walk kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struct kiln_stmt *s);
+/* The buffers s loads or stores, each once: a buffer b < nbuf whose mark[b] is not stamp is
+ * marked with it and appended at used[n]; returns the new count. mark and used hold nbuf
+ * entries; a caller walking several statements with one stamp collects their union. */
+uint32_t kiln_stmt_buffers(const kiln_ctx *ctx, const struct kiln_stmt *s, uint32_t nbuf,
+                           uint32_t *mark, uint32_t stamp, uint32_t *used, uint32_t n);
 
 /* The mutator returns the statement to put in s's place: s itself when nothing in it
  * changed, else a new node (arena-allocated) that shares every unchanged child, so unchanged

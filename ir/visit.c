@@ -154,6 +154,59 @@ visit_node(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
     return ends(r) ? r : KILN_WALK_GO;
 }
 
+/* ---- the buffers a statement accesses ---- */
+
+struct used_walk {
+    const kiln_ctx *ctx;
+    uint32_t        nbuf, stamp, *mark, *used, n;
+};
+
+static void
+use_buf(struct used_walk *w, uint32_t b)
+{
+    if (b < w->nbuf && w->mark[b] != w->stamp) {
+        w->mark[b] = w->stamp;
+        w->used[w->n++] = b;
+    }
+}
+
+static bool
+used_load(void *ud, kiln_expr e)
+{
+    struct used_walk *w = ud;
+    use_buf(w, (uint32_t)w->ctx->node[e.id].imm);
+    return true;
+}
+
+static enum kiln_walk
+used_expr(struct kiln_stmt_visitor *v, const struct kiln_stmt *s, enum kiln_stmt_field f,
+          kiln_expr e)
+{
+    (void)s;
+    (void)f;
+    struct used_walk *w = v->user;
+    kiln_expr_visit_loads(w->ctx, e, used_load, w);
+    return KILN_WALK_GO;
+}
+
+static enum kiln_walk
+used_pre(struct kiln_stmt_visitor *v, const struct kiln_stmt *s)
+{
+    if (s->kind == KILN_STMT_STORE)
+        use_buf(v->user, s->u.store.buf);
+    return KILN_WALK_GO;
+}
+
+uint32_t
+kiln_stmt_buffers(const kiln_ctx *ctx, const struct kiln_stmt *s, uint32_t nbuf, uint32_t *mark,
+                  uint32_t stamp, uint32_t *used, uint32_t n)
+{
+    struct used_walk         w = {ctx, nbuf, stamp, mark, used, n};
+    struct kiln_stmt_visitor v = {.user = &w, .pre = used_pre, .expr = used_expr};
+    kiln_stmt_visit(&v, s);
+    return w.n;
+}
+
 /* ---- mutator ---- */
 
 static const char *

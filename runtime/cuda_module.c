@@ -221,31 +221,51 @@ give_area(const struct kiln_cu_driver *d, struct loaded *l, cu_deviceptr area)
         d->mem_free(area);
 }
 
-/* Launches the kernels of phase with the workspace at ws and the prepared area at prep. */
+/* Launches the kernels of phase with the workspace at ws and the prepared area at prep. Each
+ * kernel takes the arguments it accesses (its param list), then ws and prep. */
 static int32_t
 launch(const struct kiln_cu_driver *d, const struct kiln_abi_cuda_module *m, const struct loaded *l,
        void *const *data, cu_deviceptr ws, cu_deviceptr prep, int32_t phase)
 {
-    enum { MAX_ARGS = 256 };
-    if (m->nargs + 2 > MAX_ARGS)
-        return fail(KILN_ABI_ERR_RUNTIME, "%d arguments: at most %d", (int)m->nargs, MAX_ARGS - 2);
-    void *params[MAX_ARGS];
-    for (int32_t i = 0; i < m->nargs; i++)
-        params[i] = (void *)&data[i]; /* the kernel parameter is the pointer itself */
-    params[m->nargs] = &ws;
-    params[m->nargs + 1] = &prep;
+    int32_t most = 0;
     for (int32_t k = 0; k < m->nkernel; k++) {
+        const struct kiln_abi_cuda_kernel *kn = &m->kernel[k];
+        int32_t                            n = kn->param ? kn->nparam : m->nargs;
+        if (n < 0 || n > m->nargs)
+            return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: %d parameters of %d arguments", kn->name,
+                        (int)n, (int)m->nargs);
+        for (int32_t i = 0; kn->param && i < n; i++)
+            if (kn->param[i] < 0 || kn->param[i] >= m->nargs)
+                return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: argument %d of %d", kn->name,
+                            (int)kn->param[i], (int)m->nargs);
+        most = n > most ? n : most;
+    }
+    enum { SMALL = 64 };
+    void *small[SMALL + 2], **params = small;
+    if (most > SMALL && !(params = malloc(sizeof *params * ((size_t)most + 2))))
+        return fail(KILN_ABI_ERR_RUNTIME, "out of memory for %d kernel parameters", (int)most);
+    int32_t st = KILN_ABI_OK;
+    for (int32_t k = 0; k < m->nkernel && st == KILN_ABI_OK; k++) {
         const struct kiln_abi_cuda_kernel *kn = &m->kernel[k];
         if (!(kn->phase & phase))
             continue;
+        int32_t n = kn->param ? kn->nparam : m->nargs;
+        for (int32_t i = 0; i < n; i++) /* the kernel parameter is the pointer itself */
+            params[i] = (void *)&data[kn->param ? kn->param[i] : i];
+        params[n] = &ws;
+        params[n + 1] = &prep;
         cu_result r = d->launch(l->fn[k], kn->grid[0], kn->grid[1], kn->grid[2], kn->block[0],
                                 kn->block[1], kn->block[2], 0, NULL, params, NULL);
         if (r != CUDA_SUCCESS) {
             char buf[200];
-            return fail(KILN_ABI_ERR_RUNTIME, "cuLaunchKernel of %s failed: %s", kn->name,
-                        kiln_cu_describe(r, buf, sizeof buf));
+            st = fail(KILN_ABI_ERR_RUNTIME, "cuLaunchKernel of %s failed: %s", kn->name,
+                      kiln_cu_describe(r, buf, sizeof buf));
         }
     }
+    if (params != small)
+        free(params);
+    if (st != KILN_ABI_OK)
+        return st;
     cu_result r = d->ctx_sync();
     return r == CUDA_SUCCESS ? KILN_ABI_OK : cu_fail("cuCtxSynchronize", r);
 }

@@ -514,13 +514,18 @@ emu_check(void *so, const struct emu_case *c, uint64_t seed)
     args[f->nparam] = ws;
     args[f->nparam + 1] = prep;
     ok = ok && ws && prep;
-    /* the kernels' parameters as the driver passes them: a pointer to each value */
+    /* the kernels' parameters as the driver passes them: a pointer to each value, the
+     * arguments the kernel accesses, then the workspace and the prepared area */
     void **params = ok ? calloc(f->nparam + 2, sizeof *params) : NULL;
-    for (uint32_t p = 0; params && p < f->nparam + 2; p++)
-        params[p] = &args[p];
     ok = ok && params;
-    for (uint32_t k = 0; ok && k < c->src.nkernel; k++)
-        ok = emu_launch(so, &c->src.kernel[k], params);
+    for (uint32_t k = 0; ok && k < c->src.nkernel; k++) {
+        const struct kiln_cuda_kernel *kn = &c->src.kernel[k];
+        for (uint32_t i = 0; i < kn->nparam; i++)
+            params[i] = &args[kn->param[i]];
+        params[kn->nparam] = &args[f->nparam];
+        params[kn->nparam + 1] = &args[f->nparam + 1];
+        ok = emu_launch(so, kn, params);
+    }
     free(params);
     if (!ok)
         harness_fail(__FILE__, __LINE__, "%s: could not run the kernels", c->what);
