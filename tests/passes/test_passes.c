@@ -1018,6 +1018,26 @@ stencil_1d(kiln_ctx *ctx, int64_t n, int64_t kw, int64_t s, int64_t p, enum kiln
     return f;
 }
 
+/* Inside a GPU loop (a kernel's per-thread loops) nothing is split: the stencil under a
+ * gpu_block loop keeps its one loop and its bounds tests. */
+static void
+test_partition_gpu(void)
+{
+    kiln_ctx         *ctx = kiln_ctx_new(NULL);
+    kiln_expr         i, b = kiln_fresh_var(ctx, "b");
+    struct kiln_func *f = stencil_1d(ctx, 8, 3, 1, 1, KILN_LOOP_SERIAL, &i);
+    f->body = kiln_stmt_for(ctx, b, C(ctx, 0), C(ctx, 1), KILN_LOOP_GPU_BLOCK, f->body);
+    f->body->u.for_.axis = 0;
+    CHECK_EQ_INT(KILN_OK, kiln_func_verify(f, false));
+    CHECK_EQ_INT(KILN_OK, kiln_pass_partition(f));
+    CHECK_EQ_INT(KILN_OK, kiln_func_verify(f, false));
+    const struct kiln_stmt *loop = find_loop(f->body, i);
+    CHECK(loop && has_cond(ctx, loop));
+    int64_t ext = 0;
+    CHECK(loop && kiln_expr_is_int(ctx, loop->u.for_.extent, &ext) && ext == 8);
+    kiln_ctx_free(ctx);
+}
+
 static void
 test_partition_stencil(void)
 {
@@ -1367,6 +1387,7 @@ static const struct test tests[] = {
     {"flatten", test_flatten},
     {"flatten_random", test_flatten_random},
     {"partition_stencil", test_partition_stencil},
+    {"partition_gpu", test_partition_gpu},
     {"partition_conv2d", test_partition_conv2d},
     {"partition_if", test_partition_if},
     {"partition_random", test_partition_random},
