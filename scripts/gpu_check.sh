@@ -27,7 +27,8 @@
 # Where there is a CUDA device, a device test that skips is a FAIL (it must run there); without
 # one, the device checks print SKIP with the reason. OUTDIR gets summary.txt (the lines above,
 # then the totals) and check.log (every check's output under a header), few files, so that a
-# machine that sends back only a handful of files sends all of it. KILN_GPU_CHECK_SECONDS (default
+# machine that sends back only a handful of files sends all of it; tune_rate adds
+# tune.jsonl.xz, its trials' log (build and run durations). KILN_GPU_CHECK_SECONDS (default
 # 540) bounds the whole run: each check runs under `timeout` with what is left of it (or its own
 # limit, when smaller), and checks that find no time left SKIP. Exit status 1 if any check
 # FAILed, else 0.
@@ -287,6 +288,8 @@ if want tune_rate; then
             --time "$tune_s" --db "$T/tune.db" --no-cache --log "$T/tune.jsonl"
         secs=$(($(date +%s) - t0))
         trials=$(wc -l <"$T/tune.jsonl" 2>/dev/null || echo 0)
+        # the trials' build and run durations, for where a trial's time goes
+        [ -s "$T/tune.jsonl" ] && xz -c "$T/tune.jsonl" >"$OUT/tune.jsonl.xz"
         if [ "$RC" = 0 ] && [ "$trials" -gt 0 ]; then
             echo "tune_rate: $trials trials in $secs s: $((trials * 60 / (secs > 0 ? secs : 1))) trials per minute" |
                 tee -a "$SUMMARY"

@@ -265,8 +265,9 @@ emit(struct tsession *S, struct ttask *T, const struct kiln_prog *p, const char 
         FILE *f = S->o->log;
         fprintf(f, "{\"task\": \"%s\", \"trial\": %u, \"strategy\": \"%s\", \"time_s\": %.9g, ",
                 T->t->key, T->trials, strategy, time_s);
-        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"error\": \"%s\", \"msg\": ",
-                time_s > 0 ? T->t->flops / time_s * 1e-9 : 0, best,
+        fprintf(f, "\"gflops\": %.4g, \"best_s\": %.9g, \"build_s\": %.3f, \"repeats\": %u, ",
+                time_s > 0 ? T->t->flops / time_s * 1e-9 : 0, best, r->build_s, r->nrepeat);
+        fprintf(f, "\"at_s\": %.3f, \"error\": \"%s\", \"msg\": ", now_s() - S->t0,
                 kiln_measure_error_name[r->error]);
         json_str(f, r->error != KILN_MEASURE_OK ? r->msg : "");
         fputs(", \"schedule\": ", f);

@@ -35,8 +35,10 @@ python3 - "$T/log.jsonl" <<'PY' || fail "log lines are not JSON objects with the
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    for k in ("task", "trial", "strategy", "time_s", "best_s", "error", "schedule"):
+    for k in ("task", "trial", "strategy", "time_s", "best_s", "build_s", "repeats", "at_s", "error", "schedule"):
         assert k in r, k
+    assert r["build_s"] >= 0 and r["at_s"] >= 0, line
+    assert r["error"] != "ok" or r["repeats"] >= 1, line
 PY
 ls "$T"/curves/task0_*.csv >/dev/null 2>&1 || fail "no tuning curve CSV"
 [ -s "$T/curves/curves.svg" ] || fail "no curves.svg"
