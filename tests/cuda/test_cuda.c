@@ -211,14 +211,15 @@ test_shared(void)
     CHECK_EQ_INT(1, src.nkernel);
     const struct kiln_cuda_kernel *k = &src.kernel[0];
     CHECK(k->grid[0] == 3 && k->grid[1] == 3 && k->block[0] == 16 && k->block[1] == 16);
-    /* two 1 KiB tiles in each of the two pieces the partial k tile splits the loop into */
-    CHECK_EQ_INT(4096, k->shared_bytes);
+    /* two 1 KiB tiles: the partial k tile is guarded, not split off (loops inside GPU loops
+     * are not partitioned) */
+    CHECK_EQ_INT(2048, k->shared_bytes);
     uint32_t nsync = 0;
     for (const char *p = src.text; (p = strstr(p, "__syncthreads();")); p++)
         nsync++;
     printf("%u barriers\n", nsync);
     CHECK(strstr(src.text, "__shared__ __align__(16) float") != NULL);
-    CHECK(nsync >= 6); /* after each fill and each tile's use, in both pieces */
+    CHECK(nsync >= 2); /* after each fill and each tile's use */
     compile_case(ctx, g, &s, "shared-memory matmul", &nk);
     kiln_ctx_free(ctx);
 }
