@@ -17,13 +17,16 @@
 #   cnn.resnet18, cnn.mobilenet_v2
 #                       scripts/cnn_kg.py's networks: `kiln compile --target cuda`, then
 #                       `kiln run --check --bench`
+#   torch               scripts/gpu_torch_ref.py: PyTorch eager (torchvision's two CNNs) on the same
+#                       GPU, the end-to-end reference (SKIP without torch or CUDA there)
 #   bench_gpu           ./bench_gpu --reps 5 --rounds 2 (hand-written schedules) against cuBLAS
 #                       and cuDNN
 #   tune_rate           `kiln tune` of one bench_gpu workload (conv3x3_28) for the device for
 #                       KILN_GPU_TUNE_SECONDS (default 90): trials per minute, then bench_gpu
 #                       of that workload with the records
 # bench_gpu runs right after the unit tests (it takes seconds). KILN_GPU_CHECKS, a comma-separated
-# list of groups (unit, bench_gpu, lib_ops, cnn or cnn.NET, tune_rate), runs only those.
+# list of groups (unit, bench_gpu, lib_ops, cnn or cnn.NET, torch (also run with cnn),
+# tune_rate), runs only those.
 # Where there is a CUDA device, a device test that skips is a FAIL (it must run there); without
 # one, the device checks print SKIP with the reason. OUTDIR gets summary.txt (the lines above,
 # then the totals) and check.log (every check's output under a header), few files, so that a
@@ -273,6 +276,19 @@ for net in resnet18 mobilenet_v2; do
         grep -h '^bench: .* ms per call' "$T/cnn.$net.out" | sed "s/^/cnn.$net: /" >>"$SUMMARY"
     fi
 done
+
+# ---- PyTorch eager on the same GPU: the end-to-end reference ----
+if want cnn || want torch; then
+    run torch 120 python3 scripts/gpu_torch_ref.py
+    if [ "$RC" = 0 ]; then
+        line PASS torch
+        grep -h '^torch\.' "$T/torch.out" >>"$SUMMARY"
+    elif [ "$RC" = 77 ]; then # an optional reference: its absence is no failure of kiln's
+        line SKIP torch "$(skip_reason torch)"
+    else
+        judge torch
+    fi
+fi
 
 # ---- tuning on the device: trials per minute ----
 if want tune_rate; then
