@@ -9,6 +9,8 @@
  * --no-simplify. */
 #include "cli.h"
 
+#include "../ir/ir.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,17 +37,12 @@ struct row {
     struct kiln_tensor_info t; /* the statement's output */
 };
 
-/* Finds the tensor named name; fills info (zeroed if absent). */
+/* Finds the tensor named name (the graph's index by name); fills info (zeroed if absent). */
 static void
 tensor_by_name(const struct kiln_graph *g, const char *name, struct kiln_tensor_info *info)
 {
-    uint32_t n = kiln_graph_ntensors(g);
-    for (uint32_t i = 0; i < n; i++) {
-        kiln_graph_tensor(g, i, info);
-        if (info->name && !strcmp(info->name, name))
-            return;
-    }
-    memset(info, 0, sizeof *info);
+    uint32_t t = name ? kiln_graph_find(g, name) : KILN_NONE;
+    kiln_graph_tensor(g, t, info); /* zeroed for KILN_NONE */
 }
 
 static const char *

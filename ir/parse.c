@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_STMTS ((uint32_t)1 << 16)
+#define MAX_STMTS ((uint32_t)1 << 20)
 #define MAX_NODES ((uint32_t)1 << 21)
 #define MAX_VARS  (KILN_MAX_DIMS + KILN_MAX_REDUCE)
 

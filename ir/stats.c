@@ -63,6 +63,18 @@ set_add(struct idset *s, uint32_t id) /* true when id was not in the set */
     return true;
 }
 
+static bool
+set_has(const struct idset *s, uint32_t id)
+{
+    if (!s->cap)
+        return false;
+    for (uint32_t i = (uint32_t)kiln_mix64(id) & (s->cap - 1); s->key[i];
+         i = (i + 1) & (s->cap - 1))
+        if (s->key[i] == id)
+            return true;
+    return false;
+}
+
 static void
 set_free(struct idset *s)
 {
@@ -72,9 +84,10 @@ set_free(struct idset *s)
 }
 
 /* Walks the DAG below id once per distinct node: counts float FLOP nodes and collects the
- * tensors loaded (a tensor-indexed flag array). */
+ * tensors loaded (in read, as tensor + 1: a set of what is read, so that an op costs its
+ * own size and not the graph's). */
 static void
-walk(const kiln_ctx *ctx, uint32_t id, struct idset *seen, double *nflop, bool *read)
+walk(const kiln_ctx *ctx, uint32_t id, struct idset *seen, double *nflop, struct idset *read)
 {
     if (!id || !set_add(seen, id))
         return;
@@ -83,7 +96,7 @@ walk(const kiln_ctx *ctx, uint32_t id, struct idset *seen, double *nflop, bool *
     if ((fl & (KILN_OPF_ARITH | KILN_OPF_MATH)) && kiln_dtype_is_float((enum kiln_dtype)n->dtype))
         *nflop += 1;
     if (n->op == KILN_OP_LOAD)
-        read[n->imm] = true;
+        set_add(read, (uint32_t)n->imm + 1);
     for (int k = 0; k < kiln_op_arity[n->op]; k++)
         walk(ctx, n->kid[k], seen, nflop, read);
 }
@@ -94,9 +107,9 @@ tensor_bytes(const struct kiln_tensor *t)
     return (double)kiln_tensor_numel(t) * (double)kiln_dtype_size((enum kiln_dtype)t->dtype);
 }
 
-/* FLOPs of ops [begin, end), marking the tensors they read in read[]. */
+/* FLOPs of ops [begin, end), adding the tensors they read to read. */
 static double
-ops_flops(const struct kiln_graph *g, uint32_t begin, uint32_t end, bool *read)
+ops_flops(const struct kiln_graph *g, uint32_t begin, uint32_t end, struct idset *read)
 {
     double flops = 0;
     for (uint32_t i = begin; i < end; i++) {
@@ -118,12 +131,14 @@ ops_flops(const struct kiln_graph *g, uint32_t begin, uint32_t end, bool *read)
     return flops;
 }
 
-/* Bytes and params of the tensors flagged in read[] (skipping those in skip[], if given). */
+/* Bytes and params of the tensors in read (skipping those in skip, if given). */
 static void
-reads_bytes(const struct kiln_graph *g, const bool *read, const bool *skip, struct kiln_stats *out)
+reads_bytes(const struct kiln_graph *g, const struct idset *read, const struct idset *skip,
+            struct kiln_stats *out)
 {
-    for (uint32_t t = 0; t < g->ntensor; t++) {
-        if (!read[t] || (skip && skip[t]))
+    for (uint32_t i = 0; i < read->cap; i++) {
+        uint32_t t = read->key[i] - 1;
+        if (!read->key[i] || t >= g->ntensor || (skip && set_has(skip, t + 1)))
             continue;
         out->bytes += tensor_bytes(&g->tensor[t]);
         if (g->tensor[t].kind == KILN_TENSOR_WEIGHT)
@@ -137,16 +152,13 @@ kiln_op_stats(const struct kiln_graph *g, uint32_t op, struct kiln_stats *out)
     memset(out, 0, sizeof *out);
     if (op >= g->nop)
         return;
-    bool *read = kiln_mem_realloc(g->ctx, NULL, 0, g->ntensor + 1);
-    if (!read) {
+    struct idset read = {.ctx = g->ctx};
+    out->flops = ops_flops(g, op, op + 1, &read);
+    if (read.oom)
         KILN_FAIL(g->ctx, KILN_ERR_NOMEM, "stats", "out of memory");
-        return;
-    }
-    memset(read, 0, g->ntensor + 1);
-    out->flops = ops_flops(g, op, op + 1, read);
-    reads_bytes(g, read, NULL, out);
+    reads_bytes(g, &read, NULL, out);
     out->bytes += tensor_bytes(&g->tensor[g->op[op].out]);
-    kiln_mem_free(g->ctx, read, g->ntensor + 1);
+    set_free(&read);
 }
 
 void
@@ -156,19 +168,15 @@ kiln_call_stats(const struct kiln_graph *g, uint32_t call, struct kiln_stats *ou
     if (call >= g->ncall)
         return;
     const struct kiln_call *c = &g->call[call];
-    size_t                  n = (size_t)g->ntensor + 1;
-    bool                   *read = kiln_mem_realloc(g->ctx, NULL, 0, 2 * n);
-    if (!read) {
-        KILN_FAIL(g->ctx, KILN_ERR_NOMEM, "stats", "out of memory");
-        return;
-    }
-    memset(read, 0, 2 * n);
-    bool *internal = read + n; /* produced by an op of this call */
+    struct idset            read = {.ctx = g->ctx}, internal = {.ctx = g->ctx};
     for (uint32_t i = c->op_begin; i < c->op_end && i < g->nop; i++)
-        internal[g->op[i].out] = true;
-    out->flops = ops_flops(g, c->op_begin, c->op_end < g->nop ? c->op_end : g->nop, read);
-    reads_bytes(g, read, internal, out);
+        set_add(&internal, g->op[i].out + 1); /* produced by an op of this call */
+    out->flops = ops_flops(g, c->op_begin, c->op_end < g->nop ? c->op_end : g->nop, &read);
+    if (read.oom || internal.oom)
+        KILN_FAIL(g->ctx, KILN_ERR_NOMEM, "stats", "out of memory");
+    reads_bytes(g, &read, &internal, out);
     if (c->out < g->ntensor)
         out->bytes += tensor_bytes(&g->tensor[c->out]);
-    kiln_mem_free(g->ctx, read, 2 * n);
+    set_free(&read);
+    set_free(&internal);
 }

@@ -109,6 +109,10 @@ op_reads(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t op, uint32_t **out,
 
 /* ---- grouping ---- */
 
+/* Every step below costs time in proportion to the ops and reads it touches: per-group op
+ * lists, consumer lists and one tensor map reused across groups. The first version scanned
+ * every op for each group and gave each group a map of every tensor, which made a graph of
+ * 100,000 independent statements take 24 GB to lower. */
 struct part {
     kiln_ctx                *ctx;
     const struct kiln_graph *g;
@@ -118,6 +122,10 @@ struct part {
     uint32_t                 ngroup;
     uint32_t               **rd; /* per op: tensors read */
     uint32_t                *nrd;
+    uint32_t                *head, *tail, *next; /* per group / op: the group's ops, a list */
+    uint32_t                *cons, *ncons;       /* per op: the ops reading its output (CSR) */
+    bool                    *outside;            /* per tensor: read by an op of another group */
+    uint32_t                *map; /* per tensor: its tensor in the subgraph being built */
 };
 
 static uint32_t
@@ -129,10 +137,48 @@ producer_op(const struct kiln_graph *g, uint32_t t)
 static void
 merge_group(struct part *P, uint32_t from, uint32_t into)
 {
-    for (uint32_t o = 0; o < P->g->nop; o++)
-        if (P->group[o] == from)
-            P->group[o] = into;
+    for (uint32_t o = P->head[from]; o != KILN_NONE; o = P->next[o])
+        P->group[o] = into;
+    if (P->head[from] != KILN_NONE) {
+        if (P->head[into] == KILN_NONE)
+            P->head[into] = P->head[from];
+        else
+            P->next[P->tail[into]] = P->head[from];
+        P->tail[into] = P->tail[from];
+        P->head[from] = P->tail[from] = KILN_NONE;
+    }
     P->has_anchor[into] |= P->has_anchor[from];
+}
+
+/* The ops reading each op's output, as ranges of P->cons (P->ncons[p] .. P->ncons[p + 1]). */
+static enum kiln_status
+consumers(struct part *P)
+{
+    const struct kiln_graph *g = P->g;
+    uint32_t                 nop = g->nop, total = 0;
+    P->ncons = kiln_arena_alloc(P->ctx, sizeof(uint32_t) * (nop + 2));
+    if (!P->ncons)
+        return P->ctx->err.status;
+    for (uint32_t o = 0; o < nop; o++)
+        for (uint32_t i = 0; i < P->nrd[o]; i++) {
+            uint32_t p = producer_op(g, P->rd[o][i]);
+            if (p != KILN_NONE) {
+                P->ncons[p + 2]++;
+                total++;
+            }
+        }
+    for (uint32_t p = 0; p < nop; p++)
+        P->ncons[p + 2] += P->ncons[p + 1];
+    P->cons = kiln_arena_alloc(P->ctx, sizeof(uint32_t) * (total + 1));
+    if (!P->cons)
+        return P->ctx->err.status;
+    for (uint32_t o = 0; o < nop; o++)
+        for (uint32_t i = 0; i < P->nrd[o]; i++) {
+            uint32_t p = producer_op(g, P->rd[o][i]);
+            if (p != KILN_NONE)
+                P->cons[P->ncons[p + 1]++] = o;
+        }
+    return KILN_OK;
 }
 
 static enum kiln_status
@@ -146,13 +192,18 @@ partition(struct part *P)
     P->has_anchor = kiln_arena_alloc(ctx, nop + 1);
     P->rd = kiln_arena_alloc(ctx, sizeof(uint32_t *) * (nop + 1));
     P->nrd = kiln_arena_alloc(ctx, sizeof(uint32_t) * (nop + 1));
-    if (!P->group || !P->anchor || !P->has_anchor || !P->rd || !P->nrd)
+    P->head = kiln_arena_alloc(ctx, sizeof(uint32_t) * (nop + 1));
+    P->tail = kiln_arena_alloc(ctx, sizeof(uint32_t) * (nop + 1));
+    P->next = kiln_arena_alloc(ctx, sizeof(uint32_t) * (nop + 1));
+    if (!P->group || !P->anchor || !P->has_anchor || !P->rd || !P->nrd || !P->head || !P->tail
+        || !P->next)
         return ctx->err.status;
     for (uint32_t o = 0; o < nop; o++) {
         KILN_TRY(op_reads(ctx, g, o, &P->rd[o], &P->nrd[o]));
         P->anchor[o] = kiln_op_has_reuse(g, o);
         P->has_anchor[o] = false;
     }
+    KILN_TRY(consumers(P));
     for (uint32_t o = 0; o < nop; o++) {
         uint32_t latest = KILN_NONE; /* op producing one of o's inputs, latest in graph order */
         for (uint32_t i = 0; i < P->nrd[o]; i++) {
@@ -163,25 +214,34 @@ partition(struct part *P)
         bool join = !P->anchor[o] && latest != KILN_NONE;
         if (join && g->op[o].reduce != KILN_REDUCE_NONE && P->has_anchor[P->group[latest]])
             join = false; /* a reduction after an anchor gets its own task */
+        uint32_t grp;
         if (join) {
-            P->group[o] = P->group[latest];
+            grp = P->group[latest];
         } else {
-            P->group[o] = P->ngroup++;
-            P->has_anchor[P->group[o]] = P->anchor[o];
+            grp = P->ngroup++;
+            P->has_anchor[grp] = P->anchor[o];
+            P->head[grp] = KILN_NONE;
         }
+        P->group[o] = grp;
+        P->next[o] = KILN_NONE;
+        if (P->head[grp] == KILN_NONE)
+            P->head[grp] = o;
+        else
+            P->next[P->tail[grp]] = o;
+        P->tail[grp] = o;
     }
-    /* anchor-free groups read only by one anchor group inline into it */
+    /* anchor-free groups read only by one anchor group inline into it (an anchor-free group
+     * never grows, so its ops are those it was made with) */
     for (uint32_t grp = 0; grp < P->ngroup; grp++) {
         if (P->has_anchor[grp])
             continue;
         uint32_t reader = KILN_NONE;
-        bool     single = true, used = false;
-        for (uint32_t o = 0; o < nop && single; o++) {
-            if (P->group[o] == grp)
-                continue;
-            for (uint32_t i = 0; i < P->nrd[o]; i++) {
-                uint32_t p = producer_op(g, P->rd[o][i]);
-                if (p == KILN_NONE || P->group[p] != grp)
+        bool     single = true, used = false, is_out = false;
+        for (uint32_t p = P->head[grp]; p != KILN_NONE; p = P->next[p]) {
+            is_out |= g->tensor[g->op[p].out].is_output;
+            for (uint32_t c = P->ncons[p]; c < P->ncons[p + 1] && single; c++) {
+                uint32_t o = P->cons[c];
+                if (P->group[o] == grp)
                     continue;
                 used = true;
                 if (reader == KILN_NONE)
@@ -190,13 +250,22 @@ partition(struct part *P)
                     single = false;
             }
         }
-        bool is_out = false;
-        for (uint32_t o = 0; o < nop; o++)
-            if (P->group[o] == grp && g->tensor[g->op[o].out].is_output)
-                is_out = true;
         if (used && single && !is_out && P->has_anchor[reader])
             merge_group(P, grp, reader);
     }
+    /* what each group must output besides the graph's outputs */
+    P->outside = kiln_arena_alloc(ctx, g->ntensor + 1);
+    P->map = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ntensor + 1));
+    if (!P->outside || !P->map)
+        return ctx->err.status;
+    for (uint32_t t = 0; t < g->ntensor; t++)
+        P->map[t] = KILN_NONE;
+    for (uint32_t o = 0; o < nop; o++)
+        for (uint32_t i = 0; i < P->nrd[o]; i++) {
+            uint32_t p = producer_op(g, P->rd[o][i]);
+            if (p != KILN_NONE && P->group[p] != P->group[o])
+                P->outside[P->rd[o][i]] = true;
+        }
     return KILN_OK;
 }
 
@@ -206,7 +275,7 @@ struct extract {
     kiln_ctx                *ctx;
     const struct kiln_graph *g;
     struct kiln_graph       *sub;
-    uint32_t                *map; /* whole-graph tensor -> sub tensor, KILN_NONE */
+    uint32_t                *map; /* whole-graph tensor -> sub tensor, KILN_NONE (P->map) */
 };
 
 static kiln_expr
@@ -229,71 +298,82 @@ add_like(struct extract *E, uint32_t t, enum kiln_tensor_kind kind)
     return KILN_OK;
 }
 
-/* Builds the subgraph of the ops of group grp (ops[0..nops) in graph order). */
+/* Builds the subgraph of the ops of group grp (ops[0..nops) in graph order); *tensors gets the
+ * whole graph's tensor of each subgraph tensor. P->map is all KILN_NONE before and after. */
 static enum kiln_status
-extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **out,
-        uint32_t **tensors)
+extract_group(struct part *P, struct extract *E, const uint32_t *ops, uint32_t nops,
+              uint32_t **tensors)
 {
     kiln_ctx                *ctx = P->ctx;
     const struct kiln_graph *g = P->g;
-    struct extract           E = {ctx, g, kiln_graph_new(ctx), NULL};
-    if (!E.sub)
-        return ctx->err.status;
-    E.sub->file = g->file;
-    E.map = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->ntensor + 1));
-    if (!E.map)
-        return ctx->err.status;
-    for (uint32_t t = 0; t < g->ntensor; t++)
-        E.map[t] = KILN_NONE;
-    uint32_t grp = P->group[ops[0]];
+    uint32_t                 grp = P->group[ops[0]];
     /* arguments: every tensor read that the group does not produce, in first-read order */
     for (uint32_t k = 0; k < nops; k++) {
         uint32_t o = ops[k];
         for (uint32_t i = 0; i < P->nrd[o]; i++) {
             uint32_t t = P->rd[o][i];
             uint32_t p = producer_op(g, t);
-            if (E.map[t] != KILN_NONE || (p != KILN_NONE && P->group[p] == grp))
+            if (E->map[t] != KILN_NONE || (p != KILN_NONE && P->group[p] == grp))
                 continue;
             enum kiln_tensor_kind kind =
                 g->tensor[t].kind == KILN_TENSOR_WEIGHT ? KILN_TENSOR_WEIGHT : KILN_TENSOR_INPUT;
-            KILN_TRY(add_like(&E, t, kind));
+            KILN_TRY(add_like(E, t, kind));
         }
     }
     for (uint32_t k = 0; k < nops; k++) {
         const struct kiln_opdef *d = &g->op[ops[k]];
-        KILN_TRY(add_like(&E, d->out, KILN_TENSOR_OP));
-        kiln_expr body = kiln_expr_map_loads(ctx, d->body, remap_load, &E);
+        KILN_TRY(add_like(E, d->out, KILN_TENSOR_OP));
+        kiln_expr body = kiln_expr_map_loads(ctx, d->body, remap_load, E);
         if (!body.id)
             return ctx->err.status;
-        KILN_TRY(kiln_graph_begin_call(E.sub, "compute", 0, NULL, 0, NULL, g->tensor[d->out].line,
+        KILN_TRY(kiln_graph_begin_call(E->sub, "compute", 0, NULL, 0, NULL, g->tensor[d->out].line,
                                        g->tensor[d->out].col));
-        KILN_TRY(kiln_graph_add_op(E.sub, E.map[d->out], (enum kiln_reduce)d->reduce, d->nred,
+        KILN_TRY(kiln_graph_add_op(E->sub, E->map[d->out], (enum kiln_reduce)d->reduce, d->nred,
                                    d->rext, body, d->axname, d->rname));
-        KILN_TRY(kiln_graph_end_call(E.sub, E.map[d->out]));
+        KILN_TRY(kiln_graph_end_call(E->sub, E->map[d->out]));
     }
     /* outputs: graph outputs, and tensors read by ops of other groups */
     for (uint32_t k = 0; k < nops; k++) {
         uint32_t t = g->op[ops[k]].out;
-        bool     out_ = g->tensor[t].is_output;
-        for (uint32_t o = 0; o < g->nop && !out_; o++) {
-            if (P->group[o] == grp)
-                continue;
-            for (uint32_t i = 0; i < P->nrd[o] && !out_; i++)
-                out_ = P->rd[o][i] == t;
-        }
-        if (out_)
-            KILN_TRY(kiln_graph_mark_output(E.sub, E.map[t]));
+        if (g->tensor[t].is_output || P->outside[t])
+            KILN_TRY(kiln_graph_mark_output(E->sub, E->map[t]));
     }
-    KILN_TRY(kiln_graph_verify(E.sub));
-    uint32_t *inv = kiln_arena_alloc(ctx, sizeof(uint32_t) * (E.sub->ntensor + 1));
+    KILN_TRY(kiln_graph_verify(E->sub));
+    uint32_t *inv = kiln_arena_alloc(ctx, sizeof(uint32_t) * (E->sub->ntensor + 1));
     if (!inv)
         return ctx->err.status;
-    for (uint32_t t = 0; t < g->ntensor; t++)
-        if (E.map[t] != KILN_NONE)
-            inv[E.map[t]] = t;
-    *out = E.sub;
+    /* the subgraph's tensors are those add_like mapped: tensors the ops read, and their
+     * outputs */
+    for (uint32_t k = 0; k < nops; k++) {
+        uint32_t o = ops[k];
+        for (uint32_t i = 0; i < P->nrd[o]; i++)
+            inv[E->map[P->rd[o][i]]] = P->rd[o][i];
+        inv[E->map[g->op[o].out]] = g->op[o].out;
+    }
     *tensors = inv;
     return KILN_OK;
+}
+
+/* extract_group, then P->map cleared of what it set. */
+static enum kiln_status
+extract(struct part *P, const uint32_t *ops, uint32_t nops, struct kiln_graph **out,
+        uint32_t **tensors)
+{
+    kiln_ctx      *ctx = P->ctx;
+    struct extract E = {ctx, P->g, kiln_graph_new(ctx), P->map};
+    if (!E.sub)
+        return ctx->err.status;
+    E.sub->file = P->g->file;
+    enum kiln_status st = extract_group(P, &E, ops, nops, tensors);
+    for (uint32_t k = 0; k < nops; k++) {
+        uint32_t o = ops[k];
+        for (uint32_t i = 0; i < P->nrd[o]; i++)
+            P->map[P->rd[o][i]] = KILN_NONE;
+        P->map[P->g->op[o].out] = KILN_NONE;
+    }
+    if (st == KILN_OK)
+        *out = E.sub;
+    return st;
 }
 
 /* Structural hash plus the variable display names (schedules name iterators by them). */
@@ -387,30 +467,47 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
         return ctx->err.status;
     struct part P = {.ctx = ctx, .g = g};
     KILN_TRY(partition(&P));
+    /* each group's ops in graph order: a counting sort by group */
+    uint32_t *start = kiln_arena_alloc(ctx, sizeof(uint32_t) * (P.ngroup + 2));
     uint32_t *ops = kiln_arena_alloc(ctx, sizeof(uint32_t) * (g->nop + 1));
+    /* tasks by hash: open addressing, task index + 1, at most half full */
+    uint32_t nslot = 16;
+    while (nslot < 2 * P.ngroup + 2)
+        nslot *= 2;
+    uint32_t *slot = kiln_arena_alloc(ctx, sizeof(uint32_t) * nslot);
+    uint32_t *cap = kiln_arena_alloc(ctx, sizeof(uint32_t) * (P.ngroup + 1));
     out->task = kiln_arena_alloc(ctx, sizeof(struct kiln_task) * (P.ngroup + 1));
-    if (!ops || !out->task)
+    if (!start || !ops || !slot || !cap || !out->task)
         return ctx->err.status;
+    for (uint32_t o = 0; o < g->nop; o++)
+        start[P.group[o] + 2]++;
+    for (uint32_t grp = 0; grp < P.ngroup; grp++)
+        start[grp + 2] += start[grp + 1];
+    for (uint32_t o = 0; o < g->nop; o++)
+        ops[start[P.group[o] + 1]++] = o;
     for (uint32_t grp = 0; grp < P.ngroup; grp++) {
-        uint32_t nops = 0;
-        for (uint32_t o = 0; o < g->nop; o++)
-            if (P.group[o] == grp)
-                ops[nops++] = o;
+        uint32_t nops = start[grp + 1] - start[grp];
         if (!nops)
             continue; /* merged away */
+        const uint32_t    *gops = ops + start[grp];
         struct kiln_graph *sub = NULL;
         uint32_t          *tens = NULL;
-        KILN_TRY(extract(&P, ops, nops, &sub, &tens));
+        KILN_TRY(extract(&P, gops, nops, &sub, &tens));
         uint64_t  h = kiln_task_hash(sub);
         uint32_t *inst = kiln_arena_alloc(ctx, sizeof(uint32_t) * nops);
         if (!inst)
             return ctx->err.status;
-        memcpy(inst, ops, sizeof(uint32_t) * nops);
+        memcpy(inst, gops, sizeof(uint32_t) * nops);
         struct kiln_task *t = NULL;
-        for (uint32_t i = 0; i < out->n && !t; i++)
-            if (out->task[i].hash == h && out->task[i].g->nop == nops)
-                t = &out->task[i];
+        uint32_t          i = (uint32_t)h & (nslot - 1);
+        for (; slot[i]; i = (i + 1) & (nslot - 1))
+            if (out->task[slot[i] - 1].hash == h && out->task[slot[i] - 1].g->nop == nops) {
+                t = &out->task[slot[i] - 1];
+                break;
+            }
         if (!t) {
+            slot[i] = out->n + 1;
+            cap[out->n] = 0;
             t = &out->task[out->n++];
             memset(t, 0, sizeof *t);
             t->g = sub;
@@ -423,18 +520,23 @@ kiln_tasks_extract(kiln_ctx *ctx, const struct kiln_graph *g, struct kiln_tasks 
                 t->flops += st.flops;
             }
         }
-        uint32_t **ni = kiln_arena_alloc(ctx, sizeof(uint32_t *) * (t->ninst + 1));
-        uint32_t **nt = kiln_arena_alloc(ctx, sizeof(uint32_t *) * (t->ninst + 1));
-        if (!ni || !nt)
-            return ctx->err.status;
-        if (t->ninst) {
-            memcpy(ni, t->inst_ops, sizeof(uint32_t *) * t->ninst);
-            memcpy(nt, t->inst_tensors, sizeof(uint32_t *) * t->ninst);
+        uint32_t *c = &cap[t - out->task];
+        if (t->ninst == *c) { /* doubled, so that n occurrences cost O(n) */
+            uint32_t   nc = *c ? 2 * *c : 4;
+            uint32_t **ni = kiln_arena_alloc(ctx, sizeof(uint32_t *) * nc);
+            uint32_t **nt = kiln_arena_alloc(ctx, sizeof(uint32_t *) * nc);
+            if (!ni || !nt)
+                return ctx->err.status;
+            if (t->ninst) {
+                memcpy(ni, t->inst_ops, sizeof(uint32_t *) * t->ninst);
+                memcpy(nt, t->inst_tensors, sizeof(uint32_t *) * t->ninst);
+            }
+            t->inst_ops = ni;
+            t->inst_tensors = nt;
+            *c = nc;
         }
-        ni[t->ninst] = inst;
-        nt[t->ninst++] = tens;
-        t->inst_ops = ni;
-        t->inst_tensors = nt;
+        t->inst_ops[t->ninst] = inst;
+        t->inst_tensors[t->ninst++] = tens;
         t->weight = t->ninst;
     }
     return KILN_OK;
