@@ -45,6 +45,72 @@ by_offset(const void *pa, const void *pb)
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* The pairs of intervals [first[i], last[i]] (i < n, use[i]) that overlap, as adjacency lists:
+ * i's neighbours are adj[start[i] .. start[i + 1]). A sweep in order of first with the
+ * intervals still open: time and memory grow with n log n plus the pairs, where comparing
+ * every pair made planning a chain of 100,000 statements quadratic. Arena-allocated; false on
+ * running out of memory (recorded). */
+struct endpoint {
+    uint32_t first, id;
+};
+struct pair {
+    uint32_t a, b;
+};
+
+static int
+by_first(const void *pa, const void *pb)
+{
+    const struct endpoint *a = pa, *b = pb;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static bool
+overlap_lists(kiln_ctx *ctx, uint32_t n, const uint32_t *first, const uint32_t *last,
+              const bool *use, uint32_t **start_out, uint32_t **adj_out)
+{
+    struct endpoint *ord = kiln_arena_alloc(ctx, sizeof *ord * (n + 1));
+    uint32_t        *open = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 1));
+    uint32_t        *start = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 2));
+    if (!ord || !open || !start)
+        return false;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (use[i])
+            ord[m++] = (struct endpoint){first[i], i};
+    qsort(ord, m, sizeof *ord, by_first);
+    struct pair *pr = NULL;
+    uint32_t     np = 0, cap = 0, nopen = 0;
+    for (uint32_t k = 0; k < m; k++) {
+        uint32_t b = ord[k].id, keep = 0;
+        for (uint32_t q = 0; q < nopen; q++) /* closed intervals leave */
+            if (last[open[q]] >= first[b])
+                open[keep++] = open[q];
+        nopen = keep;
+        for (uint32_t q = 0; q < nopen; q++)
+            if (!KILN_VEC_PUSH(ctx, pr, np, cap, ((struct pair){open[q], b})))
+                return false;
+        open[nopen++] = b;
+    }
+    for (uint32_t e = 0; e < np; e++) {
+        start[pr[e].a + 2]++;
+        start[pr[e].b + 2]++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        start[i + 2] += start[i + 1];
+    uint32_t *adj = kiln_arena_alloc(ctx, sizeof(uint32_t) * (2 * (size_t)np + 1));
+    if (!adj)
+        return false;
+    for (uint32_t e = 0; e < np; e++) {
+        adj[start[pr[e].a + 1]++] = pr[e].b;
+        adj[start[pr[e].b + 1]++] = pr[e].a;
+    }
+    *start_out = start;
+    *adj_out = adj;
+    return true;
+}
+
 int64_t
 kiln_memplan_place(kiln_ctx *ctx, const struct kiln_live *b, uint32_t n, int64_t align,
                    int64_t *offset)
@@ -71,12 +137,28 @@ kiln_memplan_place(kiln_ctx *ctx, const struct kiln_live *b, uint32_t n, int64_t
             it[i].first = it[i].last = 0;
     }
     qsort(it, n, sizeof *it, by_size);
+    /* the placed buffers whose ranges overlap each one's: by position in size order */
+    uint32_t *first = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 1));
+    uint32_t *last = kiln_arena_alloc(ctx, sizeof(uint32_t) * (n + 1));
+    bool     *use = kiln_arena_alloc(ctx, n + 1);
+    uint32_t *start = NULL, *adj = NULL;
+    if (!first || !last || !use)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        first[i] = it[i].first;
+        last[i] = it[i].last;
+        use[i] = true;
+    }
+    if (!overlap_lists(ctx, n, first, last, use, &start, &adj))
+        return -1;
     int64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t nn = 0;
-        for (uint32_t j = 0; j < i; j++)
-            if (it[j].first <= it[i].last && it[i].first <= it[j].last && it[j].bytes)
+        for (uint32_t k = start[i]; k < start[i + 1]; k++) {
+            uint32_t j = adj[k];
+            if (j < i && it[j].bytes)
                 nb[nn++] = (struct placed){offset[it[j].id], offset[it[j].id] + it[j].bytes};
+        }
         qsort(nb, nn, sizeof *nb, by_offset);
         int64_t cur = 0, best = -1, best_gap = INT64_MAX;
         for (uint32_t k = 0; k < nn; k++) {
@@ -190,12 +272,6 @@ kiln_memplan_live(const struct kiln_func *f, struct kiln_live *live)
     return kiln_ok(f->ctx) ? KILN_OK : f->ctx->err.status;
 }
 
-static bool
-overlap(const struct kiln_live *a, const struct kiln_live *b)
-{
-    return a->first <= a->last && b->first <= b->last && a->first <= b->last && b->first <= a->last;
-}
-
 enum kiln_status
 kiln_pass_memplan(struct kiln_func *f, bool plan, int64_t *unplanned)
 {
@@ -252,13 +328,25 @@ kiln_memplan_check(const struct kiln_func *f)
     if (!live)
         return ctx->err.status;
     enum kiln_status st = kiln_memplan_live(f, live);
+    uint32_t        *first = kiln_arena_alloc(ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    uint32_t        *last = kiln_arena_alloc(ctx, sizeof(uint32_t) * (f->nbuf + 1));
+    bool            *use = kiln_arena_alloc(ctx, f->nbuf + 1);
+    uint32_t        *start = NULL, *adj = NULL;
+    if (st == KILN_OK && (!first || !last || !use))
+        st = ctx->err.status;
+    for (uint32_t b = 0; st == KILN_OK && b < f->nbuf; b++) {
+        first[b] = live[b].first;
+        last[b] = live[b].last;
+        use[b] = f->buf[b].ws_offset >= 0 && live[b].first <= live[b].last;
+    }
+    if (st == KILN_OK && !overlap_lists(ctx, f->nbuf, first, last, use, &start, &adj))
+        st = ctx->err.status;
     for (uint32_t a = 0; st == KILN_OK && a < f->nbuf; a++) {
         const struct kiln_buffer *ba = &f->buf[a];
-        if (ba->ws_offset < 0)
-            continue;
-        for (uint32_t b = a + 1; st == KILN_OK && b < f->nbuf; b++) {
+        for (uint32_t k = start[a]; use[a] && st == KILN_OK && k < start[a + 1]; k++) {
+            uint32_t                  b = adj[k];
             const struct kiln_buffer *bb = &f->buf[b];
-            if (bb->ws_offset < 0 || !overlap(&live[a], &live[b]))
+            if (b <= a)
                 continue;
             if (ba->ws_offset < bb->ws_offset + live[b].bytes
                 && bb->ws_offset < ba->ws_offset + live[a].bytes)
