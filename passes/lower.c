@@ -29,6 +29,10 @@ struct lower {
     uint8_t               *perm;   /* per tensor, KILN_MAX_DIMS: local dim j holds dim perm[j] */
     struct kiln_var_range *rng;    /* ranges of the loop variables in scope */
     uint32_t               nrng, caprng;
+    /* per stage: the stages computed at it (compute_at), in s->order's order, as
+     * att[att_start[sid] .. att_start[sid + 1]): each loop looks up its own instead of
+     * scanning every stage, which made lowering quadratic in the graph */
+    uint32_t *att_start, *att;
 };
 
 static enum kiln_status lower_fail(struct lower *L, const char *fmt, ...) KILN_PRINTF(2, 3);
@@ -376,10 +380,10 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
         inner[ninner] = N->var[q];
         inner_ext[ninner++] = N->ext[N->st->leaf[q]];
     }
-    for (uint32_t i = 0; i < s->norder; i++) {
-        uint32_t                 aid = s->order[i];
+    for (uint32_t k = L->att_start[N->sid]; k < L->att_start[N->sid + 1]; k++) {
+        uint32_t                 aid = L->att[k];
         const struct kiln_stage *a = &s->st[aid];
-        if (a->attach != KILN_ATTACH_AT || a->at_stage != N->sid || a->at_iter != leaf)
+        if (a->at_iter != leaf)
             continue;
         if (*nitems + 2 >= MAX_ITEMS) /* room for the init nest and the rest */
             return KILN_FAIL(L->ctx, KILN_ERR_INVALID, "schedule",
@@ -643,19 +647,42 @@ weight_derived(const struct kiln_state *s, bool *derived)
 
 /* Whether every stage computed inside stage sid (at any depth) is weight-derived. */
 static bool
-attached_derived(const struct kiln_state *s, const bool *derived, uint32_t sid, uint32_t depth)
+attached_derived(const struct lower *L, const bool *derived, uint32_t sid, uint32_t depth)
 {
+    const struct kiln_state *s = L->s;
     if (depth > s->nst)
         return false;
-    for (uint32_t i = 0; i < s->nst; i++) {
-        const struct kiln_stage *a = &s->st[i];
-        if (a->attach != KILN_ATTACH_AT || a->at_stage != sid)
-            continue;
+    for (uint32_t k = L->att_start[sid]; k < L->att_start[sid + 1]; k++) {
+        const struct kiln_stage *a = &s->st[L->att[k]];
         if (a->tensor >= s->nt || !derived[a->tensor]
-            || !attached_derived(s, derived, i, depth + 1))
+            || !attached_derived(L, derived, L->att[k], depth + 1))
             return false;
     }
     return true;
+}
+
+/* L->att_start and L->att from the stages' compute_at. */
+static enum kiln_status
+index_attached(struct lower *L)
+{
+    const struct kiln_state *s = L->s;
+    L->att_start = kiln_arena_alloc(L->ctx, sizeof(uint32_t) * (s->nst + 2));
+    L->att = kiln_arena_alloc(L->ctx, sizeof(uint32_t) * (s->norder + 1));
+    if (!L->att_start || !L->att)
+        return L->ctx->err.status;
+    for (uint32_t i = 0; i < s->norder; i++) {
+        const struct kiln_stage *a = &s->st[s->order[i]];
+        if (a->attach == KILN_ATTACH_AT && a->at_stage < s->nst)
+            L->att_start[a->at_stage + 2]++;
+    }
+    for (uint32_t sid = 0; sid < s->nst; sid++)
+        L->att_start[sid + 2] += L->att_start[sid + 1];
+    for (uint32_t i = 0; i < s->norder; i++) {
+        const struct kiln_stage *a = &s->st[s->order[i]];
+        if (a->attach == KILN_ATTACH_AT && a->at_stage < s->nst)
+            L->att[L->att_start[a->at_stage + 1]++] = s->order[i];
+    }
+    return KILN_OK;
 }
 
 static enum kiln_status
@@ -664,6 +691,7 @@ lower_state(struct lower *L)
     kiln_ctx                *ctx = L->ctx;
     struct kiln_state       *s = L->s;
     const struct kiln_graph *g = s->g;
+    KILN_TRY(index_attached(L));
     for (uint32_t i = 0; i < g->narg; i++)
         if (make_buffer(L, g->arg[i], KILN_SCOPE_GLOBAL, NULL) == KILN_NONE)
             return ctx->err.status;
@@ -692,7 +720,7 @@ lower_state(struct lower *L)
             if (b == KILN_NONE)
                 return ctx->err.status;
             heap[nheap++] = b;
-            if (derived[st->tensor] && attached_derived(s, derived, s->order[i], 0)) {
+            if (derived[st->tensor] && attached_derived(L, derived, s->order[i], 0)) {
                 struct kiln_buffer *bf = &L->f->buf[b];
                 int64_t             bytes;
                 if (!kiln_buffer_bytes(bf, &bytes))
