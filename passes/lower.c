@@ -9,9 +9,8 @@
  * its consumer reads during one iteration: bounds come from substituting the inner loop
  * variables by their extremes (for index expressions monotone in them) and simplifying; the
  * region is clamped into the tensor, and an intermediate is stored in a region-sized local
- * buffer that the consumer reads with the region's base subtracted (in shared memory when the
- * loop is inside a GPU block loop and outside the thread loops: the block's threads share it).
- * Inlined stages were already substituted into their readers by the state. */
+ * buffer that the consumer reads with the region's base subtracted. Inlined stages were already
+ * substituted into their readers by the state. */
 #include "state.h"
 
 #include <stdio.h>
@@ -30,7 +29,6 @@ struct lower {
     uint8_t               *perm;   /* per tensor, KILN_MAX_DIMS: local dim j holds dim perm[j] */
     struct kiln_var_range *rng;    /* ranges of the loop variables in scope */
     uint32_t               nrng, caprng;
-    uint32_t               nblock, nthread; /* GPU block / thread loops in scope */
     /* per stage: the stages computed at it (compute_at), in s->order's order, as
      * att[att_start[sid] .. att_start[sid + 1]): each loop looks up its own instead of
      * scanning every stage, which made lowering quadratic in the graph */
@@ -406,11 +404,8 @@ attach_at(struct nest *N, uint32_t p, struct kiln_stmt **items, uint32_t *nitems
                 bytes *= ext[d];
                 pext[d] = ext[perm[d]];
             }
-            /* inside a block loop and outside the thread loops the block's threads share the
-             * buffer: shared memory (a per-thread one there cannot mean what the nest does) */
-            bool     shared = s->t[t].shared || (L->nblock && !L->nthread);
             uint32_t b = make_buffer(L, t,
-                                     shared                       ? KILN_SCOPE_SHARED
+                                     s->t[t].shared               ? KILN_SCOPE_SHARED
                                      : bytes <= LOCAL_STACK_BYTES ? KILN_SCOPE_STACK
                                                                   : KILN_SCOPE_HEAP,
                                      pext);
@@ -447,9 +442,6 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
                          KILN_MAX_NEST, tname(L, st->tensor), kiln_sym_str(ctx, st->it[leaf].name));
     if (!push_range(L, N->var[p], 0, N->ext[leaf] - 1))
         return ctx->err.status;
-    uint8_t ann = st->it[leaf].ann;
-    L->nblock += ann == KILN_LOOP_GPU_BLOCK;
-    L->nthread += ann == KILN_LOOP_GPU_THREAD;
     KILN_TRY(attach_at(N, p, items, &nitems, allocs, &nallocs));
     if (st->reduce != KILN_REDUCE_NONE && p + 1 == N->first_red)
         items[nitems++] = init_nest(N, p + 1);
@@ -457,11 +449,10 @@ emit_level(struct nest *N, uint32_t p, struct kiln_stmt **out)
     KILN_TRY(emit_level(N, p + 1, &rest));
     items[nitems++] = rest;
     L->nrng--;
-    L->nblock -= ann == KILN_LOOP_GPU_BLOCK;
-    L->nthread -= ann == KILN_LOOP_GPU_THREAD;
     struct kiln_stmt *body = nitems == 1 ? items[0] : kiln_stmt_seq(ctx, nitems, items);
     for (uint32_t i = nallocs; i-- > 0 && body;)
         body = kiln_stmt_alloc(ctx, allocs[i], body);
+    uint8_t ann = st->it[leaf].ann;
     if (ann == KILN_LOOP_VECTOR && (p + 1 != st->nleaf || nallocs || nitems > 1))
         return lower_fail(L,
                           "vectorized loop %s of %s must be the innermost loop of its stage "

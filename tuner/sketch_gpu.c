@@ -509,17 +509,12 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         shrink_largest(&l[sax[ns - 3]][1], 1, 1);
     int64_t unroll = kiln_unroll_steps[kiln_sk_val(E, p->k_unroll, 0, 0)];
     /* shared copies (KILN_PLAN_TILE): on when the knob says so and all fit the budget together */
-    bool   share[GPU_MAX_SHARED] = {false}, acc = false;
+    bool   share[GPU_MAX_SHARED] = {false};
     double total = 0;
     if (p->mode == KILN_PLAN_TILE && !E->gpu_no_shared) {
         int64_t sp[KILN_MAX_DIMS] = {0}, rd[KILN_MAX_REDUCE] = {0}; /* [0, -1]: ignored */
         for (uint32_t k = 0; k < nd; k++)
             sp[k] = l[k][0] * l[k][1] * l[k][2];
-        if (nr > 0) { /* the block's accumulators (below) take their share first */
-            total = (double)kiln_dtype_size((enum kiln_dtype)t->dtype);
-            for (uint32_t k = 0; k < nd; k++)
-                total *= (double)sp[k];
-        }
         for (uint32_t r = 0; r < nr; r++)
             rd[r] = rl[r][0] * rl[r][1];
         for (uint32_t s = 0; s < p->nshared; s++) {
@@ -527,11 +522,10 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
                 continue;
             double b = shared_bytes(E, p, s, sp, rd);
             if (total + b <= gs->shared_bytes) {
-                share[s] = acc = E->gpu_shared_used = true;
+                share[s] = E->gpu_shared_used = true;
                 total += b;
             }
         }
-        acc &= nr > 0;
     }
     for (uint32_t s = 0; s < p->nshared; s++)
         if (share[s]) {
@@ -545,7 +539,7 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         }
     const char *P = tn, *X = NULL; /* the tiled stage and the bound stage it is computed at */
     char        xnames[KILN_MAX_DIMS + KILN_MAX_REDUCE][KILN_SKETCH_NAME];
-    if (p->mode == KILN_PLAN_TILE_CW || acc) {
+    if (p->mode == KILN_PLAN_TILE_CW) {
         KILN_TRY(kiln_sk_step1(E, KILN_STEP_CACHE_WRITE, tn, NULL));
         P = kiln_sk_derived(E, tn, KILN_STEP_CACHE_WRITE);
         X = tn;
@@ -578,42 +572,25 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
         uint32_t th = nd - ns + 1;
         bool     ok;
         KILN_TRY(emit_blocks(E, X, &XL, nd - ns, ns));
-        if (acc) {
-            /* the accumulators of the block's tile, in shared memory (lowering puts a stage
-             * computed inside the block loop and outside the thread loops there), so that
-             * the shared copies can be filled at its R0 loop by all the block's threads; the
-             * S2 loops bound as the tiled stage's are */
-            for (uint32_t s = ns > 3 ? ns - 3 : 0; s < ns; s++)
-                KILN_TRY(emit_bind(E, X, XL.name[th + s], thread_axis(ns - 1 - s)));
-            snprintf(XL_last, sizeof XL_last, "%s", XL.name[XL.n - 1]);
-            struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
-                                   .stage = kiln_sk_sym(E, P),
-                                   .target = kiln_sk_sym(E, X),
-                                   .iter = kiln_sk_sym(E, XL.name[nd - ns])};
-            KILN_TRY(kiln_sk_push(E, st));
-        } else {
-            KILN_TRY(emit_fuse(E, X, &XL, th, ns, &ok));
-            if (!ok)
-                return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch",
-                                 "sketch: loop names of %s too long", X);
-            KILN_TRY(emit_bind(E, X, XL.name[th], KILN_BIND_THREAD_X));
-            snprintf(XL_last, sizeof XL_last, "%s", XL.name[XL.n - 1]);
-            struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
-                                   .stage = kiln_sk_sym(E, P),
-                                   .target = kiln_sk_sym(E, X),
-                                   .iter = kiln_sk_sym(E, XL.name[th])};
-            KILN_TRY(kiln_sk_push(E, st));
-        }
+        KILN_TRY(emit_fuse(E, X, &XL, th, ns, &ok));
+        if (!ok)
+            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
+                             X);
+        KILN_TRY(emit_bind(E, X, XL.name[th], KILN_BIND_THREAD_X));
+        snprintf(XL_last, sizeof XL_last, "%s", XL.name[XL.n - 1]);
+        struct kiln_step st = {.kind = KILN_STEP_COMPUTE_AT,
+                               .stage = kiln_sk_sym(E, P),
+                               .target = kiln_sk_sym(E, X),
+                               .iter = kiln_sk_sym(E, XL.name[th])};
+        KILN_TRY(kiln_sk_push(E, st));
     }
     /* the tiled stage: alone [S0: blockIdx.x] R0 [S2: threadIdx.x] S1 R1 R2 S3;
-     * at the thread loop: R0 R1 S1 R2 S3 (S1 and S3 the per-thread tile); with accumulators
-     * in shared memory, at the block loop, as alone with S0 of one iteration and unbound */
-    bool          alone = !X || acc;
+     * at the thread loop: R0 R1 S1 R2 S3 (S1 and S3 the per-thread tile) */
     struct leaves PL = {.n = 0};
     for (uint32_t k = 0; k < nd + nr; k++)
         memcpy(PL.name[PL.n++], names[k], KILN_SKETCH_NAME);
     for (uint32_t s = 0; s < ns; s++) {
-        if (!alone)
+        if (X)
             KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[sax[s]], 1, &l[sax[s]][2]));
         else
             KILN_TRY(kiln_sk_emit_split(E, P, &PL, names[sax[s]], 3, l[sax[s]]));
@@ -630,13 +607,13 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
 #define REDUCE(lev)                    \
     for (uint32_t r = 0; r < nrs; r++) \
     snprintf(want[nw++], KILN_SKETCH_NAME, "%.58s.%u", names[nd + rax[r]], (unsigned)(lev))
-    if (alone)
+    if (!X)
         SPATIAL(0);
     for (uint32_t r = 0; r < nr; r++) /* unsplit reductions at the R0 level */
         if (p->k_split[nd + r] == KILN_NONE)
             memcpy(want[nw++], names[nd + r], KILN_SKETCH_NAME);
     REDUCE(0);
-    if (alone) {
+    if (!X) {
         SPATIAL(2);
         SPATIAL(1);
         REDUCE(1);
@@ -651,15 +628,8 @@ emit_tile(struct emit *E, uint32_t i, const struct gpu_plan *p)
 #undef SPATIAL
 #undef REDUCE
     KILN_TRY(kiln_sk_emit_order(E, P, &PL, want));
-    if (alone) {
-        bool ok = true;
-        if (acc)
-            KILN_TRY(emit_fuse(E, P, &PL, nd - ns, ns, &ok));
-        else
-            KILN_TRY(emit_blocks(E, P, &PL, nd - ns, ns));
-        if (!ok)
-            return KILN_FAIL(ctx, KILN_ERR_INTERNAL, "sketch", "sketch: loop names of %s too long",
-                             P);
+    if (!X) {
+        KILN_TRY(emit_blocks(E, P, &PL, nd - ns, ns));
         /* after the block loop: the R0 level (nr loops), then the S2 loops */
         uint32_t r0 = nd - ns + nr, th = r0 + 1;
         /* the S2 loops bound to threadIdx.x, y, z (innermost on x), not fused: a shared copy

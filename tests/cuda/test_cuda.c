@@ -664,7 +664,7 @@ test_emulated(void)
 {
     enum {
         NRANDOM = 16,
-        CAP = 6 * 64 + 32 + 9 + 1 + 2 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM + 3 * 8 + 2
+        CAP = 6 * 64 + 32 + 9 + 1 + 2 + 2 + (int)KILN_COUNTOF(vec_cases) + NRANDOM + 3 * 8
     };
     static struct emu_case cases[CAP];
     static char            what[CAP][64];
@@ -772,51 +772,6 @@ test_emulated(void)
         if (!found)
             harness_fail(__FILE__, __LINE__,
                          "vector knob: no program of graph %zu has float4 accesses", i);
-    }
-    /* programs of the tiled GPU sketches with shared copies of their inputs: the reduction
-     * accumulates in a __shared__ array of the block's tile (the cache-write stage computed
-     * at the block loop), not in the output's global memory; for a convolution and a matmul,
-     * the first of 40 draws of each sketch that makes shared copies */
-    static const char *const ask[] = {
-        "input x: f32[1, 16, 14, 14]\nweight w: f32[32, 16, 3, 3]\ny = conv2d(x, w, padding=1)\n"
-        "z = relu(y)\noutput z\n",
-        "input a: f32[64, 96]\nweight b: f32[96, 80]\nc[i, j] += a[i, k] * b[k, j]\noutput c\n",
-    };
-    for (size_t i = 0; i < KILN_COUNTOF(ask); i++) {
-        bool found = false;
-        for (uint32_t sk = 0; sk < 8 && !found; sk++)
-            for (uint64_t d = 0; d < 40 && !found; d++) {
-                uint64_t sd = opt_seed() + 500 * i + 40 * sk + d;
-                snprintf(what[n], sizeof what[n],
-                         "shared accumulators: graph %zu, sketch %u, "
-                         "seed %llu",
-                         i, sk, (unsigned long long)sd);
-                bool ok = emu_sketch_case(&cases[n], ask[i], sk, NULL, sd, false, what[n], n);
-                if (ok && strstr(cases[n].src.text, "_cache_")) { /* a shared copy */
-                    CHECK(strstr(cases[n].src.text, "__shared__ __align__(16) float"));
-                    bool acc = false;
-                    for (uint32_t b = 0; b < cases[n].f->nbuf; b++) {
-                        const struct kiln_buffer *bf = &cases[n].f->buf[b];
-                        if (strstr(kiln_sym_str(cases[n].ctx, bf->name), ".local"))
-                            acc |= bf->scope == KILN_SCOPE_SHARED;
-                    }
-                    if (!acc)
-                        harness_fail(__FILE__, __LINE__,
-                                     "%s: shared copies but no shared accumulator", what[n]);
-                    printf("%s: shared copies and accumulators\n", what[n]);
-                    found = true;
-                    n++;
-                    break;
-                }
-                kiln_ctx_free(cases[n].ctx);
-                if (!ok)
-                    break; /* no such sketch */
-            }
-        if (!found)
-            harness_fail(__FILE__, __LINE__,
-                         "shared accumulators: no program of graph %zu makes "
-                         "shared copies",
-                         i);
     }
     snprintf(what[n], sizeof what[n], "shared-memory matmul");
     if (emu_case(&cases[n], kiln_test_shared_matmul_kg, kiln_test_shared_matmul, what[n], n))
