@@ -1413,23 +1413,10 @@ static bool
 emit_params(struct cu *c, uint32_t **param, uint32_t *nparam)
 {
     const struct kiln_func *f = c->f;
-    uint32_t                n = 0;
-    for (uint32_t i = 0; i < c->nused; i++)
-        if (c->param_of[c->used[i]])
-            n++;
-    uint32_t *p = kiln_arena_alloc(c->ctx, sizeof(uint32_t) * (n + 1));
+    uint32_t               *p = kiln_arena_alloc(c->ctx, sizeof(uint32_t) * (c->nused + 1));
     if (!p)
         return false;
-    n = 0;
-    for (uint32_t i = 0; i < c->nused; i++)
-        if (c->param_of[c->used[i]])
-            p[n++] = c->param_of[c->used[i]] - 1;
-    for (uint32_t i = 1; i < n; i++) /* insertion sort: a kernel accesses few arguments */
-        for (uint32_t j = i; j > 0 && p[j - 1] > p[j]; j--) {
-            uint32_t t = p[j];
-            p[j] = p[j - 1];
-            p[j - 1] = t;
-        }
+    uint32_t n = kiln_used_params(c->param_of, c->used, c->nused, p);
     OUT("(");
     for (uint32_t i = 0; i < n; i++) {
         uint32_t b = f->param[p[i]];

@@ -861,16 +861,7 @@ emit_parts(struct cg *cg, const struct kiln_stmt *s)
         part_buffers(cg, s, first, end);
         /* its parameters: the graph parameters it uses (in parameter order), the workspace
          * (if any), then the phase and the prepared area */
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < cg->npart_used; i++)
-            if (param_of[cg->part_used[i]])
-                pbuf[n++] = param_of[cg->part_used[i]] - 1;
-        for (uint32_t i = 1; i < n; i++) /* insertion sort: a part uses few parameters */
-            for (uint32_t j = i; j > 0 && pbuf[j - 1] > pbuf[j]; j--) {
-                uint32_t t = pbuf[j];
-                pbuf[j] = pbuf[j - 1];
-                pbuf[j - 1] = t;
-            }
+        uint32_t n = kiln_used_params(param_of, cg->part_used, cg->npart_used, pbuf);
         for (uint32_t i = 0; i < n; i++) {
             pt[i] = cg->t_ptr;
             args[i] = body.bufptr[f->param[pbuf[i]]];

@@ -617,6 +617,11 @@ enum kiln_walk kiln_stmt_visit_children(struct kiln_stmt_visitor *v, const struc
  * entries; a caller walking several statements with one stamp collects their union. */
 uint32_t kiln_stmt_buffers(const kiln_ctx *ctx, const struct kiln_stmt *s, uint32_t nbuf,
                            uint32_t *mark, uint32_t stamp, uint32_t *used, uint32_t n);
+/* The parameters among the buffers used[0..n) (param_of[b]: b's parameter index + 1, 0 for
+ * other buffers), as parameter indices in ascending order into out (room for n); returns how
+ * many. */
+uint32_t kiln_used_params(const uint32_t *param_of, const uint32_t *used, uint32_t n,
+                          uint32_t *out);
 
 /* The mutator returns the statement to put in s's place: s itself when nothing in it
  * changed, else a new node (arena-allocated) that shares every unchanged child, so unchanged

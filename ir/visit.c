@@ -207,6 +207,22 @@ kiln_stmt_buffers(const kiln_ctx *ctx, const struct kiln_stmt *s, uint32_t nbuf,
     return w.n;
 }
 
+uint32_t
+kiln_used_params(const uint32_t *param_of, const uint32_t *used, uint32_t n, uint32_t *out)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (param_of[used[i]])
+            out[k++] = param_of[used[i]] - 1;
+    for (uint32_t i = 1; i < k; i++) /* insertion sort: a statement uses few parameters */
+        for (uint32_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            uint32_t t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return k;
+}
+
 /* ---- mutator ---- */
 
 static const char *
