@@ -74,6 +74,7 @@ struct loaded {
     cu_module      mod;
     cu_deviceptr   area; /* the kept call area (0 until a call needs one), area_bytes long */
     bool           busy; /* a call is using area */
+    int32_t        most; /* the most arguments one kernel takes (its param list, checked) */
     cu_function    fn[]; /* one per kernel */
 };
 
@@ -151,9 +152,23 @@ get_loaded(const struct kiln_cu_driver *d, struct kiln_abi_cuda_module *m, cu_co
             *out = l;
             return KILN_ABI_OK;
         }
+    int32_t most = 0; /* each kernel's parameter list, checked once here */
+    for (int32_t k = 0; k < m->nkernel; k++) {
+        const struct kiln_abi_cuda_kernel *kn = &m->kernel[k];
+        int32_t                            n = kn->param ? kn->nparam : m->nargs;
+        if (n < 0 || n > m->nargs)
+            return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: %d parameters of %d arguments", kn->name,
+                        (int)n, (int)m->nargs);
+        for (int32_t i = 0; kn->param && i < n; i++)
+            if (kn->param[i] < 0 || kn->param[i] >= m->nargs)
+                return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: argument %d of %d", kn->name,
+                            (int)kn->param[i], (int)m->nargs);
+        most = n > most ? n : most;
+    }
     struct loaded *l = calloc(1, sizeof *l + sizeof(cu_function) * (size_t)m->nkernel);
     if (!l)
         return fail(KILN_ABI_ERR_NOMEM, "cannot allocate the module table");
+    l->most = most;
     char      log[4096] = "";
     int       opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void     *val[2] = {log, (void *)(size_t)sizeof log};
@@ -227,19 +242,7 @@ static int32_t
 launch(const struct kiln_cu_driver *d, const struct kiln_abi_cuda_module *m, const struct loaded *l,
        void *const *data, cu_deviceptr ws, cu_deviceptr prep, int32_t phase)
 {
-    int32_t most = 0;
-    for (int32_t k = 0; k < m->nkernel; k++) {
-        const struct kiln_abi_cuda_kernel *kn = &m->kernel[k];
-        int32_t                            n = kn->param ? kn->nparam : m->nargs;
-        if (n < 0 || n > m->nargs)
-            return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: %d parameters of %d arguments", kn->name,
-                        (int)n, (int)m->nargs);
-        for (int32_t i = 0; kn->param && i < n; i++)
-            if (kn->param[i] < 0 || kn->param[i] >= m->nargs)
-                return fail(KILN_ABI_ERR_RUNTIME, "kernel %s: argument %d of %d", kn->name,
-                            (int)kn->param[i], (int)m->nargs);
-        most = n > most ? n : most;
-    }
+    int32_t most = l->most; /* the parameter lists were checked when the module was loaded */
     enum { SMALL = 64 };
     void *small[SMALL + 2], **params = small;
     if (most > SMALL && !(params = malloc(sizeof *params * ((size_t)most + 2))))
