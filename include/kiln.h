@@ -634,11 +634,11 @@ KILN_API enum kiln_status kiln_graph_simplify(kiln_ctx *ctx, const struct kiln_g
                                               struct kiln_simplify_report *report);
 
 /* Makes convolutions and pooling compute on channels-last (NHWC) activations (layout="nhwc"),
- * and the elementwise statements between them too; the graph's inputs, outputs and weights
- * keep their layouts (transposes are added where an NCHW tensor meets a channels-last
- * statement, and back). A connected group with a single convolution or pooling, or with a
- * depthwise convolution, stays NCHW. *converted: the statements changed. Weights as
- * kiln_graph_simplify. */
+ * and the statements between them too: elementwise ops, concat, slice, batch_norm and
+ * reductions (their axes renumbered) and channel shuffles; the graph's inputs, outputs and
+ * weights keep their layouts (transposes are added where an NCHW tensor meets a channels-last
+ * statement, and back). A connected group with a single convolution or pooling stays NCHW.
+ * *converted: the statements changed. Weights as kiln_graph_simplify. */
 KILN_API enum kiln_status kiln_graph_channels_last(kiln_ctx *ctx, const struct kiln_graph *g,
                                                    const double *const  *weights,
                                                    struct kiln_graph   **out,

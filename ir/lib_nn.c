@@ -440,26 +440,31 @@ get_eps(struct libcall *c, double *eps)
 enum kiln_status
 kiln_lib_batch_norm(struct libcall *c)
 {
-    static const char *const attrs[] = {"eps", NULL};
+    static const char *const attrs[] = {"eps", "axis", NULL};
     static const char *const role[] = {"input", "gamma", "beta", "mean", "var"};
     double                   eps;
+    int64_t                  axis_attr;
+    uint32_t                 axis;
     KILN_TRY(lib_allow(c, attrs));
     KILN_TRY(get_eps(c, &eps));
+    KILN_TRY(lib_get_int(c, "axis", 1, &axis_attr));
     const struct kiln_tensor *x = lib_in(c, 0);
     if (x->ndim < 2) {
         char s[LIB_SHAPE_BUF];
         return lib_fail(c, "input %s must have at least 2 dimensions [N, C, ...], got %s",
                         lib_in_name(c, 0), lib_shape_str(x->shape, x->ndim, s, sizeof s));
     }
+    KILN_TRY(lib_axis(c, "axis", axis_attr, x->ndim, false, &axis));
     KILN_TRY(lib_same_dtype(c));
     KILN_TRY(lib_want_float(c, 0));
     for (uint32_t i = 1; i < 5; i++) {
         const struct kiln_tensor *p = lib_in(c, i);
-        if (p->ndim != 1 || p->shape[0] != x->shape[1]) {
+        if (p->ndim != 1 || p->shape[0] != x->shape[axis]) {
             char s[LIB_SHAPE_BUF];
-            return lib_fail(c, "%s %s has shape %s but input %s has %lld channels", role[i],
-                            lib_in_name(c, i), lib_shape_str(p->shape, p->ndim, s, sizeof s),
-                            lib_in_name(c, 0), (long long)x->shape[1]);
+            return lib_fail(c, "%s %s has shape %s but input %s has %lld channels (axis %u)",
+                            role[i], lib_in_name(c, i),
+                            lib_shape_str(p->shape, p->ndim, s, sizeof s), lib_in_name(c, 0),
+                            (long long)x->shape[axis], axis);
         }
     }
     KILN_TRY(lib_begin(c));
@@ -468,16 +473,23 @@ kiln_lib_batch_norm(struct libcall *c)
     uint32_t        t = lib_tensor(c, NULL, dt, x->ndim, x->shape);
     if (t == KILN_NONE)
         return ctx->err.status;
+    /* axis names: n, c, h, w for NCHW (n, h, w, c for channels-last, axis 3), else generic */
     const char *names[KILN_MAX_DIMS] = {"n", "c"};
     kiln_expr   ax[KILN_MAX_DIMS];
-    if (x->ndim == 4) {
+    if (x->ndim == 4 && axis == 1) {
         names[2] = "h";
         names[3] = "w";
-    } else {
+    } else if (x->ndim == 4 && axis == 3) {
+        names[1] = "h";
+        names[2] = "w";
+        names[3] = "c";
+    } else if (axis == 1) {
         lib_generic_names(x->ndim - 2, names + 2, NULL);
+    } else {
+        lib_generic_names(x->ndim, names, NULL);
     }
     lib_axes(c, x->ndim, ax);
-    kiln_expr ch = ax[1];
+    kiln_expr ch = ax[axis];
     kiln_expr norm = kiln_mul(
         ctx, kiln_sub(ctx, lib_load(c, 0, ax), lib_load(c, 3, &ch)),
         kiln_unary(ctx, KILN_OP_RSQRT, kiln_add(ctx, lib_load(c, 4, &ch), lib_f(c, eps, dt))));

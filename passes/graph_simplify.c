@@ -184,7 +184,8 @@ struct fuse {
 };
 
 /* Whether statement c is a conv2d or dense whose output channel is its weight's dimension 0:
- * conv2d's axis 1, dense's last axis. *axis receives the output axis of the channel. */
+ * conv2d's axis 1 (3 with layout="nhwc"), dense's last axis. *axis receives the output axis of the
+ * channel. */
 static bool
 is_linear(const struct facts *f, uint32_t c, uint32_t *axis)
 {
@@ -192,12 +193,14 @@ is_linear(const struct facts *f, uint32_t c, uint32_t *axis)
     uint32_t                rank = f->g->tensor[call->out].ndim;
     if (call->nin < 2 || call->nin > 3 || !kiln_gr_arg_values(f, call->in[1]))
         return false;
-    if (kiln_gr_call_is(f, c, "conv2d") && rank == 4)
-        *axis = 1;
-    else if (kiln_gr_call_is(f, c, "dense") && rank >= 1)
+    if (kiln_gr_call_is(f, c, "conv2d") && rank == 4) {
+        const struct kiln_attr *layout = kiln_gr_find_attr(f, call, "layout");
+        *axis = layout && layout->kind == KILN_ATTR_STRING && !strcmp(layout->s, "nhwc") ? 3 : 1;
+    } else if (kiln_gr_call_is(f, c, "dense") && rank >= 1) {
         *axis = rank - 1;
-    else
+    } else {
         return false;
+    }
     return f->g->tensor[call->out].shape[*axis] == f->g->tensor[call->in[1]].shape[0];
 }
 
@@ -245,11 +248,16 @@ bn_foldable(const struct facts *f, uint32_t b, const uint32_t *readers, const ui
     if (d == KILN_NONE || g->call[d].out != x || readers[x] != 1)
         return false;
     uint32_t c = owner[d] != KILN_NONE ? owner[d] : d;
-    /* batch_norm normalises axis 1: the channel axis of conv2d, of a 2-D dense */
-    if (!is_linear(f, c, &axis) || axis != 1
+    /* batch_norm normalises its axis (1 unless given): it must be the linear op's channel axis
+     * (conv2d's 1, or 3 channels-last; a 2-D dense's 1) */
+    const struct kiln_attr *ba = kiln_gr_find_attr(f, bn, "axis");
+    int64_t                 bn_axis = ba ? ba->i : 1, rank = g->tensor[x].ndim;
+    if (bn_axis < 0)
+        bn_axis += rank;
+    if (!is_linear(f, c, &axis) || (int64_t)axis != bn_axis
         || (g->call[c].nin == 3 && !kiln_gr_arg_values(f, g->call[c].in[2])))
         return false;
-    int64_t k = g->tensor[x].shape[1];
+    int64_t k = g->tensor[x].shape[axis];
     for (uint32_t i = 1; i < 5; i++)
         if (!kiln_gr_arg_values(f, bn->in[i]) || kiln_tensor_numel(&g->tensor[bn->in[i]]) != k)
             return false;

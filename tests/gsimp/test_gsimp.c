@@ -736,6 +736,89 @@ test_channels_last(void)
     kiln_ctx_free(ctx);
 }
 
+/* Number of transposes in g whose input has this rank. */
+static uint32_t
+count_transposes(kiln_ctx *ctx, const struct kiln_graph *g, uint32_t rank)
+{
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < g->ncall; c++)
+        n += !strcmp(kiln_sym_str(ctx, g->call[c].kind), "transpose")
+             && g->tensor[g->call[c].in[0]].ndim == rank;
+    return n;
+}
+
+/* Simplifies text, runs channels-last on it with fresh random weights (check_channels_last:
+ * the same outputs, nothing left for a second run); returns the statements converted. */
+static uint32_t
+channels_last_text(kiln_ctx *ctx, const char *text, uint64_t seed, struct kiln_graph **l)
+{
+    struct kiln_simplify_report rep;
+    const double *const        *sw = NULL;
+    struct kiln_graph          *s = simplify_text(ctx, text, true, &rep, &sw);
+    *l = NULL;
+    if (!s)
+        return 0;
+    struct kiln_rng      r = kiln_rng_new(seed);
+    const double *const *w = random_weights(ctx, s, &r);
+    return check_channels_last(ctx, s, w, s, w, seed + 1, l);
+}
+
+/* The statements between convolutions go channels-last with their axes renumbered: an
+ * Inception-like concat (axis -3), a batch norm after it (axis written out), slices of the
+ * channels (axes given, and the default first axes), a channel shuffle (reshape, transpose,
+ * reshape: one 5-D transpose of the channel groups), reductions keeping 4 dimensions or
+ * reading the same either way (over H and W; over C); a reduction over H alone keeps NCHW and
+ * reads its input transposed back. A shuffle whose steps are read elsewhere is left alone. */
+static void
+test_channels_last_ops(void)
+{
+    kiln_ctx          *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *l;
+    uint32_t           n = channels_last_text(
+                  ctx,
+                  "input x: f32[1, 4, 8, 8]\nweight wa: f32[4, 4, 1, 1]\nweight wb: f32[4, 4, 3, 3]\n"
+                            "weight wc: f32[8, 4, 1, 1]\nweight gm: f32[16]\nweight bt: f32[16]\n"
+                            "weight mu: f32[16]\nweight lv: f32[16]\nweight wd: f32[6, 8, 1, 1]\n"
+                            "a = conv2d(x, wa)\nb = conv2d(x, wb, padding=1)\n"
+                            "p = max_pool2d(x, kernel=3, stride=1, padding=1)\nc = conv2d(p, wc)\n"
+                            "cat = concat(a, b, c, axis=-3)\nvar = exp(lv)\n"
+                            "nb = batch_norm(cat, gm, bt, mu, var)\nr = relu(nb)\n"
+                            "s1 = slice(r, starts=[8], ends=[16], axes=[1])\n"
+                            "s2 = slice(r, starts=[0, 0], ends=[1, 8])\n"
+                            "sh1 = reshape(s1, shape=[1, 2, 4, 8, 8])\n"
+                            "sh2 = transpose(sh1, perm=[0, 2, 1, 3, 4])\n"
+                            "sh3 = reshape(sh2, shape=[1, 8, 8, 8])\nm = add(sh3, s2)\nd = conv2d(m, wd)\n"
+                            "y1 = reduce_mean(d, axes=[2, 3], keepdims=0)\n"
+                            "y2 = reduce_max(d, axes=[1], keepdims=1)\n"
+                            "y3 = reduce_sum(d, axes=[2], keepdims=0)\noutput y1\noutput y2\noutput y3\n",
+                  opt_seed() + 21, &l);
+    /* a b p c cat nb r s1 s2 sh1 sh2 sh3 m d y1 y2; not y3 */
+    CHECK_EQ_INT(16, n);
+    if (l) {
+        /* x in; d back for y3, y2 back as an output; the shuffle's own 5-D transpose */
+        CHECK_EQ_INT(3, count_transposes(ctx, l, 4));
+        CHECK_EQ_INT(1, count_transposes(ctx, l, 5));
+        for (uint32_t c = 0; c < l->ncall; c++) {
+            const struct kiln_call *call = &l->call[c];
+            if (!strcmp(kiln_sym_str(ctx, call->kind), "concat"))
+                CHECK_EQ_INT(3, call->attr[0].i); /* the channels, NHWC */
+        }
+    }
+    /* the shuffle's transpose is also an output: the shuffle stays NCHW, its input transposed
+     * back; the convolutions before it stay channels-last */
+    n = channels_last_text(
+        ctx,
+        "input x: f32[1, 4, 6, 6]\nweight wa: f32[4, 4, 1, 1]\nweight wb: f32[4, 4, 1, 1]\n"
+        "a = conv2d(x, wa)\nb = conv2d(a, wb)\nsh1 = reshape(b, shape=[1, 2, 2, 6, 6])\n"
+        "sh2 = transpose(sh1, perm=[0, 2, 1, 3, 4])\nsh3 = reshape(sh2, shape=[1, 4, 6, 6])\n"
+        "output sh2\noutput sh3\n",
+        opt_seed() + 23, &l);
+    CHECK_EQ_INT(2, n);
+    if (l)
+        CHECK_EQ_INT(2, count_transposes(ctx, l, 4));
+    kiln_ctx_free(ctx);
+}
+
 /* ---- Winograd convolutions (kiln_graph_winograd) ---- */
 
 /* One random convolution followed by a relu: 3x3 stride 1 (padding an int, a pair or four
@@ -842,6 +925,7 @@ static const struct test tests[] = {
     {"folded_body", test_folded_body},
     {"errors", test_errors},
     {"channels_last", test_channels_last},
+    {"channels_last_ops", test_channels_last_ops},
     {"winograd", test_winograd},
 };
 
