@@ -461,10 +461,10 @@ kiln_lib_batch_norm(struct libcall *c)
         const struct kiln_tensor *p = lib_in(c, i);
         if (p->ndim != 1 || p->shape[0] != x->shape[axis]) {
             char s[LIB_SHAPE_BUF];
-            return lib_fail(c, "%s %s has shape %s but input %s has %lld channels (axis %u)",
-                            role[i], lib_in_name(c, i),
-                            lib_shape_str(p->shape, p->ndim, s, sizeof s), lib_in_name(c, 0),
-                            (long long)x->shape[axis], axis);
+            return lib_fail(c, "%s %s has shape %s but input %s has %lld channels%s", role[i],
+                            lib_in_name(c, i), lib_shape_str(p->shape, p->ndim, s, sizeof s),
+                            lib_in_name(c, 0), (long long)x->shape[axis],
+                            axis == 1 ? "" : " along its axis");
         }
     }
     KILN_TRY(lib_begin(c));

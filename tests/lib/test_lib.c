@@ -253,6 +253,8 @@ static const struct shape_case shape_cases[] = {
     {"batch_norm", "x:f32[2,3,4,4] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "eps=1e-3", "[2, 3, 4, 4]",
      1},
     {"batch_norm", "x:f32[2,3] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "", "[2, 3]", 1},
+    {"batch_norm", "x:f32[2,4,4,3] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "axis=3", "[2, 4, 4, 3]",
+     1},
     {"layer_norm", "x:f32[2,3,4] g:f32[4] b:f32[4]", "", "[2, 3, 4]", 3},
     {"layer_norm", "x:f32[2,3,4] g:f32[3,4]", "axis=1 eps=1", "[2, 3, 4]", 3},
     {"layer_norm", "x:f32[2,3,4]", "axis=0", "[2, 3, 4]", 3},
@@ -667,6 +669,10 @@ static const struct error_case error_cases[] = {
     {"log_softmax", "x:f32[2,3]", "axis=1.0", "log_softmax: attribute axis must be an integer"},
     {"batch_norm", "x:f32[2,4,3,3] g:f32[4] b:f32[4] m:f32[3] v:f32[4]", "",
      "batch_norm: mean m has shape [3] but input x has 4 channels"},
+    {"batch_norm", "x:f32[2,3,3,4] g:f32[4] b:f32[4] m:f32[3] v:f32[4]", "axis=3",
+     "batch_norm: mean m has shape [3] but input x has 4 channels along its axis"},
+    {"batch_norm", "x:f32[2,3] g:f32[3] b:f32[3] m:f32[3] v:f32[3]", "axis=2",
+     "batch_norm: axis 2 is out of range for input x of rank 2"},
     {"batch_norm", "x:f32[2,4,3,3] g:f32[4] b:f32[4] m:f32[4] v:f32[4]", "eps=-1",
      "batch_norm: eps -1 must not be negative"},
     {"batch_norm", "x:f32[4] g:f32[4] b:f32[4] m:f32[4] v:f32[4]", "",
@@ -1155,6 +1161,9 @@ test_values_nn(void)
     static const double g[] = {2, 1}, b[] = {0, 1}, mu[] = {1, 0}, var[] = {4, 1};
     const double       *bn[] = {xb, g, b, mu, var};
     EXPECT("batch_norm", "x:f64[2,2] g:f64[2] b:f64[2] m:f64[2] v:f64[2]", "eps=0", bn, 0, 3, 2, 5);
+    /* the same along axis 0 (axis=-2): x's rows are the channels */
+    EXPECT("batch_norm", "x:f64[2,2] g:f64[2] b:f64[2] m:f64[2] v:f64[2]", "eps=0 axis=-2", bn, 0,
+           1, 4, 5);
     /* layer_norm over [1, 2, 3]: mean 2, variance 2/3 */
     double s = 1 / sqrt(2.0 / 3 + 1e-5);
     EXPECT("layer_norm", "x:f64[3]", "", v, -s, 0, s);
