@@ -494,8 +494,11 @@ emit_parallel(struct cg *cg, const struct kiln_stmt *s)
         LLVMBuildStore(cg->b, fval[i], LLVMBuildStructGEP2(cg->b, sty, clo, i, ""));
 
     /* the outlined functions */
-    char name[64];
-    snprintf(name, sizeof name, "kiln_parallel.%u", cg->nparallel++);
+    /* named after its loop variable (the stage and the axes it runs over), so that profilers
+     * (perf) say which stage a sample belongs to */
+    char name[160];
+    snprintf(name, sizeof name, "kiln_parallel.%u.%s", cg->nparallel++,
+             kiln_sym_str(cg->ctx, kiln_var_index(cg->ctx->node[s->u.for_.var.id].imm)));
     LLVMTypeRef  wp[3] = {cg->t_i64, cg->t_i64, cg->t_ptr};
     LLVMValueRef wrap = LLVMAddFunction(cg->mod, name, LLVMFunctionType(cg->t_i32, wp, 3, 0));
     LLVMSetLinkage(wrap, LLVMInternalLinkage);
