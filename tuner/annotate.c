@@ -548,6 +548,16 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
                     l[j] = 1;
                 l[last] = lanes;
             }
+        } else if (l[last] < lanes) {
+            /* an extent that is no multiple of the lanes (ShuffleNet's 58 and 116 channels,
+             * 2 x 29 and 4 x 29) has few factorisations, and most have an innermost tile of
+             * one or two elements: scalar code (a 1x1 convolution of 58 channels was predicted
+             * so and ran at 2.4 GFLOP/s). One vector instead, in tiles of which the last is
+             * partial, all kept in the outermost part (as sample_split does) */
+            for (uint32_t j = 1; j < last; j++)
+                l[j] = 1;
+            l[0] = (k->extent + lanes - 1) / lanes;
+            l[last] = lanes;
         }
     }
     /* then the sampling priors, without their escapes: register tiles within the registers,
