@@ -103,10 +103,10 @@ LLVMErrorRef     kiln_cg_llvm_o3(LLVMModuleRef mod, LLVMTargetMachineRef tm);
 /* ---- llvm_split.c: one module as several objects, compiled at once ----
  * Compiles the verified, unoptimised module mod of context lc (both consumed: disposed) into
  * object files <dir>/kernelK.o, K < *nobj (obj[K]): the parts of kiln_body (kiln_body.partN,
- * each with the outlined functions only it uses) are dealt out by size over up to `threads`
- * modules (0: kiln_cg_threads(); at most KILN_CG_MAX_OBJECTS), each optimised with O3 and
- * compiled by a thread of its own in an LLVM context of its own. Fewer than two parts, or one
- * thread, give one object, compiled as before. tm stays the caller's. */
+ * each with the outlined functions only it uses) are dealt out by size over up to
+ * KILN_CG_MAX_OBJECTS modules, each optimised with O3 and compiled in an LLVM context of its
+ * own by one of `threads` threads (0: kiln_cg_threads()). Fewer than two parts, or one thread,
+ * give one object, compiled as before. tm stays the caller's. */
 #define KILN_CG_MAX_OBJECTS 8 /* kiln_cg_cc_shared takes the first object and 7 more */
 enum kiln_status kiln_cg_llvm_split_objects(kiln_ctx *ctx, const struct kiln_target *t,
                                             LLVMContextRef lc, LLVMModuleRef mod,

@@ -5,14 +5,16 @@
  * independent functions called in order by kiln_body, so they are dealt out over several
  * modules: each function belongs to a unit (a part, with the outlined parallel bodies and
  * other functions only it uses, or unit 0: kiln_kernel, kiln_body, the tables and whatever
- * several units share); units go to modules by size (instructions before optimisation), the
- * largest first to the least loaded. The module is written as bitcode once; every other
+ * several units share); units go to up to KILN_CG_MAX_OBJECTS modules by size (instructions
+ * before optimisation), the largest first to the least loaded, and the threads take modules,
+ * largest first, as they become free (a part's instructions foretell its time only roughly:
+ * two modules of equal size took 3.4 and 14 s). The module is written as bitcode once; every other
  * module is read back from it in an LLVM context of its own, and keeps only its functions'
  * bodies (the others become declarations) and no global's initializer (module 0 defines
  * them). What one module uses of another's (a part called by kiln_body, a string of the
  * tables) gets hidden external linkage instead of internal, so the objects link into one
  * shared object and export nothing new. Each module is optimised with the same O3 pipeline
- * and written to its own object by its own thread with its own target machine. */
+ * and written to its own object with its own target machine. */
 #include "llvm_cg.h"
 
 #include <llvm-c/Analysis.h>
@@ -20,6 +22,7 @@
 #include <llvm-c/BitWriter.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,7 @@ struct split {
     uint64_t     *cost;   /* per unit: instructions */
     uint32_t     *module; /* per unit: the module it goes to */
     uint32_t      nmod;
+    uint64_t      load[KILN_CG_MAX_OBJECTS]; /* per module: instructions */
 };
 
 static int64_t
@@ -125,7 +129,7 @@ fn_module(const struct split *S, LLVMValueRef f)
 static void
 deal_units(struct split *S, uint32_t nmod)
 {
-    uint64_t load[KILN_CG_MAX_OBJECTS] = {0};
+    uint64_t *load = S->load;
     for (uint32_t i = 0; i < S->nfn; i++) {
         uint64_t n = 0;
         for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(S->fn[i]); bb;
@@ -294,6 +298,29 @@ run_job(void *arg)
         job_fail(J, "cannot write an object file", msg);
     else if (msg)
         LLVMDisposeMessage(msg);
+    if (J->k != 0) { /* a copy: its memory back at once */
+        LLVMDisposeModule(J->mod);
+        LLVMContextDispose(J->lc);
+        J->mod = NULL;
+        J->lc = NULL;
+    }
+    return NULL;
+}
+
+struct queue {
+    struct job *J;
+    uint32_t    order[KILN_CG_MAX_OBJECTS]; /* modules, largest first */
+    uint32_t    n;
+    atomic_uint next;
+};
+
+/* A compiling thread: modules until none is left. */
+static void *
+run_queue(void *arg)
+{
+    struct queue *Q = arg;
+    for (uint32_t i; (i = atomic_fetch_add(&Q->next, 1)) < Q->n;)
+        run_job(&Q->J[Q->order[i]]);
     return NULL;
 }
 
@@ -348,7 +375,9 @@ kiln_cg_llvm_split_objects(kiln_ctx *ctx, const struct kiln_target *t, LLVMConte
             S.fn[n++] = f;
     S.nunit = 1;
     find_units(&S);
-    uint32_t nmod = S.nunit - 1 < want ? S.nunit - 1 : want; /* parts */
+    /* more modules than threads (up to one per part), taken largest first by whichever thread
+     * is free: instructions before optimisation foretell its time only roughly */
+    uint32_t nmod = S.nunit - 1 < KILN_CG_MAX_OBJECTS ? S.nunit - 1 : KILN_CG_MAX_OBJECTS;
     if (nmod < 2) {
         free(S.fn);
         free(S.unit);
@@ -358,11 +387,26 @@ kiln_cg_llvm_split_objects(kiln_ctx *ctx, const struct kiln_target *t, LLVMConte
     }
     deal_units(&S, nmod);
     export_shared(&S, mod);
-    struct job          J[KILN_CG_MAX_OBJECTS] = {0};
-    pthread_t           tid[KILN_CG_MAX_OBJECTS];
-    bool                started[KILN_CG_MAX_OBJECTS] = {0};
-    enum kiln_status    st = KILN_OK;
+    struct job       J[KILN_CG_MAX_OBJECTS] = {0};
+    pthread_t        tid[KILN_CG_MAX_OBJECTS];
+    bool             started[KILN_CG_MAX_OBJECTS] = {0};
+    enum kiln_status st = KILN_OK;
+    /* the other modules keep no initializer: written without them (a network's weights are
+     * most of the module), then put back */
+    uint32_t ng = 0;
+    for (LLVMValueRef g = LLVMGetFirstGlobal(mod); g; g = LLVMGetNextGlobal(g))
+        ng++;
+    LLVMValueRef *init = calloc(ng + 1, sizeof *init);
+    uint32_t      gi = 0;
+    for (LLVMValueRef g = LLVMGetFirstGlobal(mod); init && g; g = LLVMGetNextGlobal(g), gi++)
+        if ((init[gi] = LLVMGetInitializer(g)) != NULL)
+            LLVMSetInitializer(g, LLVMConstNull(LLVMTypeOf(init[gi])));
     LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(mod);
+    gi = 0;
+    for (LLVMValueRef g = LLVMGetFirstGlobal(mod); init && g; g = LLVMGetNextGlobal(g), gi++)
+        if (init[gi])
+            LLVMSetInitializer(g, init[gi]);
+    free(init);
     if (!bc)
         st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: cannot write the module's bitcode");
     for (uint32_t k = 0; k < nmod; k++) {
@@ -376,16 +420,24 @@ kiln_cg_llvm_split_objects(kiln_ctx *ctx, const struct kiln_target *t, LLVMConte
             st = ctx->err.status;
         }
     }
-    for (uint32_t k = 1; st == KILN_OK && k < nmod; k++)
-        started[k] = pthread_create(&tid[k], NULL, run_job, &J[k]) == 0;
+    struct queue Q = {.J = J, .n = nmod};
+    atomic_init(&Q.next, 0);
+    for (uint32_t k = 0; k < nmod; k++)
+        Q.order[k] = k;
+    for (uint32_t a = 1; a < nmod; a++) /* largest first; equal loads in module order */
+        for (uint32_t b = a; b > 0 && S.load[Q.order[b]] > S.load[Q.order[b - 1]]; b--) {
+            uint32_t x = Q.order[b];
+            Q.order[b] = Q.order[b - 1];
+            Q.order[b - 1] = x;
+        }
+    uint32_t nthread = want < nmod ? want : nmod;
+    for (uint32_t k = 1; st == KILN_OK && k < nthread; k++)
+        started[k] = pthread_create(&tid[k], NULL, run_queue, &Q) == 0;
     if (st == KILN_OK)
-        run_job(&J[0]);
-    for (uint32_t k = 1; st == KILN_OK && k < nmod; k++) {
+        run_queue(&Q); /* and the rest, should a thread not start */
+    for (uint32_t k = 1; k < nthread; k++)
         if (started[k])
             pthread_join(tid[k], NULL);
-        else
-            run_job(&J[k]); /* no thread: here, after the others */
-    }
     for (uint32_t k = 0; k < nmod; k++) {
         if (st == KILN_OK && J[k].msg) {
             st = KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: module %u of %u: %s", k, nmod,

@@ -1990,8 +1990,8 @@ test_interp(void)
 }
 
 /* A module of many root statements (a parallel convolution, then a chain of 100 elementwise
- * statements: four kiln_body parts) compiled as one object and split over 2 and 3 modules
- * compiled at once (llvm_split.c): each computes what the reference interpreter computes. */
+ * statements: four kiln_body parts) compiled as one object on one thread, and as four objects
+ * on 2 and 3 threads (llvm_split.c): each computes what the reference interpreter computes. */
 static void
 test_split_modules(void)
 {
@@ -2046,7 +2046,7 @@ test_split_modules(void)
         }
         unlink(path);
         printf("  %u threads: %u objects\n", threads, ctx->cg_objects);
-        CHECK_EQ_INT(threads, ctx->cg_objects);
+        CHECK_EQ_INT(threads == 1 ? 1 : 4, ctx->cg_objects); /* one per part */
         uint32_t  nm = kiln_module_nargs(m);
         float    *buf[4] = {0};
         DLTensor  t[4];
