@@ -108,6 +108,11 @@ kiln_cg_dl_type(enum kiln_dtype dt, uint8_t *code, uint8_t *bits)
     *code = kDLInt;
 }
 
+/* Threads compile-time work runs on when nothing says otherwise (the LLVM backend's parts,
+ * the tuner's predictions): OMP_NUM_THREADS when it is a positive number (what the compiled
+ * modules run on), else the online CPUs; 1 to 64. */
+uint32_t kiln_cg_threads(void);
+
 /* Runs argv (searching PATH when argv[0] has no slash), collecting its stdout and stderr into
  * *log (arena, at most about 1 MiB); returns its exit status (128 + signal when killed) or -1
  * when it could not be run (errno set). The C compiler and ptxas run through it. */

@@ -1480,9 +1480,34 @@ check_func(struct cg *cg)
     return KILN_OK;
 }
 
+LLVMErrorRef
+kiln_cg_llvm_o3(LLVMModuleRef mod, LLVMTargetMachineRef tm)
+{
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+    LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
+    LLVMErrorRef err = LLVMRunPasses(mod, "default<O3>", tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    return err;
+}
+
+enum kiln_status
+kiln_cg_llvm_optimise(kiln_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm)
+{
+    LLVMErrorRef err = kiln_cg_llvm_o3(mod, tm);
+    if (err) {
+        KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: the optimisation pipeline failed");
+        kiln_cg_set_error_detail(ctx, err);
+        return KILN_ERR_BACKEND;
+    }
+    return KILN_OK;
+}
+
 enum kiln_status
 kiln_cg_llvm_build(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln_target *t,
-                   LLVMContextRef lc, LLVMTargetMachineRef tm, LLVMModuleRef *out)
+                   LLVMContextRef lc, LLVMTargetMachineRef tm, bool optimise, LLVMModuleRef *out)
 {
     *out = NULL;
     if (!kiln_ok(ctx))
@@ -1526,16 +1551,7 @@ kiln_cg_llvm_build(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct k
     }
     if (msg)
         LLVMDisposeMessage(msg);
-    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
-    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
-    LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
-    LLVMErrorRef err = LLVMRunPasses(cg.mod, "default<O3>", tm, po);
-    LLVMDisposePassBuilderOptions(po);
-    if (err) {
-        KILN_FAIL(ctx, KILN_ERR_BACKEND, "llvm", "llvm: the optimisation pipeline failed");
-        kiln_cg_set_error_detail(ctx, err);
+    if (optimise && kiln_cg_llvm_optimise(ctx, cg.mod, tm) != KILN_OK) {
         LLVMDisposeModule(cg.mod);
         return KILN_ERR_BACKEND;
     }

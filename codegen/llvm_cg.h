@@ -91,11 +91,27 @@ struct cg {
 };
 
 /* ---- llvm.c: statements, functions, the module ---- */
-/* Builds the module for m in lc (verified, then optimised with O3 for t's target machine tm).
- */
+/* Builds the module for m in lc (verified, then, with optimise, optimised with O3 for t's
+ * target machine tm). */
 enum kiln_status kiln_cg_llvm_build(kiln_ctx *ctx, const struct kiln_cg_module *m,
                                     const struct kiln_target *t, LLVMContextRef lc,
-                                    LLVMTargetMachineRef tm, LLVMModuleRef *out);
+                                    LLVMTargetMachineRef tm, bool optimise, LLVMModuleRef *out);
+/* The O3 pipeline on mod for tm; the module is kept either way. kiln_cg_llvm_o3 touches no
+ * kiln context (for other threads) and returns LLVM's error, or NULL. */
+enum kiln_status kiln_cg_llvm_optimise(kiln_ctx *ctx, LLVMModuleRef mod, LLVMTargetMachineRef tm);
+LLVMErrorRef     kiln_cg_llvm_o3(LLVMModuleRef mod, LLVMTargetMachineRef tm);
+/* ---- llvm_split.c: one module as several objects, compiled at once ----
+ * Compiles the verified, unoptimised module mod of context lc (both consumed: disposed) into
+ * object files <dir>/kernelK.o, K < *nobj (obj[K]): the parts of kiln_body (kiln_body.partN,
+ * each with the outlined functions only it uses) are dealt out by size over up to
+ * KILN_CG_MAX_OBJECTS modules, each optimised with O3 and compiled in an LLVM context of its
+ * own by one of `threads` threads (0: kiln_cg_threads()). Fewer than two parts, or one thread,
+ * give one object, compiled as before. tm stays the caller's. */
+#define KILN_CG_MAX_OBJECTS 8 /* kiln_cg_cc_shared takes the first object and 7 more */
+enum kiln_status kiln_cg_llvm_split_objects(kiln_ctx *ctx, const struct kiln_target *t,
+                                            LLVMContextRef lc, LLVMModuleRef mod,
+                                            LLVMTargetMachineRef tm, uint32_t threads,
+                                            const char *dir, char (*obj)[600], uint32_t *nobj);
 /* Records an error (first wins) and marks the generation failed; returns st. */
 enum kiln_status cg_fail(struct cg *cg, enum kiln_status st, const char *fmt, ...)
     KILN_PRINTF(3, 4);

@@ -40,7 +40,7 @@ extern char **environ;
 
 /* Builds m for t into a new context; on success the caller disposes *mod, *lc and *tm. */
 static enum kiln_status
-build(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln_target *t,
+build(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln_target *t, bool optimise,
       LLVMContextRef *lc, LLVMTargetMachineRef *tm, LLVMModuleRef *mod)
 {
     *lc = NULL;
@@ -49,7 +49,7 @@ build(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln_target *t
     if (!*tm)
         return ctx->err.status;
     *lc = LLVMContextCreate();
-    enum kiln_status st = kiln_cg_llvm_build(ctx, m, t, *lc, *tm, mod);
+    enum kiln_status st = kiln_cg_llvm_build(ctx, m, t, *lc, *tm, optimise, mod);
     if (st != KILN_OK) {
         LLVMContextDispose(*lc);
         LLVMDisposeTargetMachine(*tm);
@@ -88,7 +88,7 @@ kiln_cg_llvm_object(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     LLVMContextRef       lc;
     LLVMTargetMachineRef tm;
     LLVMModuleRef        mod;
-    KILN_TRY(build(ctx, m, t, &lc, &tm, &mod));
+    KILN_TRY(build(ctx, m, t, true, &lc, &tm, &mod));
     enum kiln_status st = emit_object(ctx, tm, mod, path);
     dispose(lc, tm, mod);
     return st;
@@ -102,7 +102,7 @@ kiln_cg_llvm_ir(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kiln
     LLVMTargetMachineRef tm;
     LLVMModuleRef        mod;
     *out = NULL;
-    KILN_TRY(build(ctx, m, t, &lc, &tm, &mod));
+    KILN_TRY(build(ctx, m, t, true, &lc, &tm, &mod));
     char *text = LLVMPrintModuleToString(mod);
     *out = kiln_arena_strdup(ctx, text);
     LLVMDisposeMessage(text);
@@ -205,18 +205,26 @@ kiln_cg_llvm_shared(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct 
     LLVMContextRef       lc;
     LLVMTargetMachineRef tm;
     LLVMModuleRef        mod;
-    KILN_TRY(build(ctx, m, t, &lc, &tm, &mod));
-    char dir[512], obj[600];
+    KILN_TRY(build(ctx, m, t, false, &lc, &tm, &mod));
+    char dir[512], obj[KILN_CG_MAX_OBJECTS][600];
     if (kiln_cg_mkdtemp(ctx, "llvm", dir, sizeof dir) != KILN_OK) {
         dispose(lc, tm, mod);
         return ctx->err.status;
     }
-    snprintf(obj, sizeof obj, "%s/kernel.o", dir);
-    enum kiln_status st = emit_object(ctx, tm, mod, obj);
-    dispose(lc, tm, mod);
-    if (st == KILN_OK)
-        st = kiln_cg_cc_shared(ctx, "llvm", NULL, 0, obj, path);
-    unlink(obj);
+    /* optimised and compiled in parts at once (llvm_split.c); mod and lc are consumed */
+    uint32_t         nobj = 0;
+    enum kiln_status st =
+        kiln_cg_llvm_split_objects(ctx, t, lc, mod, tm, ctx->cg_threads, dir, obj, &nobj);
+    LLVMDisposeTargetMachine(tm);
+    ctx->cg_objects = nobj;
+    if (st == KILN_OK) {
+        const char *more[KILN_CG_MAX_OBJECTS];
+        for (uint32_t i = 1; i < nobj; i++)
+            more[i - 1] = obj[i];
+        st = kiln_cg_cc_shared(ctx, "llvm", more, (int)nobj - 1, obj[0], path);
+    }
+    for (uint32_t i = 0; i < nobj; i++)
+        unlink(obj[i]);
     rmdir(dir);
     return st;
 }
@@ -279,7 +287,7 @@ kiln_cg_llvm_jit(kiln_ctx *ctx, const struct kiln_cg_module *m, const struct kil
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMModuleRef               mod;
     enum kiln_status            st =
-        kiln_cg_llvm_build(ctx, m, t, LLVMOrcThreadSafeContextGetContext(tsc), tm, &mod);
+        kiln_cg_llvm_build(ctx, m, t, LLVMOrcThreadSafeContextGetContext(tsc), tm, true, &mod);
     if (st != KILN_OK) {
         LLVMOrcDisposeThreadSafeContext(tsc);
         LLVMDisposeTargetMachine(tm);

@@ -47,7 +47,8 @@ const uint8_t kiln_op_cost[KILN_OP_COUNT] = {
 static const char *
 opname(enum kiln_op op)
 {
-    static char lower[KILN_OP_COUNT][16];
+    static _Thread_local char lower[KILN_OP_COUNT]
+                                   [16]; /* per thread: predictions print in parallel */
     if (!lower[op][0]) {
         const char *s = kiln_op_name[op];
         size_t      i = 0;

@@ -5,6 +5,8 @@
 #include "tuner.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,27 +89,236 @@ task_budget(const struct kiln_tasks *tasks, uint32_t i, struct kiln_predict_opts
     o->generations = KILN_PREDICT_GENERATIONS;
 }
 
-enum kiln_status
-kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *target,
-                    struct kiln_db *const *db, uint32_t ndb, struct kiln_cost_model *cm,
-                    uint64_t seed, struct kiln_schedule *out, struct kiln_schedule_report *rep,
-                    struct kiln_tuned_task **info)
+/* ---- predicting tasks on several threads ----
+ * Contexts are not shared between threads, so each predicting thread has its own: its own
+ * context, the task graphs parsed from their text there (kiln_graph_print, as records and the
+ * distributed workers carry them), and its own copy of the model (kiln_cm_save, kiln_cm_load).
+ * Each task is predicted in a fresh context, so what a task gets depends neither on the thread
+ * nor on the tasks predicted before it; results are schedule JSON, parsed back in the caller's
+ * context in task order. The single-threaded case runs the same code on the calling thread. */
+
+struct pjob {
+    const char              *graph; /* the task graph's text (caller's context) */
+    struct kiln_predict_opts po;
+    char                    *json; /* malloc'ed: the prediction; NULL: none lowered */
+    enum kiln_status         st;   /* KILN_OK, or the failure below */
+    struct kiln_error        err;  /* the failure's error (detail dropped) */
+};
+
+struct ppool {
+    const struct kiln_hw   *hw;
+    const char             *model; /* kiln_cm_save'd bytes, or NULL: use cm */
+    size_t                  model_len;
+    struct kiln_cost_model *cm; /* the caller's, when model is NULL (calling thread only) */
+    struct kiln_ctx_params  cp;
+    struct pjob            *job;
+    uint32_t                njob;
+    atomic_uint             next;
+};
+
+/* One task with model cm (whose context is mctx), in a context of its own: the JSON of its
+ * prediction into j. */
+static void
+predict_job(const struct ppool *P, kiln_ctx *mctx, struct kiln_cost_model *cm, struct pjob *j)
 {
-    memset(out, 0, sizeof *out);
-    rep->ntasks = rep->from_records = rep->predicted = rep->serial = 0;
-    struct kiln_target tgt;
-    KILN_TRY(kiln_cg_target_parse(ctx, target ? target : "llvm", &tgt));
-    const char    *tstr = kiln_cg_target_str(ctx, &tgt);
-    struct kiln_hw hw;
-    kiln_hw_from_target(&tgt, &hw);
-    struct kiln_tasks tasks;
-    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
-    struct kiln_tuned_task *ti = kiln_arena_alloc(ctx, sizeof *ti * (tasks.n ? tasks.n : 1));
-    if (!ti)
-        return ctx->err.status;
-    rep->ntasks = tasks.n;
-    for (uint32_t i = 0; i < tasks.n; i++) {
-        struct kiln_task *t = &tasks.task[i];
+    kiln_ctx            *tctx = kiln_ctx_new(&P->cp);
+    struct kiln_graph   *tg = NULL;
+    struct kiln_schedule ts = {0};
+    struct kiln_buf      b = {0};
+    bool                 found = false;
+    enum kiln_status     st = KILN_ERR_NOMEM;
+    if (tctx)
+        st = kiln_graph_parse(tctx, j->graph, strlen(j->graph), "task", &tg);
+    if (st == KILN_OK)
+        st = kiln_predict_task(tctx, tg, P->hw, cm, &j->po, &ts, &found, NULL);
+    if (st == KILN_OK && found && (st = kiln_sched_to_json(tctx, &ts, &b)) == KILN_OK
+        && !(j->json = strdup(b.data)))
+        st = KILN_ERR_NOMEM;
+    j->st = st;
+    if (st != KILN_OK) {
+        const struct kiln_error *e = tctx ? kiln_ctx_error(tctx) : NULL;
+        if (!e)
+            e = kiln_ctx_error(mctx); /* the model's */
+        if (e)
+            j->err = *e;
+        else
+            snprintf(j->err.msg, sizeof j->err.msg, "out of memory predicting a task");
+        j->err.status = st;
+        j->err.detail = NULL;
+    }
+    kiln_ctx_free(tctx);
+}
+
+/* A predicting thread: its own copy of the model (in a context of its own), then jobs until
+ * none is left, each in a fresh context: a context that predicted other tasks before could
+ * pick differently (what a scratch scope leaves behind is not all rolled back), and the
+ * result must not depend on which thread took which task. */
+static void *
+ppool_worker(void *arg)
+{
+    struct ppool           *P = arg;
+    kiln_ctx               *mctx = kiln_ctx_new(&P->cp);
+    struct kiln_cost_model *cm = NULL;
+    enum kiln_status        st = KILN_ERR_NOMEM;
+    if (mctx && P->model && (cm = kiln_cm_new(mctx, 0)) != NULL)
+        st = kiln_cm_load(cm, P->model, P->model_len, "the cost model");
+    else if (mctx && !P->model)
+        st = KILN_OK; /* the caller's model, on the calling thread */
+    for (uint32_t i; (i = atomic_fetch_add(&P->next, 1)) < P->njob;) {
+        struct pjob *j = &P->job[i];
+        if (st == KILN_OK) {
+            predict_job(P, mctx, cm ? cm : P->cm, j);
+            continue;
+        }
+        j->st = st;
+        j->err.status = st;
+        const struct kiln_error *e = mctx ? kiln_ctx_error(mctx) : NULL;
+        snprintf(j->err.msg, sizeof j->err.msg, "%s",
+                 e ? e->msg : "out of memory starting a predicting thread");
+        j->err.pass = "schedule";
+    }
+    kiln_cm_free(cm);
+    kiln_ctx_free(mctx);
+    return NULL;
+}
+
+/* Threads predicting at once: `asked`, else kiln_cg_threads() (OMP_NUM_THREADS, else the online
+ * CPUs); at most njob. */
+static uint32_t
+predict_threads(uint32_t asked, uint32_t njob)
+{
+    uint32_t n = asked ? asked : kiln_cg_threads();
+    if (n > 64)
+        n = 64;
+    return n < njob ? n : (njob ? njob : 1);
+}
+
+/* Predicts the njob jobs on up to `threads` threads (0: predict_threads' default). A model that
+ * cannot be copied (untrained) or a caller's allocator (which may not be thread-safe) keeps it to
+ * the calling thread. Fails only for the pool itself (memory, threads); each job's own failure
+ * is in the job. */
+static enum kiln_status
+predict_jobs(kiln_ctx *ctx, const struct kiln_hw *hw, struct kiln_cost_model *cm, struct pjob *job,
+             uint32_t njob, uint32_t threads)
+{
+    if (!njob)
+        return KILN_OK;
+    struct ppool P = {.hw = hw, .cm = cm, .job = job, .njob = njob};
+    P.cp.alloc = ctx->alloc;
+    P.cp.alloc_ud = ctx->alloc_ud;
+    atomic_init(&P.next, 0);
+    struct kiln_buf mb = {0};
+    uint32_t        nt = predict_threads(threads, njob);
+    if (kiln_cm_save(cm, &mb) == KILN_OK) {
+        P.model = mb.data;
+        P.model_len = mb.len;
+    } else {
+        kiln_ctx_error_clear(ctx);
+        nt = 1;
+    }
+    if (ctx->alloc)
+        nt = 1;
+    pthread_t *tid = nt > 1 ? calloc(nt - 1, sizeof *tid) : NULL;
+    uint32_t   started = 0;
+    for (; tid && started < nt - 1; started++)
+        if (pthread_create(&tid[started], NULL, ppool_worker, &P) != 0)
+            break; /* fewer threads: the calling thread and the started ones do the rest */
+    ppool_worker(&P);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    free(tid);
+    return KILN_OK;
+}
+
+/* Whether any database holds a record of task t for target tstr. */
+static bool
+any_record(void *ud, const struct kiln_record *r, const char *bad)
+{
+    (void)r;
+    (void)bad;
+    *(bool *)ud = true;
+    return false;
+}
+
+/* The job of task i: its text and budget. */
+static enum kiln_status
+job_of(kiln_ctx *ctx, const struct kiln_tasks *tasks, uint32_t i, uint64_t seed, struct pjob *j)
+{
+    memset(j, 0, sizeof *j);
+    KILN_TRY(kiln_graph_print(ctx, tasks->task[i].g, 0, &j->graph));
+    task_budget(tasks, i, &j->po);
+    j->po.seed = seed * 0x9e3779b97f4a7c15ull + tasks->task[i].hash;
+    return KILN_OK;
+}
+
+/* Tasks [i, e), all without a record, with their predictions at once: *ok when the whole
+ * graph lowers with every one of them, and then *out has them (renamed onto every occurrence)
+ * and *npred counts them. Not tried (*ok false) when one of them failed. */
+static enum kiln_status
+batch(kiln_ctx *ctx, const struct kiln_graph *g, const struct kiln_tasks *tasks, uint32_t i,
+      uint32_t e, const struct pjob *job, const uint32_t *jix, struct kiln_schedule *out, bool *ok,
+      uint32_t *npred)
+{
+    *ok = false;
+    *npred = 0;
+    for (uint32_t k = i; k < e; k++)
+        if (job[jix[k]].st != KILN_OK)
+            return KILN_OK;
+    struct kiln_schedule all = {0};
+    KILN_TRY(sched_append(ctx, &all, out));
+    for (uint32_t k = i; k < e; k++) {
+        const struct pjob *j = &job[jix[k]];
+        if (!j->json)
+            continue;
+        struct kiln_schedule ts = {0};
+        KILN_TRY(kiln_sched_from_json(ctx, j->json, strlen(j->json), &ts));
+        for (uint32_t o = 0; o < tasks->task[k].ninst; o++) {
+            struct kiln_schedule r = {0};
+            KILN_TRY(kiln_task_rename(ctx, g, &tasks->task[k], o, &ts, &r));
+            KILN_TRY(sched_append(ctx, &all, &r));
+        }
+        ++*npred;
+    }
+    if ((*ok = lowers(ctx, g, &all)))
+        *out = all;
+    return KILN_OK;
+}
+
+/* The tasks in order: records, else the prediction (job[jix[i]], or predicted here when records
+ * exist but none applied), else the serial default. */
+static enum kiln_status
+schedule_tasks(kiln_ctx *ctx, const struct kiln_graph *g, const char *tstr,
+               const struct kiln_hw *hw, const struct kiln_tasks *tasks, struct kiln_db *const *db,
+               uint32_t ndb, struct kiln_cost_model *cm, uint64_t seed, struct pjob *job,
+               const uint32_t *jix, struct kiln_schedule *out, struct kiln_schedule_report *rep,
+               struct kiln_tuned_task *ti)
+{
+    uint32_t one_by_one = 0; /* tasks before it go one by one: their batch did not lower */
+    for (uint32_t i = 0; i < tasks->n; i++) {
+        const struct kiln_task *t = &tasks->task[i];
+        /* a run of tasks without a record is first tried at once: one lowering of the whole
+         * graph instead of one per task (DenseNet-121: 125, 45 s); when it does not lower,
+         * they go one by one as below */
+        uint32_t e = i;
+        while (i >= one_by_one && e < tasks->n && jix[e] != KILN_NONE)
+            e++;
+        if (e > i + 1) {
+            bool     ok;
+            uint32_t npred;
+            KILN_TRY(batch(ctx, g, tasks, i, e, job, jix, out, &ok, &npred));
+            if (ok) {
+                for (uint32_t k = i; k < e; k++) {
+                    memset(&ti[k], 0, sizeof ti[k]);
+                    ti[k].key = tasks->task[k].key;
+                    ti[k].occurrences = tasks->task[k].ninst;
+                }
+                rep->predicted += npred;
+                rep->serial += e - i - npred;
+                i = e - 1;
+                continue;
+            }
+            one_by_one = e;
+        }
         /* records: the fastest that applies everywhere across the databases (the first
          * database's on equal times), else the first that applies somewhere */
         struct kiln_schedule best = *out, part = *out;
@@ -143,12 +354,26 @@ kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *targe
             continue;
         }
         /* predicted: renamed onto every occurrence; the whole graph must still lower */
-        struct kiln_predict_opts po;
-        task_budget(&tasks, i, &po);
-        po.seed = seed * 0x9e3779b97f4a7c15ull + t->hash;
-        struct kiln_schedule ts = {0}, all = *out;
-        bool                 found = false;
-        KILN_TRY(kiln_predict_task(ctx, t->g, &hw, cm, &po, &ts, &found, NULL));
+        struct pjob here, *j = jix[i] != KILN_NONE ? &job[jix[i]] : &here;
+        if (j == &here) { /* its records all failed to apply */
+            struct kiln_scratch sc = kiln_scratch_begin(ctx);
+            enum kiln_status    st = job_of(ctx, tasks, i, seed, &here);
+            if (st == KILN_OK)
+                st = predict_jobs(ctx, hw, cm, &here, 1, 1);
+            kiln_scratch_end(ctx, sc);
+            KILN_TRY(st);
+        }
+        struct kiln_schedule ts = {0}, all;
+        enum kiln_status     st = j->st;
+        bool                 found = j->json != NULL;
+        if (st != KILN_OK)
+            st = KILN_FAIL(ctx, st, j->err.pass ? j->err.pass : "schedule", "%s",
+                           j->err.msg[0] ? j->err.msg : "the prediction failed");
+        else if (found)
+            st = kiln_sched_from_json(ctx, j->json, strlen(j->json), &ts);
+        if (j == &here)
+            free(here.json);
+        KILN_TRY(st);
         if (!found) {
             rep->serial++;
             continue;
@@ -167,9 +392,58 @@ kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *targe
             rep->serial++;
         }
     }
-    if (info)
-        *info = ti;
     return KILN_OK;
+}
+
+enum kiln_status
+kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *target,
+                    struct kiln_db *const *db, uint32_t ndb, struct kiln_cost_model *cm,
+                    uint64_t seed, uint32_t threads, struct kiln_schedule *out,
+                    struct kiln_schedule_report *rep, struct kiln_tuned_task **info)
+{
+    memset(out, 0, sizeof *out);
+    rep->ntasks = rep->from_records = rep->predicted = rep->serial = 0;
+    struct kiln_target tgt;
+    KILN_TRY(kiln_cg_target_parse(ctx, target ? target : "llvm", &tgt));
+    const char    *tstr = kiln_cg_target_str(ctx, &tgt);
+    struct kiln_hw hw;
+    kiln_hw_from_target(&tgt, &hw);
+    struct kiln_tasks tasks;
+    KILN_TRY(kiln_tasks_extract(ctx, g, &tasks));
+    uint32_t                n = tasks.n ? tasks.n : 1;
+    struct kiln_tuned_task *ti = kiln_arena_alloc(ctx, sizeof *ti * n);
+    uint32_t               *jix = kiln_arena_alloc(ctx, sizeof *jix * n);
+    if (!ti || !jix)
+        return ctx->err.status;
+    rep->ntasks = tasks.n;
+    /* the tasks no database has a record of are predicted first, all at once on several
+     * threads; the walk in task order below then takes their results */
+    struct pjob *job = calloc(n, sizeof *job);
+    uint32_t     njob = 0;
+    if (!job)
+        return KILN_FAIL(ctx, KILN_ERR_NOMEM, "schedule", "out of memory");
+    struct kiln_scratch sc = kiln_scratch_begin(ctx);
+    enum kiln_status    st = KILN_OK;
+    for (uint32_t i = 0; i < tasks.n && st == KILN_OK; i++) {
+        bool rec = false;
+        jix[i] = KILN_NONE;
+        for (uint32_t d = 0; d < ndb && st == KILN_OK && !rec; d++)
+            st = kiln_db_each_ranked(db[d], tasks.task[i].key, tstr, any_record, &rec);
+        if (st == KILN_OK && cm && !rec
+            && (st = job_of(ctx, &tasks, i, seed, &job[njob])) == KILN_OK)
+            jix[i] = njob++;
+    }
+    if (st == KILN_OK)
+        st = predict_jobs(ctx, &hw, cm, job, njob, threads);
+    kiln_scratch_end(ctx, sc); /* the texts and the model's copy */
+    if (st == KILN_OK)
+        st = schedule_tasks(ctx, g, tstr, &hw, &tasks, db, ndb, cm, seed, job, jix, out, rep, ti);
+    for (uint32_t i = 0; i < njob; i++)
+        free(job[i].json);
+    free(job);
+    if (st == KILN_OK && info)
+        *info = ti;
+    return st;
 }
 
 /* The model params ask for: a file, or the one compiled into the library. On failure *why says
@@ -256,7 +530,7 @@ kiln_graph_schedule(kiln_ctx *ctx, const struct kiln_graph *g,
     struct kiln_schedule    s;
     struct kiln_tuned_task *info = NULL;
     if (st == KILN_OK)
-        st = kiln_schedule_graph(ctx, g, p.target, db, p.ndb, cm, p.seed ? p.seed : 1, &s, &r,
+        st = kiln_schedule_graph(ctx, g, p.target, db, p.ndb, cm, p.seed ? p.seed : 1, 0, &s, &r,
                                  &info);
     r.tasks = info;
     kiln_cm_free(cm);

@@ -676,10 +676,12 @@ enum kiln_status kiln_tuned_schedule(kiln_ctx *ctx, const struct kiln_graph *g, 
  * (the others keep the default schedule); a task with no record is predicted with cm (NULL:
  * none is) when the prediction lowers at every occurrence, else keeps the serial default. *rep
  * counts them (its model and warning untouched). *info (may be NULL, ctx-owned, rep->ntasks
- * entries) says which record each task got. */
+ * entries) says which record each task got. The tasks no database has a record of are predicted
+ * on `threads` threads at once (0: OMP_NUM_THREADS when set, else the online CPUs), each in a
+ * context of its own: the result does not depend on the count. */
 enum kiln_status kiln_schedule_graph(kiln_ctx *ctx, const struct kiln_graph *g, const char *target,
                                      struct kiln_db *const *db, uint32_t ndb,
-                                     struct kiln_cost_model *cm, uint64_t seed,
+                                     struct kiln_cost_model *cm, uint64_t seed, uint32_t threads,
                                      struct kiln_schedule *out, struct kiln_schedule_report *rep,
                                      struct kiln_tuned_task **info);
 

@@ -451,6 +451,11 @@ kiln_cm_load(struct kiln_cost_model *m, const void *data, size_t len, const char
                        msg && *msg ? msg : "(no message)");
         goto out;
     }
+    /* a loaded booster would otherwise predict on OpenMP's default thread count: every core,
+     * under each of kiln_graph_schedule's predicting threads */
+    char nth[16];
+    snprintf(nth, sizeof nth, "%d", m->p.nthread);
+    XGB(ctx, XGBoosterSetParam(b, "nthread", nth));
     bst_ulong nfeat = 0;
     XGB(ctx, XGBoosterGetNumFeature(b, &nfeat));
     if (nfeat != (bst_ulong)KILN_FEAT_DIM) {

@@ -56,7 +56,9 @@ struct kiln_ctx {
     uint32_t         symmask;
     /* compile settings (codegen/driver.c) */
     bool     no_memplan;
-    uint32_t tmp_dir; /* interned directory for temporary files; 0: P_tmpdir */
+    uint32_t tmp_dir;    /* interned directory for temporary files; 0: P_tmpdir */
+    uint32_t cg_threads; /* threads compiling a shared object (codegen/llvm_split.c); 0: default */
+    uint32_t cg_objects; /* objects the last LLVM shared object was linked from */
 };
 
 /* Raw allocation through the context's allocator; NULL on failure (no error recorded). */

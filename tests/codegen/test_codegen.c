@@ -1989,6 +1989,113 @@ test_interp(void)
     kiln_ctx_free(ctx);
 }
 
+/* A module of many root statements (a parallel convolution, then a chain of 100 elementwise
+ * statements: four kiln_body parts) compiled as one object on one thread, and as four objects
+ * on 2 and 3 threads (llvm_split.c): each computes what the reference interpreter computes. */
+static void
+test_split_modules(void)
+{
+    char  *text = NULL;
+    size_t len = 0;
+    FILE  *fp = open_memstream(&text, &len);
+    fputs("input x: f32[1, 8, 10, 10]\nweight W: f32[16, 8, 3, 3]\n"
+          "y[n, k, h, w] += x[n, c, h + r, w + s] * W[k, c, r, s] where h < 8, w < 8\n",
+          fp);
+    const char *prev = "y";
+    char        name[16];
+    for (int i = 0; i < 100; i++) {
+        fprintf(fp, "z%d[n, k, h, w] = %s[n, k, h, w] * 0.75 + %d.0\n", i, prev, i % 5 - 2);
+        snprintf(name, sizeof name, "z%d", i);
+        prev = name;
+    }
+    fprintf(fp, "output %s\noutput y\n", prev);
+    fclose(fp);
+    const char *sched = "{\"steps\": [{\"op\": \"parallel\", \"stage\": \"y\", \"iter\": \"k\"}]}";
+    kiln_ctx   *ctx = kiln_ctx_new(NULL);
+    struct kiln_graph *g = PARSE(ctx, text);
+    char               dir[] = "/tmp/kiln-split-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    struct kiln_rng rng = kiln_rng_new(opt_seed());
+    uint32_t        na = g ? kiln_graph_nargs(g) : 0, no = g ? kiln_graph_noutputs(g) : 0;
+    double         *in[2] = {0}, *ref[2] = {0};
+    for (uint32_t i = 0; g && i < na && i < 2; i++) {
+        int64_t n = kiln_graph_tensor_numel(g, kiln_graph_arg(g, i));
+        in[i] = malloc(sizeof(double) * (size_t)n);
+        for (int64_t e = 0; e < n; e++)
+            in[i][e] = kiln_rng_uniform(&rng) * 2 - 1;
+    }
+    for (uint32_t i = 0; g && i < no && i < 2; i++)
+        ref[i] =
+            malloc(sizeof(double) * (size_t)kiln_graph_tensor_numel(g, kiln_graph_output(g, i)));
+    CHECK_EQ_INT(2, na);
+    CHECK_EQ_INT(2, no);
+    if (!g || na != 2 || no != 2
+        || kiln_graph_eval(ctx, g, (const double *const *)in, ref) != KILN_OK)
+        goto out;
+    for (uint32_t threads = 1; threads <= 3; threads++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s/split%u.so", dir, threads);
+        ctx->cg_threads = threads;
+        struct kiln_compile_options o = {.schedule_json = sched, .schedule_len = strlen(sched)};
+        struct kiln_module         *m = NULL;
+        if (kiln_graph_compile(ctx, g, &o, path, NULL) != KILN_OK
+            || kiln_module_load(ctx, path, &m) != KILN_OK) {
+            report(ctx, "split", "compile and load");
+            unlink(path);
+            break;
+        }
+        unlink(path);
+        printf("  %u threads: %u objects\n", threads, ctx->cg_objects);
+        CHECK_EQ_INT(threads == 1 ? 1 : 4, ctx->cg_objects); /* one per part */
+        uint32_t  nm = kiln_module_nargs(m);
+        float    *buf[4] = {0};
+        DLTensor  t[4];
+        DLTensor *a[4];
+        CHECK_EQ_INT(4, nm);
+        for (uint32_t i = 0; i < nm && i < 4; i++) {
+            struct kiln_module_arg ma;
+            CHECK_EQ_INT(KILN_OK, kiln_module_arg(m, i, &ma));
+            buf[i] = aligned_alloc(64, (size_t)(ma.bytes + 63) / 64 * 64);
+            t[i] =
+                (DLTensor){buf[i], {kDLCPU, 0}, ma.ndim, ma.dl_dtype, (int64_t *)ma.shape, NULL, 0};
+            a[i] = &t[i];
+            uint32_t tensor = kiln_graph_find(g, ma.name);
+            for (uint32_t k = 0; k < 2; k++)
+                if (kiln_graph_arg(g, k) == tensor)
+                    for (int64_t e = 0; e < ma.bytes / 4; e++)
+                        buf[i][e] = (float)in[k][e];
+        }
+        if (nm == 4 && kiln_module_call(ctx, m, a, 4, NULL) == KILN_OK) {
+            double worst = 0;
+            for (uint32_t i = 0; i < nm; i++) {
+                struct kiln_module_arg ma;
+                kiln_module_arg(m, i, &ma);
+                uint32_t tensor = kiln_graph_find(g, ma.name);
+                for (uint32_t k = 0; k < 2; k++)
+                    if (kiln_graph_output(g, k) == tensor)
+                        for (int64_t e = 0; e < ma.bytes / 4; e++)
+                            worst =
+                                fmax(worst, fabs(buf[i][e] - ref[k][e]) / (1 + fabs(ref[k][e])));
+            }
+            printf("  max rel err %.2e\n", worst);
+            CHECK(worst < 1e-5);
+        } else {
+            report(ctx, "split", "kiln_module_call");
+        }
+        for (uint32_t i = 0; i < 4; i++)
+            free(buf[i]);
+        kiln_module_free(m);
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        free(in[i]);
+        free(ref[i]);
+    }
+    rmdir(dir);
+    kiln_ctx_free(ctx);
+    free(text);
+}
+
 static const struct test tests[] = {
     {"target_parse", test_target_parse},
     {"interp", test_interp},
@@ -2011,6 +2118,7 @@ static const struct test tests[] = {
     {"scalar_semantics", test_scalar_semantics},
     {"nomem", test_nomem},
     {"object_and_shared", test_object_and_shared},
+    {"split_modules", test_split_modules},
     {"errors", test_errors},
 };
 

@@ -116,7 +116,7 @@ test_deterministic(void)
         struct kiln_schedule        s;
         struct kiln_schedule_report rep = {0};
         if (cm
-            && kiln_schedule_graph(ctx, g, "llvm", NULL, 0, cm, seeds[r], &s, &rep, NULL)
+            && kiln_schedule_graph(ctx, g, "llvm", NULL, 0, cm, seeds[r], 0, &s, &rep, NULL)
                    == KILN_OK) {
             js[r] = strdup(schedule_json(ctx, &s));
             CHECK_EQ_INT(3, rep.ntasks);
@@ -138,6 +138,59 @@ test_deterministic(void)
         free((char *)js[r]);
 }
 
+/* More tasks than threads: convolutions of two other shapes, an elementwise chain, pooling and
+ * a softmax. */
+static const char many_kg[] = "input x: f32[1, 8, 10, 10]\n"
+                              "weight w1: f32[16, 8, 3, 3]\n"
+                              "weight w2: f32[16, 16, 1, 1]\n"
+                              "c1 = conv2d(x, w1, padding=1)\n"
+                              "r1 = relu(c1)\n"
+                              "c2 = conv2d(r1, w2)\n"
+                              "t = tanh(c2)\n"
+                              "p = max_pool2d(t, kernel=[2, 2], stride=[2, 2])\n"
+                              "f = reshape(p, shape=[1, 400])\n"
+                              "s = softmax(f, axis=1)\n"
+                              "output s\n";
+
+/* Tasks predicted on 1, 2 or 3 threads (each thread its own context and model copy) give
+ * byte-identical schedules, and the threaded one computes the reference's outputs. */
+static void
+test_threads_same(void)
+{
+    const char *const graphs[] = {block_kg, many_kg};
+    for (int gi = 0; gi < 2; gi++) {
+        kiln_ctx               *ctx = kiln_ctx_new(NULL);
+        struct kiln_graph      *g = PARSE(ctx, graphs[gi]);
+        struct kiln_cost_model *cm = g ? synthetic_model(ctx, g, opt_seed()) : NULL;
+        const char             *js[3] = {0};
+        uint32_t                npred[3] = {0};
+        for (uint32_t th = 1; cm && th <= 3; th++) {
+            struct kiln_schedule        s;
+            struct kiln_schedule_report rep = {0};
+            CHECK_EQ_INT(KILN_OK, kiln_schedule_graph(ctx, g, "llvm", NULL, 0, cm, opt_seed(), th,
+                                                      &s, &rep, NULL));
+            js[th - 1] = schedule_json(ctx, &s);
+            npred[th - 1] = rep.predicted;
+            printf("  graph %d, %u threads: %u of %u tasks predicted, %u steps\n", gi, th,
+                   rep.predicted, rep.ntasks, s.nstep);
+            CHECK(rep.predicted >= 2);
+            if (th == 2) {
+                double err = harness_schedule_error(ctx, g, &s, opt_seed());
+                printf("  max rel err %.2e\n", err);
+                CHECK(err < 1e-5);
+            }
+        }
+        for (int k = 1; k < 3; k++) {
+            CHECK(js[0] && js[k]);
+            if (js[0] && js[k])
+                CHECK_EQ_STR(js[0], js[k]);
+            CHECK_EQ_INT(npred[0], npred[k]);
+        }
+        kiln_cm_free(cm);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* Predicted schedules (several seeds and models) compute the reference's outputs, at every
  * occurrence of a task, and compile. */
 static void
@@ -156,7 +209,7 @@ test_predicted_correct(void)
         struct kiln_cost_model     *cm = synthetic_model(ctx, g, opt_seed() + r);
         struct kiln_schedule        s;
         struct kiln_schedule_report rep = {0};
-        CHECK_EQ_INT(KILN_OK, kiln_schedule_graph(ctx, g, NULL, NULL, 0, cm, opt_seed() + r, &s,
+        CHECK_EQ_INT(KILN_OK, kiln_schedule_graph(ctx, g, NULL, NULL, 0, cm, opt_seed() + r, 0, &s,
                                                   &rep, NULL));
         kiln_cm_free(cm);
         CHECK(rep.predicted >= 2);
@@ -316,7 +369,7 @@ test_records_then_predicted(void)
     struct kiln_schedule_report rep = {0};
     struct kiln_tuned_task     *info;
     CHECK_EQ_INT(KILN_OK,
-                 kiln_schedule_graph(ctx, g, NULL, db, 2, cm, opt_seed(), &s, &rep, &info));
+                 kiln_schedule_graph(ctx, g, NULL, db, 2, cm, opt_seed(), 0, &s, &rep, &info));
     CHECK_EQ_INT(1, rep.from_records);
     CHECK_EQ_INT(rep.ntasks - 1, rep.predicted + rep.serial);
     CHECK(rep.predicted >= 1);
@@ -517,6 +570,7 @@ out:
 
 static const struct test tests[] = {
     {"deterministic", test_deterministic},
+    {"threads_same", test_threads_same},
     {"predicted_correct", test_predicted_correct},
     {"serial_is_default", test_serial_is_default},
     {"bad_model_falls_back", test_bad_model_falls_back},
