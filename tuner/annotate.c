@@ -347,7 +347,9 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
         if (nc)
             v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[nc - 1] : pick(rng, c, nc);
     }
-    if (strict || kiln_rng_uniform(rng) < 0.9)
+    int64_t q;
+    if (grouped_vector_knob(sk, op, vec, p, &q) != KILN_NONE
+        && (strict || kiln_rng_uniform(rng) < 0.9)) /* no draw for other ops: their programs stay */
         group_tile(sk, op, lanes, vec, p);
     if (!strict && kiln_rng_uniform(rng) < 0.1)
         return;
