@@ -254,6 +254,65 @@ fill_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struct ki
     }
 }
 
+/* The split knob of op's vector axis under p when that axis is grouped (op->gperiod: a load
+ * reads floordiv(axis, q)) and vectorised, else KILN_NONE; *q gets the period. */
+static uint32_t
+grouped_vector_knob(const struct kiln_sketch *sk, const struct kiln_op_plan *op, const bool *vec,
+                    const struct kiln_prog *p, int64_t *q)
+{
+    if (!tiled(op))
+        return KILN_NONE;
+    uint32_t va = op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]];
+    uint32_t k = op->k_split[va];
+    *q = op->gperiod[va];
+    return *q > 1 && k != KILN_NONE && vec[k] ? k : KILN_NONE;
+}
+
+/* Whether op's vector tile crosses a group: its length does not divide the period. */
+static bool
+crosses_groups(const struct kiln_sketch *sk, const struct kiln_op_plan *op, const bool *vec,
+               const struct kiln_prog *p)
+{
+    int64_t  q;
+    uint32_t k = grouped_vector_knob(sk, op, vec, p, &q);
+    return k != KILN_NONE && q % p->v[sk->knob[k].slot + sk->knob[k].nparts - 1] != 0;
+}
+
+/* A vector tile of a grouped axis (a grouped convolution's output channels k, its input read
+ * at channel (k / Kg) * Cg + rc) that crosses a group boundary reads a different input element
+ * per group of lanes: a gather (scalarised where gathers are slow), where a tile inside one
+ * group reads one element and broadcasts it. Tiles start at multiples of their length, so a
+ * length dividing the group's period keeps every tile inside a group. Such a tile shrinks to
+ * the longest divisor of the period not above its length, a multiple of the lanes when there
+ * is one (Kg = 32 on 16 lanes: 32 or 16; Kg = 4: a 4-lane vector), and the outer parts keep
+ * what still divides the tiles it leaves. */
+static void
+group_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, int lanes, const bool *vec,
+           struct kiln_prog *p)
+{
+    int64_t  q;
+    uint32_t kn = grouped_vector_knob(sk, op, vec, p, &q);
+    if (kn == KILN_NONE || !crosses_groups(sk, op, vec, p))
+        return;
+    const struct kiln_knob *k = &sk->knob[kn];
+    int64_t                *v = &p->v[k->slot], d[512], best = 1, best_lanes = 0;
+    uint32_t                nd = divisors(q, d, KILN_COUNTOF(d)), last = k->nparts - 1;
+    for (uint32_t j = 0; j < nd; j++) {
+        if (d[j] > v[last] || d[j] > KILN_MAX_INNER)
+            continue;
+        best = d[j];
+        if (d[j] % lanes == 0)
+            best_lanes = d[j];
+    }
+    v[last] = best_lanes ? best_lanes : best;
+    int64_t rem = (k->extent + v[last] - 1) / v[last]; /* tiles; the last partial when q does not
+                                                        * divide the extent */
+    for (uint32_t j = last; j-- > 0;) {
+        v[j] = kiln_gcd64(v[j], rem);
+        rem /= v[j];
+    }
+}
+
 /* The innermost tile of a multi-level tiling is meant to live in registers (16 vector registers
  * on AVX2, 32 on AVX-512 and NEON): a tile of more than tile_cap(sk) accumulators spills, so such
  * draws are redrawn most of the time (not always: the space stays the same, only its prior
@@ -288,6 +347,10 @@ register_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, struc
         if (nc)
             v[k->nparts - 1] = kiln_rng_uniform(rng) < 0.5 ? c[nc - 1] : pick(rng, c, nc);
     }
+    int64_t q;
+    if (grouped_vector_knob(sk, op, vec, p, &q) != KILN_NONE
+        && (strict || kiln_rng_uniform(rng) < 0.9)) /* no draw for other ops: their programs stay */
+        group_tile(sk, op, lanes, vec, p);
     if (!strict && kiln_rng_uniform(rng) < 0.1)
         return;
     for (int tries = 0; tries < 16 && tile_registers(sk, op, lanes, vec, p) > tile_cap(sk);
@@ -666,18 +729,22 @@ kiln_prog_mutate(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln
         vector_knobs(sk, p, vec);
         int64_t old[KILN_SPLIT_MAX];
         memcpy(old, v, sizeof(int64_t) * k->nparts);
-        bool was_starved = false;
-        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++)
+        bool was_starved = false, was_crossing = false;
+        for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
             was_starved |= starved(sk, &sk->priv->op[i], lanes, vec, p);
+            was_crossing |= crosses_groups(sk, &sk->priv->op[i], vec, p);
+        }
         if (!mutate_split(k, rng, lanes, vec[k - sk->knob], v))
             continue;
-        /* the prior of kiln_prog_sample: a move that makes a register tile spill, or starves
-         * one that was not (fill_tile's rules), is mostly undone */
+        /* the prior of kiln_prog_sample: a move that makes a register tile spill, starves
+         * one that was not (fill_tile's rules) or makes a vector tile cross groups
+         * (group_tile) is mostly undone */
         bool spills = false, starves = false;
         for (uint32_t i = 0; sk->priv && i < sk->priv->nop; i++) {
             spills |= tiled(&sk->priv->op[i])
                       && tile_registers(sk, &sk->priv->op[i], lanes, vec, p) > tile_cap(sk);
             starves |= !was_starved && starved(sk, &sk->priv->op[i], lanes, vec, p);
+            starves |= !was_crossing && crosses_groups(sk, &sk->priv->op[i], vec, p);
         }
         if (!(spills || starves) || kiln_rng_uniform(rng) < 0.2)
             return true;

@@ -456,6 +456,42 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
     }
 }
 
+struct gperiod {
+    const kiln_ctx *ctx;
+    int64_t        *per; /* per spatial axis */
+};
+
+static bool
+gperiod_visit(void *ud, kiln_expr node)
+{
+    struct gperiod         *G = ud;
+    const struct kiln_node *n = kiln_node_get(G->ctx, node);
+    int64_t                 q;
+    int                     a;
+    if (n->op == KILN_OP_FLOORDIV && (a = plain_axis(G->ctx, (kiln_expr){n->kid[0]})) >= 0
+        && a < KILN_MAX_DIMS && kiln_expr_is_int(G->ctx, (kiln_expr){n->kid[1]}, &q) && q > 1)
+        G->per[a] = G->per[a] ? kiln_gcd64(G->per[a], q) : q;
+    return true;
+}
+
+/* Per spatial axis of op i, the gcd of the divisors q of the floordiv(axis, q) its loads read
+ * (0: none): a grouped convolution reads its input channel (k / Kg) * Cg + rc, and a vector
+ * tile of k that crosses a group boundary (Cg = 4, 16 lanes) gathers its input lane by lane,
+ * where one within a group broadcasts a single element. Only the plain axis as numerator: a
+ * transposed convolution's (h + pad - rh) / stride is affine in h over a tile of any length
+ * and has no groups to respect. */
+static void
+group_periods(const struct ana *A, uint32_t i, struct kiln_op_plan *p)
+{
+    memset(p->gperiod, 0, sizeof p->gperiod);
+    struct loads L;
+    kiln_sk_loads_of(A->ctx, A->eff[i], &L);
+    struct gperiod G = {A->ctx, p->gperiod};
+    for (uint32_t j = 0; j < L.n; j++)
+        for (uint32_t d = 0; d < kiln_load_nidx(A->ctx, L.l[j]); d++)
+            kiln_expr_visit_nodes(A->ctx, kiln_load_idx(A->ctx, L.l[j], d), gperiod_visit, &G);
+}
+
 /* Whether op i is a lane-wise reduction: computed plain, it can keep one accumulator per
  * vector lane along its last output axis `last` (a vector tile of it inside the reduction
  * loops). Every load reads
@@ -592,6 +628,7 @@ plan_knobs(kiln_ctx *ctx, const struct ana *A, struct kiln_sketch *sk, uint32_t 
     case KILN_PLAN_TILE_FUSE: {
         uint32_t nsplit = 0;
         p->nvcand = 0;
+        group_periods(A, i, p);
         for (uint32_t k = 0; k < t->ndim; k++) {
             if (t->shape[k] <= 1)
                 continue;

@@ -42,6 +42,10 @@ struct kiln_op_plan {
     uint32_t reader;               /* PLAIN with k_loc: the tiled op reading it */
     uint8_t  vcand[KILN_MAX_DIMS]; /* spatial axes that may be the vector axis */
     uint8_t  nvcand;
+    /* per spatial axis: some load reads floordiv(axis, q) (a grouped convolution's input
+     * channel, (k / K_per_group) * C_per_group + rc): its vector tile should divide gperiod,
+     * the gcd of those q, so that the quotient is one value for all lanes; 0 when none */
+    int64_t gperiod[KILN_MAX_DIMS];
     /* per spatial axis: arguments (tensor, dimension) packed when it is the vector axis */
     uint32_t pack_t[KILN_MAX_DIMS][4];
     uint8_t  pack_d[KILN_MAX_DIMS][4];

@@ -568,6 +568,44 @@ out:
     kiln_ctx_free(ctx);
 }
 
+/* Grouped convolutions predicted with the shipped model (tuner/annotate.c's group_tile keeps
+ * their vector tiles inside a group; test_sketch grouped checks that property): channels per
+ * group 4, 8 (stride 2) and 16 with 32 per output group, channels-last and NCHW, compute the
+ * reference's results. */
+static void
+test_grouped_predicted(void)
+{
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        kiln_ctx   *ctx = kiln_ctx_new(NULL);
+        const char *lay = nhwc ? ", layout=\"nhwc\"" : "";
+        char        text[1024];
+        snprintf(text, sizeof text,
+                 "input x: f32[1, %s]\n"
+                 "weight w1: f32[32, 4, 3, 3]\nweight w2: f32[32, 8, 3, 3]\n"
+                 "weight w3: f32[64, 16, 3, 3]\n"
+                 "c1 = conv2d(x, w1, padding=1, groups=8%s)\nr1 = relu(c1)\n"
+                 "c2 = conv2d(r1, w2, padding=1, stride=2, groups=4%s)\nr2 = relu(c2)\n"
+                 "c3 = conv2d(r2, w3, padding=1, groups=2%s)\noutput c3\n",
+                 nhwc ? "8, 8, 32" : "32, 8, 8", lay, lay, lay);
+        struct kiln_graph *g = PARSE(ctx, text);
+        if (g) {
+            struct kiln_schedule_params p = {.seed = opt_seed()};
+            struct kiln_schedule_report rep;
+            const char                 *js = NULL;
+            struct kiln_schedule        s = {0};
+            CHECK_EQ_INT(KILN_OK, kiln_graph_schedule(ctx, g, &p, &js, &rep));
+            CHECK(rep.warning == NULL);
+            CHECK(rep.predicted >= 3);
+            CHECK(js && kiln_sched_from_json(ctx, js, strlen(js), &s) == KILN_OK);
+            double err = harness_schedule_error(ctx, g, &s, opt_seed());
+            printf("  %s: %u of %u tasks predicted, max rel err %.2e\n", nhwc ? "NHWC" : "NCHW",
+                   rep.predicted, rep.ntasks, err);
+            CHECK(err < 1e-5);
+        }
+        kiln_ctx_free(ctx);
+    }
+}
+
 static const struct test tests[] = {
     {"deterministic", test_deterministic},
     {"threads_same", test_threads_same},
@@ -576,6 +614,7 @@ static const struct test tests[] = {
     {"bad_model_falls_back", test_bad_model_falls_back},
     {"records_then_predicted", test_records_then_predicted},
     {"model_ranks_measured", test_model_ranks_measured},
+    {"grouped_predicted", test_grouped_predicted},
 };
 
 int

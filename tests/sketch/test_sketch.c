@@ -885,6 +885,125 @@ test_plain_parallel(void)
     kiln_ctx_free(ctx);
 }
 
+/* The vectorised innermost tile of axis `axis` of a tiled op under p; 0 when that axis is not
+ * the vector axis or vectorisation is off. */
+static int64_t
+k_tile(const struct kiln_sketch *sk, const struct kiln_op_plan *op, const struct kiln_prog *p,
+       uint32_t axis)
+{
+    uint32_t va = op->vcand[op->k_vaxis == KILN_NONE ? 0 : p->v[sk->knob[op->k_vaxis].slot]];
+    if (va != axis || !p->v[sk->knob[op->k_vec].slot])
+        return 0;
+    const struct kiln_knob *kn = &sk->knob[op->k_split[va]];
+    return p->v[kn->slot + kn->nparts - 1];
+}
+
+/* Grouped convolutions (tuner/annotate.c, group_tile): the analysis finds the group period of
+ * the output-channel axis (K / groups, the divisor in the input channel (k / Kg) * Cg + rc; none
+ * for a depthwise convolution, whose index folds to k); of the programs whose vector axis is that
+ * axis, prediction's prior (kiln_prog_in_prior) keeps every vector tile inside one group and
+ * sampling nearly all (90% of draws are moved); sampled and prior programs, channels-last and
+ * NCHW, strides 1 and 2, compute the reference's results. 16 lanes: channels per group 4 and 8
+ * are below a vector, 16 one, 32 two. */
+static void
+test_grouped(void)
+{
+    static const struct {
+        int  c, k, groups, hw, stride;
+        bool nhwc;
+    } cases[] = {
+        {16, 16, 16, 6, 1, true}, /* depthwise: Cg = Kg = 1 */
+        {32, 32, 8, 6, 1, true},  /* Cg = 4 (ResNeXt-50's first stage) */
+        {32, 32, 4, 7, 2, true},  /* Cg = 8, stride 2 */
+        {64, 64, 4, 5, 1, true},  /* Cg = 16 (RegNet-X) */
+        {64, 64, 2, 5, 1, true},  /* Cg = 32 */
+        {16, 32, 4, 6, 1, true},  /* Cg = 4, Kg = 8 */
+        {32, 32, 8, 6, 1, false}, /* NCHW */
+        {64, 64, 4, 5, 2, false}, {16, 16, 16, 6, 1, false},
+    };
+    struct kiln_hw hw = {2, 16, 64, 48 << 10, 1280 << 10, 0, false, 0, 0, 0, 0};
+    uint32_t       iters = (uint32_t)opt_iters_or(100);
+    for (size_t ci = 0; ci < KILN_COUNTOF(cases); ci++) {
+        kiln_ctx          *ctx = kiln_ctx_new(NULL);
+        struct kiln_target tg;
+        struct kiln_rng    r = kiln_rng_new(opt_seed() + ci);
+        int     c = cases[ci].c, k = cases[ci].k, gr = cases[ci].groups, h = cases[ci].hw;
+        int64_t kg = k / gr, period = kg > 1 ? kg : 0; /* 0: any tile */
+        char    text[512], label[128];
+        snprintf(label, sizeof label, "%s conv %d->%d groups %d stride %d",
+                 cases[ci].nhwc ? "NHWC" : "NCHW", c, k, gr, cases[ci].stride);
+        if (cases[ci].nhwc)
+            snprintf(text, sizeof text, "input x: f32[1, %d, %d, %d]\n", h, h, c);
+        else
+            snprintf(text, sizeof text, "input x: f32[1, %d, %d, %d]\n", c, h, h);
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len,
+                 "weight w: f32[%d, %d, 3, 3]\nweight b: f32[%d]\n"
+                 "y = conv2d(x, w, b, padding=1, stride=%d, groups=%d%s)\nr = relu(y)\n"
+                 "output r\n",
+                 k, c / gr, k, cases[ci].stride, gr, cases[ci].nhwc ? ", layout=\"nhwc\"" : "");
+        struct kiln_graph  *g = PARSE(ctx, text);
+        struct kiln_sketch *sk = NULL;
+        uint32_t            nsk = 0, conv = KILN_NONE, kaxis = cases[ci].nhwc ? 3 : 1;
+        struct ref          R = {0};
+        if (!g || kiln_cg_target_parse(ctx, "llvm", &tg) != KILN_OK
+            || kiln_sketches_generate(ctx, g, &hw, &sk, &nsk) != KILN_OK
+            || !make_ref(ctx, g, &r, &R)) {
+            CHECK(false);
+            free_ref(&R);
+            kiln_ctx_free(ctx);
+            continue;
+        }
+        for (uint32_t i = 0; i < g->nop; i++)
+            if (g->op[i].nred)
+                conv = i;
+        CHECK(conv != KILN_NONE);
+        uint32_t ntiled = 0, nk = 0, cross = 0, nprior = 0, prior_cross = 0, nmut = 0,
+                 mut_cross = 0;
+        for (uint32_t s = 0; s < nsk && conv != KILN_NONE; s++) {
+            const struct kiln_op_plan *op = &sk[s].priv->op[conv];
+            if (op->mode != KILN_PLAN_TILE && op->mode != KILN_PLAN_TILE_CW
+                && op->mode != KILN_PLAN_TILE_FUSE)
+                continue;
+            ntiled++;
+            for (uint32_t a = 0; a < 4; a++)
+                CHECK_EQ_INT(a == kaxis ? period : 0, op->gperiod[a]);
+            for (uint32_t it = 0; it < iters; it++) {
+                struct kiln_prog p, q, m;
+                kiln_prog_sample(&sk[s], &r, &p);
+                q = p;
+                kiln_prog_in_prior(&sk[s], &r, &q);
+                m = p;
+                bool    mutated = kiln_prog_mutate(&sk[s], &r, &m);
+                int64_t tp = k_tile(&sk[s], op, &p, kaxis), tq = k_tile(&sk[s], op, &q, kaxis);
+                int64_t tm = k_tile(&sk[s], op, &m, kaxis);
+                nk += tp >= 2;
+                cross += tp >= 2 && period % tp;
+                nprior += tq >= 2;
+                prior_cross += tq >= 2 && period % tq;
+                if (mutated && tp >= 2 && period % tp == 0) { /* a tile inside a group */
+                    nmut += tm >= 2;
+                    mut_cross += tm >= 2 && period % tm;
+                }
+                if (it < 3
+                    && (!check_prog(ctx, g, &tg, &sk[s], &p, &R, label, false)
+                        || !check_prog(ctx, g, &tg, &sk[s], &q, &R, label, it == 0)))
+                    break;
+            }
+        }
+        printf("%s: %u tiled sketches; vector tiles of k crossing groups of %lld: %u of %u "
+               "sampled, %u of %u in the prior, %u of %u mutants of ones that did not\n",
+               label, ntiled, (long long)kg, cross, nk, prior_cross, nprior, mut_cross, nmut);
+        CHECK(ntiled > 0 && nk > 0);
+        CHECK(nprior > 0 || !cases[ci].nhwc); /* NCHW: the prior vectorises w */
+        CHECK_EQ_INT(0, prior_cross);
+        CHECK(cross <= nk * 15 / 100);
+        CHECK(mut_cross <= nmut * 15 / 100);
+        free_ref(&R);
+        kiln_ctx_free(ctx);
+    }
+}
+
 /* Whether the loop nest text has, inside a loop of reduction iterator `red` of `stage` (or a
  * piece of it that lowering's partitioning or unrolling renamed `red.N`), a vector loop of
  * stage other than an initialisation. */
@@ -1723,6 +1842,7 @@ main(int argc, char **argv)
         {"examples_lower", test_examples_lower},
         {"json_errors", test_json_errors},
         {"prior", test_prior},
+        {"grouped", test_grouped},
         {"plain_parallel", test_plain_parallel},
         {"plain_reduce_vector", test_plain_reduce_vector},
         {"prior_parallel", test_prior_parallel},
