@@ -163,9 +163,11 @@ shuffle_head(const struct facts *f, const uint32_t *readers, const uint32_t *rea
     if (!kiln_gr_call_is(f, c, "reshape") || call->nin != 1)
         return false;
     const struct kiln_tensor *x = &g->tensor[call->in[0]], *y = &g->tensor[call->out];
+    int64_t ch; /* the group count times the group's channels (no overflow: an empty tensor's
+                 * other extents may be anything) */
     if (x->ndim != 4 || !cl_tensor[call->in[0]] || y->ndim != 5 || y->shape[0] != x->shape[0]
-        || y->shape[1] * y->shape[2] != x->shape[1] || y->shape[3] != x->shape[2]
-        || y->shape[4] != x->shape[3])
+        || kiln_mul_overflows(y->shape[1], y->shape[2], &ch) || ch != x->shape[1]
+        || y->shape[3] != x->shape[2] || y->shape[4] != x->shape[3])
         return false;
     if ((*t2 = sole_reader(f, readers, reader, c, "transpose")) == KILN_NONE
         || (*t3 = sole_reader(f, readers, reader, *t2, "reshape")) == KILN_NONE)
@@ -357,7 +359,7 @@ emit_shuffle(struct rebuild *r, uint32_t c1, uint32_t c2, uint32_t c3)
     memcpy(perm, swap, sizeof swap);
     int64_t s5[5] = {y->shape[0], y->shape[3], y->shape[4], y->shape[1], y->shape[2]};
     memcpy(split, s5, sizeof s5);
-    int64_t s4[4] = {y->shape[0], y->shape[3], y->shape[4], y->shape[1] * y->shape[2]};
+    int64_t s4[4] = {y->shape[0], y->shape[3], y->shape[4], g->tensor[g->call[c1].in[0]].shape[1]};
     memcpy(back, s4, sizeof s4);
     KILN_TRY(emit_step(r, "reshape", x, "shape", split, 5, g->call[c1].out, &g->call[c1], &t1));
     KILN_TRY(emit_step(r, "transpose", t1, "perm", perm, 5, g->call[c2].out, &g->call[c2], &t2));

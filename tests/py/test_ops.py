@@ -423,11 +423,13 @@ def gen_max_pool2d(g):
     x = g.arr((g.int(1, 2), g.int(1, 3), q["H"], q["W"]))
     if g.coin(0.25):  # integers (ONNX MaxPool takes u8 and i8): padding reads the least value
         x = draw_typed(g, x.shape, g.pick(["uint8", "int8", "int16", "uint64"]))
-    want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"])
+    want = F.max_pool2d(t(x), q["k"], q["s"], q["p"], q["d"], ceil_mode=q["ceil"]).numpy()
+    if x.dtype.kind in "iu":  # a window wholly in the padding (ceil_mode, dilation): the least
+        want = np.where(np.isneginf(want), np.iinfo(x.dtype).min, want)  # value, not -inf
     attrs = dict(kernel=q["kattr"], stride=q["sattr"], padding=q["pattr"], dilation=q["dattr"],
                  ceil_mode=int(q["ceil"]) if q["ceil"] or g.coin(0.2) else None)
     return channels_last(g, Case("max_pool2d", {"x": x}, call("max_pool2d", ["x"], **attrs),
-                                 want.numpy()))
+                                 want))
 
 
 def gen_avg_pool2d(g):
