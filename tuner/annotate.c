@@ -555,6 +555,41 @@ tiled_work(const struct kiln_sketch *sk, const struct kiln_op_plan *op)
     return w;
 }
 
+/* The vector axis's split l of a tiled op with no other axis longer than 1 (a batch-1 dense):
+ * one row of accumulators, and nothing reuses the weight it streams, so no tile level above
+ * the registers pays. A tile of one vector is one chain of dependent FMAs (a 1000 x 1024
+ * dense ran at 0.075 ms, its FMA latency); a middle level of 21 vectors kept its
+ * accumulators in memory (0.25 ms for 1000 x 1280, where a 25-wide register tile ran 0.059).
+ * So the innermost tile is the longest the registers and KILN_MAX_INNER allow, the whole axis
+ * when it fits, else the longest divisor of the extent at least half that long (64 of 1024;
+ * 50 of 1000 on 16 lanes: 16 + 16 + 16 + 2 lanes), the tiles then outermost, where the
+ * parallel loop takes them; else that longest tile, the last one partial, with the tiles
+ * in the listed part (as sample_split keeps them). The middle part is 1. */
+static void
+one_row_tile(const struct kiln_sketch *sk, const struct kiln_knob *k, int lanes, int64_t *l)
+{
+    int64_t  n = k->extent, cap = tile_cap(sk) * lanes, d[512], t = 0;
+    uint32_t last = k->nparts - 1;
+    if (cap > KILN_MAX_INNER)
+        cap = KILN_MAX_INNER / lanes * lanes;
+    if (cap < lanes)
+        cap = lanes;
+    uint32_t nd = n <= cap ? 0 : divisors(n, d, KILN_COUNTOF(d));
+    for (uint32_t j = 0; j < nd; j++)
+        if (d[j] <= cap && 2 * d[j] >= cap)
+            t = d[j];
+    if (n <= cap)
+        t = n;
+    for (uint32_t j = 0; j < last; j++)
+        l[j] = 1;
+    if (t) {
+        l[last] = t;
+        return;
+    }
+    l[last] = cap;
+    l[0] = (n + cap - 1) / cap;
+}
+
 bool
 kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct kiln_prog *p)
 {
@@ -579,12 +614,19 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
             p->v[sk->knob[op->k_vec].slot] = 1;
             continue;
         }
-        if (op->k_vaxis == KILN_NONE || !op->nvcand)
+        /* A tiled op of one axis longer than 1 has no vector axis knob: a batch-1 dense or
+         * matmul (y[1, N] = x[1, K] W), whose weight it does not reuse, but whose vector tile
+         * reads the weight with a stride of K unless it is packed (gathers: 0.46 ms for a
+         * 1000 x 1024 dense where the packed program ran 0.047). Such an op, when it can pack
+         * the weight, is vectorised along its axis and packs it, as below; the copy is made
+         * once, at prepare time. */
+        if (!op->nvcand || (op->k_vaxis == KILN_NONE && !op->npack[op->vcand[0]]))
             continue;
         uint32_t kl = op->k_split[op->vcand[op->nvcand - 1]];
         if (kl == KILN_NONE || sk->knob[kl].extent < lanes)
             continue;
-        p->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
+        if (op->k_vaxis != KILN_NONE)
+            p->v[sk->knob[op->k_vaxis].slot] = op->nvcand - 1;
         if (op->k_vec != KILN_NONE)
             p->v[sk->knob[op->k_vec].slot] = 1;
         /* arguments read with a stride along it packed, as the sampler's packed draws are */
@@ -594,6 +636,10 @@ kiln_prog_in_prior(const struct kiln_sketch *sk, struct kiln_rng *rng, struct ki
         const struct kiln_knob *k = &sk->knob[kl];
         int64_t                *l = &p->v[k->slot];
         uint32_t                last = k->nparts - 1;
+        if (op->k_vaxis == KILN_NONE) {
+            one_row_tile(sk, k, lanes, l);
+            continue;
+        }
         if (l[last] < lanes && k->extent % lanes == 0) {
             /* move factors from the outer parts in (the product, so the tile, stays); when
              * that cannot make a multiple of the lanes of at most KILN_MAX_INNER, one vector */
