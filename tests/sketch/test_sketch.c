@@ -1298,8 +1298,9 @@ test_prior_vector_tail(void)
  * output axis in tiles of at least a vector and pack the weight into blocks of it, so no
  * vector load reads the weight with a stride (unpacked, a dense's W[N, K] is gathered: 0.46 to
  * 2.9 ms for 1000 x 1024 where the packed program ran in 0.047); the programs compute what the
- * reference computes. N need not be a multiple of the lanes. With one row, the vector tile is
- * the whole axis or at least half of KILN_MAX_INNER, with no middle tile level. */
+ * reference computes. N need not be a multiple of the lanes. Every row is in the register
+ * tile and N has no middle tile level; with one row, the vector tile is the whole axis or at
+ * least half of KILN_MAX_INNER. */
 static void
 test_prior_gemv(void)
 {
@@ -1361,15 +1362,22 @@ test_prior_gemv(void)
                 bool        vec = q.v[sk[s].knob[op->k_vec].slot] == 1;
                 bool        vaxis =
                     op->k_vaxis == KILN_NONE || q.v[sk[s].knob[op->k_vaxis].slot] == op->nvcand - 1;
-                /* one row: the whole axis or a long tile in registers, no middle level */
+                /* few rows: every row in the register tile, no middle level of N; one row:
+                 * the whole axis or a long tile */
+                bool rows_in = true;
+                for (uint32_t a = 0; a + 1 < op->nvcand; a++) {
+                    const struct kiln_knob *ki = &sk[s].knob[op->k_split[op->vcand[a]]];
+                    rows_in &= q.v[ki->slot + ki->nparts - 1] == ki->extent;
+                }
                 bool one_row = op->k_vaxis == KILN_NONE;
-                if (one_row
-                    && (q.v[kj->slot + 1] != 1
-                        || 2 * inner < (kj->extent < KILN_MAX_INNER ? kj->extent : KILN_MAX_INNER)))
+                if (!rows_in || q.v[kj->slot + 1] != 1
+                    || (one_row
+                        && 2 * inner < (kj->extent < KILN_MAX_INNER ? kj->extent : KILN_MAX_INNER)))
                     harness_fail(__FILE__, __LINE__,
-                                 "lanes %d %s: one row split [%lld, %lld, %lld]", lanes, sk[s].desc,
-                                 (long long)q.v[kj->slot], (long long)q.v[kj->slot + 1],
-                                 (long long)inner);
+                                 "lanes %d %s: rows in the register tile %d, split of N [%lld, "
+                                 "%lld, %lld]",
+                                 lanes, sk[s].desc, rows_in, (long long)q.v[kj->slot],
+                                 (long long)q.v[kj->slot + 1], (long long)inner);
                 sampled_packed += strstr(tp, "\"op\": \"pack\", \"stage\": \"W\"") != NULL;
                 packed += pk;
                 if (!pk || !vec || !vaxis || inner < lanes)
