@@ -412,11 +412,13 @@ kiln_sk_add_knob(kiln_ctx *ctx, struct kiln_sketch *sk, enum kiln_knob_kind kind
  * is not contiguous along the reduction (not the last dimension, or read by a reduction on
  * another dimension): packing them into blocks along that dimension makes the vector tile of
  * k contiguous for every reduction step. Only tensors op i reuses (some output axis absent
- * from their indices: a matmul's B, a convolution's weights): packing an activation indexed
- * by every output axis, a depthwise convolution's input, is a copy of it in every call that
- * no reuse pays back (channels-last depthwise 3x3, 256 x 28^2: its best program after 1,000
- * trials packed the input and ran at 0.60x oneDNN; a hand-written schedule packing only the
- * weights ran at 36 us on one core, where oneDNN takes 38). */
+ * from their indices: a matmul's B, a convolution's weights), or weights: packing an
+ * activation indexed by every output axis, a depthwise convolution's input, is a copy of it in
+ * every call that no reuse pays back (channels-last depthwise 3x3, 256 x 28^2: its best
+ * program after 1,000 trials packed the input and ran at 0.60x oneDNN; a hand-written schedule
+ * packing only the weights ran at 36 us on one core, where oneDNN takes 38), where a weight is
+ * packed once, when the module is prepared. A batch-1 dense reuses none of its weight W[N, K]
+ * and, vectorised along N unpacked, gathers it. */
 static void
 pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan *p)
 {
@@ -429,7 +431,8 @@ pack_candidates(const struct ana *A, uint32_t i, uint32_t k, struct kiln_op_plan
         uint32_t                  t = (uint32_t)kiln_node_get(ctx, L.l[j])->imm;
         const struct kiln_tensor *tt = &g->tensor[t];
         if (tt->kind == KILN_TENSOR_OP || tt->ndim < 2 || tt->ndim >= KILN_MAX_DIMS
-            || (!L.overflow && !kiln_sk_misses_an_axis(A, i, &L, t)))
+            || (tt->kind != KILN_TENSOR_WEIGHT && !L.overflow
+                && !kiln_sk_misses_an_axis(A, i, &L, t)))
             continue;
         for (uint32_t d = 0; d < tt->ndim; d++) {
             if (plain_axis(ctx, kiln_load_idx(ctx, L.l[j], d)) != (int)k)
